@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tessera's first command: install every system dependency (Debian 12, apt, idempotent),
+# build, and run the main job. Safe to run again; apt is skipped when everything is present.
+#
+#   scripts/setup.sh            # install + build + run the main job
+#   scripts/setup.sh --no-run   # install + build only
+#   scripts/setup.sh --deps-only # install only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Pinned to the Debian 12 (bookworm) upstream versions; the glob admits Debian's own
+# security and point revisions of that same upstream version.
+PACKAGES=(
+  "g++=4:12.2*"
+  "cmake=3.25.1*"
+  "ninja-build=1.11.1*"
+  "pkg-config=1.8.1*"
+  "clang-format=1:14.0*"
+  "nlohmann-json3-dev=3.11.2*"
+  "libpcre2-dev=10.42*"
+  "libutf8proc-dev=2.8.0*"
+  "libgtest-dev=1.12.1*"
+  "libgmock-dev=1.12.1*"
+  "libbenchmark-dev=1.7.1*"
+  "libcpp-httplib-dev=0.11.4*"
+  "libssl-dev=3.0.*"
+  "libcurl4-openssl-dev=7.88.1*"
+  "curl=7.88.1*"
+)
+
+missing=()
+for spec in "${PACKAGES[@]}"; do
+  name=${spec%%=*}
+  want=${spec#*=}
+  have=$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null || true)
+  # shellcheck disable=SC2053
+  if [[ "$have" != "install ok installed "* || "${have##* }" != $want ]]; then
+    missing+=("$spec")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all system packages present"
+fi
+
+if [[ "${1:-}" == "--deps-only" ]]; then exit 0; fi
+
+BUILD_DIR=${TESSERA_BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$BUILD_DIR" --target tessera
+
+if [[ "${1:-}" == "--no-run" ]]; then exit 0; fi
+
+SHARED=${TESSERA_SHARED_DIR:-../shared}
+echo "setup: running the main job (greedy generation on stories260k)"
+"$BUILD_DIR/apps/tessera" generate --model "$SHARED/models/stories260k" \
+  --prompt "Once upon a time" --max-tokens 60

@@ -1,0 +1,146 @@
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace tessera::test {
+
+std::string SharedDir() {
+  const char* env = std::getenv("TESSERA_SHARED_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  return TESSERA_SHARED_DIR_DEFAULT;
+}
+
+std::string TesseraBinary() {
+  const char* env = std::getenv("TESSERA_BIN");
+  if (env != nullptr && *env != '\0') return env;
+  return std::string(TESSERA_BINARY_DIR) + "/apps/tessera";
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tessera-test-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw std::runtime_error("cannot write " + path);
+  f.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& input) {
+  ::signal(SIGPIPE, SIG_IGN);  // a child that exits early must not kill the test
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) || ::pipe2(out_pipe, O_CLOEXEC) || ::pipe2(err_pipe, O_CLOEXEC)) {
+    throw std::runtime_error("pipe failed");
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (rc != 0) {
+    ::close(in_pipe[1]);
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  ProcessResult result;
+  size_t written = 0;
+  int in_fd = in_pipe[1];
+  if (input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+  int open_fds = 2;
+  bool out_open = true, err_open = true;
+  char buf[65536];
+  while (open_fds > 0 || in_fd >= 0) {
+    pollfd fds[3];
+    int n = 0;
+    int out_idx = -1, err_idx = -1, in_idx = -1;
+    if (out_open) { fds[n] = {out_pipe[0], POLLIN, 0}; out_idx = n++; }
+    if (err_open) { fds[n] = {err_pipe[0], POLLIN, 0}; err_idx = n++; }
+    if (in_fd >= 0) { fds[n] = {in_fd, POLLOUT, 0}; in_idx = n++; }
+    if (::poll(fds, n, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    auto drain = [&](int idx, int fd, bool* open, std::string* dst) {
+      if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) return;
+      ssize_t r = ::read(fd, buf, sizeof(buf));
+      if (r > 0) {
+        dst->append(buf, static_cast<size_t>(r));
+      } else if (r == 0 || errno != EINTR) {
+        *open = false;
+        --open_fds;
+      }
+    };
+    drain(out_idx, out_pipe[0], &out_open, &result.out);
+    drain(err_idx, err_pipe[0], &err_open, &result.err);
+    if (in_idx >= 0 && (fds[in_idx].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t w = ::write(in_fd, input.data() + written, input.size() - written);
+      if (w > 0) written += static_cast<size_t>(w);
+      if (w < 0 && errno != EINTR && errno != EAGAIN) written = input.size();
+      if (written >= input.size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
+ProcessResult RunTessera(const std::vector<std::string>& args, const std::string& input) {
+  std::vector<std::string> argv{TesseraBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, input);
+}
+
+}  // namespace tessera::test
