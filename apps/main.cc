@@ -1,18 +1,39 @@
-// tessera: the command-line entry point. Each subcommand lives in its own cmd_*.cc.
+// tessera: the command-line entry point. Each subcommand lives in its own cmd_*.cc; the
+// build defines TESSERA_CMD_<NAME> for each one present.
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "commands.h"
+
 namespace {
 
+struct Command {
+  const char* name;
+  const char* help;
+  int (*run)(int argc, char** argv);
+};
+
+constexpr Command kCommands[] = {
+#ifdef TESSERA_CMD_GENERATE
+    {"generate", "greedy generation from a prompt", tessera::RunGenerateCommand},
+#endif
+#ifdef TESSERA_CMD_TOKENIZE
+    {"tokenize", "text (JSON Lines) to token ids", tessera::RunTokenizeCommand},
+    {"detokenize", "token ids (JSON Lines) to text", tessera::RunDetokenizeCommand},
+#endif
+#ifdef TESSERA_CMD_RENDER_CHAT
+    {"render-chat", "render chat templates (JSON Lines)", tessera::RunRenderChatCommand},
+#endif
+    {nullptr, nullptr, nullptr},
+};
+
 void PrintUsage(FILE* out) {
-  std::fprintf(out,
-               "usage: tessera <command> [options]\n\n"
-               "commands:\n"
-               "  generate     greedy generation from a prompt\n"
-               "  tokenize     text (JSON Lines) to token ids\n"
-               "  detokenize   token ids (JSON Lines) to text\n\n"
-               "Run 'tessera <command> --help' for the options of a command.\n");
+  std::fprintf(out, "usage: tessera <command> [options]\n\ncommands:\n");
+  for (const Command* c = kCommands; c->name != nullptr; ++c) {
+    std::fprintf(out, "  %-14s %s\n", c->name, c->help);
+  }
+  std::fprintf(out, "\nRun 'tessera <command> --help' for the options of a command.\n");
 }
 
 }  // namespace
@@ -26,6 +47,9 @@ int main(int argc, char** argv) {
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     PrintUsage(stdout);
     return 0;
+  }
+  for (const Command* c = kCommands; c->name != nullptr; ++c) {
+    if (cmd == c->name) return c->run(argc, argv);
   }
   std::fprintf(stderr, "tessera: unknown command '%s'; run 'tessera --help' for the list\n",
                cmd.c_str());

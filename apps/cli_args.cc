@@ -1,0 +1,168 @@
+#include "cli_args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace tessera {
+
+void CliArgs::AddString(const std::string& name, const std::string& help, bool required,
+                        std::optional<std::string> default_value) {
+  options_[name] = Option{Kind::kString, help, required, std::move(default_value), {}};
+  order_.push_back(name);
+}
+
+void CliArgs::AddInt(const std::string& name, const std::string& help,
+                     std::optional<int64_t> default_value) {
+  std::optional<std::string> d;
+  if (default_value) d = std::to_string(*default_value);
+  options_[name] = Option{Kind::kInt, help, false, d, {}};
+  order_.push_back(name);
+}
+
+void CliArgs::AddDouble(const std::string& name, const std::string& help,
+                        std::optional<double> default_value) {
+  std::optional<std::string> d;
+  if (default_value) d = std::to_string(*default_value);
+  options_[name] = Option{Kind::kDouble, help, false, d, {}};
+  order_.push_back(name);
+}
+
+void CliArgs::AddFlag(const std::string& name, const std::string& help) {
+  options_[name] = Option{Kind::kFlag, help, false, std::nullopt, {}};
+  order_.push_back(name);
+}
+
+void CliArgs::AddList(const std::string& name, const std::string& help) {
+  options_[name] = Option{Kind::kList, help, false, std::nullopt, {}};
+  order_.push_back(name);
+}
+
+namespace {
+
+bool ParseInt64(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end != s.c_str() + s.size()) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseDouble(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+Status CliArgs::Parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      help_ = true;
+      return Status::Ok();
+    }
+    if (arg.rfind("--", 0) != 0) {
+      return InvalidArgument("unexpected argument '" + arg + "'; options start with --");
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    auto it = options_.find(name);
+    if (it == options_.end()) {
+      return InvalidArgument("unknown option --" + name + "; see --help");
+    }
+    Option& opt = it->second;
+    if (opt.kind == Kind::kFlag) {
+      if (value) return InvalidArgument("--" + name + " takes no value");
+      opt.values.push_back("1");
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= argc) return InvalidArgument("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    if (opt.kind == Kind::kInt) {
+      int64_t v;
+      if (!ParseInt64(*value, &v)) {
+        return InvalidArgument("--" + name + " must be an integer, got '" + *value + "'");
+      }
+    }
+    if (opt.kind == Kind::kDouble) {
+      double v;
+      if (!ParseDouble(*value, &v)) {
+        return InvalidArgument("--" + name + " must be a finite number, got '" + *value + "'");
+      }
+    }
+    if (opt.kind != Kind::kList) opt.values.clear();  // the last occurrence wins
+    opt.values.push_back(*value);
+  }
+  for (const auto& [name, opt] : options_) {
+    if (opt.required && opt.values.empty()) {
+      return InvalidArgument("--" + name + " is required (" + opt.help + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string CliArgs::Usage() const {
+  std::string out = "usage: tessera " + command_ + " [options]\n\noptions:\n";
+  for (const auto& name : order_) {
+    const Option& opt = options_.at(name);
+    std::string left = "  --" + name;
+    if (opt.kind != Kind::kFlag) left += " VALUE";
+    if (left.size() < 26) left.resize(26, ' ');
+    out += left + " " + opt.help;
+    if (opt.required) out += " (required)";
+    if (opt.default_value) out += " (default " + *opt.default_value + ")";
+    out += "\n";
+  }
+  return out;
+}
+
+bool CliArgs::Has(const std::string& name) const {
+  auto it = options_.find(name);
+  return it != options_.end() && (!it->second.values.empty() || it->second.default_value);
+}
+
+std::string CliArgs::GetString(const std::string& name) const {
+  const Option& opt = options_.at(name);
+  if (!opt.values.empty()) return opt.values.back();
+  return opt.default_value.value_or("");
+}
+
+int64_t CliArgs::GetInt(const std::string& name) const {
+  int64_t v = 0;
+  ParseInt64(GetString(name), &v);
+  return v;
+}
+
+double CliArgs::GetDouble(const std::string& name) const {
+  double v = 0;
+  ParseDouble(GetString(name), &v);
+  return v;
+}
+
+bool CliArgs::GetFlag(const std::string& name) const { return !options_.at(name).values.empty(); }
+
+std::vector<std::string> CliArgs::GetList(const std::string& name) const {
+  return options_.at(name).values;
+}
+
+int ReportError(const std::string& command, const Status& status) {
+  std::fprintf(stderr, "tessera %s: %s\n", command.c_str(), status.message().c_str());
+  return status.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace tessera

@@ -1,0 +1,67 @@
+// A small command-line parser shared by the subcommands: --flag, --key value, --key=value.
+// Unknown options and missing values are errors that name the option.
+//
+//   CliArgs args;
+//   args.AddString("model", "checkpoint directory", /*required=*/true);
+//   args.AddInt("max-tokens", "tokens to generate", 128);
+//   args.AddFlag("json", "print one JSON object");
+//   if (auto st = args.Parse(argc, argv, 2); !st.ok()) { ...print st.message()... }
+//   std::string dir = args.GetString("model");
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tessera {
+
+class CliArgs {
+ public:
+  explicit CliArgs(std::string command) : command_(std::move(command)) {}
+
+  void AddString(const std::string& name, const std::string& help, bool required = false,
+                 std::optional<std::string> default_value = std::nullopt);
+  void AddInt(const std::string& name, const std::string& help,
+              std::optional<int64_t> default_value = std::nullopt);
+  void AddDouble(const std::string& name, const std::string& help,
+                 std::optional<double> default_value = std::nullopt);
+  void AddFlag(const std::string& name, const std::string& help);
+  // A repeatable string option; every occurrence is kept in order.
+  void AddList(const std::string& name, const std::string& help);
+
+  // Parses argv[first..argc). "--help" sets help_requested().
+  Status Parse(int argc, char** argv, int first);
+
+  bool help_requested() const { return help_; }
+  std::string Usage() const;
+
+  bool Has(const std::string& name) const;
+  std::string GetString(const std::string& name) const;
+  int64_t GetInt(const std::string& name) const;
+  double GetDouble(const std::string& name) const;
+  bool GetFlag(const std::string& name) const;
+  std::vector<std::string> GetList(const std::string& name) const;
+
+ private:
+  enum class Kind { kString, kInt, kDouble, kFlag, kList };
+  struct Option {
+    Kind kind;
+    std::string help;
+    bool required = false;
+    std::optional<std::string> default_value;
+    std::vector<std::string> values;  // as given
+  };
+  std::string command_;
+  std::map<std::string, Option> options_;
+  std::vector<std::string> order_;
+  bool help_ = false;
+};
+
+// Prints "tessera <command>: <message>" to stderr and returns the exit code for a failure.
+int ReportError(const std::string& command, const Status& status);
+
+}  // namespace tessera

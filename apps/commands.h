@@ -1,0 +1,11 @@
+// The subcommands of the tessera CLI. Each returns the process exit code.
+#pragma once
+
+namespace tessera {
+
+int RunGenerateCommand(int argc, char** argv);
+int RunTokenizeCommand(int argc, char** argv);
+int RunDetokenizeCommand(int argc, char** argv);
+int RunRenderChatCommand(int argc, char** argv);
+
+}  // namespace tessera
