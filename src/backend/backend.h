@@ -1,0 +1,79 @@
+// Backend: something that runs whole decoder layers with its weights and KV cache resident.
+// A model is split over backends by a placement table decided once at load (see
+// engine/model_executor.h): each backend owns a contiguous range of layers, one of them also
+// owns the final norm + LM head, and the hidden state crosses between backends once per
+// forward call. Work handed to a backend is coarse (all its layers for a batch of tokens), the
+// shape an NPU needs: no per-op round trips.
+//
+//   std::unique_ptr<Backend> b = MakeReferenceBackend();
+//   TS_RETURN_IF_ERROR(b->LoadLayers(*ckpt, {0, 30}, {.max_slots = 1, .max_seq = 2048}));
+//   TS_RETURN_IF_ERROR(b->LoadHead(*ckpt));
+//   ForwardBatch batch{{{.slot = 0, .start_pos = 0, .n_tokens = 5}}};
+//   TS_RETURN_IF_ERROR(b->ForwardLayers(batch, hidden));   // hidden: [5, hidden_size]
+//   TS_RETURN_IF_ERROR(b->ComputeLogits(last_row, 1, logits));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/checkpoint.h"
+
+namespace tessera {
+
+struct LayerRange {
+  int64_t begin = 0;  // first layer owned
+  int64_t end = 0;    // one past the last
+  int64_t size() const { return end - begin; }
+};
+
+struct KvCacheConfig {
+  int max_slots = 1;     // concurrent sequences, each with its own KV region
+  int64_t max_seq = 0;   // positions per slot
+};
+
+// Consecutive positions of one sequence; a batch concatenates chunks of several sequences
+// (only one chunk per call is used today; the shape allows batching later).
+struct SequenceChunk {
+  int slot = 0;
+  int64_t start_pos = 0;
+  int64_t n_tokens = 0;
+};
+struct ForwardBatch {
+  std::vector<SequenceChunk> chunks;
+  int64_t total_tokens() const {
+    int64_t n = 0;
+    for (const auto& c : chunks) n += c.n_tokens;
+    return n;
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // e.g. "reference", "cpu-avx512", "xdna"; used in the placement log.
+  virtual std::string name() const = 0;
+
+  // Makes layers [range) resident in the backend's own format and allocates their KV cache.
+  virtual Status LoadLayers(const Checkpoint& ckpt, LayerRange range, const KvCacheConfig& kv) = 0;
+  // Makes the final RMSNorm and LM head resident.
+  virtual Status LoadHead(const Checkpoint& ckpt) = 0;
+
+  // Runs every chunk's tokens through the resident layers, in place on `hidden`
+  // ([total_tokens, hidden_size], rows in chunk order), writing their keys/values to the KV
+  // cache at their positions. Attention is causal over each slot's cached positions.
+  virtual Status ForwardLayers(const ForwardBatch& batch, std::span<float> hidden) = 0;
+
+  // Final norm + LM head: hidden [n_rows, hidden_size] -> logits [n_rows, vocab_size].
+  virtual Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
+                               std::span<float> logits) = 0;
+
+  // Bytes of weights resident (for the placement log and bandwidth figures).
+  virtual size_t resident_weight_bytes() const = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,104 @@
+#include "engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tessera {
+
+const char* StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kStopToken: return "stop";
+    case StopReason::kLength: return "length";
+    case StopReason::kContext: return "context";
+    case StopReason::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+int32_t ArgMax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+std::vector<std::pair<int32_t, float>> TopK(std::span<const float> logits, int k) {
+  std::vector<std::pair<int32_t, float>> all;
+  all.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) all.emplace_back(static_cast<int32_t>(i), logits[i]);
+  size_t kk = std::min(all.size(), static_cast<size_t>(std::max(k, 0)));
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(kk), all.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.second > b.second || (a.second == b.second && a.first < b.first);
+                    });
+  all.resize(kk);
+  return all;
+}
+
+namespace {
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, const GenerateRequest& req) {
+  if (req.prompt_ids.empty()) return InvalidArgument("the prompt is empty: nothing to continue");
+  if (req.max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt_ids.size());
+  if (prompt_len > exec.max_seq()) {
+    return InvalidArgument("the prompt has " + std::to_string(prompt_len) +
+                           " tokens, more than the context of " + std::to_string(exec.max_seq()));
+  }
+  GenerateResult result;
+  std::vector<float> logits(static_cast<size_t>(exec.dims().vocab));
+  auto t0 = std::chrono::steady_clock::now();
+  if (req.max_new_tokens == 0) {
+    result.stop_reason = StopReason::kLength;
+    return result;
+  }
+  TS_RETURN_IF_ERROR(exec.Forward(slot, 0, req.prompt_ids, logits));
+  result.timings.prefill_ms = MsSince(t0);
+  int64_t pos = prompt_len;
+  auto t_decode = std::chrono::steady_clock::now();
+  result.generated_ids.reserve(static_cast<size_t>(req.max_new_tokens));
+  while (true) {
+    if (req.top_logits_k > 0) result.top_logits.push_back(TopK(logits, req.top_logits_k));
+    int32_t next = ArgMax(logits);
+    result.generated_ids.push_back(next);
+    if (result.generated_ids.size() == 1) {
+      result.timings.ttft_ms = MsSince(t0);
+      t_decode = std::chrono::steady_clock::now();
+    }
+    bool keep_going = !req.on_token || req.on_token(next);
+    if (std::find(req.stop_ids.begin(), req.stop_ids.end(), next) != req.stop_ids.end()) {
+      result.stop_reason = StopReason::kStopToken;
+      break;
+    }
+    if (!keep_going) {
+      result.stop_reason = StopReason::kCancelled;
+      break;
+    }
+    if (static_cast<int64_t>(result.generated_ids.size()) >= req.max_new_tokens) {
+      result.stop_reason = StopReason::kLength;
+      break;
+    }
+    if (pos >= exec.max_seq()) {
+      result.stop_reason = StopReason::kContext;
+      break;
+    }
+    TS_RETURN_IF_ERROR(exec.Forward(slot, pos, std::span<const int32_t>(&next, 1), logits));
+    ++pos;
+  }
+  result.timings.decode_ms = MsSince(t_decode);
+  if (result.timings.prefill_ms > 0) {
+    result.timings.prefill_tok_s = prompt_len / (result.timings.prefill_ms / 1000.0);
+  }
+  size_t decoded = result.generated_ids.size() > 1 ? result.generated_ids.size() - 1 : 0;
+  if (decoded > 0 && result.timings.decode_ms > 0) {
+    result.timings.decode_tok_s = decoded / (result.timings.decode_ms / 1000.0);
+  }
+  return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// Greedy generation over a ModelExecutor: prefill the prompt in one pass, then decode one
+// token at a time until a stop id, the token budget or the context is reached. Reports the
+// top-K logits per generated step and timings. The engine never sees JSON or HTTP.
+//
+//   GenerateRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = {2}};
+//   req.on_token = [&](int32_t id) { print(detok.Push(id)); return true; };  // false = stop
+//   TS_ASSIGN_OR_RETURN(GenerateResult r, GenerateGreedy(*exec, /*slot=*/0, req));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model_executor.h"
+
+namespace tessera {
+
+enum class StopReason { kStopToken, kLength, kContext, kCancelled };
+const char* StopReasonName(StopReason reason);  // "stop", "length", "context", "cancelled"
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_ids;
+  int64_t max_new_tokens = 128;
+  std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
+  int top_logits_k = 0;           // record the K highest [id, logit] per generated step
+  // Called with each generated token (including a final stop token); return false to cancel.
+  std::function<bool(int32_t)> on_token;
+};
+
+struct GenerateTimings {
+  double prefill_ms = 0;  // prompt forward pass
+  double ttft_ms = 0;     // request start to first generated token
+  double decode_ms = 0;   // all later tokens
+  double prefill_tok_s = 0;
+  double decode_tok_s = 0;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> generated_ids;
+  StopReason stop_reason = StopReason::kLength;
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logits;  // per generated step
+  GenerateTimings timings;
+};
+
+// Argmax with the first index winning ties (the convention of the reference implementations).
+int32_t ArgMax(std::span<const float> logits);
+// The k highest [id, logit], highest first, ties by lower id.
+std::vector<std::pair<int32_t, float>> TopK(std::span<const float> logits, int k);
+
+Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, const GenerateRequest& req);
+
+}  // namespace tessera

@@ -1,0 +1,91 @@
+#include "engine/model_executor.h"
+
+#include <algorithm>
+
+#include "model/tensor_convert.h"
+
+namespace tessera {
+
+Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
+    std::shared_ptr<const Checkpoint> ckpt, const Placement& placement, const Options& options) {
+  std::unique_ptr<ModelExecutor> exec(new ModelExecutor());
+  const ModelConfig& cfg = ckpt->config;
+  int64_t max_seq = options.max_seq;
+  if (max_seq <= 0) max_seq = std::min<int64_t>(cfg.max_position_embeddings, 4096);
+  if (max_seq <= 0) max_seq = 4096;
+  if (options.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
+  exec->max_seq_ = max_seq;
+  exec->max_batch_tokens_ = options.max_batch_tokens;
+  exec->placement_ = placement;
+  if (placement.stages.empty()) return InvalidArgument("placement has no stages");
+  KvCacheConfig kv{options.max_slots, max_seq};
+  for (size_t i = 0; i < placement.stages.size(); ++i) {
+    const PlacementStage& stage = placement.stages[i];
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(stage.backend));
+    TS_RETURN_IF_ERROR(backend->LoadLayers(*ckpt, stage.layers, kv));
+    if (i + 1 == placement.stages.size()) TS_RETURN_IF_ERROR(backend->LoadHead(*ckpt));
+    exec->backends_.push_back(std::move(backend));
+  }
+  exec->hidden_.resize(static_cast<size_t>(options.max_batch_tokens * ckpt->tensors.dims.hidden));
+  exec->ckpt_ = std::move(ckpt);
+  return exec;
+}
+
+size_t ModelExecutor::resident_weight_bytes() const {
+  size_t n = 0;
+  for (const auto& b : backends_) n += b->resident_weight_bytes();
+  return n;
+}
+
+Status ModelExecutor::Embed(std::span<const int32_t> tokens, std::span<float> hidden) {
+  const ModelDims& d = dims();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    int32_t id = tokens[i];
+    if (id < 0 || id >= d.vocab) {
+      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                             std::to_string(d.vocab - 1) + ")");
+    }
+    TS_RETURN_IF_ERROR(WidenRowsToF32(*ckpt_->tensors.embed, id, 1,
+                                      hidden.subspan(i * d.hidden, static_cast<size_t>(d.hidden))));
+  }
+  return Status::Ok();
+}
+
+Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32_t> tokens,
+                              std::span<float> last_logits, std::span<float> all_logits) {
+  const ModelDims& d = dims();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return InvalidArgument("nothing to run: no tokens");
+  if (start_pos < 0 || start_pos + n > max_seq_) {
+    return OutOfRange("sequence of " + std::to_string(start_pos + n) +
+                      " tokens exceeds the context of " + std::to_string(max_seq_));
+  }
+  if (last_logits.size() != static_cast<size_t>(d.vocab)) {
+    return Internal("last_logits must hold vocab_size floats");
+  }
+  if (!all_logits.empty() && all_logits.size() != static_cast<size_t>(n * d.vocab)) {
+    return Internal("all_logits must hold n * vocab_size floats");
+  }
+  Backend& head = *backends_.back();
+  for (int64_t done = 0; done < n;) {
+    int64_t chunk = std::min(max_batch_tokens_, n - done);
+    std::span<float> hidden(hidden_.data(), static_cast<size_t>(chunk * d.hidden));
+    TS_RETURN_IF_ERROR(Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
+    ForwardBatch batch{{SequenceChunk{slot, start_pos + done, chunk}}};
+    for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, hidden));
+    if (!all_logits.empty()) {
+      TS_RETURN_IF_ERROR(head.ComputeLogits(
+          hidden, chunk, all_logits.subspan(static_cast<size_t>(done * d.vocab),
+                                            static_cast<size_t>(chunk * d.vocab))));
+    }
+    done += chunk;
+    if (done == n) {
+      auto last_row = hidden.subspan(static_cast<size_t>((chunk - 1) * d.hidden),
+                                     static_cast<size_t>(d.hidden));
+      TS_RETURN_IF_ERROR(head.ComputeLogits(last_row, 1, last_logits));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera

@@ -1,0 +1,37 @@
+// Placement: which backend runs which decoder layers, decided once at load and logged.
+//
+//   // first 3 layers on one reference instance, the rest (and the LM head) on another:
+//   TS_ASSIGN_OR_RETURN(Placement p, ParsePlacement("reference:3,reference", 5));
+//   p.stages[1].layers  // {3, 5}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+
+namespace tessera {
+
+struct PlacementStage {
+  std::string backend;  // backend kind: "reference" (more kinds plug in here)
+  LayerRange layers;
+};
+
+struct Placement {
+  std::vector<PlacementStage> stages;  // contiguous, in layer order, covering every layer
+  // The final norm + LM head run on the last stage's backend.
+  std::string Describe() const;  // "layers 0-2 -> reference#0, layers 3-4 + head -> reference#1"
+};
+
+// "kind[:count],kind[:count],...,kind": counts are layer counts; the last stage may omit its
+// count and takes the remaining layers. Every stage needs at least one layer.
+Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers);
+
+// The backend kinds this build can create.
+std::vector<std::string> AvailableBackendKinds();
+Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind);
+
+}  // namespace tessera

@@ -1,0 +1,68 @@
+// ModelTensors: the checkpoint's tensors bound to named, shape-checked fields, one struct per
+// decoder layer. Binding refuses a checkpoint that is missing a tensor, has a tensor of the
+// wrong shape or dtype, or carries tensors tessera does not know (it would be running a model
+// it only half understood).
+//
+//   TS_ASSIGN_OR_RETURN(auto ckpt, CheckpointTensors::Open(dir));
+//   TS_ASSIGN_OR_RETURN(ModelTensors t, BindModelTensors(config, ckpt));
+//   t.layers[0].q_proj->shape  // [num_heads * head_dim, hidden_size]
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "format/model_config.h"
+#include "format/safetensors.h"
+
+namespace tessera {
+
+// Derived sizes used everywhere; computed once from the config.
+struct ModelDims {
+  int64_t hidden = 0;        // hidden_size
+  int64_t intermediate = 0;  // intermediate_size
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t q_dim = 0;   // heads * head_dim
+  int64_t kv_dim = 0;  // kv_heads * head_dim
+  int64_t vocab = 0;
+  bool qkv_bias = false;  // q/k/v projections carry a bias
+  bool o_bias = false;    // o_proj carries a bias (llama/qwen3 attention_bias; never qwen2)
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (qwen3)
+};
+ModelDims DimsFromConfig(const ModelConfig& config);
+
+// A tensor field is a non-owning pointer into CheckpointTensors; null only for optional
+// fields the architecture does not have (biases, q_norm/k_norm).
+struct LayerTensors {
+  const TensorInfo* input_norm = nullptr;     // [hidden]
+  const TensorInfo* q_proj = nullptr;         // [q_dim, hidden]
+  const TensorInfo* q_bias = nullptr;         // [q_dim]
+  const TensorInfo* k_proj = nullptr;         // [kv_dim, hidden]
+  const TensorInfo* k_bias = nullptr;         // [kv_dim]
+  const TensorInfo* v_proj = nullptr;         // [kv_dim, hidden]
+  const TensorInfo* v_bias = nullptr;         // [kv_dim]
+  const TensorInfo* o_proj = nullptr;         // [hidden, q_dim]
+  const TensorInfo* o_bias = nullptr;         // [hidden]
+  const TensorInfo* q_norm = nullptr;         // [head_dim]
+  const TensorInfo* k_norm = nullptr;         // [head_dim]
+  const TensorInfo* post_attn_norm = nullptr; // [hidden]
+  const TensorInfo* gate_proj = nullptr;      // [intermediate, hidden]
+  const TensorInfo* up_proj = nullptr;        // [intermediate, hidden]
+  const TensorInfo* down_proj = nullptr;      // [hidden, intermediate]
+};
+
+struct ModelTensors {
+  ModelDims dims;
+  const TensorInfo* embed = nullptr;       // [vocab, hidden]
+  const TensorInfo* final_norm = nullptr;  // [hidden]
+  const TensorInfo* lm_head = nullptr;     // [vocab, hidden]; == embed when tied
+  std::vector<LayerTensors> layers;
+  std::vector<std::string> ignored;        // tensors present but deliberately unused
+};
+
+Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const CheckpointTensors& ckpt);
+
+}  // namespace tessera

@@ -1,0 +1,151 @@
+#include "model/synthetic_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "format/safetensors.h"
+
+namespace tessera {
+namespace {
+
+// splitmix64: a tiny, fully specified generator so the same seed gives the same weights
+// on every platform.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1).
+  float Symmetric() { return static_cast<float>((Next() >> 40) * 0x1.0p-23 - 1.0); }
+
+ private:
+  uint64_t state_;
+};
+
+std::vector<float> Uniform(SplitMix64& rng, size_t n, float scale, float offset = 0.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = offset + scale * rng.Symmetric();
+  return v;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return IoError("cannot write " + path);
+  f << text;
+  f.close();
+  if (!f) return IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& s) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return IoError("cannot create " + dir + ": " + std::strerror(errno));
+  }
+  if (s.shards < 1) return InvalidArgument("shards must be >= 1");
+  const bool qkv_bias = s.family == ModelFamily::kQwen2 || s.attention_bias;
+  const bool o_bias = s.family != ModelFamily::kQwen2 && s.attention_bias;
+  const bool qk_norm = s.family == ModelFamily::kQwen3;
+  const int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
+
+  nlohmann::ordered_json cfg;
+  cfg["architectures"] = {s.family == ModelFamily::kLlama   ? "LlamaForCausalLM"
+                          : s.family == ModelFamily::kQwen2 ? "Qwen2ForCausalLM"
+                                                            : "Qwen3ForCausalLM"};
+  cfg["model_type"] = std::string(ModelFamilyName(s.family));
+  cfg["hidden_size"] = s.hidden;
+  cfg["intermediate_size"] = s.intermediate;
+  cfg["num_hidden_layers"] = s.layers;
+  cfg["num_attention_heads"] = s.heads;
+  cfg["num_key_value_heads"] = s.kv_heads;
+  if (qk_norm || s.head_dim * s.heads != s.hidden) cfg["head_dim"] = s.head_dim;
+  cfg["vocab_size"] = s.vocab;
+  cfg["max_position_embeddings"] = s.max_position;
+  cfg["rms_norm_eps"] = s.rms_norm_eps;
+  cfg["rope_theta"] = s.rope_theta;
+  cfg["rope_scaling"] = nullptr;
+  cfg["hidden_act"] = "silu";
+  cfg["tie_word_embeddings"] = s.tied;
+  if (s.family != ModelFamily::kQwen2) cfg["attention_bias"] = s.attention_bias;
+  cfg["bos_token_id"] = s.bos_token_id;
+  cfg["eos_token_id"] = s.eos_token_id;
+  cfg["torch_dtype"] = s.dtype == DType::kBF16 ? "bfloat16"
+                       : s.dtype == DType::kF16 ? "float16"
+                                                : "float32";
+  TS_RETURN_IF_ERROR(WriteText(dir + "/config.json", cfg.dump(2) + "\n"));
+  nlohmann::ordered_json gen;
+  gen["bos_token_id"] = s.bos_token_id;
+  gen["eos_token_id"] = s.eos_token_id;
+  gen["do_sample"] = false;
+  TS_RETURN_IF_ERROR(WriteText(dir + "/generation_config.json", gen.dump(2) + "\n"));
+
+  // Weights: projections ~ U(-1,1)/sqrt(fan_in) keep activations O(1); norms near 1.
+  SplitMix64 rng(s.seed);
+  std::vector<TensorToWrite> tensors;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale,
+                 float offset = 0.0f) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    std::vector<float> v = Uniform(rng, n, scale, offset);
+    tensors.push_back(MakeTensor(name, s.dtype, std::move(shape), v));
+  };
+  auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  add("model.embed_tokens.weight", {s.vocab, s.hidden}, 1.0f);
+  for (int64_t i = 0; i < s.layers; ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {s.hidden}, 0.1f, 1.0f);
+    add(p + "self_attn.q_proj.weight", {q_dim, s.hidden}, inv_sqrt(s.hidden));
+    add(p + "self_attn.k_proj.weight", {kv_dim, s.hidden}, inv_sqrt(s.hidden));
+    add(p + "self_attn.v_proj.weight", {kv_dim, s.hidden}, inv_sqrt(s.hidden));
+    add(p + "self_attn.o_proj.weight", {s.hidden, q_dim}, inv_sqrt(q_dim));
+    if (qkv_bias) {
+      add(p + "self_attn.q_proj.bias", {q_dim}, 0.2f);
+      add(p + "self_attn.k_proj.bias", {kv_dim}, 0.2f);
+      add(p + "self_attn.v_proj.bias", {kv_dim}, 0.2f);
+    }
+    if (o_bias) add(p + "self_attn.o_proj.bias", {s.hidden}, 0.2f);
+    if (qk_norm) {
+      add(p + "self_attn.q_norm.weight", {s.head_dim}, 0.1f, 1.0f);
+      add(p + "self_attn.k_norm.weight", {s.head_dim}, 0.1f, 1.0f);
+    }
+    add(p + "post_attention_layernorm.weight", {s.hidden}, 0.1f, 1.0f);
+    add(p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, inv_sqrt(s.hidden));
+    add(p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, inv_sqrt(s.hidden));
+    add(p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, inv_sqrt(s.intermediate));
+  }
+  add("model.norm.weight", {s.hidden}, 0.1f, 1.0f);
+  if (!s.tied) add("lm_head.weight", {s.vocab, s.hidden}, inv_sqrt(s.hidden));
+
+  if (s.shards == 1) return WriteSafetensors(dir + "/model.safetensors", tensors);
+
+  // Split tensors round-robin into contiguous groups, one file each, plus the index.
+  nlohmann::ordered_json index;
+  index["metadata"] = nlohmann::ordered_json::object();
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  size_t per_shard = (tensors.size() + static_cast<size_t>(s.shards) - 1) / s.shards;
+  for (int shard = 0; shard < s.shards; ++shard) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", shard + 1, s.shards);
+    std::vector<TensorToWrite> part;
+    for (size_t i = shard * per_shard; i < std::min(tensors.size(), (shard + 1) * per_shard); ++i) {
+      weight_map[tensors[i].name] = name;
+      part.push_back(std::move(tensors[i]));
+    }
+    TS_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + name, part));
+  }
+  index["weight_map"] = weight_map;
+  return WriteText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+}  // namespace tessera

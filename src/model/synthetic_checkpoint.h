@@ -1,0 +1,42 @@
+// Writes Hugging Face checkpoint directories with deterministic random weights at any shape:
+// config.json, generation_config.json and model.safetensors (or N shards plus
+// model.safetensors.index.json). Used by the tests and by `tessera synth`.
+//
+//   SyntheticModelSpec spec;
+//   spec.family = ModelFamily::kQwen3; spec.layers = 2; spec.kv_heads = 1; spec.dtype = DType::kBF16;
+//   TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint("/tmp/tiny-qwen3", spec));
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "format/dtype.h"
+#include "format/model_config.h"
+
+namespace tessera {
+
+struct SyntheticModelSpec {
+  ModelFamily family = ModelFamily::kLlama;
+  int64_t hidden = 64;
+  int64_t intermediate = 96;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 16;  // written explicitly to config.json for qwen3 (and when it differs)
+  int64_t vocab = 128;
+  int64_t max_position = 256;
+  bool tied = true;
+  bool attention_bias = false;  // llama/qwen3 only; qwen2 always has q/k/v biases
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  DType dtype = DType::kF32;  // F32, F16 or BF16
+  int shards = 1;             // > 1 writes an index and that many shard files
+  uint64_t seed = 1;
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+};
+
+Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+#include "model/tensor_convert.h"
+
+#include <cstring>
+
+#include "base/half.h"
+
+namespace tessera {
+namespace {
+
+Status WidenElements(DType dtype, const uint8_t* src, size_t n, float* dst) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return Status::Ok();
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, src + 2 * i, 2);
+        dst[i] = Bf16ToFloat(v);
+      }
+      return Status::Ok();
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, src + 2 * i, 2);
+        dst[i] = F16ToFloat(v);
+      }
+      return Status::Ok();
+    default:
+      return Unsupported("cannot widen dtype " + std::string(DTypeName(dtype)) + " to F32");
+  }
+}
+
+}  // namespace
+
+Status WidenToF32(const TensorInfo& tensor, std::vector<float>* out) {
+  out->resize(static_cast<size_t>(tensor.num_elements));
+  if (tensor.data.size() != tensor.num_elements * DTypeSize(tensor.dtype)) {
+    return Corrupt("tensor '" + tensor.name + "' data size does not match its shape");
+  }
+  return WidenElements(tensor.dtype, tensor.data.data(), out->size(), out->data());
+}
+
+Status WidenRowsToF32(const TensorInfo& tensor, int64_t first_row, int64_t n_rows,
+                      std::span<float> out) {
+  if (tensor.shape.empty() || tensor.shape[0] <= 0) {
+    return InvalidArgument("tensor '" + tensor.name + "' has no rows");
+  }
+  uint64_t rows = static_cast<uint64_t>(tensor.shape[0]);
+  uint64_t row_size = tensor.num_elements / rows;
+  if (first_row < 0 || n_rows < 0 || static_cast<uint64_t>(first_row + n_rows) > rows) {
+    return OutOfRange("rows [" + std::to_string(first_row) + ", " +
+                      std::to_string(first_row + n_rows) + ") are outside tensor '" +
+                      tensor.name + "' with " + std::to_string(rows) + " rows");
+  }
+  size_t n = static_cast<size_t>(n_rows) * row_size;
+  if (out.size() != n) return InvalidArgument("output span has the wrong size");
+  size_t esize = DTypeSize(tensor.dtype);
+  return WidenElements(tensor.dtype, tensor.data.data() + first_row * row_size * esize, n,
+                       out.data());
+}
+
+}  // namespace tessera
