@@ -1,0 +1,52 @@
+#include "model_loading.h"
+
+#include "base/mapped_file.h"
+
+namespace tessera {
+
+Expected<LoadedTokenizer> LoadTokenizerDir(const std::string& dir) {
+  std::string path = dir + "/tokenizer.json";
+  if (!FileExists(path)) {
+    return NotFound("no tokenizer.json in " + dir + "; --model must be a checkpoint or tokenizer folder");
+  }
+  auto tok = Tokenizer::FromFile(path);
+  if (!tok) return tok.status().WithContext(path);
+  TokenizerConfig config;
+  std::string config_path = dir + "/tokenizer_config.json";
+  if (FileExists(config_path)) {
+    auto text = ReadFileToString(config_path, 64u << 20);
+    if (!text) return text.status();
+    auto parsed = ParseTokenizerConfig(*text);
+    if (!parsed) return parsed.status().WithContext(config_path);
+    config = std::move(*parsed);
+  }
+  return LoadedTokenizer{std::move(*tok), std::move(config)};
+}
+
+Expected<std::vector<int32_t>> EncodePrompt(const LoadedTokenizer& tok, const std::string& text) {
+  EncodeOptions opts;
+  opts.add_special_tokens = true;
+  TS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.tokenizer.Encode(text, opts));
+  if (tok.config.add_bos_token.value_or(false) && tok.config.bos_token) {
+    std::optional<int32_t> bos = tok.tokenizer.TokenToId(*tok.config.bos_token);
+    if (!bos) {
+      return Corrupt("tokenizer_config.json asks for add_bos_token but bos_token '" +
+                     *tok.config.bos_token + "' is not in the vocabulary");
+    }
+    if (ids.empty() || ids.front() != *bos) ids.insert(ids.begin(), *bos);
+  }
+  return ids;
+}
+
+std::vector<int32_t> StopIds(const Checkpoint& ckpt) {
+  const std::vector<int64_t>& src = !ckpt.generation.eos_token_ids.empty()
+                                        ? ckpt.generation.eos_token_ids
+                                        : ckpt.config.eos_token_ids;
+  std::vector<int32_t> ids;
+  for (int64_t id : src) {
+    if (id >= 0 && id < ckpt.config.vocab_size) ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+}  // namespace tessera

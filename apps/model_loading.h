@@ -1,0 +1,32 @@
+// Loading what the CLI commands share: a checkpoint's tokenizer with its tokenizer_config.json
+// policy, the stop ids, and the executor over a placement.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model_executor.h"
+#include "format/model_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+struct LoadedTokenizer {
+  Tokenizer tokenizer;
+  TokenizerConfig config;  // defaults when tokenizer_config.json is absent
+};
+
+// DIR/tokenizer.json (required) and DIR/tokenizer_config.json (optional).
+Expected<LoadedTokenizer> LoadTokenizerDir(const std::string& dir);
+
+// Encodes a prompt the way the checkpoint asks: the tokenizer.json post-processor, and a BOS
+// prepended when tokenizer_config.json says add_bos_token and the post-processor did not.
+Expected<std::vector<int32_t>> EncodePrompt(const LoadedTokenizer& tok, const std::string& text);
+
+// generation_config.json eos ids, else config.json's.
+std::vector<int32_t> StopIds(const Checkpoint& ckpt);
+
+}  // namespace tessera

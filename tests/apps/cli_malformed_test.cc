@@ -1,0 +1,156 @@
+// Malformed inputs through the real CLI: each must end with a one-line error on stderr and a
+// non-zero exit code, never a crash (these also run under ASan+UBSan).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "model/synthetic_checkpoint.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+std::string U64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A raw safetensors file: header length, header JSON as given, then `data_bytes` zero bytes.
+std::string RawSafetensors(const std::string& header, size_t data_bytes) {
+  return U64(header.size()) + header + std::string(data_bytes, '\0');
+}
+
+class CliMalformed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tmp_.File("model");
+    SyntheticModelSpec spec;  // a valid model; each test breaks one thing
+    ASSERT_TRUE(WriteSyntheticCheckpoint(dir_, spec).ok());
+    // A minimal valid tokenizer so only the broken part can fail.
+    test::WriteFile(dir_ + "/tokenizer.json", R"({"version":"1.0","added_tokens":[],
+      "normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,
+      "model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]}})");
+  }
+
+  void ExpectCleanFailure(const std::vector<std::string>& args, const std::string& needle,
+                          const std::string& input = "") {
+    auto r = test::RunTessera(args, input);
+    EXPECT_EQ(r.signal, 0) << "crashed: " << r.err;
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.exit_code, -1);
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+
+  void ExpectGenerateFails(const std::string& needle) {
+    ExpectCleanFailure({"generate", "--model", dir_, "--prompt-ids", "1,2", "--max-tokens", "2"},
+                       needle);
+  }
+
+  void WriteWeights(const std::string& bytes) {
+    test::WriteFile(dir_ + "/model.safetensors", bytes);
+  }
+
+  test::TempDir tmp_;
+  std::string dir_;
+};
+
+TEST_F(CliMalformed, ValidModelRuns) {
+  auto r = test::RunTessera({"generate", "--model", dir_, "--prompt-ids", "1,2", "--max-tokens",
+                             "3", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"generated_ids\""), std::string::npos);
+}
+
+TEST_F(CliMalformed, TruncatedSafetensors) {
+  std::string good = test::ReadFile(dir_ + "/model.safetensors");
+  WriteWeights(good.substr(0, good.size() / 2));
+  ExpectGenerateFails("model.safetensors");
+}
+
+TEST_F(CliMalformed, FileShorterThanTheLengthPrefix) {
+  WriteWeights("\x10\x00\x00");
+  ExpectGenerateFails("model.safetensors");
+}
+
+TEST_F(CliMalformed, HeaderLengthPastTheEnd) {
+  WriteWeights(U64(1u << 20) + "{}");
+  ExpectGenerateFails("model.safetensors");
+}
+
+TEST_F(CliMalformed, OverlappingOffsets) {
+  WriteWeights(RawSafetensors(
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+      24));
+  ExpectGenerateFails("overlap");
+}
+
+TEST_F(CliMalformed, OutOfRangeOffsets) {
+  WriteWeights(RawSafetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
+  ExpectGenerateFails("model.safetensors");
+}
+
+TEST_F(CliMalformed, UnknownDtype) {
+  WriteWeights(RawSafetensors(R"({"a":{"dtype":"Q7","shape":[4],"data_offsets":[0,4]}})", 4));
+  ExpectGenerateFails("Q7");
+}
+
+TEST_F(CliMalformed, ElementCountMismatch) {
+  WriteWeights(RawSafetensors(R"({"a":{"dtype":"F32","shape":[3,3],"data_offsets":[0,16]}})", 16));
+  ExpectGenerateFails("model.safetensors");
+}
+
+TEST_F(CliMalformed, InvalidUtf8InHeader) {
+  WriteWeights(RawSafetensors("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
+  ExpectGenerateFails("model.safetensors");
+}
+
+TEST_F(CliMalformed, ConfigMissingAField) {
+  std::string cfg = test::ReadFile(dir_ + "/config.json");
+  size_t at = cfg.find("\"num_hidden_layers\"");
+  ASSERT_NE(at, std::string::npos);
+  cfg.replace(at, std::strlen("\"num_hidden_layers\""), "\"renamed_layers\"");
+  test::WriteFile(dir_ + "/config.json", cfg);
+  ExpectGenerateFails("num_hidden_layers");
+}
+
+TEST_F(CliMalformed, ConfigHoldingNaN) {
+  std::string cfg = test::ReadFile(dir_ + "/config.json");
+  size_t at = cfg.find("\"rope_theta\": ");
+  ASSERT_NE(at, std::string::npos);
+  size_t end = cfg.find(',', at);
+  cfg.replace(at, end - at, "\"rope_theta\": NaN");
+  test::WriteFile(dir_ + "/config.json", cfg);
+  ExpectGenerateFails("config.json");
+  cfg.replace(cfg.find("NaN"), 3, "\"NaN\"");
+  test::WriteFile(dir_ + "/config.json", cfg);
+  ExpectGenerateFails("rope_theta");
+}
+
+TEST_F(CliMalformed, UnknownModelType) {
+  std::string cfg = test::ReadFile(dir_ + "/config.json");
+  cfg.replace(cfg.find("\"llama\""), 7, "\"mamba\"");
+  test::WriteFile(dir_ + "/config.json", cfg);
+  ExpectGenerateFails("mamba");
+}
+
+TEST_F(CliMalformed, TokenizerOfAnUnknownModelType) {
+  test::WriteFile(dir_ + "/tokenizer.json",
+                  R"({"version":"1.0","model":{"type":"Unigram","vocab":[["a",0.0]]}})");
+  ExpectGenerateFails("Unigram");
+  ExpectCleanFailure({"tokenize", "--model", dir_}, "Unigram", "\"hello\"\n");
+}
+
+TEST_F(CliMalformed, PromptIdOutsideTheVocabulary) {
+  ExpectCleanFailure({"generate", "--model", dir_, "--prompt-ids", "1,99999"}, "99999");
+}
+
+TEST_F(CliMalformed, MissingModelDirectory) {
+  ExpectCleanFailure({"generate", "--model", tmp_.File("nope"), "--prompt", "x"}, "config.json");
+}
+
+}  // namespace
+}  // namespace tessera
