@@ -30,6 +30,13 @@ struct LayerRange {
   int64_t size() const { return end - begin; }
 };
 
+// Choices made once when a backend is created.
+enum class WeightFormat { kAuto, kF32, kBF16, kInt8, kInt4 };
+struct BackendOptions {
+  WeightFormat weights = WeightFormat::kAuto;  // kAuto: the backend's natural format
+  int threads = 0;                             // 0: the backend decides
+};
+
 struct KvCacheConfig {
   int max_slots = 1;     // concurrent sequences, each with its own KV region
   int64_t max_seq = 0;   // positions per slot

@@ -21,7 +21,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
   KvCacheConfig kv{options.max_slots, max_seq};
   for (size_t i = 0; i < placement.stages.size(); ++i) {
     const PlacementStage& stage = placement.stages[i];
-    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(stage.backend));
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(stage.backend, options.backend));
     TS_RETURN_IF_ERROR(backend->LoadLayers(*ckpt, stage.layers, kv));
     if (i + 1 == placement.stages.size()) TS_RETURN_IF_ERROR(backend->LoadHead(*ckpt));
     exec->backends_.push_back(std::move(backend));

@@ -25,6 +25,7 @@ class ModelExecutor {
     int max_slots = 1;
     int64_t max_seq = 0;             // 0: the model's max_position_embeddings, capped at 4096
     int64_t max_batch_tokens = 512;  // prompt positions per forward pass (longer ones are split)
+    BackendOptions backend;          // given to every backend the placement creates
   };
 
   static Expected<std::unique_ptr<ModelExecutor>> Load(std::shared_ptr<const Checkpoint> ckpt,

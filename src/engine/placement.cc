@@ -20,8 +20,14 @@ std::string Placement::Describe() const {
 
 std::vector<std::string> AvailableBackendKinds() { return {"reference"}; }
 
-Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind) {
-  if (kind == "reference") return MakeReferenceBackend();
+Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
+                                                const BackendOptions& options) {
+  if (kind == "reference") {
+    if (options.weights != WeightFormat::kAuto && options.weights != WeightFormat::kF32) {
+      return InvalidArgument("the reference backend computes in fp32 only; use --dtype f32");
+    }
+    return MakeReferenceBackend();
+  }
   std::string known;
   for (const auto& k : AvailableBackendKinds()) known += (known.empty() ? "" : ", ") + k;
   return InvalidArgument("unknown backend '" + kind + "'; available: " + known);

@@ -32,6 +32,7 @@ Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers);
 
 // The backend kinds this build can create.
 std::vector<std::string> AvailableBackendKinds();
-Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind);
+Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
+                                                const BackendOptions& options = {});
 
 }  // namespace tessera
