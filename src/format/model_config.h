@@ -23,17 +23,17 @@ struct ModelConfig {
   ModelFamily family = ModelFamily::kLlama;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
-  int64_t num_layers = 0;          // num_hidden_layers
-  int64_t num_heads = 0;           // num_attention_heads
-  int64_t num_kv_heads = 0;        // num_key_value_heads (defaults to num_heads)
-  int64_t head_dim = 0;            // explicit head_dim, else hidden_size / num_heads
+  int64_t num_layers = 0;    // num_hidden_layers
+  int64_t num_heads = 0;     // num_attention_heads
+  int64_t num_kv_heads = 0;  // num_key_value_heads (defaults to num_heads)
+  int64_t head_dim = 0;      // explicit head_dim, else hidden_size / num_heads
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;     // q/k/v biases (always true for qwen2)
-  bool qk_norm = false;            // per-head q_norm/k_norm (qwen3)
+  bool attention_bias = false;  // q/k/v biases (always true for qwen2)
+  bool qk_norm = false;         // per-head q_norm/k_norm (qwen3)
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
 };

@@ -25,16 +25,18 @@ namespace tessera {
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;       // row-major, outermost first
-  uint64_t num_elements = 0;        // product of shape (1 for a scalar)
-  std::span<const uint8_t> data;    // points into the mapped file; size = num_elements * dtype size
-  std::string file;                 // the shard it lives in (for messages)
+  std::vector<int64_t> shape;     // row-major, outermost first
+  uint64_t num_elements = 0;      // product of shape (1 for a scalar)
+  std::span<const uint8_t> data;  // points into the mapped file; size = num_elements * dtype size
+  std::string file;               // the shard it lives in (for messages)
 };
 
 class SafetensorsFile {
  public:
   // Maps the file and validates the whole header: length, JSON, dtypes, shapes, offsets
   // (in range, non-overlapping, matching element counts). Errors name the file and field.
+  // A tensor name written twice in the header is refused (JSON would silently keep the
+  // last). Gaps between tensors are allowed; bytes no tensor claims are ignored.
   static Expected<SafetensorsFile> Open(const std::string& path);
 
   const TensorInfo* Find(std::string_view name) const;
@@ -56,11 +58,18 @@ class CheckpointTensors {
  public:
   static Expected<CheckpointTensors> Open(const std::string& dir);
 
+  // Move-only: by_name_ points into shards_, which a copy would not share.
+  CheckpointTensors(CheckpointTensors&&) = default;
+  CheckpointTensors& operator=(CheckpointTensors&&) = default;
+  CheckpointTensors(const CheckpointTensors&) = delete;
+  CheckpointTensors& operator=(const CheckpointTensors&) = delete;
+
   const TensorInfo* Find(std::string_view name) const;
   std::vector<std::string> Names() const;
   size_t size() const { return by_name_.size(); }
 
  private:
+  CheckpointTensors() = default;
   std::vector<SafetensorsFile> shards_;
   std::map<std::string, const TensorInfo*, std::less<>> by_name_;
 };
@@ -79,6 +88,8 @@ struct TensorToWrite {
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
 // Convenience: packs fp32 values into `dtype` (F32, F16 or BF16, round to nearest even).
+// For any other dtype the bytes stay empty, and WriteSafetensors refuses the tensor (unless
+// it has zero elements); a value count that does not match the shape is refused there too.
 TensorToWrite MakeTensor(std::string name, DType dtype, std::vector<int64_t> shape,
                          std::span<const float> values);
 
