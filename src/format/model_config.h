@@ -42,6 +42,12 @@ struct ModelConfig {
 // mlp_bias true; missing or non-positive sizes; num_heads not divisible by num_kv_heads;
 // hidden_size != num_heads * head_dim where head_dim is implied; NaN/inf/non-positive eps
 // or theta; sliding-window attention switched on.
+// Defaults are transformers' class defaults (eps 1e-6, theta 10000, untied embeddings,
+// num_key_value_heads = num_attention_heads); max_position_embeddings is required, and so is
+// head_dim for qwen3. Sizes must fit in int32; bos/eos ids must be below vocab_size.
+// rope_scaling {"rope_type": "default"} and the newer rope_parameters {"rope_type":
+// "default", "rope_theta": x} mean plain RoPE and are accepted (x overrides rope_theta).
+// Duplicate keys anywhere in the file are refused.
 Expected<ModelConfig> ParseModelConfig(std::string_view config_json);
 
 struct GenerationConfig {

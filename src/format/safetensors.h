@@ -58,6 +58,7 @@ class CheckpointTensors {
  public:
   static Expected<CheckpointTensors> Open(const std::string& dir);
 
+  CheckpointTensors() = default;  // empty: no tensors
   // Move-only: by_name_ points into shards_, which a copy would not share.
   CheckpointTensors(CheckpointTensors&&) = default;
   CheckpointTensors& operator=(CheckpointTensors&&) = default;
@@ -69,7 +70,6 @@ class CheckpointTensors {
   size_t size() const { return by_name_.size(); }
 
  private:
-  CheckpointTensors() = default;
   std::vector<SafetensorsFile> shards_;
   std::map<std::string, const TensorInfo*, std::less<>> by_name_;
 };

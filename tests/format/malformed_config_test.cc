@@ -138,6 +138,16 @@ TEST(MalformedConfig, NotAConfigDocument) {
                      ErrorCode::kCorrupt, {"'model_type'", "twice"});
 }
 
+TEST(MalformedConfig, EveryTruncationIsRefusedCleanly) {
+  const std::string text = BaseConfig().dump();
+  for (size_t n = 0; n < text.size(); ++n) {
+    auto cfg = ParseModelConfig(text.substr(0, n));
+    ASSERT_FALSE(cfg) << n;
+    EXPECT_EQ(cfg.status().message().find('\n'), std::string::npos);
+  }
+  EXPECT_TRUE(ParseModelConfig(text));
+}
+
 TEST(MalformedGenerationConfig, BadFields) {
   ExpectOneLineError(ParseGenerationConfig(R"({"eos_token_id": "2"})").status(),
                      ErrorCode::kCorrupt, {"generation_config.json", "eos_token_id"});
