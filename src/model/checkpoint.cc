@@ -8,7 +8,7 @@ Expected<std::shared_ptr<const Checkpoint>> OpenCheckpoint(const std::string& di
   auto config_text = ReadFileToString(dir + "/config.json", 16u << 20);
   if (!config_text) return config_text.status();
   auto config = ParseModelConfig(*config_text);
-  if (!config) return config.status().WithContext(dir + "/config.json");
+  if (!config) return config.status().WithContext(dir);
 
   GenerationConfig generation;
   bool has_generation = false;
@@ -17,7 +17,7 @@ Expected<std::shared_ptr<const Checkpoint>> OpenCheckpoint(const std::string& di
     auto gen_text = ReadFileToString(gen_path, 16u << 20);
     if (!gen_text) return gen_text.status();
     auto gen = ParseGenerationConfig(*gen_text);
-    if (!gen) return gen.status().WithContext(gen_path);
+    if (!gen) return gen.status().WithContext(dir);
     generation = std::move(*gen);
     has_generation = true;
   }
