@@ -31,7 +31,7 @@ std::string WriteEdited(const test::TempDir& tmp, const SyntheticModelSpec& spec
 void ExpectRefused(const std::string& dir, const std::string& needle) {
   auto ckpt = OpenCheckpoint(dir);
   ASSERT_FALSE(ckpt) << "loaded a broken checkpoint";
-  const std::string& msg = ckpt.status().message();
+  const std::string msg = ckpt.status().message();
   EXPECT_NE(msg.find(needle), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
