@@ -1,0 +1,361 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "base/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/tensor_convert.h"
+
+namespace tessera {
+namespace {
+
+// Prompt tokens processed together: each packed weight is read from memory once per block.
+constexpr int64_t kMaxBlockRows = 128;
+
+// One decoder layer, packed. q/k/v are one matrix (rows q_dim + 2 kv_dim) and gate/up are
+// one matrix (rows 2 * intermediate), so each needs one pass over the activations and one
+// thread dispatch.
+struct CpuLayer {
+  std::vector<float> input_norm;      // [hidden]
+  PackedMatrix qkv;                   // [q_dim + 2 kv_dim, hidden]
+  std::vector<float> qkv_bias;        // [q_dim + 2 kv_dim], empty without biases
+  PackedMatrix o_proj;                // [hidden, q_dim]
+  std::vector<float> o_bias;          // [hidden] or empty
+  std::vector<float> q_norm, k_norm;  // [head_dim] or empty
+  std::vector<float> post_attn_norm;  // [hidden]
+  PackedMatrix gate_up;               // [2 intermediate, hidden]
+  PackedMatrix down_proj;             // [hidden, intermediate]
+};
+
+Status WidenOptional(const TensorInfo* t, std::vector<float>* out) {
+  out->clear();
+  return t ? WidenToF32(*t, out) : Status::Ok();
+}
+
+// Stacks row-major matrices that share a column count and packs them as one.
+Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> parts, WeightFormat f) {
+  std::vector<float> all, one;
+  int64_t rows = 0, cols = 0;
+  for (const TensorInfo* t : parts) {
+    if (t == nullptr || t->shape.size() != 2) return Internal("cpu backend: expected a matrix");
+    if (cols != 0 && t->shape[1] != cols)
+      return Internal("cpu backend: stacked matrices differ in width");
+    TS_RETURN_IF_ERROR(WidenToF32(*t, &one));
+    all.insert(all.end(), one.begin(), one.end());
+    rows += t->shape[0];
+    cols = t->shape[1];
+  }
+  return PackMatrix(all, rows, cols, f);
+}
+
+WeightFormat ResolveFormat(WeightFormat requested, const TensorInfo& sample) {
+  if (requested != WeightFormat::kAuto) return requested;
+  return sample.dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const BackendOptions& options, const KernelTable* kernels)
+      : options_(options),
+        k_(*kernels),
+        pool_(options.threads > 0
+                  ? options.threads
+                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
+
+  std::string name() const override {
+    return "cpu-" + std::string(CpuIsaName(k_.isa)) + "-" + std::string(WeightFormatName(format_));
+  }
+
+  Status LoadLayers(const Checkpoint& ckpt, LayerRange range, const KvCacheConfig& kv) override {
+    TS_RETURN_IF_ERROR(SetModel(ckpt));
+    if (range.begin < 0 || range.end > dims_.layers || range.begin >= range.end) {
+      return InvalidArgument("layer range [" + std::to_string(range.begin) + ", " +
+                             std::to_string(range.end) + ") is not inside the model's " +
+                             std::to_string(dims_.layers) + " layers");
+    }
+    if (kv.max_seq <= 0 || kv.max_slots <= 0) return InvalidArgument("cpu backend: empty KV cache");
+    if (dims_.kv_heads <= 0 || dims_.heads % dims_.kv_heads != 0 || dims_.head_dim % 2 != 0) {
+      return Unsupported("cpu backend: heads must be a multiple of kv_heads and head_dim even");
+    }
+    range_ = range;
+    format_ = ResolveFormat(options_.weights,
+                            *ckpt.tensors.layers[static_cast<size_t>(range.begin)].q_proj);
+    layers_.clear();
+    layers_.resize(static_cast<size_t>(range.size()));
+    for (int64_t i = range.begin; i < range.end; ++i) {
+      TS_RETURN_IF_ERROR(LoadLayer(ckpt.tensors.layers[static_cast<size_t>(i)],
+                                   &layers_[static_cast<size_t>(i - range.begin)]));
+    }
+    TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
+    BuildRopeTable(ckpt.config.rope_theta, kv.max_seq);
+    max_seq_ = kv.max_seq;
+    AllocateScratch();
+    return Status::Ok();
+  }
+
+  Status LoadHead(const Checkpoint& ckpt) override {
+    TS_RETURN_IF_ERROR(SetModel(ckpt));
+    head_format_ = ResolveFormat(options_.weights, *ckpt.tensors.lm_head);
+    if (layers_.empty()) format_ = head_format_;
+    TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
+    TS_ASSIGN_OR_RETURN(lm_head_, PackStacked({ckpt.tensors.lm_head}, head_format_));
+    AllocateScratch();
+    return Status::Ok();
+  }
+
+  Status ForwardLayers(const ForwardBatch& batch, std::span<float> hidden) override {
+    if (layers_.empty()) return Internal("cpu backend: no layers loaded");
+    if (hidden.size() != static_cast<size_t>(batch.total_tokens() * dims_.hidden)) {
+      return Internal("cpu backend: hidden buffer does not match the batch");
+    }
+    float* rows = hidden.data();
+    for (const SequenceChunk& c : batch.chunks) {
+      if (c.slot < 0 || c.slot >= kv_.slots()) return OutOfRange("KV slot out of range");
+      if (c.start_pos < 0 || c.n_tokens < 0 || c.start_pos + c.n_tokens > kv_.max_seq()) {
+        return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
+                          " is past the KV cache capacity of " + std::to_string(kv_.max_seq()));
+      }
+      // Blocks in order: a block's keys are cached before the next block attends to them.
+      for (int64_t done = 0; done < c.n_tokens;) {
+        int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
+        for (int64_t l = 0; l < range_.size(); ++l) {
+          LayerBlock(layers_[static_cast<size_t>(l)], l, c.slot, c.start_pos + done, n,
+                     rows + done * dims_.hidden);
+        }
+        done += n;
+      }
+      rows += c.n_tokens * dims_.hidden;
+    }
+    return Status::Ok();
+  }
+
+  Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
+                       std::span<float> logits) override {
+    if (lm_head_.rows == 0) return Internal("cpu backend: LM head not loaded");
+    if (n_rows < 0 || hidden.size() != static_cast<size_t>(n_rows * dims_.hidden) ||
+        logits.size() != static_cast<size_t>(n_rows * dims_.vocab)) {
+      return Internal("cpu backend: logits buffers do not match n_rows");
+    }
+    for (int64_t done = 0; done < n_rows;) {
+      int64_t n = std::min(kMaxBlockRows, n_rows - done);
+      for (int64_t r = 0; r < n; ++r) {
+        k_.rms_norm(hidden.data() + (done + r) * dims_.hidden, final_norm_.data(), dims_.hidden,
+                    hidden_stride_, eps_, xn_.data() + r * hidden_stride_);
+      }
+      Matmul(lm_head_, xn_.data(), n, hidden_stride_, logits.data() + done * dims_.vocab,
+             dims_.vocab, false, nullptr);
+      done += n;
+    }
+    return Status::Ok();
+  }
+
+  size_t resident_weight_bytes() const override {
+    size_t n = lm_head_.bytes() + final_norm_.size() * 4;
+    for (const CpuLayer& L : layers_) {
+      n += L.qkv.bytes() + L.o_proj.bytes() + L.gate_up.bytes() + L.down_proj.bytes();
+      for (const auto* v :
+           {&L.input_norm, &L.qkv_bias, &L.o_bias, &L.q_norm, &L.k_norm, &L.post_attn_norm}) {
+        n += v->size() * 4;
+      }
+    }
+    return n;
+  }
+
+ private:
+  Status SetModel(const Checkpoint& ckpt) {
+    dims_ = ckpt.tensors.dims;
+    eps_ = static_cast<float>(ckpt.config.rms_norm_eps);
+    hidden_stride_ = RoundUp(dims_.hidden, kColAlign);
+    q_stride_ = RoundUp(dims_.q_dim, kColAlign);
+    inter_stride_ = RoundUp(dims_.intermediate, kColAlign);
+    return Status::Ok();
+  }
+
+  Status LoadLayer(const LayerTensors& src, CpuLayer* L) {
+    TS_RETURN_IF_ERROR(WidenToF32(*src.input_norm, &L->input_norm));
+    TS_RETURN_IF_ERROR(WidenToF32(*src.post_attn_norm, &L->post_attn_norm));
+    TS_RETURN_IF_ERROR(WidenOptional(src.q_norm, &L->q_norm));
+    TS_RETURN_IF_ERROR(WidenOptional(src.k_norm, &L->k_norm));
+    TS_RETURN_IF_ERROR(WidenOptional(src.o_bias, &L->o_bias));
+    TS_ASSIGN_OR_RETURN(L->qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format_));
+    TS_ASSIGN_OR_RETURN(L->o_proj, PackStacked({src.o_proj}, format_));
+    TS_ASSIGN_OR_RETURN(L->gate_up, PackStacked({src.gate_proj, src.up_proj}, format_));
+    TS_ASSIGN_OR_RETURN(L->down_proj, PackStacked({src.down_proj}, format_));
+    L->qkv_bias.clear();
+    if (src.q_bias || src.k_bias || src.v_bias) {
+      // A missing part of the stacked bias is zero.
+      L->qkv_bias.assign(static_cast<size_t>(dims_.q_dim + 2 * dims_.kv_dim), 0.0f);
+      std::vector<float> part;
+      int64_t offset = 0;
+      for (auto [t, n] : {std::pair{src.q_bias, dims_.q_dim}, std::pair{src.k_bias, dims_.kv_dim},
+                          std::pair{src.v_bias, dims_.kv_dim}}) {
+        TS_RETURN_IF_ERROR(WidenOptional(t, &part));
+        if (!part.empty() && static_cast<int64_t>(part.size()) != n)
+          return Internal("cpu backend: bias size");
+        std::copy(part.begin(), part.end(), L->qkv_bias.begin() + offset);
+        offset += n;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Scratch for one block of rows, sized for whatever has been loaded so far.
+  void AllocateScratch() {
+    const size_t b = static_cast<size_t>(kMaxBlockRows);
+    const int64_t widest = std::max({hidden_stride_, q_stride_, inter_stride_});
+    xn_.Resize(b * static_cast<size_t>(hidden_stride_));
+    qkv_.Resize(b * static_cast<size_t>(dims_.q_dim + 2 * dims_.kv_dim));
+    attn_.Resize(b * static_cast<size_t>(q_stride_));
+    gate_up_.Resize(b * static_cast<size_t>(2 * dims_.intermediate));
+    act_.Resize(b * static_cast<size_t>(inter_stride_));
+    acts_.Reserve(kMaxBlockRows, widest);
+    scores_.Resize(static_cast<size_t>(pool_.size()) *
+                   static_cast<size_t>(std::max<int64_t>(max_seq_, 1)));
+  }
+
+  // cos/sin of pos * theta^(-2i/head_dim), computed in double (as the reference does).
+  void BuildRopeTable(double theta, int64_t max_seq) {
+    const int64_t half = dims_.head_dim / 2;
+    rope_cos_.assign(static_cast<size_t>(max_seq * half), 0.0f);
+    rope_sin_.assign(static_cast<size_t>(max_seq * half), 0.0f);
+    for (int64_t p = 0; p < max_seq; ++p) {
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = static_cast<double>(p) *
+                       std::pow(theta, -2.0 * static_cast<double>(i) / dims_.head_dim);
+        rope_cos_[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
+        rope_sin_[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
+      }
+    }
+  }
+
+  // y[rows][ldy] (+)= W x for x [rows][x_stride], split over the pool by panels.
+  void Matmul(const PackedMatrix& w, const float* x, int64_t rows, int64_t x_stride, float* y,
+              int64_t ldy, bool accumulate, const float* bias) {
+    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_);
+    MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias};
+    MatmulFn fn = k_.Matmul(w.format);
+    pool_.ParallelFor(w.panels(), [&](int64_t begin, int64_t end, int) { fn(args, begin, end); });
+  }
+
+  // n tokens of one slot at positions [pos, pos + n) through one layer; x: [n][hidden].
+  void LayerBlock(const CpuLayer& L, int64_t layer, int slot, int64_t pos, int64_t n, float* x) {
+    const ModelDims& d = dims_;
+    const int64_t qkv_n = d.q_dim + 2 * d.kv_dim;
+    for (int64_t r = 0; r < n; ++r) {
+      k_.rms_norm(x + r * d.hidden, L.input_norm.data(), d.hidden, hidden_stride_, eps_,
+                  xn_.data() + r * hidden_stride_);
+    }
+    Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_n, false,
+           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data());
+    const int64_t half = d.head_dim / 2;
+    for (int64_t r = 0; r < n; ++r) {
+      float* q = qkv_.data() + r * qkv_n;
+      float* k = q + d.q_dim;
+      const float* v = k + d.kv_dim;
+      if (d.qk_norm) {
+        for (int64_t h = 0; h < d.heads; ++h) {
+          k_.rms_norm(q + h * d.head_dim, L.q_norm.data(), d.head_dim, d.head_dim, eps_,
+                      q + h * d.head_dim);
+        }
+        for (int64_t h = 0; h < d.kv_heads; ++h) {
+          k_.rms_norm(k + h * d.head_dim, L.k_norm.data(), d.head_dim, d.head_dim, eps_,
+                      k + h * d.head_dim);
+        }
+      }
+      const float* cs = rope_cos_.data() + (pos + r) * half;
+      const float* sn = rope_sin_.data() + (pos + r) * half;
+      k_.rope(q, d.heads, d.head_dim, cs, sn);
+      k_.rope(k, d.kv_heads, d.head_dim, cs, sn);
+      std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, pos + r));
+      std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, pos + r));
+    }
+    AttentionArgs att;
+    att.q = qkv_.data();
+    att.q_stride = qkv_n;
+    att.keys = kv_.Key(slot, layer, 0);
+    att.values = kv_.Value(slot, layer, 0);
+    att.kv_stride = d.kv_dim;
+    att.start_pos = pos;
+    att.rows = n;
+    att.heads = d.heads;
+    att.kv_heads = d.kv_heads;
+    att.head_dim = d.head_dim;
+    att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+    att.out = attn_.data();
+    att.out_stride = q_stride_;
+    pool_.ParallelFor(n * d.heads, [&](int64_t begin, int64_t end, int thread) {
+      k_.attention(att, begin, end, scores_.data() + thread * max_seq_);
+    });
+    // Residual adds happen inside the matmuls (accumulate into x).
+    Matmul(L.o_proj, attn_.data(), n, q_stride_, x, d.hidden, true,
+           L.o_bias.empty() ? nullptr : L.o_bias.data());
+
+    for (int64_t r = 0; r < n; ++r) {
+      k_.rms_norm(x + r * d.hidden, L.post_attn_norm.data(), d.hidden, hidden_stride_, eps_,
+                  xn_.data() + r * hidden_stride_);
+    }
+    Matmul(L.gate_up, xn_.data(), n, hidden_stride_, gate_up_.data(), 2 * d.intermediate, false,
+           nullptr);
+    pool_.ParallelFor(n, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* g = gate_up_.data() + r * 2 * d.intermediate;
+        k_.swiglu(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
+      }
+    });
+    Matmul(L.down_proj, act_.data(), n, inter_stride_, x, d.hidden, true, nullptr);
+  }
+
+  BackendOptions options_;
+  const KernelTable& k_;
+  ThreadPool pool_;
+  WeightFormat format_ = WeightFormat::kF32;
+  WeightFormat head_format_ = WeightFormat::kF32;
+  ModelDims dims_;
+  float eps_ = 1e-6f;
+  int64_t hidden_stride_ = 0, q_stride_ = 0, inter_stride_ = 0;  // padded to 32
+  int64_t max_seq_ = 0;
+  LayerRange range_;
+  std::vector<CpuLayer> layers_;
+  KvCache kv_;
+  std::vector<float> rope_cos_, rope_sin_;  // [max_seq, head_dim / 2]
+  std::vector<float> final_norm_;           // [hidden]
+  PackedMatrix lm_head_;                    // [vocab, hidden]
+  // Block scratch, sized at load (kMaxBlockRows rows each).
+  AlignedArray<float> xn_;       // [block][hidden_stride], normed input, zero padded
+  AlignedArray<float> qkv_;      // [block][q_dim + 2 kv_dim]
+  AlignedArray<float> attn_;     // [block][q_stride], zero padded
+  AlignedArray<float> gate_up_;  // [block][2 intermediate]
+  AlignedArray<float> act_;      // [block][inter_stride], zero padded
+  AlignedArray<float> scores_;   // [threads][max_seq]
+  ActivationBlock acts_;         // prepared copy of the current matmul input
+};
+
+}  // namespace
+
+std::string_view WeightFormatName(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kAuto:
+      return "auto";
+    case WeightFormat::kF32:
+      return "f32";
+    case WeightFormat::kBF16:
+      return "bf16";
+    case WeightFormat::kInt8:
+      return "int8";
+    case WeightFormat::kInt4:
+      return "int4";
+  }
+  return "auto";
+}
+
+std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options, std::optional<CpuIsa> isa) {
+  const KernelTable* k = isa ? KernelsFor(*isa) : nullptr;
+  if (k == nullptr) k = KernelsFor(SelectCpuIsa());
+  return std::make_unique<CpuBackend>(options, k);
+}
+
+}  // namespace tessera

@@ -1,0 +1,30 @@
+// The one place that asks the CPU what it can do. Everything else receives a CpuIsa (or the
+// kernel table chosen from it) and never probes the hardware itself.
+//
+//   CpuIsa isa = SelectCpuIsa();          // best the machine has, or TESSERA_CPU_ISA if lower
+//   const KernelTable* k = KernelsFor(isa);
+//   bool ok = CpuSupports(CpuIsa::kAvx2);  // tests use this to skip absent paths
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace tessera {
+
+// Kernel families, lowest first. kAvx512 means F+BW+VL+DQ+BF16+VNNI and FMA (the whole set
+// kernels_avx512.cc is compiled for); kAvx2 means AVX2+FMA+F16C.
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512"
+std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
+
+// The best family this machine runs (probed once, cached).
+CpuIsa DetectCpuIsa();
+bool CpuSupports(CpuIsa isa);
+
+// DetectCpuIsa(), lowered to the family named by the environment variable TESSERA_CPU_ISA
+// (scalar|avx2|avx512) when that is set to a family the machine supports. An unknown name or
+// a family the CPU lacks is ignored (the detected family is used), never an abort.
+CpuIsa SelectCpuIsa();
+
+}  // namespace tessera

@@ -1,0 +1,116 @@
+// The CPU kernel table: one set of function pointers per instruction-set family, chosen once
+// (cpu_features.h) and called by the CPU backend. Every entry has a plain scalar version in
+// kernels_scalar.cc, which is the reference the SIMD versions are tested against.
+//
+//   const KernelTable* k = KernelsFor(SelectCpuIsa());
+//   MatmulArgs a{.w = &packed, .x = &acts, .y = out, .ldy = packed.rows};
+//   k->Matmul(packed.format)(a, /*panel_begin=*/0, packed.panels());
+//   k->rms_norm(x, weight, n, n_padded, eps, y);
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/packed_matrix.h"
+
+namespace tessera {
+
+// y[m][n] (+)= sum_k W[n][k] * x[m][k] (+ bias[n]) for the panels [panel_begin, panel_end),
+// all rows m of the activation block. Decode (one row) runs a GEMV loop; prefill runs a GEMM
+// that loads each weight group once for a tile of rows.
+struct MatmulArgs {
+  const PackedMatrix* w = nullptr;
+  const ActivationBlock* x = nullptr;  // x->rows rows, prepared for w->format
+  float* y = nullptr;                  // [x->rows][ldy]; columns [0, w->rows) are written
+  int64_t ldy = 0;
+  bool accumulate = false;      // y += W x (residual add) instead of y = W x
+  const float* bias = nullptr;  // [w->rows] or null
+};
+using MatmulFn = void (*)(const MatmulArgs& args, int64_t panel_begin, int64_t panel_end);
+
+// Causal attention of `rows` consecutive query tokens over one slot's cached keys/values.
+// Query row m sits at position start_pos + m and attends to positions 0..start_pos + m.
+// Work is split into tasks (rows * heads); task order pairs early and late rows so that
+// contiguous task ranges carry similar work.
+struct AttentionArgs {
+  const float* q = nullptr;  // [rows][q_stride], head h at h * head_dim (after RoPE)
+  int64_t q_stride = 0;
+  const float* keys = nullptr;    // [positions][kv_stride], kv head g at g * head_dim
+  const float* values = nullptr;  // [positions][kv_stride]
+  int64_t kv_stride = 0;
+  int64_t start_pos = 0;
+  int64_t rows = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;    // 1 / sqrt(head_dim)
+  float* out = nullptr;  // [rows][out_stride], head h at h * head_dim
+  int64_t out_stride = 0;
+};
+// `scores` is scratch for one task: [start_pos + rows] floats.
+using AttentionFn = void (*)(const AttentionArgs& args, int64_t task_begin, int64_t task_end,
+                             float* scores);
+
+// Maps a task index to (row, head) so that consecutive tasks alternate early and late rows.
+inline void AttentionTask(const AttentionArgs& a, int64_t task, int64_t* row, int64_t* head) {
+  int64_t pair = task / a.heads;
+  *head = task % a.heads;
+  *row = (pair % 2 == 0) ? pair / 2 : a.rows - 1 - pair / 2;
+}
+
+struct KernelTable {
+  CpuIsa isa = CpuIsa::kScalar;
+  MatmulFn matmul_f32 = nullptr;
+  MatmulFn matmul_bf16 = nullptr;
+  // BF16 weights widened to fp32 and multiplied by fp32 activations for every row count.
+  // matmul_bf16 uses this for decode; for several rows it may instead round activations to
+  // bf16 and use vdpbf16ps (AVX-512), which is faster but less exact. Kept for comparison.
+  MatmulFn matmul_bf16_widened = nullptr;
+  MatmulFn matmul_int8 = nullptr;
+  MatmulFn matmul_int4 = nullptr;
+  AttentionFn attention = nullptr;
+  // Activation preparation. n is a multiple of 32; q/bf16 outputs hold n values.
+  void (*to_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;  // round to nearest even
+  // scale = max|x| / 127 (1 when x is all zero), q = nearbyint(x * 127 / max|x|),
+  // block_sums[b] = sum of q over inputs [32b, 32b + 32).
+  void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* scale,
+                       int32_t* block_sums) = nullptr;
+  // y = x / sqrt(mean(x^2) + eps) * w over n values; y[n..n_padded) = 0. y may equal x.
+  void (*rms_norm)(const float* x, const float* w, int64_t n, int64_t n_padded, float eps,
+                   float* y) = nullptr;
+  // rotate_half RoPE in place on `heads` head vectors of head_dim (even) values each;
+  // cos/sin hold head_dim / 2 values for this position.
+  void (*rope)(float* x, int64_t heads, int64_t head_dim, const float* cos,
+               const float* sin) = nullptr;
+  // out[i] = silu(gate[i]) * up[i]; out may equal gate.
+  void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
+
+  MatmulFn Matmul(WeightFormat f) const {
+    switch (f) {
+      case WeightFormat::kBF16:
+        return matmul_bf16;
+      case WeightFormat::kInt8:
+        return matmul_int8;
+      case WeightFormat::kInt4:
+        return matmul_int4;
+      default:
+        return matmul_f32;
+    }
+  }
+};
+
+// The table for a family, or null if this build or this CPU cannot run it.
+const KernelTable* KernelsFor(CpuIsa isa);
+
+// Fills the activation block for `format` from rows of x ([rows][stride], zero padded):
+// bf16 copies (BF16, more than one row) or int8 quantization (INT8/INT4). The block keeps
+// a pointer to x, which must outlive the matmuls that read it.
+void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
+                        WeightFormat format, ActivationBlock* acts);
+
+// Per-family tables (defined in kernels_<family>.cc).
+const KernelTable& ScalarKernels();
+const KernelTable& Avx2Kernels();
+const KernelTable& Avx512Kernels();
+
+}  // namespace tessera

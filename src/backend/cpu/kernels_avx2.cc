@@ -1,0 +1,418 @@
+// AVX2 + FMA + F16C kernels: the fallback for CPUs without AVX-512 (and forced with
+// TESSERA_CPU_ISA=avx2 for testing). A 16-row panel is two 8-lane registers. Per format:
+//   F32 / BF16  fp32 FMA (BF16 widened by shift / mask; AVX2 has no bf16 dot product).
+//   INT8  vpmaddubsw with the sign trick: |x| (unsigned) times w carrying x's sign, summed
+//         in pairs to int16 (at most 2 * 127 * 127, no saturation), then vpmaddwd by 1.
+//   INT4  nibbles (unsigned q + 8) times signed activations with vpmaddubsw (at most
+//         2 * 15 * 127), vpmaddwd by 1; the block accumulator starts at -8 * block sum.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+
+namespace tessera {
+namespace {
+
+inline int32_t Load32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Writes one panel (two halves of 8) for row m with bias / accumulation; rows past the
+// matrix's end are dropped.
+inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m256 lo, __m256 hi) {
+  alignas(32) float v[16];
+  _mm256_store_ps(v, lo);
+  _mm256_store_ps(v + 8, hi);
+  const int64_t n0 = panel * kPanelRows;
+  const int64_t valid = std::min<int64_t>(16, a.w->rows - n0);
+  float* y = a.y + m * a.ldy + n0;
+  for (int64_t r = 0; r < valid; ++r) {
+    float out = v[r];
+    if (a.bias) out += a.bias[n0 + r];
+    y[r] = a.accumulate ? y[r] + out : out;
+  }
+}
+
+struct F32Kernel {
+  static constexpr int kMR = 4;
+  template <int MR>
+  static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const float* w = reinterpret_cast<const float*>(a.w->data.data()) + p * kp * 16;
+    const float* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
+    __m256 lo[MR], hi[MR];
+    for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kp; ++k) {
+      __m256 w0 = _mm256_loadu_ps(w + k * 16), w1 = _mm256_loadu_ps(w + k * 16 + 8);
+      for (int j = 0; j < MR; ++j) {
+        __m256 xb = _mm256_set1_ps(x[j][k]);
+        lo[j] = _mm256_fmadd_ps(w0, xb, lo[j]);
+        hi[j] = _mm256_fmadd_ps(w1, xb, hi[j]);
+      }
+    }
+    for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p, lo[j], hi[j]);
+  }
+};
+
+struct Bf16Kernel {
+  static constexpr int kMR = 3;
+  template <int MR>
+  static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(a.w->data.data()) + p * kp * 16;
+    const float* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
+    const __m256i high_mask = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
+    __m256 acc[MR][4];
+    for (int j = 0; j < MR; ++j)
+      for (int e = 0; e < 4; ++e) acc[j][e] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kp; k += 2) {
+      __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
+      __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16));
+      // [0]/[1]: rows 0-7 for inputs k / k+1; [2]/[3]: rows 8-15.
+      __m256 wv[4] = {_mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
+                      _mm256_castsi256_ps(_mm256_and_si256(v0, high_mask)),
+                      _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)),
+                      _mm256_castsi256_ps(_mm256_and_si256(v1, high_mask))};
+      for (int j = 0; j < MR; ++j) {
+        __m256 x0 = _mm256_set1_ps(x[j][k]), x1 = _mm256_set1_ps(x[j][k + 1]);
+        acc[j][0] = _mm256_fmadd_ps(wv[0], x0, acc[j][0]);
+        acc[j][1] = _mm256_fmadd_ps(wv[1], x1, acc[j][1]);
+        acc[j][2] = _mm256_fmadd_ps(wv[2], x0, acc[j][2]);
+        acc[j][3] = _mm256_fmadd_ps(wv[3], x1, acc[j][3]);
+      }
+    }
+    for (int j = 0; j < MR; ++j) {
+      StorePanel(a, m0 + j, p, _mm256_add_ps(acc[j][0], acc[j][1]),
+                 _mm256_add_ps(acc[j][2], acc[j][3]));
+    }
+  }
+};
+
+struct Int8Kernel {
+  static constexpr int kMR = 4;
+  template <int MR>
+  static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const int8_t* w = reinterpret_cast<const int8_t*>(a.w->data.data()) + p * kp * 16;
+    const int8_t* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i lo[MR], hi[MR];
+    for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < kp; k += 4) {
+      __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
+      __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
+      for (int j = 0; j < MR; ++j) {
+        __m256i xb = _mm256_set1_epi32(Load32(x[j] + k));
+        __m256i ax = _mm256_abs_epi8(xb);
+        __m256i p0 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, xb));
+        __m256i p1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, xb));
+        lo[j] = _mm256_add_epi32(lo[j], _mm256_madd_epi16(p0, ones));
+        hi[j] = _mm256_add_epi32(hi[j], _mm256_madd_epi16(p1, ones));
+      }
+    }
+    const float* rs = a.w->row_scale.data() + p * 16;
+    __m256 s0 = _mm256_loadu_ps(rs), s1 = _mm256_loadu_ps(rs + 8);
+    for (int j = 0; j < MR; ++j) {
+      __m256 sx = _mm256_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]);
+      StorePanel(a, m0 + j, p, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[j]), _mm256_mul_ps(sx, s0)),
+                 _mm256_mul_ps(_mm256_cvtepi32_ps(hi[j]), _mm256_mul_ps(sx, s1)));
+    }
+  }
+};
+
+struct Int4Kernel {
+  static constexpr int kMR = 3;
+  template <int MR>
+  static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
+    const int64_t blocks = a.w->padded_cols / kInt4Block;
+    const uint8_t* w = a.w->data.data() + p * blocks * 256;
+    const uint16_t* scales = a.w->block_scale.data() + p * blocks * 16;
+    const int8_t* x[MR];
+    const int32_t* xsum[MR];
+    for (int j = 0; j < MR; ++j) {
+      x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
+      xsum[j] = a.x->q_block_sum.data() + (m0 + j) * blocks;
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
+    __m256 acc_lo[MR], acc_hi[MR];
+    for (int j = 0; j < MR; ++j) acc_lo[j] = acc_hi[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      __m256i blo[MR], bhi[MR];
+      for (int j = 0; j < MR; ++j) blo[j] = bhi[j] = _mm256_set1_epi32(-8 * xsum[j][b]);
+      for (int q = 0; q < 4; ++q) {
+        const uint8_t* src = w + (b * 4 + q) * 64;
+        __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+        __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+        __m256i n0 = _mm256_and_si256(v0, low_nibbles);
+        __m256i n1 = _mm256_and_si256(v1, low_nibbles);
+        __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low_nibbles);
+        __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low_nibbles);
+        for (int j = 0; j < MR; ++j) {
+          const int8_t* xq = x[j] + b * kInt4Block + q * 8;
+          __m256i xl = _mm256_set1_epi32(Load32(xq)), xh = _mm256_set1_epi32(Load32(xq + 4));
+          __m256i sum0 =
+              _mm256_add_epi16(_mm256_maddubs_epi16(n0, xl), _mm256_maddubs_epi16(h0, xh));
+          __m256i sum1 =
+              _mm256_add_epi16(_mm256_maddubs_epi16(n1, xl), _mm256_maddubs_epi16(h1, xh));
+          blo[j] = _mm256_add_epi32(blo[j], _mm256_madd_epi16(sum0, ones));
+          bhi[j] = _mm256_add_epi32(bhi[j], _mm256_madd_epi16(sum1, ones));
+        }
+      }
+      __m256i bits =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16)));
+      __m256i bits_hi = _mm256_cvtepu16_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16 + 8)));
+      __m256 sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+      __m256 sc1 = _mm256_castsi256_ps(_mm256_slli_epi32(bits_hi, 16));
+      for (int j = 0; j < MR; ++j) {
+        acc_lo[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blo[j]), sc0, acc_lo[j]);
+        acc_hi[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bhi[j]), sc1, acc_hi[j]);
+      }
+    }
+    for (int j = 0; j < MR; ++j) {
+      __m256 sx = _mm256_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]);
+      StorePanel(a, m0 + j, p, _mm256_mul_ps(acc_lo[j], sx), _mm256_mul_ps(acc_hi[j], sx));
+    }
+  }
+};
+
+template <class K, int MR>
+void TileRemainder(const MatmulArgs& a, int64_t p, int64_t m0, int64_t left) {
+  if constexpr (MR > 0) {
+    if (left == MR) {
+      K::template Tile<MR>(a, p, m0);
+    } else {
+      TileRemainder<K, MR - 1>(a, p, m0, left);
+    }
+  }
+}
+
+template <class K>
+void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  const int64_t rows = a.x->rows;
+  for (int64_t p = pb; p < pe; ++p) {
+    int64_t m = 0;
+    for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<K::kMR>(a, p, m);
+    if (m < rows) TileRemainder<K, K::kMR - 1>(a, p, m, rows - m);
+  }
+}
+
+void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<F32Kernel>(a, pb, pe);
+}
+void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Bf16Kernel>(a, pb, pe);
+}
+void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Int8Kernel>(a, pb, pe);
+}
+void MatmulInt4(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Int4Kernel>(a, pb, pe);
+}
+
+void ToBf16(const float* x, int64_t n, uint16_t* out) {
+  // Round to nearest even on the bit pattern, as FloatToBf16 does (NaN kept quiet).
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256i u = _mm256_castps_si256(v);
+    __m256i rounded = _mm256_add_epi32(
+        u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+    __m256i nan_bits = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+    __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m256i r = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, nan_bits, is_nan), 16);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
+  }
+  if (i < n) ScalarKernels().to_bf16(x + i, n - i, out + i);
+}
+
+void QuantizeRow(const float* x, int64_t n, int8_t* q, float* scale, int32_t* block_sums) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mx = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8)
+    mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float absmax = _mm_cvtss_f32(m4);
+  const float inv = absmax > 0.0f ? 127.0f / absmax : 0.0f;
+  *scale = absmax > 0.0f ? absmax / 127.0f : 1.0f;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  for (int64_t b = 0; b < n / kInt4Block; ++b) {
+    __m256i sum = _mm256_setzero_si256();
+    alignas(32) int32_t v[kInt4Block];
+    for (int64_t h = 0; h < 4; ++h) {
+      __m256i iv =
+          _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + b * kInt4Block + h * 8), vinv));
+      iv = _mm256_min_epi32(_mm256_max_epi32(iv, lo), hi);
+      sum = _mm256_add_epi32(sum, iv);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v + h * 8), iv);
+    }
+    for (int64_t i = 0; i < kInt4Block; ++i) q[b * kInt4Block + i] = static_cast<int8_t>(v[i]);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    block_sums[b] = _mm_cvtsi128_si32(s);
+  }
+}
+
+// exp(x): 2^n * p(r) with a degree-6 polynomial, 2^n built in the exponent bits.
+inline __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, int64_t n_padded, float eps, float* y) {
+  __m256 ss = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    ss = _mm256_fmadd_ps(v, v, ss);
+  }
+  double total = HorizontalSum(ss);
+  for (int64_t t = i; t < n; ++t) total += static_cast<double>(x[t]) * x[t];
+  const float inv = static_cast<float>(1.0 / std::sqrt(total / static_cast<double>(n) + eps));
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (i = 0; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(
+        y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _mm256_loadu_ps(w + i)));
+  }
+  for (; i < n; ++i) y[i] = x[i] * inv * w[i];
+  for (i = n; i < n_padded; ++i) y[i] = 0.0f;
+}
+
+void Rope(float* x, int64_t heads, int64_t head_dim, const float* cs, const float* sn) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * head_dim;
+    int64_t i = 0;
+    for (; i + 8 <= half; i += 8) {
+      __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + half + i);
+      __m256 c = _mm256_loadu_ps(cs + i), s = _mm256_loadu_ps(sn + i);
+      _mm256_storeu_ps(v + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+      _mm256_storeu_ps(v + half + i, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
+    }
+    for (; i < half; ++i) {
+      float a = v[i], b = v[i + half];
+      v[i] = a * cs[i] - b * sn[i];
+      v[i + half] = b * cs[i] + a * sn[i];
+    }
+  }
+}
+
+void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, Exp(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  if (i < n) ScalarKernels().swiglu(gate + i, up + i, n - i, out + i);
+}
+
+// Dot products and value sums use 8-wide chunks with a scalar tail for odd head sizes.
+void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t full = a.head_dim / 8 * 8;
+  for (int64_t task = tb; task < te; ++task) {
+    int64_t m = 0, h = 0;
+    AttentionTask(a, task, &m, &h);
+    const float* q = a.q + m * a.q_stride + h * a.head_dim;
+    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t count = a.start_pos + m + 1;
+    float max_score = -INFINITY;
+    for (int64_t t = 0; t < count; ++t) {
+      const float* k = a.keys + t * a.kv_stride + kv_off;
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t i = 0; i < full; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
+      float s = HorizontalSum(acc);
+      for (int64_t i = full; i < a.head_dim; ++i) s += q[i] * k[i];
+      s *= a.scale;
+      scores[t] = s;
+      max_score = std::max(max_score, s);
+    }
+    const __m256 vmax = _mm256_set1_ps(max_score);
+    __m256 vsum = _mm256_setzero_ps();
+    int64_t t = 0;
+    for (; t + 8 <= count; t += 8) {
+      __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(scores + t), vmax));
+      vsum = _mm256_add_ps(vsum, e);
+      _mm256_storeu_ps(scores + t, e);
+    }
+    float sum = HorizontalSum(vsum);
+    for (; t < count; ++t) {
+      scores[t] = std::exp(scores[t] - max_score);
+      sum += scores[t];
+    }
+    float* o = a.out + m * a.out_stride + h * a.head_dim;
+    for (int64_t i = 0; i < a.head_dim; ++i) o[i] = 0.0f;
+    for (int64_t s = 0; s < count; ++s) {
+      const float* v = a.values + s * a.kv_stride + kv_off;
+      __m256 p = _mm256_set1_ps(scores[s]);
+      for (int64_t i = 0; i < full; i += 8) {
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+      }
+      for (int64_t i = full; i < a.head_dim; ++i) o[i] += scores[s] * v[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < a.head_dim; ++i) o[i] *= inv;
+  }
+}
+
+}  // namespace
+
+const KernelTable& Avx2Kernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    t.isa = CpuIsa::kAvx2;
+    t.matmul_f32 = MatmulF32;
+    t.matmul_bf16 = MatmulBf16;
+    t.matmul_bf16_widened = MatmulBf16;
+    t.matmul_int8 = MatmulInt8;
+    t.matmul_int4 = MatmulInt4;
+    t.attention = Attention;
+    t.to_bf16 = ToBf16;
+    t.quantize_row = QuantizeRow;
+    t.rms_norm = RmsNorm;
+    t.rope = Rope;
+    t.swiglu = Swiglu;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tessera

@@ -1,0 +1,474 @@
+// AVX-512 kernels (F, BW, VL, DQ, BF16, VNNI + FMA; this file alone is compiled with those
+// flags and only reached when cpu_features.cc found them all).
+//
+// Matmuls keep 16 outputs per register (one panel) and broadcast activation groups, so no
+// horizontal sums are needed. Tiles are NP panels x MR rows: decode (one row) uses several
+// panels to overlap independent accumulation chains; prefill uses 2 panels x 6 rows, so each
+// weight load feeds 6 rows. Per format:
+//   F32   fp32 FMA.
+//   BF16  decode: weights widened to fp32 (shift / mask) and fp32 FMA, exact products.
+//         prefill: activations rounded to bf16, vdpbf16ps (two products per lane per op).
+//   INT8  vpdpbusd with activations as unsigned (q + 128, by xor 0x80) against signed
+//         weights; the accumulator starts at -128 * row sum, which cancels the offset.
+//   INT4  nibbles unpacked to unsigned q + 8 with and/shift; vpdpbusd against signed
+//         activations; the accumulator of each 32-input block starts at -8 * (sum of the
+//         block's activations), then the block's int result is scaled by its bf16 scale.
+// GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation, which trips
+// -Wuninitialized inside the intrinsics themselves (GCC bug 105593); silenced for this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+
+namespace tessera {
+namespace {
+
+inline __mmask16 TailMask(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+inline int32_t Load32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Writes one panel's 16 outputs for row m, with bias / residual accumulation and a tail mask.
+inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m512 v) {
+  const int64_t n0 = panel * kPanelRows;
+  const __mmask16 mask = TailMask(a.w->rows - n0);
+  float* y = a.y + m * a.ldy + n0;
+  if (a.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, a.bias + n0));
+  if (a.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+// ---- tile kernels: Tile<NP, MR>(args, first panel, first row) ----
+
+struct F32Kernel {
+  static constexpr int kMR = 6;
+  template <int NP, int MR>
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const float* w[NP];
+    for (int i = 0; i < NP; ++i)
+      w[i] = reinterpret_cast<const float*>(a.w->data.data()) + (p0 + i) * kp * 16;
+    const float* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
+    __m512 acc[NP][MR];
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kp; ++k) {
+      __m512 wv[NP];
+      for (int i = 0; i < NP; ++i) wv[i] = _mm512_loadu_ps(w[i] + k * 16);
+      for (int j = 0; j < MR; ++j) {
+        __m512 xb = _mm512_set1_ps(x[j][k]);
+        for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xb, acc[i][j]);
+      }
+    }
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p0 + i, acc[i][j]);
+  }
+};
+
+// BF16 weights widened to fp32: each 32-bit lane holds (w[k], w[k+1]) of one row.
+struct Bf16WidenedKernel {
+  static constexpr int kMR = 4;
+  template <int NP, int MR>
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
+    const uint16_t* w[NP];
+    for (int i = 0; i < NP; ++i) w[i] = base + (p0 + i) * kp * 16;
+    const float* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
+    const __m512i high_mask = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
+    __m512 acc_even[NP][MR], acc_odd[NP][MR];
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) acc_even[i][j] = acc_odd[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kp; k += 2) {
+      __m512 even[NP], odd[NP];
+      for (int i = 0; i < NP; ++i) {
+        __m512i v = _mm512_loadu_si512(w[i] + k * 16);
+        even[i] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        odd[i] = _mm512_castsi512_ps(_mm512_and_si512(v, high_mask));
+      }
+      for (int j = 0; j < MR; ++j) {
+        __m512 x0 = _mm512_set1_ps(x[j][k]), x1 = _mm512_set1_ps(x[j][k + 1]);
+        for (int i = 0; i < NP; ++i) {
+          acc_even[i][j] = _mm512_fmadd_ps(even[i], x0, acc_even[i][j]);
+          acc_odd[i][j] = _mm512_fmadd_ps(odd[i], x1, acc_odd[i][j]);
+        }
+      }
+    }
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j)
+        StorePanel(a, m0 + j, p0 + i, _mm512_add_ps(acc_even[i][j], acc_odd[i][j]));
+  }
+};
+
+// BF16 x BF16 -> FP32 with vdpbf16ps; activations were rounded to bf16 by PrepareActivations.
+struct Bf16DotKernel {
+  static constexpr int kMR = 6;
+  template <int NP, int MR>
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
+    const uint16_t* w[NP];
+    for (int i = 0; i < NP; ++i) w[i] = base + (p0 + i) * kp * 16;
+    const uint16_t* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->bf16.data() + (m0 + j) * a.x->stride;
+    __m512 acc[NP][MR];
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kp; k += 2) {
+      __m512bh wv[NP];
+      for (int i = 0; i < NP; ++i) wv[i] = (__m512bh)_mm512_loadu_si512(w[i] + k * 16);
+      for (int j = 0; j < MR; ++j) {
+        __m512bh xb = (__m512bh)_mm512_set1_epi32(Load32(x[j] + k));
+        for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], xb);
+      }
+    }
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p0 + i, acc[i][j]);
+  }
+};
+
+struct Int8Kernel {
+  static constexpr int kMR = 6;
+  template <int NP, int MR>
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+    const int64_t kp = a.w->padded_cols;
+    const auto* base = reinterpret_cast<const int8_t*>(a.w->data.data());
+    const int8_t* w[NP];
+    for (int i = 0; i < NP; ++i) w[i] = base + (p0 + i) * kp * 16;
+    const int8_t* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
+    const __m512i to_unsigned = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
+    __m512i acc[NP][MR];
+    for (int i = 0; i < NP; ++i) {
+      __m512i offset = _mm512_loadu_si512(a.w->row_offset.data() + (p0 + i) * 16);
+      for (int j = 0; j < MR; ++j) acc[i][j] = offset;
+    }
+    for (int64_t k = 0; k < kp; k += 4) {
+      __m512i wv[NP];
+      for (int i = 0; i < NP; ++i) wv[i] = _mm512_loadu_si512(w[i] + k * 16);
+      for (int j = 0; j < MR; ++j) {
+        __m512i xb = _mm512_xor_si512(_mm512_set1_epi32(Load32(x[j] + k)), to_unsigned);
+        for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xb, wv[i]);
+      }
+    }
+    for (int i = 0; i < NP; ++i) {
+      __m512 row_scale = _mm512_loadu_ps(a.w->row_scale.data() + (p0 + i) * 16);
+      for (int j = 0; j < MR; ++j) {
+        __m512 scale =
+            _mm512_mul_ps(_mm512_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]), row_scale);
+        StorePanel(a, m0 + j, p0 + i, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][j]), scale));
+      }
+    }
+  }
+};
+
+struct Int4Kernel {
+  static constexpr int kMR = 4;
+  template <int NP, int MR>
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+    const int64_t blocks = a.w->padded_cols / kInt4Block;
+    const uint8_t* w[NP];
+    const uint16_t* scales[NP];
+    for (int i = 0; i < NP; ++i) {
+      w[i] = a.w->data.data() + (p0 + i) * blocks * 256;
+      scales[i] = a.w->block_scale.data() + (p0 + i) * blocks * 16;
+    }
+    const int8_t* x[MR];
+    const int32_t* xsum[MR];
+    for (int j = 0; j < MR; ++j) {
+      x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
+      xsum[j] = a.x->q_block_sum.data() + (m0 + j) * blocks;
+    }
+    const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+    __m512 acc[NP][MR];
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      __m512i block_acc[NP][MR];
+      for (int j = 0; j < MR; ++j) {
+        __m512i start = _mm512_set1_epi32(-8 * xsum[j][b]);
+        for (int i = 0; i < NP; ++i) block_acc[i][j] = start;
+      }
+      for (int q = 0; q < 4; ++q) {
+        __m512i lo[NP], hi[NP];
+        for (int i = 0; i < NP; ++i) {
+          __m512i v = _mm512_loadu_si512(w[i] + (b * 4 + q) * 64);
+          lo[i] = _mm512_and_si512(v, low_nibbles);
+          hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+        }
+        for (int j = 0; j < MR; ++j) {
+          const int8_t* xq = x[j] + b * kInt4Block + q * 8;
+          __m512i x_lo = _mm512_set1_epi32(Load32(xq));
+          __m512i x_hi = _mm512_set1_epi32(Load32(xq + 4));
+          for (int i = 0; i < NP; ++i) {
+            block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], lo[i], x_lo);
+            block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], hi[i], x_hi);
+          }
+        }
+      }
+      for (int i = 0; i < NP; ++i) {
+        __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[i] + b * 16));
+        __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+        for (int j = 0; j < MR; ++j) {
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_acc[i][j]), scale, acc[i][j]);
+        }
+      }
+    }
+    for (int i = 0; i < NP; ++i)
+      for (int j = 0; j < MR; ++j) {
+        __m512 sx = _mm512_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]);
+        StorePanel(a, m0 + j, p0 + i, _mm512_mul_ps(acc[i][j], sx));
+      }
+  }
+};
+
+// Rows m0.. of panels [p0, p0 + NP): full MR tiles, then one tile of the remaining rows.
+template <class K, int NP, int MR>
+void TileRemainder(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left) {
+  if constexpr (MR > 0) {
+    if (left == MR) {
+      K::template Tile<NP, MR>(a, p0, m0);
+    } else {
+      TileRemainder<K, NP, MR - 1>(a, p0, m0, left);
+    }
+  }
+}
+
+template <class K, int NP>
+void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
+  const int64_t rows = a.x->rows;
+  int64_t m = 0;
+  for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<NP, K::kMR>(a, p0, m);
+  if (m < rows) TileRemainder<K, NP, K::kMR - 1>(a, p0, m, rows - m);
+}
+
+// Decode uses 4 panels at a time (independent chains, shared broadcasts); prefill 2 panels.
+template <class K>
+void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  int64_t p = pb;
+  if (a.x->rows == 1) {
+    for (; p + 4 <= pe; p += 4) K::template Tile<4, 1>(a, p, 0);
+    for (; p < pe; ++p) K::template Tile<1, 1>(a, p, 0);
+    return;
+  }
+  for (; p + 2 <= pe; p += 2) PanelGroupAllRows<K, 2>(a, p);
+  for (; p < pe; ++p) PanelGroupAllRows<K, 1>(a, p);
+}
+
+void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<F32Kernel>(a, pb, pe);
+}
+void MatmulBf16Widened(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Bf16WidenedKernel>(a, pb, pe);
+}
+void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  if (a.x->rows == 1) {
+    MatmulDriver<Bf16WidenedKernel>(a, pb, pe);
+  } else {
+    MatmulDriver<Bf16DotKernel>(a, pb, pe);
+  }
+}
+void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Int8Kernel>(a, pb, pe);
+}
+void MatmulInt4(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Int4Kernel>(a, pb, pe);
+}
+
+// ---- activations ----
+
+void ToBf16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)v);
+  }
+  for (; i < n; ++i) {
+    __m256bh v = _mm512_cvtneps_pbh(_mm512_set1_ps(x[i]));
+    out[i] = static_cast<uint16_t>(_mm256_extract_epi16((__m256i)v, 0));
+  }
+}
+
+float AbsMax(const float* x, int64_t n) {
+  __m512 m = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+  if (i < n) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(TailMask(n - i), x + i)));
+  return _mm512_reduce_max_ps(m);
+}
+
+void QuantizeRow(const float* x, int64_t n, int8_t* q, float* scale, int32_t* block_sums) {
+  const float absmax = AbsMax(x, n);
+  const float inv = absmax > 0.0f ? 127.0f / absmax : 0.0f;
+  *scale = absmax > 0.0f ? absmax / 127.0f : 1.0f;
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < n / kInt4Block; ++b) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t h = 0; h < 2; ++h) {
+      int64_t i = b * kInt4Block + h * 16;
+      __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
+      v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+      sum = _mm512_add_epi32(sum, v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi32_epi8(v));
+    }
+    block_sums[b] = _mm512_reduce_add_epi32(sum);
+  }
+}
+
+// ---- elementwise ----
+
+// exp(x) for fp32 lanes: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-6 Taylor
+// polynomial (relative error below 2e-7). Inputs are clamped to the finite range.
+inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, int64_t n_padded, float eps, float* y) {
+  __m512 ss = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    ss = _mm512_fmadd_ps(v, v, ss);
+  }
+  if (i < n) {
+    __m512 v = _mm512_maskz_loadu_ps(TailMask(n - i), x + i);
+    ss = _mm512_fmadd_ps(v, v, ss);
+  }
+  double mean = static_cast<double>(_mm512_reduce_add_ps(ss)) / static_cast<double>(n);
+  __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(mean + eps)));
+  for (i = 0; i < n; i += 16) {
+    __mmask16 m = TailMask(n - i);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i)));
+  }
+  for (i = n; i < n_padded; ++i) y[i] = 0.0f;
+}
+
+void Rope(float* x, int64_t heads, int64_t head_dim, const float* cs, const float* sn) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; i += 16) {
+      __mmask16 m = TailMask(half - i);
+      __m512 a = _mm512_maskz_loadu_ps(m, v + i), b = _mm512_maskz_loadu_ps(m, v + half + i);
+      __m512 c = _mm512_maskz_loadu_ps(m, cs + i), s = _mm512_maskz_loadu_ps(m, sn + i);
+      _mm512_mask_storeu_ps(v + i, m, _mm512_fmsub_ps(a, c, _mm512_mul_ps(b, s)));
+      _mm512_mask_storeu_ps(v + half + i, m, _mm512_fmadd_ps(b, c, _mm512_mul_ps(a, s)));
+    }
+  }
+}
+
+void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = TailMask(n - i);
+    __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    __m512 silu = _mm512_div_ps(
+        g, _mm512_add_ps(_mm512_set1_ps(1.0f), Exp(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+// Head vectors up to 256 values stay in registers across the positions.
+constexpr int kMaxHeadChunks = 16;
+
+void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t chunks = (a.head_dim + 15) / 16;
+  if (chunks > kMaxHeadChunks) return ScalarKernels().attention(a, tb, te, scores);
+  for (int64_t task = tb; task < te; ++task) {
+    int64_t m = 0, h = 0;
+    AttentionTask(a, task, &m, &h);
+    const float* q = a.q + m * a.q_stride + h * a.head_dim;
+    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t count = a.start_pos + m + 1;
+    __m512 qv[kMaxHeadChunks];
+    for (int64_t c = 0; c < chunks; ++c)
+      qv[c] = _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), q + c * 16);
+    const __m512 scale = _mm512_set1_ps(a.scale);
+    float max_score = -INFINITY;
+    for (int64_t t = 0; t < count; ++t) {
+      const float* k = a.keys + t * a.kv_stride + kv_off;
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t c = 0; c < chunks; ++c) {
+        acc = _mm512_fmadd_ps(
+            qv[c], _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), k + c * 16), acc);
+      }
+      float s = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
+      scores[t] = s;
+      max_score = std::max(max_score, s);
+    }
+    const __m512 vmax = _mm512_set1_ps(max_score);
+    __m512 vsum = _mm512_setzero_ps();
+    for (int64_t t = 0; t < count; t += 16) {
+      __mmask16 mk = TailMask(count - t);
+      __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, scores + t), vmax));
+      e = _mm512_maskz_mov_ps(mk, e);
+      vsum = _mm512_add_ps(vsum, e);
+      _mm512_mask_storeu_ps(scores + t, mk, e);
+    }
+    __m512 out[kMaxHeadChunks];
+    for (int64_t c = 0; c < chunks; ++c) out[c] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < count; ++t) {
+      const float* v = a.values + t * a.kv_stride + kv_off;
+      __m512 p = _mm512_set1_ps(scores[t]);
+      for (int64_t c = 0; c < chunks; ++c) {
+        out[c] = _mm512_fmadd_ps(
+            p, _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), v + c * 16), out[c]);
+      }
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+    float* o = a.out + m * a.out_stride + h * a.head_dim;
+    for (int64_t c = 0; c < chunks; ++c) {
+      _mm512_mask_storeu_ps(o + c * 16, TailMask(a.head_dim - c * 16), _mm512_mul_ps(out[c], inv));
+    }
+  }
+}
+
+}  // namespace
+
+const KernelTable& Avx512Kernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    t.isa = CpuIsa::kAvx512;
+    t.matmul_f32 = MatmulF32;
+    t.matmul_bf16 = MatmulBf16;
+    t.matmul_bf16_widened = MatmulBf16Widened;
+    t.matmul_int8 = MatmulInt8;
+    t.matmul_int4 = MatmulInt4;
+    t.attention = Attention;
+    t.to_bf16 = ToBf16;
+    t.quantize_row = QuantizeRow;
+    t.rms_norm = RmsNorm;
+    t.rope = Rope;
+    t.swiglu = Swiglu;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tessera

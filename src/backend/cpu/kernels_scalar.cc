@@ -1,0 +1,176 @@
+// Scalar reference kernels: plain loops over logical indices, reading packed weights through
+// the element accessors, accumulating in double (fp formats) or exact integers (quantized).
+// They are the truth the SIMD kernels are tested against and never get "optimised".
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/kernels.h"
+#include "base/half.h"
+
+namespace tessera {
+namespace {
+
+void Store(const MatmulArgs& a, int64_t m, int64_t n, double value) {
+  if (a.bias) value += a.bias[n];
+  float* y = a.y + m * a.ldy + n;
+  *y = a.accumulate ? static_cast<float>(*y + value) : static_cast<float>(value);
+}
+
+int64_t RowEnd(const MatmulArgs& a, int64_t panel_end) {
+  return std::min(a.w->rows, panel_end * kPanelRows);
+}
+
+void MatmulFloatScalar(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  const PackedMatrix& w = *a.w;
+  for (int64_t m = 0; m < a.x->rows; ++m) {
+    const float* x = a.x->f32 + m * a.x->stride;
+    for (int64_t n = pb * kPanelRows; n < RowEnd(a, pe); ++n) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < w.cols; ++k)
+        acc += static_cast<double>(PackedValueF32(w, n, k)) * x[k];
+      Store(a, m, n, acc);
+    }
+  }
+}
+
+void MatmulInt8Scalar(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  const PackedMatrix& w = *a.w;
+  for (int64_t m = 0; m < a.x->rows; ++m) {
+    const int8_t* q = a.x->q8.data() + m * a.x->stride;
+    const float sx = a.x->q_scale[static_cast<size_t>(m)];
+    for (int64_t n = pb * kPanelRows; n < RowEnd(a, pe); ++n) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < w.cols; ++k) acc += int64_t{PackedQuantValue(w, n, k)} * q[k];
+      float scale = sx * w.row_scale[static_cast<size_t>(n)];
+      Store(a, m, n, static_cast<double>(static_cast<float>(acc) * scale));
+    }
+  }
+}
+
+void MatmulInt4Scalar(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  const PackedMatrix& w = *a.w;
+  const int64_t blocks = w.padded_cols / kInt4Block;
+  for (int64_t m = 0; m < a.x->rows; ++m) {
+    const int8_t* q = a.x->q8.data() + m * a.x->stride;
+    const float sx = a.x->q_scale[static_cast<size_t>(m)];
+    for (int64_t n = pb * kPanelRows; n < RowEnd(a, pe); ++n) {
+      double acc = 0.0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        int64_t block_dot = 0;
+        for (int64_t k = b * kInt4Block; k < std::min(w.cols, (b + 1) * kInt4Block); ++k) {
+          block_dot += int64_t{PackedQuantValue(w, n, k)} * q[k];
+        }
+        acc += static_cast<double>(block_dot) * Int4BlockScale(w, n, b);
+      }
+      Store(a, m, n, acc * sx);
+    }
+  }
+}
+
+void ToBf16Scalar(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(x[i]);
+}
+
+void QuantizeRowScalar(const float* x, int64_t n, int8_t* q, float* scale, int32_t* block_sums) {
+  float absmax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(x[i]));
+  // Multiplying by 127/absmax (not dividing by the scale) is what the SIMD paths do too, so
+  // every ISA produces the same integers.
+  float inv = absmax > 0.0f ? 127.0f / absmax : 0.0f;
+  *scale = absmax > 0.0f ? absmax / 127.0f : 1.0f;
+  for (int64_t b = 0; b < n / kInt4Block; ++b) {
+    int32_t sum = 0;
+    for (int64_t i = b * kInt4Block; i < (b + 1) * kInt4Block; ++i) {
+      float v = std::nearbyint(x[i] * inv);
+      q[i] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      sum += q[i];
+    }
+    block_sums[b] = sum;
+  }
+}
+
+void RmsNormScalar(const float* x, const float* w, int64_t n, int64_t n_padded, float eps,
+                   float* y) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>(static_cast<float>(x[i] * inv) * static_cast<double>(w[i]));
+  }
+  for (int64_t i = n; i < n_padded; ++i) y[i] = 0.0f;
+}
+
+void RopeScalar(float* x, int64_t heads, int64_t head_dim, const float* cs, const float* sn) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      float a = v[i], b = v[i + half];
+      v[i] = a * cs[i] - b * sn[i];
+      v[i + half] = b * cs[i] + a * sn[i];
+    }
+  }
+}
+
+void SwigluScalar(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void AttentionScalar(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const int64_t group = a.heads / a.kv_heads;
+  for (int64_t task = tb; task < te; ++task) {
+    int64_t m = 0, h = 0;
+    AttentionTask(a, task, &m, &h);
+    const float* q = a.q + m * a.q_stride + h * a.head_dim;
+    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t last = a.start_pos + m;
+    double max_score = -INFINITY;
+    for (int64_t t = 0; t <= last; ++t) {
+      const float* k = a.keys + t * a.kv_stride + kv_off;
+      double dot = 0.0;
+      for (int64_t i = 0; i < a.head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
+      scores[t] = static_cast<float>(dot * a.scale);
+      max_score = std::max(max_score, static_cast<double>(scores[t]));
+    }
+    double sum = 0.0;
+    for (int64_t t = 0; t <= last; ++t) {
+      double e = std::exp(scores[t] - max_score);
+      scores[t] = static_cast<float>(e);
+      sum += e;
+    }
+    float* out = a.out + m * a.out_stride + h * a.head_dim;
+    for (int64_t i = 0; i < a.head_dim; ++i) {
+      double acc = 0.0;
+      for (int64_t t = 0; t <= last; ++t)
+        acc += static_cast<double>(scores[t]) * a.values[t * a.kv_stride + kv_off + i];
+      out[i] = static_cast<float>(acc / sum);
+    }
+  }
+}
+
+}  // namespace
+
+const KernelTable& ScalarKernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    t.isa = CpuIsa::kScalar;
+    t.matmul_f32 = MatmulFloatScalar;
+    t.matmul_bf16 = MatmulFloatScalar;
+    t.matmul_bf16_widened = MatmulFloatScalar;
+    t.matmul_int8 = MatmulInt8Scalar;
+    t.matmul_int4 = MatmulInt4Scalar;
+    t.attention = AttentionScalar;
+    t.to_bf16 = ToBf16Scalar;
+    t.quantize_row = QuantizeRowScalar;
+    t.rms_norm = RmsNormScalar;
+    t.rope = RopeScalar;
+    t.swiglu = SwigluScalar;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tessera

@@ -1,0 +1,181 @@
+#include "backend/cpu/packed_matrix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "base/half.h"
+
+namespace tessera {
+namespace {
+
+void InitGeometry(PackedMatrix* m, int64_t rows, int64_t cols, WeightFormat format) {
+  m->format = format;
+  m->rows = rows;
+  m->cols = cols;
+  m->padded_rows = RoundUp(rows, kPanelRows);
+  m->padded_cols = RoundUp(cols, kColAlign);
+}
+
+size_t Elements(const PackedMatrix& m) {
+  return static_cast<size_t>(m.padded_rows * m.padded_cols);
+}
+
+// Offset of weight (row, col) in a [P][Kp/g][16][g] layout of one-byte-or-more elements.
+size_t GroupedIndex(const PackedMatrix& m, int64_t row, int64_t col, int64_t group) {
+  int64_t p = row / kPanelRows, r = row % kPanelRows;
+  int64_t j = col / group, e = col % group;
+  return static_cast<size_t>(((p * (m.padded_cols / group) + j) * kPanelRows + r) * group + e);
+}
+
+// INT4 byte holding (row, col) and whether it is the high nibble.
+size_t Int4ByteIndex(const PackedMatrix& m, int64_t row, int64_t col, bool* high) {
+  int64_t p = row / kPanelRows, r = row % kPanelRows;
+  int64_t b = col / kInt4Block, in_block = col % kInt4Block;
+  int64_t j = in_block / 8, rest = in_block % 8;
+  *high = rest >= 4;
+  int64_t e = rest % 4;
+  int64_t blocks = m.padded_cols / kInt4Block;
+  return static_cast<size_t>((((p * blocks + b) * 4 + j) * kPanelRows + r) * 4 + e);
+}
+
+size_t Int4ScaleIndex(const PackedMatrix& m, int64_t row, int64_t block) {
+  int64_t p = row / kPanelRows, r = row % kPanelRows;
+  return static_cast<size_t>((p * (m.padded_cols / kInt4Block) + block) * kPanelRows + r);
+}
+
+Status CheckShape(size_t n, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0 || n != static_cast<size_t>(rows * cols)) {
+    return Internal("PackMatrix: " + std::to_string(n) + " values do not form a " +
+                    std::to_string(rows) + "x" + std::to_string(cols) + " matrix");
+  }
+  return Status::Ok();
+}
+
+void PackInt8(std::span<const float> w, PackedMatrix* m) {
+  m->data.Resize(Elements(*m));
+  m->row_scale.Resize(static_cast<size_t>(m->padded_rows));
+  m->row_offset.Resize(static_cast<size_t>(m->padded_rows));
+  auto* q = reinterpret_cast<int8_t*>(m->data.data());
+  for (int64_t r = 0; r < m->rows; ++r) {
+    const float* row = w.data() + r * m->cols;
+    float absmax = 0.0f;
+    for (int64_t c = 0; c < m->cols; ++c) absmax = std::max(absmax, std::fabs(row[c]));
+    float scale = absmax / 127.0f;
+    int32_t sum = 0;
+    for (int64_t c = 0; c < m->cols; ++c) {
+      float v = scale > 0.0f ? std::round(row[c] / scale) : 0.0f;
+      int qi = static_cast<int>(std::clamp(v, -127.0f, 127.0f));
+      q[GroupedIndex(*m, r, c, 4)] = static_cast<int8_t>(qi);
+      sum += qi;
+    }
+    m->row_scale[static_cast<size_t>(r)] = scale;
+    m->row_offset[static_cast<size_t>(r)] = -128 * sum;
+  }
+}
+
+void PackInt4(std::span<const float> w, PackedMatrix* m) {
+  m->data.Resize(Elements(*m) / 2);
+  m->block_scale.Resize(static_cast<size_t>(m->padded_rows * m->padded_cols / kInt4Block));
+  uint8_t* bytes = m->data.data();
+  // Padding weights are stored as q = 0, i.e. the nibble 8.
+  std::memset(bytes, 0x88, m->data.size());
+  const int64_t blocks = m->padded_cols / kInt4Block;
+  for (int64_t r = 0; r < m->rows; ++r) {
+    const float* row = w.data() + r * m->cols;
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t c0 = b * kInt4Block, c1 = std::min(m->cols, c0 + kInt4Block);
+      float extreme = 0.0f;
+      for (int64_t c = c0; c < c1; ++c) {
+        if (std::fabs(row[c]) > std::fabs(extreme)) extreme = row[c];
+      }
+      uint16_t scale_bits = FloatToBf16(extreme / -8.0f);
+      float d = Bf16ToFloat(scale_bits);
+      m->block_scale[Int4ScaleIndex(*m, r, b)] = scale_bits;
+      for (int64_t c = c0; c < c1; ++c) {
+        float v = d != 0.0f ? std::round(row[c] / d) : 0.0f;
+        int qi = static_cast<int>(std::clamp(v, -8.0f, 7.0f));
+        bool high = false;
+        size_t idx = Int4ByteIndex(*m, r, c, &high);
+        uint8_t nib = static_cast<uint8_t>(qi + 8);
+        bytes[idx] = high ? static_cast<uint8_t>((bytes[idx] & 0x0f) | (nib << 4))
+                          : static_cast<uint8_t>((bytes[idx] & 0xf0) | nib);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_t cols,
+                                  WeightFormat format) {
+  TS_RETURN_IF_ERROR(CheckShape(w.size(), rows, cols));
+  PackedMatrix m;
+  InitGeometry(&m, rows, cols, format);
+  switch (format) {
+    case WeightFormat::kF32: {
+      m.data.Resize(Elements(m) * sizeof(float));
+      auto* out = reinterpret_cast<float*>(m.data.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c)
+          out[GroupedIndex(m, r, c, 1)] = w[static_cast<size_t>(r * cols + c)];
+      }
+      return m;
+    }
+    case WeightFormat::kBF16: {
+      m.data.Resize(Elements(m) * sizeof(uint16_t));
+      auto* out = reinterpret_cast<uint16_t*>(m.data.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          out[GroupedIndex(m, r, c, 2)] = FloatToBf16(w[static_cast<size_t>(r * cols + c)]);
+        }
+      }
+      return m;
+    }
+    case WeightFormat::kInt8:
+      PackInt8(w, &m);
+      return m;
+    case WeightFormat::kInt4:
+      PackInt4(w, &m);
+      return m;
+    case WeightFormat::kAuto:
+      break;
+  }
+  return Internal("PackMatrix: kAuto must be resolved to a concrete format first");
+}
+
+float PackedValueF32(const PackedMatrix& m, int64_t row, int64_t col) {
+  if (m.format == WeightFormat::kBF16) {
+    return Bf16ToFloat(
+        reinterpret_cast<const uint16_t*>(m.data.data())[GroupedIndex(m, row, col, 2)]);
+  }
+  return reinterpret_cast<const float*>(m.data.data())[GroupedIndex(m, row, col, 1)];
+}
+
+int PackedQuantValue(const PackedMatrix& m, int64_t row, int64_t col) {
+  if (m.format == WeightFormat::kInt8) {
+    return reinterpret_cast<const int8_t*>(m.data.data())[GroupedIndex(m, row, col, 4)];
+  }
+  bool high = false;
+  uint8_t byte = m.data[Int4ByteIndex(m, row, col, &high)];
+  return (high ? (byte >> 4) : (byte & 0x0f)) - 8;
+}
+
+float Int4BlockScale(const PackedMatrix& m, int64_t row, int64_t block) {
+  return Bf16ToFloat(m.block_scale[Int4ScaleIndex(m, row, block)]);
+}
+
+float DequantizedValue(const PackedMatrix& m, int64_t row, int64_t col) {
+  switch (m.format) {
+    case WeightFormat::kInt8:
+      return static_cast<float>(PackedQuantValue(m, row, col)) *
+             m.row_scale[static_cast<size_t>(row)];
+    case WeightFormat::kInt4:
+      return static_cast<float>(PackedQuantValue(m, row, col)) *
+             Int4BlockScale(m, row, col / kInt4Block);
+    default:
+      return PackedValueF32(m, row, col);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,353 @@
+// Every CPU kernel on every instruction-set family this machine has, against the scalar
+// reference (kernels_scalar.cc), over random shapes including odd sizes and tails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "base/half.h"
+
+namespace tessera {
+namespace {
+
+std::vector<float> RandomVector(std::mt19937& rng, size_t n, float scale = 1.0f) {
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+class IsaTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  void SetUp() override {
+    if (!CpuSupports(GetParam())) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
+    k_ = KernelsFor(GetParam());
+    ASSERT_NE(k_, nullptr);
+  }
+  const KernelTable& ref() const { return ScalarKernels(); }
+  const KernelTable* k_ = nullptr;
+};
+
+std::string IsaName(const ::testing::TestParamInfo<CpuIsa>& info) {
+  return std::string(CpuIsaName(info.param));
+}
+
+struct MatmulShape {
+  int64_t rows, cols, tokens;
+};
+
+// Shapes with full panels, row tails (N % 16), column padding (K % 32) and token counts that
+// hit every remainder of the GEMM row tiles.
+const std::vector<MatmulShape> kShapes = {
+    {1, 1, 1},    {16, 32, 1},  {17, 33, 1}, {64, 64, 1},  {96, 80, 1},  {200, 136, 1},
+    {48, 96, 2},  {33, 70, 3},  {64, 64, 5}, {80, 160, 6}, {35, 100, 7}, {130, 64, 13},
+    {16, 288, 4}, {576, 96, 9}, {7, 5, 11},  {250, 31, 1}, {64, 512, 8},
+};
+
+// Runs `fn` over the panels in two uneven ranges (as two threads would) and returns y.
+std::vector<float> RunMatmul(MatmulFn fn, const PackedMatrix& w, const ActivationBlock& acts,
+                             bool accumulate, const std::vector<float>& bias,
+                             const std::vector<float>& y0) {
+  std::vector<float> y = y0;
+  MatmulArgs a{&w, &acts, y.data(), w.rows, accumulate, bias.empty() ? nullptr : bias.data()};
+  int64_t split = w.panels() / 3;
+  fn(a, 0, split);
+  fn(a, split, w.panels());
+  return y;
+}
+
+void CheckMatmul(const KernelTable& k, WeightFormat format, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (const MatmulShape& s : kShapes) {
+    SCOPED_TRACE("N=" + std::to_string(s.rows) + " K=" + std::to_string(s.cols) +
+                 " M=" + std::to_string(s.tokens));
+    std::vector<float> w = RandomVector(rng, static_cast<size_t>(s.rows * s.cols), 0.5f);
+    auto packed = PackMatrix(w, s.rows, s.cols, format);
+    ASSERT_TRUE(packed) << packed.status().message();
+    const int64_t stride = packed->padded_cols;
+    std::vector<float> x(static_cast<size_t>(s.tokens * stride), 0.0f);
+    for (int64_t m = 0; m < s.tokens; ++m) {
+      auto row = RandomVector(rng, static_cast<size_t>(s.cols), 2.0f);
+      std::copy(row.begin(), row.end(), x.begin() + m * stride);
+    }
+    // Both sides read activations prepared by the kernel under test (quantization itself is
+    // compared to the scalar version in its own test).
+    ActivationBlock acts;
+    acts.Reserve(s.tokens, stride);
+    PrepareActivations(k, x.data(), s.tokens, stride, format, &acts);
+    std::vector<float> bias = RandomVector(rng, static_cast<size_t>(s.rows));
+    std::vector<float> y0 = RandomVector(rng, static_cast<size_t>(s.tokens * s.rows));
+    for (bool accumulate : {false, true}) {
+      std::vector<float> no_bias;
+      const std::vector<float>& b = accumulate ? bias : no_bias;
+      auto want = RunMatmul(ScalarKernels().Matmul(format), *packed, acts, accumulate, b, y0);
+      auto got = RunMatmul(k.Matmul(format), *packed, acts, accumulate, b, y0);
+      auto widened = RunMatmul(k.matmul_bf16_widened, *packed, acts, accumulate, b, y0);
+      // Error budget per output: relative to sum |w x|. fp32 accumulation order differs
+      // (1e-5); the AVX-512 BF16 GEMM rounds activations to bf16 (2^-9 relative each).
+      double rel = 2e-5;
+      if (format == WeightFormat::kBF16 && s.tokens > 1 && k.isa == CpuIsa::kAvx512) rel = 8e-3;
+      for (int64_t m = 0; m < s.tokens; ++m) {
+        for (int64_t n = 0; n < s.rows; ++n) {
+          double mag = 1e-6;
+          for (int64_t c = 0; c < s.cols; ++c) {
+            mag +=
+                std::fabs(DequantizedValue(*packed, n, c) * x[static_cast<size_t>(m * stride + c)]);
+          }
+          size_t i = static_cast<size_t>(m * s.rows + n);
+          ASSERT_NEAR(got[i], want[i], rel * mag + 1e-5) << "m=" << m << " n=" << n;
+          if (format == WeightFormat::kBF16) {
+            ASSERT_NEAR(widened[i], want[i], 2e-5 * mag + 1e-5) << "widened m=" << m << " n=" << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(IsaTest, MatmulF32MatchesScalar) {
+  CheckMatmul(*k_, WeightFormat::kF32, 1);
+}
+TEST_P(IsaTest, MatmulBf16MatchesScalar) {
+  CheckMatmul(*k_, WeightFormat::kBF16, 2);
+}
+TEST_P(IsaTest, MatmulInt8MatchesScalar) {
+  CheckMatmul(*k_, WeightFormat::kInt8, 3);
+}
+TEST_P(IsaTest, MatmulInt4MatchesScalar) {
+  CheckMatmul(*k_, WeightFormat::kInt4, 4);
+}
+
+TEST_P(IsaTest, QuantizeRowIsBitIdenticalToScalar) {
+  std::mt19937 rng(5);
+  for (int64_t n : {32, 64, 96, 576, 1536}) {
+    for (float scale : {0.0f, 1e-3f, 1.0f, 300.0f}) {
+      std::vector<float> x = RandomVector(rng, static_cast<size_t>(n), scale);
+      if (n > 64) x[7] = scale * 1.5f;  // a lone outlier
+      std::vector<int8_t> q1(static_cast<size_t>(n)), q2(static_cast<size_t>(n));
+      std::vector<int32_t> s1(static_cast<size_t>(n / 32)), s2(static_cast<size_t>(n / 32));
+      float sc1 = 0, sc2 = 0;
+      ref().quantize_row(x.data(), n, q1.data(), &sc1, s1.data());
+      k_->quantize_row(x.data(), n, q2.data(), &sc2, s2.data());
+      EXPECT_EQ(q1, q2);
+      EXPECT_EQ(s1, s2);
+      EXPECT_EQ(sc1, sc2);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(q1[static_cast<size_t>(i)] * sc1, x[static_cast<size_t>(i)],
+                    sc1 * 0.5001f + 1e-30f);
+      }
+    }
+  }
+}
+
+TEST_P(IsaTest, ToBf16IsBitIdenticalToScalar) {
+  std::mt19937 rng(6);
+  for (int64_t n : {1, 7, 16, 33, 100}) {
+    std::vector<float> x = RandomVector(rng, static_cast<size_t>(n), 10.0f);
+    x[0] = 1.00390625f;  // exactly halfway between two bf16 values: ties to even
+    std::vector<uint16_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    ref().to_bf16(x.data(), n, a.data());
+    k_->to_bf16(x.data(), n, b.data());
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a[0], FloatToBf16(1.00390625f));
+  }
+}
+
+TEST_P(IsaTest, RmsNormMatchesScalar) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 8, 12, 15, 64, 100, 576}) {
+    int64_t padded = (n + 31) / 32 * 32;
+    std::vector<float> x = RandomVector(rng, static_cast<size_t>(n), 3.0f);
+    std::vector<float> w = RandomVector(rng, static_cast<size_t>(n));
+    std::vector<float> a(static_cast<size_t>(padded), 9.0f), b(static_cast<size_t>(padded), 9.0f);
+    ref().rms_norm(x.data(), w.data(), n, padded, 1e-6f, a.data());
+    k_->rms_norm(x.data(), w.data(), n, padded, 1e-6f, b.data());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-5f * (1 + std::fabs(a[i]))) << n << " " << i;
+    // In place, as the backend does for per-head q/k norms.
+    std::vector<float> c = x;
+    k_->rms_norm(c.data(), w.data(), n, n, 1e-6f, c.data());
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(c[static_cast<size_t>(i)], a[static_cast<size_t>(i)],
+                  1e-5f * (1 + std::fabs(a[static_cast<size_t>(i)])));
+  }
+}
+
+TEST_P(IsaTest, RopeMatchesScalar) {
+  std::mt19937 rng(8);
+  for (int64_t head_dim : {2, 8, 12, 40, 64, 128}) {
+    for (int64_t heads : {1, 3}) {
+      std::vector<float> x = RandomVector(rng, static_cast<size_t>(heads * head_dim));
+      std::vector<float> cs = RandomVector(rng, static_cast<size_t>(head_dim / 2));
+      std::vector<float> sn = RandomVector(rng, static_cast<size_t>(head_dim / 2));
+      std::vector<float> a = x, b = x;
+      ref().rope(a.data(), heads, head_dim, cs.data(), sn.data());
+      k_->rope(b.data(), heads, head_dim, cs.data(), sn.data());
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6f) << head_dim << " " << i;
+    }
+  }
+}
+
+TEST_P(IsaTest, SwigluMatchesScalar) {
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 7, 8, 17, 80, 1536}) {
+    std::vector<float> g = RandomVector(rng, static_cast<size_t>(n), 12.0f);
+    std::vector<float> u = RandomVector(rng, static_cast<size_t>(n), 2.0f);
+    g[0] = -95.0f;  // exp overflow territory for -g
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    ref().swiglu(g.data(), u.data(), n, a.data());
+    k_->swiglu(g.data(), u.data(), n, b.data());
+    for (int64_t i = 0; i < n; ++i) {
+      size_t j = static_cast<size_t>(i);
+      EXPECT_NEAR(a[j], b[j], 2e-6f * (1 + std::fabs(a[j]))) << n << " " << i;
+    }
+  }
+}
+
+TEST_P(IsaTest, AttentionMatchesScalar) {
+  std::mt19937 rng(10);
+  struct Case {
+    int64_t heads, kv_heads, head_dim, start_pos, rows;
+  };
+  for (Case c : std::vector<Case>{{1, 1, 8, 0, 1},
+                                  {8, 2, 12, 0, 5},
+                                  {4, 4, 64, 37, 1},
+                                  {9, 3, 64, 0, 17},
+                                  {2, 1, 128, 100, 3},
+                                  {4, 2, 20, 5, 9},
+                                  {16, 8, 128, 0, 2},
+                                  {3, 1, 6, 40, 33}}) {
+    SCOPED_TRACE("heads=" + std::to_string(c.heads) + " hd=" + std::to_string(c.head_dim));
+    const int64_t kv_stride = c.kv_heads * c.head_dim, positions = c.start_pos + c.rows;
+    const int64_t q_stride = c.heads * c.head_dim + 3;  // a stride wider than the heads
+    auto q = RandomVector(rng, static_cast<size_t>(c.rows * q_stride), 2.0f);
+    auto keys = RandomVector(rng, static_cast<size_t>(positions * kv_stride), 2.0f);
+    auto values = RandomVector(rng, static_cast<size_t>(positions * kv_stride));
+    AttentionArgs a;
+    a.q = q.data();
+    a.q_stride = q_stride;
+    a.keys = keys.data();
+    a.values = values.data();
+    a.kv_stride = kv_stride;
+    a.start_pos = c.start_pos;
+    a.rows = c.rows;
+    a.heads = c.heads;
+    a.kv_heads = c.kv_heads;
+    a.head_dim = c.head_dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.out_stride = c.heads * c.head_dim;
+    std::vector<float> want(static_cast<size_t>(c.rows * a.out_stride)), got = want;
+    std::vector<float> scores(static_cast<size_t>(positions));
+    a.out = want.data();
+    ref().attention(a, 0, c.rows * c.heads, scores.data());
+    a.out = got.data();
+    const int64_t tasks = c.rows * c.heads;
+    k_->attention(a, 0, tasks / 2, scores.data());
+    k_->attention(a, tasks / 2, tasks, scores.data());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5f) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512),
+                         IsaName);
+
+// ---- packing and quantization (ISA independent) ----
+
+TEST(PackMatrix, F32AndBf16RoundTripTheirValues) {
+  std::mt19937 rng(11);
+  auto w = RandomVector(rng, 37 * 45);
+  auto f32 = PackMatrix(w, 37, 45, WeightFormat::kF32);
+  auto bf16 = PackMatrix(w, 37, 45, WeightFormat::kBF16);
+  ASSERT_TRUE(f32 && bf16);
+  EXPECT_EQ(f32->padded_rows, 48);
+  EXPECT_EQ(f32->padded_cols, 64);
+  for (int64_t r = 0; r < 37; ++r) {
+    for (int64_t c = 0; c < 45; ++c) {
+      float v = w[static_cast<size_t>(r * 45 + c)];
+      EXPECT_EQ(PackedValueF32(*f32, r, c), v);
+      EXPECT_EQ(PackedValueF32(*bf16, r, c), Bf16ToFloat(FloatToBf16(v)));
+    }
+  }
+}
+
+TEST(PackMatrix, Int8IsPerRowSymmetricRoundHalfAwayFromZero) {
+  // Row 0: max 127 -> scale 1, so the quantized values are the rounded inputs.
+  std::vector<float> w = {127.0f, 2.5f, -2.5f, 0.49f, -126.5f, 3.5f, 0.0f, -127.0f};
+  auto m = PackMatrix(w, 1, 8, WeightFormat::kInt8);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->row_scale[0], 1.0f);
+  std::vector<int> want = {127, 3, -3, 0, -127, 4, 0, -127};
+  int sum = 0;
+  for (int64_t c = 0; c < 8; ++c) {
+    EXPECT_EQ(PackedQuantValue(*m, 0, c), want[static_cast<size_t>(c)]) << c;
+    sum += want[static_cast<size_t>(c)];
+  }
+  EXPECT_EQ(m->row_offset[0], -128 * sum);
+}
+
+TEST(PackMatrix, QuantizationErrorIsBoundedAndDeterministic) {
+  std::mt19937 rng(12);
+  const int64_t rows = 40, cols = 100;  // a partial last block of 4 columns
+  auto w = RandomVector(rng, static_cast<size_t>(rows * cols));
+  for (WeightFormat f : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    auto a = PackMatrix(w, rows, cols, f);
+    auto b = PackMatrix(w, rows, cols, f);
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(a->data.size(), b->data.size());
+    EXPECT_EQ(std::memcmp(a->data.data(), b->data.data(), a->data.size()), 0);
+    double err_sum = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        float v = w[static_cast<size_t>(r * cols + c)];
+        float step = f == WeightFormat::kInt8 ? a->row_scale[static_cast<size_t>(r)]
+                                              : std::fabs(Int4BlockScale(*a, r, c / 32));
+        float err = std::fabs(DequantizedValue(*a, r, c) - v);
+        // Half a step, except INT4's one clamped side (q = +8 -> 7), a full step.
+        EXPECT_LE(err, (f == WeightFormat::kInt8 ? 0.5f : 1.0f) * step * 1.01f + 1e-7f);
+        err_sum += err;
+        int q = PackedQuantValue(*a, r, c);
+        EXPECT_GE(q, f == WeightFormat::kInt8 ? -127 : -8);
+        EXPECT_LE(q, f == WeightFormat::kInt8 ? 127 : 7);
+      }
+    }
+    EXPECT_LT(err_sum / (rows * cols), f == WeightFormat::kInt8 ? 0.003 : 0.05);
+  }
+}
+
+TEST(PackMatrix, Int4LargestMagnitudeMapsToMinusEight) {
+  std::vector<float> w(32, 0.11f);
+  w[5] = -1.6f;  // d = -1.6 / -8 = 0.2
+  w[6] = 1.58f;  // 7.9 -> 8 -> clamped to 7
+  auto m = PackMatrix(w, 1, 32, WeightFormat::kInt4);
+  ASSERT_TRUE(m);
+  EXPECT_FLOAT_EQ(Int4BlockScale(*m, 0, 0), Bf16ToFloat(FloatToBf16(0.2f)));
+  EXPECT_EQ(PackedQuantValue(*m, 0, 5), -8);
+  EXPECT_EQ(PackedQuantValue(*m, 0, 6), 7);
+  EXPECT_EQ(PackedQuantValue(*m, 0, 0), 1);  // 0.11 / 0.2 = 0.55 -> 1
+}
+
+TEST(PackMatrix, RejectsMismatchedShapesAndAuto) {
+  std::vector<float> w(10);
+  EXPECT_FALSE(PackMatrix(w, 3, 4, WeightFormat::kF32));
+  EXPECT_FALSE(PackMatrix(w, 0, 10, WeightFormat::kF32));
+  EXPECT_FALSE(PackMatrix(w, 2, 5, WeightFormat::kAuto));
+}
+
+TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyDownwards) {
+  EXPECT_TRUE(CpuSupports(CpuIsa::kScalar));
+  EXPECT_EQ(ParseCpuIsa("avx2"), CpuIsa::kAvx2);
+  EXPECT_FALSE(ParseCpuIsa("sse9"));
+  setenv("TESSERA_CPU_ISA", "scalar", 1);
+  EXPECT_EQ(SelectCpuIsa(), CpuIsa::kScalar);
+  setenv("TESSERA_CPU_ISA", "bogus", 1);
+  EXPECT_EQ(SelectCpuIsa(), DetectCpuIsa());
+  unsetenv("TESSERA_CPU_ISA");
+  EXPECT_EQ(SelectCpuIsa(), DetectCpuIsa());
+  EXPECT_NE(KernelsFor(DetectCpuIsa()), nullptr);
+}
+
+}  // namespace
+}  // namespace tessera
