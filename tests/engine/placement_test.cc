@@ -21,7 +21,9 @@ TEST(Placement, RefusesBadSpecs) {
                            "reference:2,reference:2", "", "reference:x", "reference:-1"}) {
     auto p = ParsePlacement(spec, 5);
     EXPECT_FALSE(p) << spec;
-    if (!p) EXPECT_EQ(p.status().message().find('\n'), std::string::npos);
+    if (!p) {
+      EXPECT_EQ(p.status().message().find('\n'), std::string::npos);
+    }
   }
   EXPECT_FALSE(CreateBackend("gpu"));
 }

@@ -13,6 +13,14 @@
 namespace tessera {
 namespace {
 
+ModelExecutor::Options ExecOptions(int slots, int64_t max_seq, int64_t max_batch_tokens) {
+  ModelExecutor::Options o;
+  o.max_slots = slots;
+  o.max_seq = max_seq;
+  o.max_batch_tokens = max_batch_tokens;
+  return o;
+}
+
 std::string ModelDir() { return test::SharedDir() + "/models/stories260k"; }
 
 nlohmann::json References() {
@@ -70,7 +78,7 @@ TEST(Stories260kOracle, EveryPositionMatchesTheNaiveForward) {
   ASSERT_TRUE(ckpt) << ckpt.status().message();
   auto placement = ParsePlacement("reference", (*ckpt)->config.num_layers);
   ASSERT_TRUE(placement);
-  auto exec = ModelExecutor::Load(*ckpt, *placement, {.max_slots = 1, .max_seq = 64, .max_batch_tokens = 7});
+  auto exec = ModelExecutor::Load(*ckpt, *placement, ExecOptions(1, 64, 7));
   ASSERT_TRUE(exec) << exec.status().message();
   std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421,
                                  395, 317, 426, 338, 401, 396, 267};

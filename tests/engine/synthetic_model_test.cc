@@ -16,6 +16,14 @@
 namespace tessera {
 namespace {
 
+ModelExecutor::Options ExecOptions(int slots, int64_t max_seq, int64_t max_batch_tokens) {
+  ModelExecutor::Options o;
+  o.max_slots = slots;
+  o.max_seq = max_seq;
+  o.max_batch_tokens = max_batch_tokens;
+  return o;
+}
+
 const std::vector<int32_t> kTokens = {1, 17, 99, 3, 64, 127, 5, 42, 42, 8, 77, 0, 31};
 
 struct Case {
@@ -67,7 +75,7 @@ TEST_P(SyntheticModel, MatchesNaiveOracleAndHybridPlacement) {
   auto run_all = [&](const std::string& spec) {
     auto placement = ParsePlacement(spec, (*ckpt)->config.num_layers);
     EXPECT_TRUE(placement) << placement.status().message();
-    auto exec = ModelExecutor::Load(*ckpt, *placement, {.max_slots = 1, .max_seq = 32, .max_batch_tokens = 5});
+    auto exec = ModelExecutor::Load(*ckpt, *placement, ExecOptions(1, 32, 5));
     EXPECT_TRUE(exec) << exec.status().message();
     std::vector<float> last(128), all(kTokens.size() * 128);
     EXPECT_TRUE((*exec)->Forward(0, 0, kTokens, last, all).ok());
@@ -111,7 +119,7 @@ TEST(SyntheticModel, DecodeStepByStepEqualsPrefill) {
   ASSERT_TRUE(ckpt) << ckpt.status().message();
   auto placement = ParsePlacement("reference", spec.layers);
   ASSERT_TRUE(placement);
-  auto exec = ModelExecutor::Load(*ckpt, *placement, {.max_slots = 2, .max_seq = 32});
+  auto exec = ModelExecutor::Load(*ckpt, *placement, ExecOptions(2, 32, 512));
   ASSERT_TRUE(exec);
   std::vector<float> prefill(128), step(128);
   ASSERT_TRUE((*exec)->Forward(0, 0, kTokens, prefill).ok());
@@ -144,7 +152,7 @@ TEST(SyntheticModel, Bf16CheckpointEqualsF32OfTheSameRoundedWeights) {
   auto f32_ckpt = OpenCheckpoint(f32_dir);
   ASSERT_TRUE(f32_ckpt) << f32_ckpt.status().message();
   auto logits = [&](std::shared_ptr<const Checkpoint> ck) {
-    auto exec = ModelExecutor::Load(ck, *ParsePlacement("reference", spec.layers), {.max_seq = 32});
+    auto exec = ModelExecutor::Load(ck, *ParsePlacement("reference", spec.layers), ExecOptions(1, 32, 512));
     std::vector<float> last(128);
     EXPECT_TRUE((*exec)->Forward(0, 0, kTokens, last).ok());
     return last;
