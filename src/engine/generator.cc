@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "sampling/sampler.h"
+
 namespace tessera {
 
 const char* StopReasonName(StopReason reason) {
@@ -42,7 +44,12 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, const GenerateRequest& req) {
+Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, GenerateRequest req) {
+  req.sampling.reset();
+  return Generate(exec, slot, req);
+}
+
+Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateRequest& req) {
   if (req.prompt_ids.empty()) return InvalidArgument("the prompt is empty: nothing to continue");
   if (req.max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
   const int64_t prompt_len = static_cast<int64_t>(req.prompt_ids.size());
@@ -52,6 +59,12 @@ Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, const Gen
   }
   GenerateResult result;
   std::vector<float> logits(static_cast<size_t>(exec.dims().vocab));
+  std::optional<Sampler> sampler;
+  if (req.sampling && req.sampling->mode == SamplingMode::kSample) {
+    TS_ASSIGN_OR_RETURN(Sampler s, Sampler::Create(*req.sampling, exec.dims().vocab));
+    TS_RETURN_IF_ERROR(s.AcceptPrompt(req.prompt_ids));
+    sampler.emplace(std::move(s));
+  }
   auto t0 = std::chrono::steady_clock::now();
   if (req.max_new_tokens == 0) {
     result.stop_reason = StopReason::kLength;
@@ -64,7 +77,13 @@ Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, const Gen
   result.generated_ids.reserve(static_cast<size_t>(req.max_new_tokens));
   while (true) {
     if (req.top_logits_k > 0) result.top_logits.push_back(TopK(logits, req.top_logits_k));
-    int32_t next = ArgMax(logits);
+    int32_t next;
+    if (sampler) {
+      TS_ASSIGN_OR_RETURN(next, sampler->Sample(logits));  // edits logits in place
+      TS_RETURN_IF_ERROR(sampler->Accept(next));
+    } else {
+      next = ArgMax(logits);
+    }
     result.generated_ids.push_back(next);
     if (result.generated_ids.size() == 1) {
       result.timings.ttft_ms = MsSince(t0);

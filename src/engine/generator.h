@@ -1,6 +1,7 @@
-// Greedy generation over a ModelExecutor: prefill the prompt in one pass, then decode one
-// token at a time until a stop id, the token budget or the context is reached. Reports the
-// top-K logits per generated step and timings. The engine never sees JSON or HTTP.
+// Generation over a ModelExecutor: prefill the prompt in one pass, then decode one token at a
+// time until a stop id, the token budget or the context is reached. Greedy unless sampling
+// parameters are given (then the sampler chain of src/sampling, seeded). Reports the top-K
+// raw logits per generated step and timings. The engine never sees JSON or HTTP.
 //
 //   GenerateRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = {2}};
 //   req.on_token = [&](int32_t id) { print(detok.Push(id)); return true; };  // false = stop
@@ -9,11 +10,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/model_executor.h"
+#include "sampling/sampling_params.h"
 
 namespace tessera {
 
@@ -25,6 +28,8 @@ struct GenerateRequest {
   int64_t max_new_tokens = 128;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these
   int top_logits_k = 0;           // record the K highest [id, logit] per generated step
+  // Absent: greedy argmax. Present: the sampler chain with these resolved parameters.
+  std::optional<ResolvedSamplingParams> sampling;
   // Called with each generated token (including a final stop token); return false to cancel.
   std::function<bool(int32_t)> on_token;
 };
@@ -49,6 +54,9 @@ int32_t ArgMax(std::span<const float> logits);
 // The k highest [id, logit], highest first, ties by lower id.
 std::vector<std::pair<int32_t, float>> TopK(std::span<const float> logits, int k);
 
-Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, const GenerateRequest& req);
+Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateRequest& req);
+
+// Greedy regardless of req.sampling.
+Expected<GenerateResult> GenerateGreedy(ModelExecutor& exec, int slot, GenerateRequest req);
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/reference/reference_backend.h"
 
 namespace tessera {
@@ -18,7 +19,7 @@ std::string Placement::Describe() const {
   return out;
 }
 
-std::vector<std::string> AvailableBackendKinds() { return {"reference"}; }
+std::vector<std::string> AvailableBackendKinds() { return {"reference", "cpu"}; }
 
 Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
                                                 const BackendOptions& options) {
@@ -28,6 +29,7 @@ Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
     }
     return MakeReferenceBackend();
   }
+  if (kind == "cpu") return MakeCpuBackend(options);
   std::string known;
   for (const auto& k : AvailableBackendKinds()) known += (known.empty() ? "" : ", ") + k;
   return InvalidArgument("unknown backend '" + kind + "'; available: " + known);
