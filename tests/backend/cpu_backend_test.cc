@@ -1,0 +1,335 @@
+// The CPU backend as a whole: logits against the fp32 reference backend on synthetic
+// checkpoints of every family, on every ISA path this machine has; quantized top-1 agreement
+// under teacher forcing; stories260k token-exact; hybrid placements.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/generator.h"
+#include "engine/model_executor.h"
+#include "model/checkpoint.h"
+#include "model/synthetic_checkpoint.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+// Forces the ISA the "cpu" backend kind picks (through TESSERA_CPU_ISA) for one scope.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(CpuIsa isa) {
+    setenv("TESSERA_CPU_ISA", std::string(CpuIsaName(isa)).c_str(), 1);
+  }
+  ~ScopedIsa() { unsetenv("TESSERA_CPU_ISA"); }
+};
+
+std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt, const std::string& spec,
+                                    WeightFormat format, int64_t max_seq, int64_t batch) {
+  auto placement = ParsePlacement(spec, ckpt->config.num_layers);
+  EXPECT_TRUE(placement) << placement.status().message();
+  if (!placement) return nullptr;
+  ModelExecutor::Options o;
+  o.max_slots = 2;
+  o.max_seq = max_seq;
+  o.max_batch_tokens = batch;
+  o.backend.weights = format;
+  auto exec = ModelExecutor::Load(ckpt, *placement, o);
+  EXPECT_TRUE(exec) << exec.status().message();
+  return exec ? std::move(*exec) : nullptr;
+}
+
+// Every position's logits, prefilled in chunks of `batch` tokens.
+std::vector<float> AllLogits(ModelExecutor& exec, const std::vector<int32_t>& tokens) {
+  const size_t vocab = static_cast<size_t>(exec.dims().vocab);
+  std::vector<float> last(vocab), all(tokens.size() * vocab);
+  EXPECT_TRUE(exec.Forward(0, 0, tokens, last, all).ok());
+  return all;
+}
+
+std::vector<int32_t> RandomTokens(size_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return t;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+// Fraction of positions whose arg-max agrees.
+double Top1Agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  const size_t n = a.size() / static_cast<size_t>(vocab);
+  size_t same = 0;
+  for (size_t t = 0; t < n; ++t) {
+    auto ra = a.begin() + static_cast<ptrdiff_t>(t * vocab),
+         rb = b.begin() + static_cast<ptrdiff_t>(t * vocab);
+    same += std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
+  }
+  return static_cast<double>(same) / static_cast<double>(n);
+}
+
+SyntheticModelSpec SmallSpec(ModelFamily family, DType dtype) {
+  SyntheticModelSpec s;
+  s.family = family;
+  s.hidden = 64;
+  s.intermediate = 80;  // not a multiple of 32: padded inputs of down_proj
+  s.layers = 3;
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = family == ModelFamily::kQwen3 ? 12 : 8;
+  s.vocab = 128;
+  s.max_position = 64;
+  s.tied = family != ModelFamily::kQwen2;
+  s.attention_bias = family == ModelFamily::kLlama;  // llama with q/k/v/o biases
+  s.dtype = dtype;
+  s.rope_theta = family == ModelFamily::kLlama ? 10000.0 : 1000000.0;
+  s.seed = 3 + static_cast<uint64_t>(family);
+  return s;
+}
+
+struct ParityCase {
+  ModelFamily family;
+  CpuIsa isa;
+};
+
+class CpuParity : public ::testing::TestWithParam<ParityCase> {};
+
+std::string ParityName(const ::testing::TestParamInfo<ParityCase>& info) {
+  return std::string(ModelFamilyName(info.param.family)) + "_" +
+         std::string(CpuIsaName(info.param.isa));
+}
+
+// F32: the same weights and fp32 arithmetic in another order; tight. BF16 (BF16 checkpoint,
+// so the weights are identical): decode products are exact, prefill rounds activations to
+// bf16 on AVX-512.
+TEST_P(CpuParity, LogitsMatchTheReferenceBackend) {
+  const ParityCase& c = GetParam();
+  if (!CpuSupports(c.isa)) GTEST_SKIP() << "CPU lacks " << CpuIsaName(c.isa);
+  test::TempDir tmp;
+  const std::vector<int32_t> tokens = RandomTokens(40, 128, 17);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    std::string dir = tmp.File(std::string(DTypeName(dtype)));
+    ASSERT_TRUE(WriteSyntheticCheckpoint(dir, SmallSpec(c.family, dtype)).ok());
+    auto ckpt = OpenCheckpoint(dir);
+    ASSERT_TRUE(ckpt) << ckpt.status().message();
+    auto ref = Load(*ckpt, "reference", WeightFormat::kAuto, 64, 7);
+    ASSERT_TRUE(ref);
+    std::vector<float> want = AllLogits(*ref, tokens);
+    ScopedIsa isa(c.isa);
+    auto cpu = Load(*ckpt, "cpu", WeightFormat::kAuto, 64, 7);  // auto: F32 or BF16
+    ASSERT_TRUE(cpu);
+    std::vector<float> got = AllLogits(*cpu, tokens);
+    double prefill_diff = MaxAbsDiff(got, want);
+    // Decode one token at a time (GEMV paths) in a second slot.
+    std::vector<float> step(128), stepped;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      ASSERT_TRUE(cpu->Forward(1, static_cast<int64_t>(i), std::span(&tokens[i], 1), step).ok());
+      stepped.insert(stepped.end(), step.begin(), step.end());
+    }
+    double decode_diff = MaxAbsDiff(stepped, want);
+    double scale = 0;
+    for (float v : want) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    std::printf("[ measured ] %s %s %s: max |logit| %.2f, max diff prefill %.3g decode %.3g\n",
+                std::string(ModelFamilyName(c.family)).c_str(),
+                std::string(CpuIsaName(c.isa)).c_str(), std::string(DTypeName(dtype)).c_str(),
+                scale, prefill_diff, decode_diff);
+    if (dtype == DType::kF32) {
+      EXPECT_LT(prefill_diff, 1e-4);
+      EXPECT_LT(decode_diff, 1e-4);
+    } else {
+      EXPECT_LT(decode_diff, 1e-4);
+      EXPECT_LT(prefill_diff, c.isa == CpuIsa::kAvx512 ? 0.05 : 1e-4);
+    }
+  }
+}
+
+std::vector<ParityCase> ParityCases() {
+  std::vector<ParityCase> v;
+  for (ModelFamily f : {ModelFamily::kLlama, ModelFamily::kQwen2, ModelFamily::kQwen3}) {
+    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) v.push_back({f, isa});
+  }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(All, CpuParity, ::testing::ValuesIn(ParityCases()), ParityName);
+
+// INT8 / INT4 against the fp32 reference on a bigger synthetic model: the arg-max at each of
+// 256 teacher-forced positions.
+TEST(CpuQuantized, Top1AgreementUnderTeacherForcing) {
+  test::TempDir tmp;
+  for (ModelFamily family : {ModelFamily::kLlama, ModelFamily::kQwen2, ModelFamily::kQwen3}) {
+    SyntheticModelSpec s;
+    s.family = family;
+    s.hidden = 256;
+    s.intermediate = 512;
+    s.layers = 4;
+    s.heads = 8;
+    s.kv_heads = 2;
+    s.head_dim = 32;
+    s.vocab = 512;
+    s.max_position = 300;
+    s.dtype = DType::kBF16;
+    s.seed = 99 + static_cast<uint64_t>(family);
+    std::string dir = tmp.File(std::string(ModelFamilyName(family)));
+    ASSERT_TRUE(WriteSyntheticCheckpoint(dir, s).ok());
+    auto ckpt = OpenCheckpoint(dir);
+    ASSERT_TRUE(ckpt) << ckpt.status().message();
+    const std::vector<int32_t> tokens = RandomTokens(256, s.vocab, 5);
+    auto ref = Load(*ckpt, "reference", WeightFormat::kAuto, 300, 64);
+    ASSERT_TRUE(ref);
+    std::vector<float> want = AllLogits(*ref, tokens);
+    for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+      auto cpu = Load(*ckpt, "cpu", f, 300, 64);
+      ASSERT_TRUE(cpu);
+      double agree = Top1Agreement(AllLogits(*cpu, tokens), want, s.vocab);
+      std::printf("[ measured ] %s %s top-1 agreement over 256 positions: %.4f\n",
+                  std::string(ModelFamilyName(family)).c_str(),
+                  std::string(WeightFormatName(f)).c_str(), agree);
+      EXPECT_GE(agree, f == WeightFormat::kInt4 ? 0.97 : 0.99) << WeightFormatName(f);
+    }
+  }
+}
+
+// ---- stories260k: a real trained model ----
+
+std::string StoriesDir() {
+  return test::SharedDir() + "/models/stories260k";
+}
+
+nlohmann::json StoriesReferences() {
+  return nlohmann::json::parse(test::ReadFile(StoriesDir() + "/reference_greedy.json"));
+}
+
+struct StoriesCase {
+  std::string placement;
+  CpuIsa isa;
+};
+
+class Stories260kCpu : public ::testing::TestWithParam<StoriesCase> {};
+
+TEST_P(Stories260kCpu, GreedyMatchesRunCTokenForToken) {
+  const StoriesCase& c = GetParam();
+  if (!CpuSupports(c.isa)) GTEST_SKIP() << "CPU lacks " << CpuIsaName(c.isa);
+  ScopedIsa isa(c.isa);
+  auto ckpt = OpenCheckpoint(StoriesDir());
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  auto exec = Load(*ckpt, c.placement, WeightFormat::kAuto, 512, 512);  // F32 checkpoint: F32
+  ASSERT_TRUE(exec);
+  nlohmann::json refs = StoriesReferences();
+  ASSERT_GE(refs["cases"].size(), 1u);
+  for (const auto& rc : refs["cases"]) {
+    GenerateRequest req;
+    req.prompt_ids = rc["prompt_ids"].get<std::vector<int32_t>>();
+    req.max_new_tokens = rc["max_new_tokens"].get<int64_t>();
+    req.stop_ids = {2};
+    req.top_logits_k = 10;
+    auto result = GenerateGreedy(*exec, 0, req);
+    ASSERT_TRUE(result) << result.status().message();
+    EXPECT_EQ(result->generated_ids, rc["generated_ids"].get<std::vector<int32_t>>()) << rc["id"];
+    const auto& top = result->top_logits.at(0);
+    const auto& ref_top = rc["first_step_top10_logits"];
+    ASSERT_EQ(top.size(), ref_top.size());
+    for (size_t i = 0; i < top.size(); ++i) {
+      EXPECT_EQ(top[i].first, ref_top[i][0].get<int32_t>()) << rc["id"] << " rank " << i;
+      EXPECT_NEAR(top[i].second, ref_top[i][1].get<double>(), 1e-4) << rc["id"] << " rank " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, Stories260kCpu,
+                         ::testing::Values(StoriesCase{"cpu", CpuIsa::kAvx512},
+                                           StoriesCase{"cpu", CpuIsa::kAvx2},
+                                           StoriesCase{"cpu", CpuIsa::kScalar},
+                                           StoriesCase{"reference:2,cpu", CpuIsa::kAvx512},
+                                           StoriesCase{"cpu:2,reference", CpuIsa::kAvx512},
+                                           StoriesCase{"cpu:1,cpu:3,cpu", CpuIsa::kAvx512}),
+                         [](const ::testing::TestParamInfo<StoriesCase>& info) {
+                           std::string p = info.param.placement;
+                           for (char& ch : p) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return p + "_" + std::string(CpuIsaName(info.param.isa));
+                         });
+
+// Quantized stories260k under teacher forcing on its own greedy continuations. A 260K-weight
+// model with 64-wide rows is far more sensitive to quantization than the synthetic ones
+// (two INT4 blocks per row): measured 0.9981 BF16, 0.9793 INT8, 0.8496 INT4 over 532
+// positions. The bounds below guard those figures; they are not the synthetic targets.
+TEST(Stories260kCpuQuantized, Top1AgreementOnReferenceContinuations) {
+  auto ckpt = OpenCheckpoint(StoriesDir());
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  nlohmann::json refs = StoriesReferences();
+  auto ref = Load(*ckpt, "reference", WeightFormat::kAuto, 512, 512);
+  ASSERT_TRUE(ref);
+  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+    auto cpu = Load(*ckpt, "cpu", f, 512, 512);
+    ASSERT_TRUE(cpu);
+    double same = 0, total = 0;
+    for (const auto& rc : refs["cases"]) {
+      auto seq = rc["prompt_ids"].get<std::vector<int32_t>>();
+      for (int32_t t : rc["generated_ids"].get<std::vector<int32_t>>()) seq.push_back(t);
+      double agree = Top1Agreement(AllLogits(*cpu, seq), AllLogits(*ref, seq), 512);
+      same += agree * static_cast<double>(seq.size());
+      total += static_cast<double>(seq.size());
+    }
+    std::printf("[ measured ] stories260k %s top-1 agreement over %.0f positions: %.4f\n",
+                std::string(WeightFormatName(f)).c_str(), total, same / total);
+    const double bound = f == WeightFormat::kBF16 ? 0.99 : f == WeightFormat::kInt8 ? 0.97 : 0.83;
+    EXPECT_GE(same / total, bound) << WeightFormatName(f);
+  }
+}
+
+// ---- hybrid placement and errors ----
+
+TEST(CpuHybrid, ReferenceThenCpuIsCloseToEitherAlone) {
+  test::TempDir tmp;
+  ASSERT_TRUE(
+      WriteSyntheticCheckpoint(tmp.File("m"), SmallSpec(ModelFamily::kQwen3, DType::kF32)).ok());
+  auto ckpt = OpenCheckpoint(tmp.File("m"));
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  const std::vector<int32_t> tokens = RandomTokens(30, 128, 23);
+  auto ref = AllLogits(*Load(*ckpt, "reference", WeightFormat::kAuto, 64, 8), tokens);
+  auto cpu = AllLogits(*Load(*ckpt, "cpu", WeightFormat::kAuto, 64, 8), tokens);
+  auto hybrid = AllLogits(*Load(*ckpt, "reference:2,cpu", WeightFormat::kAuto, 64, 8), tokens);
+  auto split = AllLogits(*Load(*ckpt, "cpu:1,cpu", WeightFormat::kAuto, 64, 8), tokens);
+  EXPECT_LT(MaxAbsDiff(hybrid, ref), 1e-4);
+  EXPECT_LT(MaxAbsDiff(hybrid, cpu), 1e-4);
+  EXPECT_EQ(split, cpu);  // two CPU stages run the same kernels on the same rows
+}
+
+TEST(CpuBackend, NamesItsPathAndRefusesBadRequests) {
+  test::TempDir tmp;
+  ASSERT_TRUE(
+      WriteSyntheticCheckpoint(tmp.File("m"), SmallSpec(ModelFamily::kLlama, DType::kBF16)).ok());
+  auto ckpt = OpenCheckpoint(tmp.File("m"));
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  auto b = MakeCpuBackend({.weights = WeightFormat::kInt4, .threads = 2}, CpuIsa::kScalar);
+  EXPECT_FALSE(b->LoadLayers(**ckpt, {2, 5}, {1, 16}).ok());
+  EXPECT_FALSE(b->LoadLayers(**ckpt, {0, 3}, {1, 0}).ok());
+  ASSERT_TRUE(b->LoadLayers(**ckpt, {0, 3}, {1, 16}).ok());
+  EXPECT_EQ(b->name(), "cpu-scalar-int4");
+  EXPECT_GT(b->resident_weight_bytes(), 0u);
+  std::vector<float> hidden(64 * 2);
+  EXPECT_EQ(b->ForwardLayers({{{.slot = 0, .start_pos = 15, .n_tokens = 2}}}, hidden).code(),
+            ErrorCode::kOutOfRange);
+  EXPECT_EQ(b->ForwardLayers({{{.slot = 3, .start_pos = 0, .n_tokens = 2}}}, hidden).code(),
+            ErrorCode::kOutOfRange);
+  EXPECT_FALSE(b->ForwardLayers({{{.slot = 0, .start_pos = 0, .n_tokens = 3}}}, hidden).ok());
+  std::vector<float> logits(128);
+  EXPECT_FALSE(
+      b->ComputeLogits(std::span<const float>(hidden.data(), 64), 1, logits).ok());  // no head
+  auto auto_fmt = MakeCpuBackend({}, CpuIsa::kAvx2);
+  ASSERT_TRUE(auto_fmt->LoadLayers(**ckpt, {0, 3}, {1, 16}).ok());
+  EXPECT_EQ(auto_fmt->name(),
+            CpuSupports(CpuIsa::kAvx2) ? "cpu-avx2-bf16" : std::string("cpu-scalar-bf16"));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,198 @@
+// Measurement program for the CPU backend (built, not a test; timings are not assertions).
+//
+//   build-cpu/tests/backend/cpu_kernel_bench [--quick]
+//
+// Reports: GEMV bandwidth for 576x1536 and 896x4864 (inputs x outputs) BF16/INT8/INT4
+// matrices with 1 and 2 threads, both cache-resident (one matrix) and streaming from memory
+// (enough copies to exceed the caches); GEMM throughput of the two BF16 prefill variants;
+// decode and prefill tokens/s of a synthetic smollm2-135m-shaped checkpoint via
+// ModelExecutor with placement "cpu".
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels.h"
+#include "base/thread_pool.h"
+#include "engine/model_executor.h"
+#include "model/checkpoint.h"
+#include "model/synthetic_checkpoint.h"
+
+namespace tessera {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds per call of fn, best of a few repetitions of `iters` calls.
+template <typename Fn>
+double TimePerCall(int iters, Fn&& fn) {
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    double t0 = Now();
+    for (int i = 0; i < iters; ++i) fn(i);
+    best = std::min(best, (Now() - t0) / iters);
+  }
+  return best;
+}
+
+void BenchGemv(const KernelTable& k, int64_t in, int64_t out, WeightFormat f, bool quick) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> w(static_cast<size_t>(in * out));
+  for (float& v : w) v = d(rng);
+  auto first = PackMatrix(w, out, in, f);
+  if (!first) return;
+  const size_t bytes = first->bytes();
+  // Copies totalling > 256 MB so each call streams its matrix from memory.
+  const size_t copies = quick ? 8 : std::max<size_t>(2, (256u << 20) / bytes);
+  std::vector<PackedMatrix> mats;
+  mats.push_back(std::move(*first));
+  for (size_t i = 1; i < copies; ++i) mats.push_back(std::move(*PackMatrix(w, out, in, f)));
+  std::vector<float> x(static_cast<size_t>(mats[0].padded_cols)), y(static_cast<size_t>(out));
+  for (int64_t i = 0; i < in; ++i) x[static_cast<size_t>(i)] = d(rng);
+  ActivationBlock acts;
+  acts.Reserve(1, mats[0].padded_cols);
+  PrepareActivations(k, x.data(), 1, mats[0].padded_cols, f, &acts);
+  MatmulFn fn = k.Matmul(f);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    auto run = [&](const PackedMatrix& m) {
+      MatmulArgs a{&m, &acts, y.data(), out, false, nullptr};
+      pool.ParallelFor(m.panels(), [&](int64_t b, int64_t e, int) { fn(a, b, e); });
+    };
+    double hot = TimePerCall(200, [&](int) { run(mats[0]); });
+    double cold =
+        TimePerCall(static_cast<int>(copies), [&](int i) { run(mats[static_cast<size_t>(i)]); });
+    std::printf(
+        "gemv %4lldx%-5lld %-5s threads=%d  %6.2f MB  cache-resident %6.1f GB/s  streaming %6.1f "
+        "GB/s (%.1f us)\n",
+        static_cast<long long>(in), static_cast<long long>(out),
+        std::string(WeightFormatName(f)).c_str(), threads, bytes / 1e6, bytes / hot / 1e9,
+        bytes / cold / 1e9, cold * 1e6);
+  }
+}
+
+void BenchBf16Gemm(const KernelTable& k, int64_t in, int64_t out, int64_t rows) {
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> w(static_cast<size_t>(in * out));
+  for (float& v : w) v = d(rng);
+  auto m = PackMatrix(w, out, in, WeightFormat::kBF16);
+  std::vector<float> x(static_cast<size_t>(rows * m->padded_cols)),
+      y(static_cast<size_t>(rows * out));
+  for (float& v : x) v = d(rng);
+  ActivationBlock acts;
+  acts.Reserve(rows, m->padded_cols);
+  PrepareActivations(k, x.data(), rows, m->padded_cols, WeightFormat::kBF16, &acts);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (auto [name, fn] : {std::pair{"vdpbf16ps (bf16 acts)", k.matmul_bf16},
+                            std::pair{"widened fp32 FMA", k.matmul_bf16_widened}}) {
+      MatmulArgs a{&*m, &acts, y.data(), out, false, nullptr};
+      double t = TimePerCall(5, [&](int) {
+        pool.ParallelFor(m->panels(), [&](int64_t b, int64_t e, int) { fn(a, b, e); });
+      });
+      std::printf("gemm bf16 %lldx%lld rows=%lld threads=%d %-22s %7.1f GFLOP/s\n",
+                  static_cast<long long>(in), static_cast<long long>(out),
+                  static_cast<long long>(rows), threads, name, 2.0 * in * out * rows / t / 1e9);
+    }
+  }
+}
+
+int BenchModel(bool quick) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "tessera-bench-smollm2-135m").string();
+  SyntheticModelSpec s;
+  s.family = ModelFamily::kLlama;
+  s.hidden = 576;
+  s.intermediate = 1536;
+  s.layers = 30;
+  s.heads = 9;
+  s.kv_heads = 3;
+  s.head_dim = 64;
+  s.vocab = 49152;
+  s.tied = true;
+  s.rope_theta = 100000.0;
+  s.max_position = 2048;
+  s.dtype = DType::kBF16;
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    Status st = WriteSyntheticCheckpoint(dir, s);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.message().c_str());
+      return 1;
+    }
+  }
+  auto ckpt = OpenCheckpoint(dir);
+  if (!ckpt) {
+    std::fprintf(stderr, "%s\n", ckpt.status().message().c_str());
+    return 1;
+  }
+  auto placement = ParsePlacement("cpu", s.layers);
+  const int decode_steps = quick ? 32 : 128;
+  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+    for (int threads : {1, 2}) {
+      ModelExecutor::Options o;
+      o.max_seq = 1024;
+      o.max_batch_tokens = 512;
+      o.backend.weights = f;
+      o.backend.threads = threads;
+      auto exec = ModelExecutor::Load(*ckpt, *placement, o);
+      if (!exec) {
+        std::fprintf(stderr, "%s\n", exec.status().message().c_str());
+        return 1;
+      }
+      std::vector<float> logits(static_cast<size_t>(s.vocab));
+      std::vector<int32_t> prompt(512);
+      for (size_t i = 0; i < prompt.size(); ++i)
+        prompt[i] = static_cast<int32_t>((i * 7919) % s.vocab);
+      // Prefill 512 tokens (last-token logits only, as generation does).
+      double best_prefill = 1e30;
+      for (int rep = 0; rep < (quick ? 1 : 2); ++rep) {
+        double t0 = Now();
+        if (!(*exec)->Forward(0, 0, prompt, logits).ok()) return 1;
+        best_prefill = std::min(best_prefill, Now() - t0);
+      }
+      // Decode after a 16-token prompt: one token per call, each with its logits.
+      if (!(*exec)->Forward(0, 0, std::span(prompt.data(), 16), logits).ok()) return 1;
+      double t0 = Now();
+      for (int i = 0; i < decode_steps; ++i) {
+        int32_t tok = prompt[static_cast<size_t>(16 + i)];
+        if (!(*exec)->Forward(0, 16 + i, std::span(&tok, 1), logits).ok()) return 1;
+      }
+      double decode = (Now() - t0) / decode_steps;
+      std::printf(
+          "model smollm2-135m-shape %-4s threads=%d  resident %.0f MB  decode %6.1f tok/s (%.2f "
+          "ms, %.1f GB/s)  prefill@512 %7.1f tok/s\n",
+          std::string(WeightFormatName(f)).c_str(), threads, (*exec)->resident_weight_bytes() / 1e6,
+          1.0 / decode, decode * 1e3, (*exec)->resident_weight_bytes() / decode / 1e9,
+          512.0 / best_prefill);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool model_only = argc > 1 && std::strcmp(argv[1], "--model") == 0;
+  const KernelTable* k = KernelsFor(SelectCpuIsa());
+  std::printf("isa %s\n", std::string(CpuIsaName(k->isa)).c_str());
+  if (!model_only) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{576, 1536}, {896, 4864}}) {
+      for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+        BenchGemv(*k, in, out, f, quick);
+      }
+    }
+    BenchBf16Gemm(*k, 576, 1536, 128);
+  }
+  return BenchModel(quick);
+}
