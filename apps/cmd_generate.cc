@@ -102,9 +102,12 @@ int Run(int argc, char** argv) {
   req.stop_ids = StopIds(**ckpt);
   req.top_logits_k = static_cast<int>(top_k);
   StreamingDetokenizer detok(tok->tokenizer, /*skip_special_tokens=*/true);
+  // Prime the stream with the prompt so the completion decodes in context (a SentencePiece
+  // Strip decoder removes a leading space only at the very start of the text).
+  for (int32_t id : prompt_ids) (void)detok.Push(id);
   if (!json) {
     req.on_token = [&](int32_t id) {
-      auto piece = detok.Push(id);
+      auto piece = detok.Push(id);  // ids past the tokenizer's vocabulary have no text
       if (piece) {
         std::fwrite(piece->data(), 1, piece->size(), stdout);
         std::fflush(stdout);
@@ -121,10 +124,18 @@ int Run(int argc, char** argv) {
     return 0;
   }
 
+  // A model's vocabulary may be padded past the tokenizer's; such ids have no text.
+  auto known = [&](const std::vector<int32_t>& ids) {
+    std::vector<int32_t> out;
+    for (int32_t id : ids) {
+      if (id < tok->tokenizer.vocab_size()) out.push_back(id);
+    }
+    return out;
+  };
   std::vector<int32_t> all = prompt_ids;
   all.insert(all.end(), result->generated_ids.begin(), result->generated_ids.end());
-  auto text = tok->tokenizer.Decode(all, /*skip_special_tokens=*/true);
-  auto prompt_text = tok->tokenizer.Decode(prompt_ids, /*skip_special_tokens=*/true);
+  auto text = tok->tokenizer.Decode(known(all), /*skip_special_tokens=*/true);
+  auto prompt_text = tok->tokenizer.Decode(known(prompt_ids), /*skip_special_tokens=*/true);
   if (!text || !prompt_text) {
     return ReportError("generate", (!text ? text : prompt_text).status());
   }
@@ -132,7 +143,7 @@ int Run(int argc, char** argv) {
   if (text->compare(0, prompt_text->size(), *prompt_text) == 0) {
     completion = text->substr(prompt_text->size());
   } else {
-    auto gen_text = tok->tokenizer.Decode(result->generated_ids, true);
+    auto gen_text = tok->tokenizer.Decode(known(result->generated_ids), true);
     if (!gen_text) return ReportError("generate", gen_text.status());
     completion = *gen_text;
   }

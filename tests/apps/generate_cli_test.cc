@@ -1,0 +1,67 @@
+// `tessera generate` end to end on stories260k: prompt text -> ids -> greedy -> text, all
+// compared with llama2.c run.c's reference generations.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+std::string ModelDir() { return test::SharedDir() + "/models/stories260k"; }
+
+TEST(GenerateCli, MatchesRunCReferencesThroughTheTokenizer) {
+  auto refs = nlohmann::json::parse(test::ReadFile(ModelDir() + "/reference_greedy.json"));
+  for (const auto& c : refs["cases"]) {
+    for (const char* placement : {"reference", "reference:2,reference"}) {
+      auto r = test::RunTessera({"generate", "--model", ModelDir(), "--prompt",
+                                 c["prompt"].get<std::string>(), "--max-tokens",
+                                 std::to_string(c["max_new_tokens"].get<int>()), "--json",
+                                 "--top-logits", "10", "--placement", placement});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      auto out = nlohmann::json::parse(r.out);
+      EXPECT_EQ(out["prompt_ids"], c["prompt_ids"]) << c["id"];
+      EXPECT_EQ(out["generated_ids"], c["generated_ids"]) << c["id"];
+      EXPECT_EQ(out["text"], c["text"]) << c["id"];
+      EXPECT_EQ(out["completion_text"], c["completion_text"]) << c["id"];
+      EXPECT_EQ(out["stop_reason"], c["stop_reason"]) << c["id"];
+      ASSERT_EQ(out["top_logits"].size(), c["generated_ids"].size());
+      for (size_t i = 0; i < 10; ++i) {
+        EXPECT_EQ(out["top_logits"][0][i][0], c["first_step_top10_logits"][i][0]);
+        EXPECT_NEAR(out["top_logits"][0][i][1].get<double>(),
+                    c["first_step_top10_logits"][i][1].get<double>(), 1e-4);
+      }
+    }
+  }
+}
+
+TEST(GenerateCli, StreamedTextEqualsTheJsonCompletion) {
+  auto json = test::RunTessera({"generate", "--model", ModelDir(), "--prompt", "Lily and Tom",
+                                "--max-tokens", "40", "--json"});
+  auto streamed = test::RunTessera(
+      {"generate", "--model", ModelDir(), "--prompt", "Lily and Tom", "--max-tokens", "40"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  auto out = nlohmann::json::parse(json.out);
+  EXPECT_EQ(streamed.out, out["completion_text"].get<std::string>() + "\n");
+}
+
+TEST(GenerateCli, StopsAtTheEosIdOfGenerationConfig) {
+  // Copy stories260k with an eos id the model emits early: 267 (".") appears in every story.
+  test::TempDir tmp;
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+    test::WriteFile(tmp.File(f), test::ReadFile(ModelDir() + "/" + f));
+  }
+  test::WriteFile(tmp.File("generation_config.json"), R"({"eos_token_id": [2, 267]})");
+  auto r = test::RunTessera({"generate", "--model", tmp.path(), "--prompt", "Once upon a time",
+                             "--max-tokens", "60", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["stop_reason"], "stop");
+  EXPECT_EQ(out["generated_ids"].back(), 267);
+  EXPECT_LT(out["generated_ids"].size(), 60u);
+}
+
+}  // namespace
+}  // namespace tessera
