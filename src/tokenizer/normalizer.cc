@@ -43,20 +43,44 @@ class UnicodeNormalizer : public Normalizer {
       : name_(std::move(name)), options_(options) {}
   Status Normalize(std::string* text) const override {
     if (IsAscii(*text)) return Status::Ok();  // every form leaves ASCII unchanged
-    utf8proc_uint8_t* result = nullptr;
-    utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
-                     static_cast<utf8proc_ssize_t>(text->size()), &result, options_);
-    if (n < 0) {
-      return InvalidArgument(
-          name_ + " normalization failed: " + utf8proc_errmsg(static_cast<utf8proc_ssize_t>(n)));
+    // An ASCII character never decomposes and is never the second half of a composition, so
+    // the text can be cut before any ASCII character and each non-ASCII run normalized alone
+    // (with the one character before it, which may combine with what follows).
+    std::string out;
+    out.reserve(text->size() + 16);
+    const std::string& in = *text;
+    size_t pos = 0;
+    while (pos < in.size()) {
+      size_t run = pos;
+      while (run < in.size() && static_cast<unsigned char>(in[run]) < 0x80) ++run;
+      if (run == in.size()) {
+        out.append(in, pos, std::string::npos);
+        break;
+      }
+      size_t start = run > pos ? run - 1 : run;  // include the preceding ASCII character
+      out.append(in, pos, start - pos);
+      size_t end = run;
+      while (end < in.size() && static_cast<unsigned char>(in[end]) >= 0x80) ++end;
+      TS_RETURN_IF_ERROR(MapRun(std::string_view(in).substr(start, end - start), &out));
+      pos = end;
     }
-    text->assign(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
-    std::free(result);
+    *text = std::move(out);
     return Status::Ok();
   }
 
  private:
+  Status MapRun(std::string_view run, std::string* out) const {
+    utf8proc_uint8_t* result = nullptr;
+    utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                                      static_cast<utf8proc_ssize_t>(run.size()), &result, options_);
+    if (n < 0) {
+      return InvalidArgument(name_ + " normalization failed: " + utf8proc_errmsg(n));
+    }
+    out->append(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
+    std::free(result);
+    return Status::Ok();
+  }
+
   std::string name_;
   utf8proc_option_t options_;
 };

@@ -40,8 +40,12 @@ const Tokenizer& LoadTokenizer(const std::string& path) {
 
 std::string Show(const std::vector<int32_t>& ids) {
   std::string s = "[";
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s + "]";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  s += ']';
+  return s;
 }
 
 std::string StreamDecode(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip,
