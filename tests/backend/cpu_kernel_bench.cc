@@ -90,10 +90,14 @@ void BenchBf16Gemm(const KernelTable& k, int64_t in, int64_t out, int64_t rows) 
   ActivationBlock acts;
   acts.Reserve(rows, m->padded_cols);
   PrepareActivations(k, x.data(), rows, m->padded_cols, WeightFormat::kBF16, &acts);
+  for (int64_t r = 0; r < rows; ++r) {
+    k.to_bf16(x.data() + r * m->padded_cols, m->padded_cols, acts.bf16.data() + r * m->padded_cols);
+  }
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
-    for (auto [name, fn] : {std::pair{"vdpbf16ps (bf16 acts)", k.matmul_bf16},
-                            std::pair{"widened fp32 FMA", k.matmul_bf16_widened}}) {
+    for (auto [name, fn] : {std::pair{"vdpbf16ps (bf16 acts)", k.matmul_bf16_dot},
+                            std::pair{"widened fp32 FMA", k.matmul_bf16}}) {
+      if (fn == nullptr) continue;
       MatmulArgs a{&*m, &acts, y.data(), out, false, nullptr};
       double t = TimePerCall(5, [&](int) {
         pool.ParallelFor(m->panels(), [&](int64_t b, int64_t e, int) { fn(a, b, e); });

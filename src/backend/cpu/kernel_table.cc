@@ -20,10 +20,7 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
   acts->rows = rows;
   acts->stride = stride;
   acts->f32 = x;
-  if (format == WeightFormat::kBF16 && rows > 1) {
-    for (int64_t r = 0; r < rows; ++r)
-      k.to_bf16(x + r * stride, stride, acts->bf16.data() + r * stride);
-  } else if (format == WeightFormat::kInt8 || format == WeightFormat::kInt4) {
+  if (format == WeightFormat::kInt8 || format == WeightFormat::kInt4) {
     const int64_t blocks = stride / kInt4Block;
     for (int64_t r = 0; r < rows; ++r) {
       k.quantize_row(x + r * stride, stride, acts->q8.data() + r * stride, acts->q_scale.data() + r,

@@ -401,7 +401,6 @@ const KernelTable& Avx2Kernels() {
     t.isa = CpuIsa::kAvx2;
     t.matmul_f32 = MatmulF32;
     t.matmul_bf16 = MatmulBf16;
-    t.matmul_bf16_widened = MatmulBf16;
     t.matmul_int8 = MatmulInt8;
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;

@@ -6,8 +6,9 @@
 // panels to overlap independent accumulation chains; prefill uses 2 panels x 6 rows, so each
 // weight load feeds 6 rows. Per format:
 //   F32   fp32 FMA.
-//   BF16  decode: weights widened to fp32 (shift / mask) and fp32 FMA, exact products.
-//         prefill: activations rounded to bf16, vdpbf16ps (two products per lane per op).
+//   BF16  weights widened to fp32 (shift / mask) and fp32 FMA, exact products. The
+//         vdpbf16ps variant (bf16-rounded activations) exists for comparison only: it
+//         measured slower here (see kernels.h).
 //   INT8  vpdpbusd with activations as unsigned (q + 128, by xor 0x80) against signed
 //         weights; the accumulator starts at -128 * row sum, which cancels the offset.
 //   INT4  nibbles unpacked to unsigned q + 8 with and/shift; vpdpbusd against signed
@@ -32,10 +33,11 @@ inline __mmask16 TailMask(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-inline int32_t Load32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+// Broadcasts the 32-bit group at p (a bf16 pair or an int8 quad) to every lane through the
+// load port (vbroadcastss from memory) rather than a general register and port 5, which
+// would otherwise limit the GEMM tiles.
+inline __m512i BroadcastGroup(const void* p) {
+  return _mm512_castps_si512(_mm512_broadcastss_ps(_mm_load_ss(static_cast<const float*>(p))));
 }
 
 // Writes one panel's 16 outputs for row m, with bias / residual accumulation and a tail mask.
@@ -112,7 +114,7 @@ struct Bf16WidenedKernel {
   }
 };
 
-// BF16 x BF16 -> FP32 with vdpbf16ps; activations were rounded to bf16 by PrepareActivations.
+// BF16 x BF16 -> FP32 with vdpbf16ps; the caller rounded the activations into x->bf16.
 struct Bf16DotKernel {
   static constexpr int kMR = 6;
   template <int NP, int MR>
@@ -130,7 +132,7 @@ struct Bf16DotKernel {
       __m512bh wv[NP];
       for (int i = 0; i < NP; ++i) wv[i] = (__m512bh)_mm512_loadu_si512(w[i] + k * 16);
       for (int j = 0; j < MR; ++j) {
-        __m512bh xb = (__m512bh)_mm512_set1_epi32(Load32(x[j] + k));
+        __m512bh xb = (__m512bh)BroadcastGroup(x[j] + k);
         for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], xb);
       }
     }
@@ -159,7 +161,7 @@ struct Int8Kernel {
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) wv[i] = _mm512_loadu_si512(w[i] + k * 16);
       for (int j = 0; j < MR; ++j) {
-        __m512i xb = _mm512_xor_si512(_mm512_set1_epi32(Load32(x[j] + k)), to_unsigned);
+        __m512i xb = _mm512_xor_si512(BroadcastGroup(x[j] + k), to_unsigned);
         for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xb, wv[i]);
       }
     }
@@ -210,8 +212,8 @@ struct Int4Kernel {
         }
         for (int j = 0; j < MR; ++j) {
           const int8_t* xq = x[j] + b * kInt4Block + q * 8;
-          __m512i x_lo = _mm512_set1_epi32(Load32(xq));
-          __m512i x_hi = _mm512_set1_epi32(Load32(xq + 4));
+          __m512i x_lo = BroadcastGroup(xq);
+          __m512i x_hi = BroadcastGroup(xq + 4);
           for (int i = 0; i < NP; ++i) {
             block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], lo[i], x_lo);
             block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], hi[i], x_hi);
@@ -270,15 +272,11 @@ void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
 void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<F32Kernel>(a, pb, pe);
 }
-void MatmulBf16Widened(const MatmulArgs& a, int64_t pb, int64_t pe) {
+void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Bf16WidenedKernel>(a, pb, pe);
 }
-void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  if (a.x->rows == 1) {
-    MatmulDriver<Bf16WidenedKernel>(a, pb, pe);
-  } else {
-    MatmulDriver<Bf16DotKernel>(a, pb, pe);
-  }
+void MatmulBf16Dot(const MatmulArgs& a, int64_t pb, int64_t pe) {
+  MatmulDriver<Bf16DotKernel>(a, pb, pe);
 }
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Int8Kernel>(a, pb, pe);
@@ -457,7 +455,7 @@ const KernelTable& Avx512Kernels() {
     t.isa = CpuIsa::kAvx512;
     t.matmul_f32 = MatmulF32;
     t.matmul_bf16 = MatmulBf16;
-    t.matmul_bf16_widened = MatmulBf16Widened;
+    t.matmul_bf16_dot = MatmulBf16Dot;
     t.matmul_int8 = MatmulInt8;
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;

@@ -159,7 +159,6 @@ const KernelTable& ScalarKernels() {
     t.isa = CpuIsa::kScalar;
     t.matmul_f32 = MatmulFloatScalar;
     t.matmul_bf16 = MatmulFloatScalar;
-    t.matmul_bf16_widened = MatmulFloatScalar;
     t.matmul_int8 = MatmulInt8Scalar;
     t.matmul_int4 = MatmulInt4Scalar;
     t.attention = AttentionScalar;
