@@ -1,5 +1,7 @@
 #include "tokenizer/added_vocabulary.h"
 
+#include <algorithm>
+
 #include "base/utf8.h"
 #include "tokenizer/unicode_util.h"
 
@@ -39,8 +41,21 @@ void AddedTokenMatcher::Add(std::string_view pattern, int32_t token_index) {
   empty_ = false;
 }
 
+bool OverlapsAnyRange(std::span<const std::pair<size_t, size_t>> ranges, size_t begin, size_t end) {
+  // Ranges ending at or before `begin` cannot overlap; scan from the first that ends after it
+  // until ranges start at or after `end`.
+  auto it = std::upper_bound(
+      ranges.begin(), ranges.end(), begin,
+      [](size_t pos, const std::pair<size_t, size_t>& r) { return pos < r.second; });
+  for (; it != ranges.end() && it->first < end; ++it) {
+    if (it->first < it->second) return true;  // an empty range protects nothing
+  }
+  return false;
+}
+
 void AddedTokenMatcher::Split(std::string_view text, const std::vector<AddedToken>& tokens,
-                              bool skip_special, std::vector<AddedSegment>* out) const {
+                              bool skip_special, std::vector<AddedSegment>* out,
+                              std::span<const std::pair<size_t, size_t>> protected_ranges) const {
   size_t segment_start = 0;  // end of the last emitted token segment
   size_t pos = 0;
   while (pos < text.size() && !empty_) {
@@ -70,6 +85,10 @@ void AddedTokenMatcher::Split(std::string_view text, const std::vector<AddedToke
     pos = end;  // matching resumes after the match, whether or not it is kept
     const AddedToken& token = tokens[best_token];
     if (skip_special && token.special) continue;
+    if (token.special && !protected_ranges.empty() &&
+        OverlapsAnyRange(protected_ranges, start, end)) {
+      continue;
+    }
     if (start < segment_start) continue;  // inside whitespace an rstrip already took
     if (token.single_word) {
       size_t len = 0;

@@ -10,8 +10,10 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessera::tok {
@@ -32,6 +34,10 @@ struct AddedSegment {
   int32_t token_index;  // index into the AddedToken list, or -1 for ordinary text
 };
 
+// True when [begin, end) shares at least one byte with a range of `ranges` (sorted,
+// non-overlapping).
+bool OverlapsAnyRange(std::span<const std::pair<size_t, size_t>> ranges, size_t begin, size_t end);
+
 class AddedTokenMatcher {
  public:
   AddedTokenMatcher();
@@ -42,9 +48,11 @@ class AddedTokenMatcher {
 
   // Splits `text` into ordinary-text segments and added-token segments, covering all of it
   // (segments may be empty only when `text` is). With skip_special, special tokens are
-  // not matched (split_special_tokens=true).
+  // not matched (split_special_tokens=true). A special token whose match overlaps one of
+  // `protected_ranges` (sorted, non-overlapping; offsets into `text`) is not matched either.
   void Split(std::string_view text, const std::vector<AddedToken>& tokens, bool skip_special,
-             std::vector<AddedSegment>* out) const;
+             std::vector<AddedSegment>* out,
+             std::span<const std::pair<size_t, size_t>> protected_ranges = {}) const;
 
  private:
   struct Node {

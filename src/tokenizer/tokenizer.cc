@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include "base/mapped_file.h"
 #include "base/utf8.h"
 #include "tokenizer/json_util.h"
@@ -249,9 +251,22 @@ Expected<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
   ids.reserve(text.size() / 3 + 4);
   if (options.add_special_tokens) ids = st.post_prefix;
   bool skip_special = options.split_special_tokens;
+  const std::vector<std::pair<size_t, size_t>>& protect = options.protected_ranges;
+  for (size_t i = 0; i < protect.size(); ++i) {
+    bool ordered = protect[i].first <= protect[i].second &&
+                   (i == 0 || protect[i - 1].second <= protect[i].first);
+    if (!ordered || protect[i].second > text.size()) {
+      return InvalidArgument("protected_ranges[" + std::to_string(i) + "] = [" +
+                             std::to_string(protect[i].first) + ", " +
+                             std::to_string(protect[i].second) +
+                             ") is not a sorted, non-overlapping byte range within the " +
+                             std::to_string(text.size()) + "-byte text");
+    }
+  }
 
   std::vector<tok::AddedSegment> segments;
-  st.raw_matcher.Split(text, st.added, skip_special, &segments);
+  st.raw_matcher.Split(text, st.added, skip_special, &segments, protect);
+  std::vector<std::pair<size_t, size_t>> piece_protect;
   std::vector<tok::AddedSegment> inner;
   for (const tok::AddedSegment& seg : segments) {
     if (seg.token_index >= 0) {
@@ -266,8 +281,23 @@ Expected<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
       TS_RETURN_IF_ERROR(EncodeNormalizedText(st, std::move(piece), at_origin, &ids));
       continue;
     }
+    // Protected ranges are offsets into the raw text. When normalization left the piece
+    // unchanged they shift directly; otherwise offsets no longer line up, so a piece touching
+    // any protected range is protected whole (special tokens with normalized=true are rare).
+    piece_protect.clear();
+    if (!protect.empty() && tok::OverlapsAnyRange(protect, seg.start, seg.end)) {
+      if (std::string_view(piece) == text.substr(seg.start, seg.end - seg.start)) {
+        for (const auto& [begin, end] : protect) {
+          if (end <= seg.start || begin >= seg.end) continue;
+          piece_protect.emplace_back(std::max(begin, seg.start) - seg.start,
+                                     std::min(end, seg.end) - seg.start);
+        }
+      } else {
+        piece_protect.emplace_back(0, piece.size());
+      }
+    }
     inner.clear();
-    st.normalized_matcher.Split(piece, st.added, skip_special, &inner);
+    st.normalized_matcher.Split(piece, st.added, skip_special, &inner, piece_protect);
     for (const tok::AddedSegment& sub : inner) {
       if (sub.token_index >= 0) {
         ids.push_back(st.added[sub.token_index].id);

@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -33,6 +34,12 @@ struct EncodeOptions {
   // Treat special-token strings in the text as ordinary text (HF split_special_tokens=true);
   // use this for untrusted content such as chat messages.
   bool split_special_tokens = false;
+  // Byte ranges [begin, end) of the input, sorted and non-overlapping, whose special-token
+  // strings are ordinary text: a special-token match overlapping one is not taken, as if
+  // split_special_tokens were true only there. Chat prompts use this for message content so
+  // that the template's own control tokens still match. Empty ranges are allowed and
+  // protect nothing; a range past the end of the text is InvalidArgument.
+  std::vector<std::pair<size_t, size_t>> protected_ranges = {};
 };
 
 class Tokenizer {
