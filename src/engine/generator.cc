@@ -9,10 +9,14 @@ namespace tessera {
 
 const char* StopReasonName(StopReason reason) {
   switch (reason) {
-    case StopReason::kStopToken: return "stop";
-    case StopReason::kLength: return "length";
-    case StopReason::kContext: return "context";
-    case StopReason::kCancelled: return "cancelled";
+    case StopReason::kStopToken:
+      return "stop";
+    case StopReason::kLength:
+      return "length";
+    case StopReason::kContext:
+      return "context";
+    case StopReason::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -57,6 +61,9 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
     return InvalidArgument("the prompt has " + std::to_string(prompt_len) +
                            " tokens, more than the context of " + std::to_string(exec.max_seq()));
   }
+  if (req.reuse_prefix_tokens < 0) return InvalidArgument("reuse_prefix_tokens must be >= 0");
+  // Keep at least one prompt id to run: its logits pick the first generated token.
+  const int64_t reused = std::min(req.reuse_prefix_tokens, prompt_len - 1);
   GenerateResult result;
   std::vector<float> logits(static_cast<size_t>(exec.dims().vocab));
   std::optional<Sampler> sampler;
@@ -70,8 +77,11 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
     result.stop_reason = StopReason::kLength;
     return result;
   }
-  TS_RETURN_IF_ERROR(exec.Forward(slot, 0, req.prompt_ids, logits));
+  std::span<const int32_t> to_run(req.prompt_ids);
+  TS_RETURN_IF_ERROR(
+      exec.Forward(slot, reused, to_run.subspan(static_cast<size_t>(reused)), logits));
   result.timings.prefill_ms = MsSince(t0);
+  result.timings.prefill_tokens = prompt_len - reused;
   int64_t pos = prompt_len;
   auto t_decode = std::chrono::steady_clock::now();
   result.generated_ids.reserve(static_cast<size_t>(req.max_new_tokens));
@@ -111,7 +121,8 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
   }
   result.timings.decode_ms = MsSince(t_decode);
   if (result.timings.prefill_ms > 0) {
-    result.timings.prefill_tok_s = prompt_len / (result.timings.prefill_ms / 1000.0);
+    result.timings.prefill_tok_s =
+        static_cast<double>(result.timings.prefill_tokens) / (result.timings.prefill_ms / 1000.0);
   }
   size_t decoded = result.generated_ids.size() > 1 ? result.generated_ids.size() - 1 : 0;
   if (decoded > 0 && result.timings.decode_ms > 0) {

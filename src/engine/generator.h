@@ -32,12 +32,17 @@ struct GenerateRequest {
   std::optional<ResolvedSamplingParams> sampling;
   // Called with each generated token (including a final stop token); return false to cancel.
   std::function<bool(int32_t)> on_token;
+  // The first N prompt ids are already in the slot's KV cache at positions 0..N-1 (a chat
+  // turn extending the previous one), so the prefill runs only prompt_ids[N..]. At least the
+  // last prompt id is always run, to get its logits. 0 (the default): prefill everything.
+  int64_t reuse_prefix_tokens = 0;
 };
 
 struct GenerateTimings {
-  double prefill_ms = 0;  // prompt forward pass
-  double ttft_ms = 0;     // request start to first generated token
-  double decode_ms = 0;   // all later tokens
+  int64_t prefill_tokens = 0;  // prompt ids actually run (after reuse_prefix_tokens)
+  double prefill_ms = 0;       // prompt forward pass
+  double ttft_ms = 0;          // request start to first generated token
+  double decode_ms = 0;        // all later tokens
   double prefill_tok_s = 0;
   double decode_tok_s = 0;
 };
