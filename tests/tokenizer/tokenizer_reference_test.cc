@@ -17,6 +17,14 @@ namespace {
 
 using nlohmann::json;
 
+// Built field by field: designated initializers warn when EncodeOptions gains fields.
+EncodeOptions Opts(bool add_special_tokens, bool split_special_tokens) {
+  EncodeOptions o;
+  o.add_special_tokens = add_special_tokens;
+  o.split_special_tokens = split_special_tokens;
+  return o;
+}
+
 json LoadJson(const std::string& path) {
   json j = json::parse(test::ReadFile(path), nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << path;
@@ -89,7 +97,7 @@ TEST_P(ReferenceVectors, EncodeDecodeAndStreamMatchHuggingFace) {
       ADD_FAILURE() << name << " ids differ for " << json(text).dump() << "\n  got  " << Show(*ids)
                     << "\n  want " << Show(expected_ids);
     }
-    auto with_special = tok.Encode(text, {.add_special_tokens = true});
+    auto with_special = tok.Encode(text, Opts(true, false));
     ASSERT_TRUE(with_special.has_value());
     if (*with_special == expected_special) {
       ++special_ok;
@@ -153,7 +161,7 @@ TEST(Stories260k, PromptIdsAndDecodedTextMatchLlama2c) {
     std::string prompt = c["prompt"].get<std::string>();
     auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
     auto generated = c["generated_ids"].get<std::vector<int32_t>>();
-    auto ids = tok.Encode(prompt, {.add_special_tokens = true});
+    auto ids = tok.Encode(prompt, Opts(true, false));
     ASSERT_TRUE(ids.has_value()) << ids.status().message();
     EXPECT_EQ(Show(*ids), Show(prompt_ids)) << json(prompt).dump();
     std::vector<int32_t> all = prompt_ids;
@@ -174,14 +182,14 @@ TEST(SpecialTokens, SplitSpecialTokensEncodesMarkersAsText) {
   auto normal = tok.Encode(text);
   ASSERT_TRUE(normal.has_value());
   EXPECT_EQ(normal->front(), 151644);  // the README's id for <|im_start|>
-  auto split = tok.Encode(text, {.split_special_tokens = true});
+  auto split = tok.Encode(text, Opts(false, true));
   ASSERT_TRUE(split.has_value());
   for (int32_t id : *split) EXPECT_FALSE(tok.IsSpecial(id)) << id;
   auto back = tok.Decode(*split, false);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(*back, text);
   // Non-special added tokens (e.g. <think>, special=false in the file) are still matched.
-  auto think = tok.Encode("<think>x", {.split_special_tokens = true});
+  auto think = tok.Encode("<think>x", Opts(false, true));
   ASSERT_TRUE(think.has_value());
   EXPECT_EQ(think->front(), 151667);
 }
