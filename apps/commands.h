@@ -7,5 +7,8 @@ int RunGenerateCommand(int argc, char** argv);
 int RunTokenizeCommand(int argc, char** argv);
 int RunDetokenizeCommand(int argc, char** argv);
 int RunRenderChatCommand(int argc, char** argv);
+int RunChatCommand(int argc, char** argv);
+int RunBenchCommand(int argc, char** argv);
+int RunSynthCommand(int argc, char** argv);
 
 }  // namespace tessera

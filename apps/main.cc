@@ -25,6 +25,15 @@ constexpr Command kCommands[] = {
 #ifdef TESSERA_CMD_RENDER_CHAT
     {"render-chat", "render chat templates (JSON Lines)", tessera::RunRenderChatCommand},
 #endif
+#ifdef TESSERA_CMD_CHAT
+    {"chat", "interactive chat with a model's chat template", tessera::RunChatCommand},
+#endif
+#ifdef TESSERA_CMD_SYNTH
+    {"synth", "write a random-weight checkpoint at a real model's shapes", tessera::RunSynthCommand},
+#endif
+#ifdef TESSERA_CMD_BENCH
+    {"bench", "load, prefill and decode speed of a model", tessera::RunBenchCommand},
+#endif
     {nullptr, nullptr, nullptr},
 };
 

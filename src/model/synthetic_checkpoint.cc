@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/safetensors.h"
+#include "model/synthetic_tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -146,6 +147,71 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
   }
   index["weight_map"] = weight_map;
   return WriteText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+namespace {
+
+struct PresetRow {
+  const char* name;
+  ModelFamily family;
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_position;
+  bool tied;
+  double theta, eps;
+};
+
+// Shapes from the published config.json files of each model.
+constexpr PresetRow kPresets[] = {
+    {"smollm2-135m", ModelFamily::kLlama, 576, 1536, 30, 9, 3, 64, 49152, 8192, true, 1e5, 1e-5},
+    {"smollm2-360m", ModelFamily::kLlama, 960, 2560, 32, 15, 5, 64, 49152, 8192, true, 1e5, 1e-5},
+    {"qwen2.5-0.5b", ModelFamily::kQwen2, 896, 4864, 24, 14, 2, 64, 151936, 32768, true, 1e6, 1e-6},
+    {"qwen2.5-1.5b", ModelFamily::kQwen2, 1536, 8960, 28, 12, 2, 128, 151936, 32768, true, 1e6, 1e-6},
+    {"qwen3-0.6b", ModelFamily::kQwen3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, true, 1e6, 1e-6},
+    {"qwen3-1.7b", ModelFamily::kQwen3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, true, 1e6, 1e-6},
+};
+
+}  // namespace
+
+std::vector<std::string> SyntheticPresetNames() {
+  std::vector<std::string> names;
+  for (const PresetRow& p : kPresets) names.push_back(p.name);
+  return names;
+}
+
+Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name) {
+  for (const PresetRow& p : kPresets) {
+    if (name != p.name) continue;
+    SyntheticModelSpec s;
+    s.family = p.family;
+    s.hidden = p.hidden;
+    s.intermediate = p.intermediate;
+    s.layers = p.layers;
+    s.heads = p.heads;
+    s.kv_heads = p.kv_heads;
+    s.head_dim = p.head_dim;
+    s.vocab = p.vocab;
+    s.max_position = p.max_position;
+    s.tied = p.tied;
+    s.rope_theta = p.theta;
+    s.rms_norm_eps = p.eps;
+    s.dtype = DType::kBF16;
+    return s;
+  }
+  std::string known;
+  for (const PresetRow& p : kPresets) known += std::string(known.empty() ? "" : ", ") + p.name;
+  return InvalidArgument("unknown preset '" + std::string(name) + "'; presets: " + known);
+}
+
+Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec) {
+  TS_ASSIGN_OR_RETURN(SyntheticTokenizerFiles tok, MakeSyntheticTokenizer(4000));
+  if (tok.vocab_size > spec.vocab) {
+    return InvalidArgument("the synthetic tokenizer needs " + std::to_string(tok.vocab_size) +
+                           " ids but the model vocabulary has " + std::to_string(spec.vocab));
+  }
+  spec.bos_token_id = tok.endoftext_id;
+  spec.eos_token_id = tok.im_end_id;
+  TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint(dir, spec));
+  TS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer.json", tok.tokenizer_json));
+  return WriteText(dir + "/tokenizer_config.json", tok.tokenizer_config_json);
 }
 
 }  // namespace tessera

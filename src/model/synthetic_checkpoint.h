@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "format/dtype.h"
@@ -38,5 +40,14 @@ struct SyntheticModelSpec {
 };
 
 Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
+
+// Real models' exact shapes, for benchmarks without downloads: "smollm2-135m", "smollm2-360m",
+// "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b". BF16 like the published weights.
+Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name);
+std::vector<std::string> SyntheticPresetNames();
+
+// A preset's checkpoint plus a working byte-level BPE tokenizer (tokenizer.json,
+// tokenizer_config.json with a ChatML template); eos is <|im_end|>.
+Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec);
 
 }  // namespace tessera

@@ -1,0 +1,183 @@
+// tessera bench: load time, prefill tok/s per prompt length, decode tok/s, TTFT, peak RSS and
+// decode's achieved weight bandwidth, as medians over repeats. Prompts are fixed pseudo-random
+// token ids, so the numbers do not depend on a tokenizer.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <map>
+#include <sstream>
+
+#include "backend/cpu/cpu_backend.h"
+#include "cli_args.h"
+#include "commands.h"
+#include "engine/generator.h"
+#include "engine/model_executor.h"
+#include "engine/placement.h"
+#include "model/checkpoint.h"
+
+namespace tessera {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double PeakRssMib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+Expected<std::vector<int64_t>> ParseLengths(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v <= 0) {
+      return InvalidArgument("--prompt-tokens must be a comma-separated list of positive integers, got '" +
+                             item + "'");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return InvalidArgument("--prompt-tokens is empty");
+  return out;
+}
+
+Expected<WeightFormat> ParseDtype(const std::string& s) {
+  if (s == "auto") return WeightFormat::kAuto;
+  if (s == "f32") return WeightFormat::kF32;
+  if (s == "bf16") return WeightFormat::kBF16;
+  if (s == "int8") return WeightFormat::kInt8;
+  if (s == "int4") return WeightFormat::kInt4;
+  return InvalidArgument("--dtype must be auto, f32, bf16, int8 or int4, got '" + s + "'");
+}
+
+// Deterministic token ids in [1, vocab) (xorshift), independent of any tokenizer.
+std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint64_t x = 0x9E3779B97F4A7C15ull ^ salt;
+  for (auto& id : ids) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    id = static_cast<int32_t>(1 + x % static_cast<uint64_t>(vocab - 1));
+  }
+  return ids;
+}
+
+int Run(int argc, char** argv) {
+  CliArgs args("bench");
+  args.AddString("model", "checkpoint directory", true);
+  args.AddString("dtype", "weights: auto, f32, bf16, int8, int4", false, "auto");
+  args.AddInt("threads", "worker threads (0: all cores)", 0);
+  args.AddString("prompt-tokens", "prompt lengths to time prefill at", false, "32,128,512");
+  args.AddInt("gen-tokens", "tokens to decode per repeat", 128);
+  args.AddInt("repeat", "repeats; medians are reported", 3);
+  args.AddString("placement", "layers per backend", false, "cpu");
+  args.AddFlag("json", "print one JSON object");
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("bench", st);
+  if (args.help_requested()) {
+    std::printf("%s", args.Usage().c_str());
+    return 0;
+  }
+  auto lengths = ParseLengths(args.GetString("prompt-tokens"));
+  if (!lengths) return ReportError("bench", lengths.status());
+  auto dtype = ParseDtype(args.GetString("dtype"));
+  if (!dtype) return ReportError("bench", dtype.status());
+  const int64_t gen = args.GetInt("gen-tokens"), repeat = args.GetInt("repeat");
+  const int64_t threads = args.GetInt("threads");
+  if (gen < 1 || gen > 100000) return ReportError("bench", InvalidArgument("--gen-tokens must be 1..100000"));
+  if (repeat < 1 || repeat > 1000) return ReportError("bench", InvalidArgument("--repeat must be 1..1000"));
+  if (threads < 0 || threads > 1024) return ReportError("bench", InvalidArgument("--threads must be 0..1024"));
+
+  auto t_load = Clock::now();
+  auto ckpt = OpenCheckpoint(args.GetString("model"));
+  if (!ckpt) return ReportError("bench", ckpt.status());
+  auto placement = ParsePlacement(args.GetString("placement"), (*ckpt)->config.num_layers);
+  if (!placement) return ReportError("bench", placement.status());
+  const int64_t max_len = *std::max_element(lengths->begin(), lengths->end());
+  ModelExecutor::Options options;
+  options.max_seq = std::max<int64_t>(max_len, (*lengths)[0] + gen) + 1;
+  options.max_batch_tokens = std::min<int64_t>(max_len, 512);
+  options.backend.weights = *dtype;
+  options.backend.threads = static_cast<int>(threads);
+  auto exec = ModelExecutor::Load(*ckpt, *placement, options);
+  if (!exec) return ReportError("bench", exec.status());
+  const double load_s = Seconds(t_load);
+  const int64_t vocab = (*exec)->dims().vocab;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+
+  std::map<int64_t, std::vector<double>> prefill;  // tok/s per length
+  std::vector<double> decode, ttft;
+  for (int64_t r = 0; r < repeat; ++r) {
+    for (int64_t len : *lengths) {
+      auto ids = PromptIds(len, vocab, static_cast<uint64_t>(r * 1000 + len));
+      auto t0 = Clock::now();
+      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok()) return ReportError("bench", st);
+      prefill[len].push_back(static_cast<double>(len) / Seconds(t0));
+    }
+    GenerateRequest req;
+    req.prompt_ids = PromptIds((*lengths)[0], vocab, static_cast<uint64_t>(r));
+    req.max_new_tokens = gen;  // no stop ids: always the full count
+    auto result = GenerateGreedy(**exec, 0, req);
+    if (!result) return ReportError("bench", result.status());
+    ttft.push_back(result->timings.ttft_ms);
+    if (result->timings.decode_tok_s > 0) decode.push_back(result->timings.decode_tok_s);
+  }
+  // Weights streamed per decoded token: every resident layer and the LM head (the
+  // embedding row gathered per token is negligible).
+  const double bytes_per_token = static_cast<double>((*exec)->resident_weight_bytes());
+  const double decode_tok_s = Median(decode);
+  nlohmann::ordered_json out;
+  out["model"] = args.GetString("model");
+  out["placement"] = placement->Describe();
+  out["dtype"] = std::string(WeightFormatName(*dtype));
+  out["threads"] = threads;
+  out["load_s"] = load_s;
+  nlohmann::ordered_json pf = nlohmann::ordered_json::object();
+  for (int64_t len : *lengths) pf[std::to_string(len)] = Median(prefill[len]);
+  out["prefill_tok_s"] = pf;
+  out["decode_tok_s"] = decode_tok_s;
+  out["ttft_ms"] = Median(ttft);
+  out["ttft_prompt_tokens"] = (*lengths)[0];
+  out["peak_rss_mib"] = PeakRssMib();
+  out["weight_bytes_per_token"] = bytes_per_token;
+  out["decode_gb_s"] = bytes_per_token * decode_tok_s / 1e9;
+  out["gen_tokens"] = gen;
+  out["repeat"] = repeat;
+  if (args.GetFlag("json")) {
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("model      %s\nplacement  %s\ndtype      %s   threads %lld\nload       %.2f s\n",
+              args.GetString("model").c_str(), placement->Describe().c_str(),
+              std::string(WeightFormatName(*dtype)).c_str(), static_cast<long long>(threads), load_s);
+  for (int64_t len : *lengths) {
+    std::printf("prefill@%-5lld %.1f tok/s\n", static_cast<long long>(len), Median(prefill[len]));
+  }
+  std::printf("decode     %.1f tok/s  (%.1f GB/s of weights)\nttft@%lld   %.1f ms\npeak RSS   %.0f MiB\n",
+              decode_tok_s, bytes_per_token * decode_tok_s / 1e9,
+              static_cast<long long>((*lengths)[0]), Median(ttft), PeakRssMib());
+  return 0;
+}
+
+}  // namespace
+
+int RunBenchCommand(int argc, char** argv) { return Run(argc, argv); }
+
+}  // namespace tessera
