@@ -1,0 +1,447 @@
+// tessera chat --model DIR: a multi-turn terminal chat with the model's chat template.
+//
+//   tessera chat --model ./Qwen2.5-0.5B-Instruct --system "Be brief." --temperature 0.7
+//   you> Hello!
+//   Hi! How can I help you today?
+//   you> /stats
+//
+// Replies stream as they are decoded; only the model's text is printed, never template text.
+// Commands: /reset, /stats, /help, /exit (EOF also exits). The conversation is re-rendered
+// each turn and trimmed to the context window (oldest whole turns first, with a notice); the
+// KV cache is reused for the part of the new prompt that matches what the slot already holds.
+//
+// Ctrl-C (SIGINT) while a reply streams stops that reply and returns to the prompt (the
+// partial reply stays in the history). Ctrl-C at the prompt discards the line being typed and
+// prints a hint; /exit or Ctrl-D quits. With --prompt (one shot) the reply is printed and the
+// program exits; Ctrl-C there stops the reply and exits with 130.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "cli_args.h"
+#include "commands.h"
+#include "engine/generator.h"
+#include "engine/model_executor.h"
+#include "engine/placement.h"
+#include "model/checkpoint.h"
+#include "model_loading.h"
+#include "prompt/prompt.h"
+#include "sampling/sampling_params.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr const char* kCommand = "chat";
+constexpr const char* kPromptMarker = "you> ";
+constexpr int64_t kDefaultMaxTokens = 512;
+
+// Set by SIGINT; checked between generated tokens and by the line reader.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void OnInterrupt(int) {
+  g_interrupted = 1;
+}
+
+void InstallInterruptHandler() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: a blocked read() returns EINTR so the prompt can react
+  sigaction(SIGINT, &action, nullptr);
+}
+
+void Print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Reads lines from fd 0 with read(2), so that Ctrl-C interrupts a waiting read (std::getline
+// would retry it silently).
+class LineReader {
+ public:
+  enum class Result { kLine, kEof, kInterrupted };
+
+  Result Read(std::string* line) {
+    while (true) {
+      size_t newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        *line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        if (!line->empty() && line->back() == '\r') line->pop_back();
+        return Result::kLine;
+      }
+      char chunk[4096];
+      ssize_t n = ::read(0, chunk, sizeof(chunk));
+      if (n > 0) {
+        buffer_.append(chunk, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) {
+        if (g_interrupted) {
+          g_interrupted = 0;
+          buffer_.clear();  // the terminal discarded the typed line too
+          return Result::kInterrupted;
+        }
+        continue;
+      }
+      if (buffer_.empty()) return Result::kEof;
+      *line = std::move(buffer_);  // a last line without a newline
+      buffer_.clear();
+      return Result::kLine;
+    }
+  }
+
+ private:
+  std::string buffer_;
+};
+
+// The sampling flags to SamplingParams; ResolveSamplingParams names fields (top_k), which
+// the error messages turn into the flag the user typed (--top-k).
+struct SamplingFlag {
+  const char* flag;
+  const char* field;
+};
+constexpr SamplingFlag kSamplingFlags[] = {
+    {"temperature", "temperature"},
+    {"top-k", "top_k"},
+    {"top-p", "top_p"},
+    {"min-p", "min_p"},
+    {"repetition-penalty", "repetition_penalty"},
+    {"presence-penalty", "presence_penalty"},
+    {"frequency-penalty", "frequency_penalty"},
+    {"seed", "seed"},
+};
+
+Expected<ResolvedSamplingParams> ResolveSamplingFlags(const CliArgs& args,
+                                                      const GenerationConfig& generation) {
+  SamplingParams request;
+  if (args.Has("temperature")) request.temperature = args.GetDouble("temperature");
+  if (args.Has("top-k")) request.top_k = args.GetInt("top-k");
+  if (args.Has("top-p")) request.top_p = args.GetDouble("top-p");
+  if (args.Has("min-p")) request.min_p = args.GetDouble("min-p");
+  if (args.Has("repetition-penalty")) {
+    request.repetition_penalty = args.GetDouble("repetition-penalty");
+  }
+  if (args.Has("presence-penalty")) request.presence_penalty = args.GetDouble("presence-penalty");
+  if (args.Has("frequency-penalty")) {
+    request.frequency_penalty = args.GetDouble("frequency-penalty");
+  }
+  if (args.Has("seed")) request.seed = args.GetInt("seed");
+  SamplingDefaults defaults;
+  defaults.do_sample = generation.do_sample;
+  defaults.temperature = generation.temperature;
+  defaults.top_k = generation.top_k;
+  defaults.top_p = generation.top_p;
+  defaults.min_p = generation.min_p;
+  defaults.repetition_penalty = generation.repetition_penalty;
+  auto resolved = ResolveSamplingParams(request, defaults);
+  if (resolved) return resolved;
+  std::string message = resolved.status().message();
+  for (const SamplingFlag& f : kSamplingFlags) {
+    std::string field = std::string(f.field) + " ";
+    if (args.Has(f.flag) && message.rfind(field, 0) == 0) {
+      return InvalidArgument("--" + std::string(f.flag) + " " + message.substr(field.size()));
+    }
+  }
+  return resolved.status();
+}
+
+struct ReplyStats {
+  bool valid = false;
+  GenerateTimings timings;
+  size_t generated = 0;
+};
+
+class ChatSession {
+ public:
+  ChatSession(PromptAssembler assembler, ModelExecutor& exec, GenerateRequest base,
+              ordered_json kwargs, std::string system, int64_t reply_reserve)
+      : assembler_(std::move(assembler)),
+        exec_(exec),
+        base_(std::move(base)),
+        kwargs_(std::move(kwargs)),
+        system_(std::move(system)),
+        reply_reserve_(reply_reserve) {
+    Reset();
+  }
+
+  void Reset() {
+    history_ = ordered_json::array();
+    if (!system_.empty()) history_.push_back({{"role", "system"}, {"content", system_}});
+    slot_ids_.clear();
+  }
+
+  // One turn: streams the reply to stdout. Errors that leave the session usable (the
+  // message does not fit) come back as a Status with the history unchanged.
+  Status Turn(const std::string& user_text, bool* cancelled) {
+    *cancelled = false;
+    ordered_json candidate = history_;
+    candidate.push_back({{"role", "user"}, {"content", user_text}});
+    const int64_t budget = exec_.max_seq() - reply_reserve_;
+    TS_ASSIGN_OR_RETURN(TrimmedPrompt trimmed,
+                        assembler_.AssembleWithin(candidate, /*add_generation_prompt=*/true,
+                                                  kwargs_, static_cast<size_t>(budget)));
+    if (trimmed.dropped_messages > 0) {
+      std::fprintf(stderr,
+                   "[history trimmed: %zu earlier message%s dropped to fit the %lld-token "
+                   "context]\n",
+                   trimmed.dropped_messages, trimmed.dropped_messages == 1 ? "" : "s",
+                   static_cast<long long>(exec_.max_seq()));
+    }
+    const std::vector<int32_t>& ids = trimmed.prompt.ids;
+    GenerateRequest req = base_;
+    req.prompt_ids = ids;
+    req.max_new_tokens =
+        std::min<int64_t>(base_.max_new_tokens, exec_.max_seq() - static_cast<int64_t>(ids.size()));
+    size_t common = 0;
+    while (common < slot_ids_.size() && common < ids.size() && slot_ids_[common] == ids[common]) {
+      ++common;
+    }
+    req.reuse_prefix_tokens = static_cast<int64_t>(common);
+
+    const Tokenizer& tok = assembler_.tokenizer();
+    StreamingDetokenizer detok(tok, /*skip_special_tokens=*/true);
+    std::vector<int32_t> reply_ids;
+    req.on_token = [&](int32_t id) {
+      if (g_interrupted) return false;  // this token is not shown
+      bool is_stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
+      if (!is_stop && id < tok.vocab_size()) {
+        reply_ids.push_back(id);
+        if (auto piece = detok.Push(id)) Print(*piece);
+      }
+      return true;
+    };
+    g_interrupted = 0;
+    auto result = Generate(exec_, /*slot=*/0, req);
+    if (!result) {
+      slot_ids_.clear();  // the cache may hold a partial prefill
+      Print("\n");
+      return result.status();
+    }
+    Print(detok.Finish() + "\n");
+    *cancelled = result->stop_reason == StopReason::kCancelled;
+    g_interrupted = 0;
+
+    // The slot now holds the prompt and every generated id but the last one.
+    slot_ids_ = ids;
+    if (!result->generated_ids.empty()) {
+      slot_ids_.insert(slot_ids_.end(), result->generated_ids.begin(),
+                       result->generated_ids.end() - 1);
+    }
+    auto reply = tok.Decode(reply_ids, /*skip_special_tokens=*/true);
+    history_ = std::move(trimmed.messages);
+    history_.push_back({{"role", "assistant"}, {"content", reply ? *reply : std::string()}});
+    stats_.valid = true;
+    stats_.timings = result->timings;
+    stats_.generated = result->generated_ids.size();
+    return Status::Ok();
+  }
+
+  std::string StatsText() const {
+    struct rusage usage;
+    std::memset(&usage, 0, sizeof(usage));
+    getrusage(RUSAGE_SELF, &usage);
+    double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB
+    char line[512];
+    std::string out;
+    if (stats_.valid) {
+      const GenerateTimings& t = stats_.timings;
+      std::snprintf(line, sizeof(line),
+                    "ttft: %.1f ms\nprefill: %lld tokens, %.1f tok/s\ndecode: %zu tokens, %.1f "
+                    "tok/s\n",
+                    t.ttft_ms, static_cast<long long>(t.prefill_tokens), t.prefill_tok_s,
+                    stats_.generated, t.decode_tok_s);
+      out += line;
+    } else {
+      out += "no reply yet\n";
+    }
+    std::snprintf(line, sizeof(line), "context: %zu of %lld tokens\npeak rss: %.1f MB\n",
+                  slot_ids_.size(), static_cast<long long>(exec_.max_seq()), peak_rss_mb);
+    out += line;
+    return out;
+  }
+
+ private:
+  PromptAssembler assembler_;
+  ModelExecutor& exec_;
+  GenerateRequest base_;  // stop ids, sampling, max_new_tokens
+  ordered_json kwargs_;
+  std::string system_;
+  int64_t reply_reserve_;
+  ordered_json history_;
+  std::vector<int32_t> slot_ids_;  // what slot 0's KV cache holds, position by position
+  ReplyStats stats_;
+};
+
+constexpr const char* kHelp =
+    "commands:\n"
+    "  /reset   start a new conversation (keeps --system)\n"
+    "  /stats   timings of the last reply, context use, peak memory\n"
+    "  /help    this list\n"
+    "  /exit    quit (Ctrl-D too)\n"
+    "Ctrl-C stops a reply; at the prompt it clears the line.\n";
+
+int RunInteractive(ChatSession& session) {
+  LineReader reader;
+  std::fprintf(stderr, "tessera chat: type a message, /help for commands, /exit to quit\n");
+  while (true) {
+    Print(kPromptMarker);
+    std::string line;
+    LineReader::Result r = reader.Read(&line);
+    if (r == LineReader::Result::kEof) {
+      Print("\n");
+      return 0;
+    }
+    if (r == LineReader::Result::kInterrupted) {
+      Print("\n(Ctrl-C clears the line; type /exit or press Ctrl-D to quit)\n");
+      continue;
+    }
+    size_t begin = line.find_first_not_of(" \t");
+    if (begin == std::string::npos) continue;
+    std::string trimmed = line.substr(begin, line.find_last_not_of(" \t") - begin + 1);
+    if (trimmed == "/exit" || trimmed == "/quit") return 0;
+    if (trimmed == "/help") {
+      Print(kHelp);
+      continue;
+    }
+    if (trimmed == "/reset") {
+      session.Reset();
+      Print("[conversation cleared]\n");
+      continue;
+    }
+    if (trimmed == "/stats") {
+      Print(session.StatsText());
+      continue;
+    }
+    if (trimmed[0] == '/' && trimmed.find(' ') == std::string::npos) {
+      Print("unknown command " + trimmed + "; /help lists the commands\n");
+      continue;
+    }
+    bool cancelled = false;
+    Status st = session.Turn(line, &cancelled);
+    if (!st.ok()) {
+      std::fprintf(stderr, "tessera chat: %s\n", st.message().c_str());
+      continue;
+    }
+    if (cancelled) Print("[reply stopped]\n");
+  }
+}
+
+int Run(int argc, char** argv) {
+  CliArgs args(kCommand);
+  args.AddString("model", "checkpoint directory with a chat template", true);
+  args.AddString("system", "system message");
+  args.AddString("prompt", "one shot: send this message, print the reply and exit");
+  args.AddString("template-kwargs",
+                 "JSON object of extra chat template variables, e.g. {\"enable_thinking\":false}");
+  args.AddDouble("temperature", "0..2, 0 = greedy (default: generation_config.json)");
+  args.AddInt("top-k", ">= 0, 0 = off");
+  args.AddDouble("top-p", "(0, 1], 1 = off");
+  args.AddDouble("min-p", "0..1, 0 = off");
+  args.AddDouble("repetition-penalty", "0.1..2, 1 = off");
+  args.AddDouble("presence-penalty", "-2..2, 0 = off");
+  args.AddDouble("frequency-penalty", "-2..2, 0 = off");
+  args.AddInt("seed", "sampling seed, 0..2^63-1 (default: random)");
+  args.AddInt("max-tokens", "maximum tokens per reply", kDefaultMaxTokens);
+  args.AddString("placement", "layers per backend, e.g. cpu or reference:3,cpu", false, "cpu");
+  args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError(kCommand, st);
+  if (args.help_requested()) {
+    std::printf("%s", args.Usage().c_str());
+    return 0;
+  }
+  const int64_t max_tokens = args.GetInt("max-tokens");
+  if (max_tokens < 1) {
+    return ReportError(kCommand, InvalidArgument("--max-tokens must be at least 1"));
+  }
+  if (args.GetInt("context") < 0) {
+    return ReportError(kCommand, InvalidArgument("--context must be >= 0 (0: the model's)"));
+  }
+  ordered_json kwargs = ordered_json::object();
+  if (args.Has("template-kwargs")) {
+    kwargs = ordered_json::parse(args.GetString("template-kwargs"), nullptr, false);
+    if (kwargs.is_discarded() || !kwargs.is_object()) {
+      return ReportError(kCommand, InvalidArgument("--template-kwargs must be a JSON object"));
+    }
+  }
+  const std::string dir = args.GetString("model");
+
+  auto ckpt = OpenCheckpoint(dir);
+  if (!ckpt) return ReportError(kCommand, ckpt.status());
+  auto sampling = ResolveSamplingFlags(args, (*ckpt)->generation);
+  if (!sampling) return ReportError(kCommand, sampling.status());
+  auto tok = LoadTokenizerDir(dir);
+  if (!tok) return ReportError(kCommand, tok.status());
+  auto chat_config = LoadChatTemplateConfig(dir);
+  if (!chat_config) {
+    if (chat_config.status().code() == ErrorCode::kNotFound) {
+      std::fprintf(stderr,
+                   "tessera chat: %s has no chat template (no chat_template.jinja and no "
+                   "chat_template in tokenizer_config.json); use 'tessera generate' for plain "
+                   "text completion\n",
+                   dir.c_str());
+      return 1;
+    }
+    return ReportError(kCommand, chat_config.status());
+  }
+  auto assembler = PromptAssembler::Create(*chat_config, tok->tokenizer);
+  if (!assembler) return ReportError(kCommand, assembler.status());
+
+  auto placement = ParsePlacement(args.GetString("placement"), (*ckpt)->config.num_layers);
+  if (!placement) return ReportError(kCommand, placement.status());
+  ModelExecutor::Options options;
+  options.max_seq = args.GetInt("context");
+  auto exec = ModelExecutor::Load(*ckpt, *placement, options);
+  if (!exec) return ReportError(kCommand, exec.status());
+  if (sampling->seed_was_generated) {
+    std::fprintf(stderr, "tessera chat: sampling seed %llu\n",
+                 static_cast<unsigned long long>(sampling->seed));
+  }
+
+  GenerateRequest base;
+  base.max_new_tokens = max_tokens;
+  base.stop_ids = StopIds(**ckpt);
+  if (tok->config.eos_token) {
+    // Chat models end a turn with the tokenizer's eos (e.g. <|im_end|>), which
+    // generation_config.json does not always list.
+    std::optional<int32_t> eos = tok->tokenizer.TokenToId(*tok->config.eos_token);
+    if (eos && std::find(base.stop_ids.begin(), base.stop_ids.end(), *eos) == base.stop_ids.end()) {
+      base.stop_ids.push_back(*eos);
+    }
+  }
+  if (sampling->mode == SamplingMode::kSample) base.sampling = *sampling;
+  // Room kept for the reply when trimming the history: the reply budget, but never more than
+  // half the context so that a long --max-tokens still leaves space for the conversation.
+  const int64_t reply_reserve = std::min(max_tokens, (*exec)->max_seq() / 2);
+
+  ChatSession session(std::move(*assembler), **exec, std::move(base), std::move(kwargs),
+                      args.Has("system") ? args.GetString("system") : std::string(), reply_reserve);
+  InstallInterruptHandler();
+  if (args.Has("prompt")) {
+    bool cancelled = false;
+    Status st = session.Turn(args.GetString("prompt"), &cancelled);
+    if (!st.ok()) return ReportError(kCommand, st);
+    return cancelled ? 130 : 0;
+  }
+  return RunInteractive(session);
+}
+
+}  // namespace
+
+int RunChatCommand(int argc, char** argv) {
+  return Run(argc, argv);
+}
+
+}  // namespace tessera
