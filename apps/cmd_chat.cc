@@ -14,6 +14,8 @@
 // partial reply stays in the history). Ctrl-C at the prompt discards the line being typed and
 // prints a hint; /exit or Ctrl-D quits. With --prompt (one shot) the reply is printed and the
 // program exits; Ctrl-C there stops the reply and exits with 130.
+#include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -82,6 +84,10 @@ class LineReader {
         if (!line->empty() && line->back() == '\r') line->pop_back();
         return Result::kLine;
       }
+      if (WaitForInput() == Result::kInterrupted) {
+        buffer_.clear();  // the terminal discarded the typed line too
+        return Result::kInterrupted;
+      }
       char chunk[4096];
       ssize_t n = ::read(0, chunk, sizeof(chunk));
       if (n > 0) {
@@ -104,6 +110,30 @@ class LineReader {
   }
 
  private:
+  // Waits until stdin is readable or Ctrl-C arrives. SIGINT is blocked between checking the
+  // flag and waiting, and ppoll unblocks it atomically, so a Ctrl-C that lands just before the
+  // wait is not lost (a plain read() would sleep through it).
+  Result WaitForInput() {
+    sigset_t block, previous;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &previous);
+    Result result = Result::kLine;
+    while (true) {
+      if (g_interrupted) {
+        g_interrupted = 0;
+        result = Result::kInterrupted;
+        break;
+      }
+      pollfd fd = {0, POLLIN, 0};
+      int r = ::ppoll(&fd, 1, nullptr, &previous);
+      if (r < 0 && errno == EINTR) continue;
+      break;  // readable, closed or an error: read() tells which
+    }
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    return result;
+  }
+
   std::string buffer_;
 };
 

@@ -311,6 +311,28 @@ TEST(TerminalChat, EofExitsAndOneShotPrintsOnlyTheReply) {
   EXPECT_EQ(one.out.find(kPromptMarker), std::string::npos);
 }
 
+TEST(TerminalChat, HistoryIsTrimmedToTheContextWithANotice) {
+  test::TempDir tmp;
+  MakeChatModel(tmp.path());
+  // 64 positions, 8 reserved for each reply: a few turns fill the rest. Lines come from a
+  // pipe here (not a terminal), which the chat reads the same way; EOF ends it.
+  std::string input;
+  for (int i = 0; i < 8; ++i) input += "Once upon a time there was a dog.\n";
+  auto r = test::RunTessera({"chat", "--model", tmp.path(), "--placement", "reference",
+                             "--temperature", "0", "--max-tokens", "8", "--context", "64"},
+                            input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[history trimmed: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("to fit the 64-token context]"), std::string::npos) << r.err;
+  // Every turn got a reply: eight prompts answered, plus the final prompt before EOF.
+  size_t prompts = 0;
+  for (size_t p = r.out.find(kPromptMarker); p != std::string::npos;
+       p = r.out.find(kPromptMarker, p + 1)) {
+    ++prompts;
+  }
+  EXPECT_EQ(prompts, 9u) << r.out;
+}
+
 TEST(TerminalChat, ErrorsAreOneLineWithTheRightExitCode) {
   test::TempDir tmp;
   MakeChatModel(tmp.path());
