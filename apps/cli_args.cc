@@ -154,7 +154,9 @@ double CliArgs::GetDouble(const std::string& name) const {
   return v;
 }
 
-bool CliArgs::GetFlag(const std::string& name) const { return !options_.at(name).values.empty(); }
+bool CliArgs::GetFlag(const std::string& name) const {
+  return !options_.at(name).values.empty();
+}
 
 std::vector<std::string> CliArgs::GetList(const std::string& name) const {
   return options_.at(name).values;

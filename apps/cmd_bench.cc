@@ -7,8 +7,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
@@ -49,8 +49,9 @@ Expected<std::vector<int64_t>> ParseLengths(const std::string& text) {
     int64_t v = 0;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v <= 0) {
-      return InvalidArgument("--prompt-tokens must be a comma-separated list of positive integers, got '" +
-                             item + "'");
+      return InvalidArgument(
+          "--prompt-tokens must be a comma-separated list of positive integers, got '" + item +
+          "'");
     }
     out.push_back(v);
   }
@@ -101,9 +102,12 @@ int Run(int argc, char** argv) {
   if (!dtype) return ReportError("bench", dtype.status());
   const int64_t gen = args.GetInt("gen-tokens"), repeat = args.GetInt("repeat");
   const int64_t threads = args.GetInt("threads");
-  if (gen < 1 || gen > 100000) return ReportError("bench", InvalidArgument("--gen-tokens must be 1..100000"));
-  if (repeat < 1 || repeat > 1000) return ReportError("bench", InvalidArgument("--repeat must be 1..1000"));
-  if (threads < 0 || threads > 1024) return ReportError("bench", InvalidArgument("--threads must be 0..1024"));
+  if (gen < 1 || gen > 100000)
+    return ReportError("bench", InvalidArgument("--gen-tokens must be 1..100000"));
+  if (repeat < 1 || repeat > 1000)
+    return ReportError("bench", InvalidArgument("--repeat must be 1..1000"));
+  if (threads < 0 || threads > 1024)
+    return ReportError("bench", InvalidArgument("--threads must be 0..1024"));
 
   auto t_load = Clock::now();
   auto ckpt = OpenCheckpoint(args.GetString("model"));
@@ -128,7 +132,8 @@ int Run(int argc, char** argv) {
     for (int64_t len : *lengths) {
       auto ids = PromptIds(len, vocab, static_cast<uint64_t>(r * 1000 + len));
       auto t0 = Clock::now();
-      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok()) return ReportError("bench", st);
+      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok())
+        return ReportError("bench", st);
       prefill[len].push_back(static_cast<double>(len) / Seconds(t0));
     }
     GenerateRequest req;
@@ -166,18 +171,22 @@ int Run(int argc, char** argv) {
   }
   std::printf("model      %s\nplacement  %s\ndtype      %s   threads %lld\nload       %.2f s\n",
               args.GetString("model").c_str(), placement->Describe().c_str(),
-              std::string(WeightFormatName(*dtype)).c_str(), static_cast<long long>(threads), load_s);
+              std::string(WeightFormatName(*dtype)).c_str(), static_cast<long long>(threads),
+              load_s);
   for (int64_t len : *lengths) {
     std::printf("prefill@%-5lld %.1f tok/s\n", static_cast<long long>(len), Median(prefill[len]));
   }
-  std::printf("decode     %.1f tok/s  (%.1f GB/s of weights)\nttft@%lld   %.1f ms\npeak RSS   %.0f MiB\n",
-              decode_tok_s, bytes_per_token * decode_tok_s / 1e9,
-              static_cast<long long>((*lengths)[0]), Median(ttft), PeakRssMib());
+  std::printf(
+      "decode     %.1f tok/s  (%.1f GB/s of weights)\nttft@%lld   %.1f ms\npeak RSS   %.0f MiB\n",
+      decode_tok_s, bytes_per_token * decode_tok_s / 1e9, static_cast<long long>((*lengths)[0]),
+      Median(ttft), PeakRssMib());
   return 0;
 }
 
 }  // namespace
 
-int RunBenchCommand(int argc, char** argv) { return Run(argc, argv); }
+int RunBenchCommand(int argc, char** argv) {
+  return Run(argc, argv);
+}
 
 }  // namespace tessera

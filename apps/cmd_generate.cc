@@ -36,14 +36,16 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text) {
 
 int Run(int argc, char** argv) {
   CliArgs args("generate");
-  args.AddString("model", "checkpoint directory (config.json, *.safetensors, tokenizer.json)", true);
+  args.AddString("model", "checkpoint directory (config.json, *.safetensors, tokenizer.json)",
+                 true);
   args.AddString("prompt", "prompt text");
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
   args.AddInt("max-tokens", "maximum tokens to generate", 128);
   args.AddFlag("json", "print one JSON object instead of streaming text");
   args.AddInt("top-logits", "with --json: the K highest [id, logit] per generated step", 0);
-  args.AddString("placement", "layers per backend, e.g. reference or reference:3,reference",
-                 false, "reference");
+  args.AddString("placement", "layers per backend, e.g. cpu, reference or reference:3,cpu", false,
+                 "cpu");
+  args.AddString("dtype", "cpu backend weights: auto, f32, bf16, int8, int4", false, "auto");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("generate", st);
   if (args.help_requested()) {
@@ -88,6 +90,22 @@ int Run(int argc, char** argv) {
   if (!placement) return ReportError("generate", placement.status());
   ModelExecutor::Options options;
   options.max_seq = args.GetInt("context");
+  const std::string dtype = args.GetString("dtype");
+  if (dtype == "auto") {
+    options.backend.weights = WeightFormat::kAuto;
+  } else if (dtype == "f32") {
+    options.backend.weights = WeightFormat::kF32;
+  } else if (dtype == "bf16") {
+    options.backend.weights = WeightFormat::kBF16;
+  } else if (dtype == "int8") {
+    options.backend.weights = WeightFormat::kInt8;
+  } else if (dtype == "int4") {
+    options.backend.weights = WeightFormat::kInt4;
+  } else {
+    return ReportError(
+        "generate",
+        InvalidArgument("--dtype must be auto, f32, bf16, int8 or int4, got '" + dtype + "'"));
+  }
   auto t_load = std::chrono::steady_clock::now();
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
   if (!exec) return ReportError("generate", exec.status());
@@ -162,9 +180,12 @@ int Run(int argc, char** argv) {
   out["top_logits"] = tops;
   out["placement"] = placement->Describe();
   const GenerateTimings& t = result->timings;
-  out["timings"] = {{"load_ms", load_ms},         {"prefill_ms", t.prefill_ms},
-                    {"ttft_ms", t.ttft_ms},       {"decode_ms", t.decode_ms},
-                    {"prefill_tok_s", t.prefill_tok_s}, {"decode_tok_s", t.decode_tok_s}};
+  out["timings"] = {{"load_ms", load_ms},
+                    {"prefill_ms", t.prefill_ms},
+                    {"ttft_ms", t.ttft_ms},
+                    {"decode_ms", t.decode_ms},
+                    {"prefill_tok_s", t.prefill_tok_s},
+                    {"decode_tok_s", t.decode_tok_s}};
   std::string s = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::printf("%s\n", s.c_str());
   return 0;
@@ -172,6 +193,8 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int RunGenerateCommand(int argc, char** argv) { return Run(argc, argv); }
+int RunGenerateCommand(int argc, char** argv) {
+  return Run(argc, argv);
+}
 
 }  // namespace tessera

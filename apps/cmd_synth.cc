@@ -31,7 +31,8 @@ int RunSynthCommand(int argc, char** argv) {
   } else if (dtype == "f32") {
     spec->dtype = DType::kF32;
   } else {
-    return ReportError("synth", InvalidArgument("--dtype must be bf16, f16 or f32, got '" + dtype + "'"));
+    return ReportError("synth",
+                       InvalidArgument("--dtype must be bf16, f16 or f32, got '" + dtype + "'"));
   }
   if (args.GetInt("seed") < 0) return ReportError("synth", InvalidArgument("--seed must be >= 0"));
   spec->seed = static_cast<uint64_t>(args.GetInt("seed"));

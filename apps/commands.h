@@ -10,5 +10,8 @@ int RunRenderChatCommand(int argc, char** argv);
 int RunChatCommand(int argc, char** argv);
 int RunBenchCommand(int argc, char** argv);
 int RunSynthCommand(int argc, char** argv);
+int RunServeCommand(int argc, char** argv);
+// Hidden: the inference worker process that `serve` starts.
+int RunWorkerCommand(int argc, char** argv);
 
 }  // namespace tessera

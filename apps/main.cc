@@ -29,7 +29,12 @@ constexpr Command kCommands[] = {
     {"chat", "interactive chat with a model's chat template", tessera::RunChatCommand},
 #endif
 #ifdef TESSERA_CMD_SYNTH
-    {"synth", "write a random-weight checkpoint at a real model's shapes", tessera::RunSynthCommand},
+    {"synth", "write a random-weight checkpoint at a real model's shapes",
+     tessera::RunSynthCommand},
+#endif
+#ifdef TESSERA_CMD_SERVE
+    {"serve", "OpenAI-compatible HTTP server", tessera::RunServeCommand},
+    {"worker", nullptr, tessera::RunWorkerCommand},  // started by serve, not listed
 #endif
 #ifdef TESSERA_CMD_BENCH
     {"bench", "load, prefill and decode speed of a model", tessera::RunBenchCommand},
@@ -40,6 +45,7 @@ constexpr Command kCommands[] = {
 void PrintUsage(FILE* out) {
   std::fprintf(out, "usage: tessera <command> [options]\n\ncommands:\n");
   for (const Command* c = kCommands; c->name != nullptr; ++c) {
+    if (c->help == nullptr) continue;  // internal subcommands
     std::fprintf(out, "  %-14s %s\n", c->name, c->help);
   }
   std::fprintf(out, "\nRun 'tessera <command> --help' for the options of a command.\n");

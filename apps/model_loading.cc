@@ -7,7 +7,8 @@ namespace tessera {
 Expected<LoadedTokenizer> LoadTokenizerDir(const std::string& dir) {
   std::string path = dir + "/tokenizer.json";
   if (!FileExists(path)) {
-    return NotFound("no tokenizer.json in " + dir + "; --model must be a checkpoint or tokenizer folder");
+    return NotFound("no tokenizer.json in " + dir +
+                    "; --model must be a checkpoint or tokenizer folder");
   }
   auto tok = Tokenizer::FromFile(path);
   if (!tok) return tok.status().WithContext(path);

@@ -59,8 +59,8 @@ class CliMalformed : public ::testing::Test {
 };
 
 TEST_F(CliMalformed, ValidModelRuns) {
-  auto r = test::RunTessera({"generate", "--model", dir_, "--prompt-ids", "1,2", "--max-tokens",
-                             "3", "--json"});
+  auto r = test::RunTessera(
+      {"generate", "--model", dir_, "--prompt-ids", "1,2", "--max-tokens", "3", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"generated_ids\""), std::string::npos);
 }
@@ -104,7 +104,8 @@ TEST_F(CliMalformed, ElementCountMismatch) {
 }
 
 TEST_F(CliMalformed, InvalidUtf8InHeader) {
-  WriteWeights(RawSafetensors("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
+  WriteWeights(
+      RawSafetensors("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4));
   ExpectGenerateFails("model.safetensors");
 }
 

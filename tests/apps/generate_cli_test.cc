@@ -9,12 +9,14 @@
 namespace tessera {
 namespace {
 
-std::string ModelDir() { return test::SharedDir() + "/models/stories260k"; }
+std::string ModelDir() {
+  return test::SharedDir() + "/models/stories260k";
+}
 
 TEST(GenerateCli, MatchesRunCReferencesThroughTheTokenizer) {
   auto refs = nlohmann::json::parse(test::ReadFile(ModelDir() + "/reference_greedy.json"));
   for (const auto& c : refs["cases"]) {
-    for (const char* placement : {"reference", "reference:2,reference"}) {
+    for (const char* placement : {"reference", "reference:2,reference", "cpu", "reference:2,cpu"}) {
       auto r = test::RunTessera({"generate", "--model", ModelDir(), "--prompt",
                                  c["prompt"].get<std::string>(), "--max-tokens",
                                  std::to_string(c["max_new_tokens"].get<int>()), "--json",
@@ -50,7 +52,8 @@ TEST(GenerateCli, StreamedTextEqualsTheJsonCompletion) {
 TEST(GenerateCli, StopsAtTheEosIdOfGenerationConfig) {
   // Copy stories260k with an eos id the model emits early: 267 (".") appears in every story.
   test::TempDir tmp;
-  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+  for (const char* f :
+       {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
     test::WriteFile(tmp.File(f), test::ReadFile(ModelDir() + "/" + f));
   }
   test::WriteFile(tmp.File("generation_config.json"), R"({"eos_token_id": [2, 267]})");

@@ -19,8 +19,8 @@ TEST(SyntheticTokenizer, RoundTripsTextAndKnowsItsSpecialTokens) {
   ASSERT_TRUE(tok) << tok.status().message();
   EXPECT_EQ(tok->vocab_size(), files->vocab_size);
   EXPECT_GT(files->vocab_size, 256 + 100);  // merges were learned
-  for (const char* text : {"The river moved slowly past the old mill.", "naïve café 日本語 🙂",
-                           "  tabs\tand\nnewlines  ", ""}) {
+  for (const char* text : {"The river moved slowly past the old mill.",
+                           "naïve café 日本語 🙂", "  tabs\tand\nnewlines  ", ""}) {
     auto ids = tok->Encode(text);
     ASSERT_TRUE(ids) << ids.status().message();
     auto back = tok->Decode(*ids, false);
@@ -42,7 +42,8 @@ TEST(SynthCli, RefusesUnknownPresetsAndBadDtypes) {
   auto r = test::RunTessera({"synth", "--preset", "gpt-9", "--out", tmp.File("x")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("smollm2-135m"), std::string::npos) << r.err;
-  r = test::RunTessera({"synth", "--preset", "qwen3-0.6b", "--out", tmp.File("x"), "--dtype", "q3"});
+  r = test::RunTessera(
+      {"synth", "--preset", "qwen3-0.6b", "--out", tmp.File("x"), "--dtype", "q3"});
   EXPECT_EQ(r.exit_code, 2);
 }
 
@@ -54,8 +55,8 @@ TEST(BenchCli, ReportsEveryField) {
   ASSERT_TRUE(WriteSyntheticModel(tmp.File("m"), spec).ok());
   for (const char* dtype : {"bf16", "int8", "int4"}) {
     auto r = test::RunTessera({"bench", "--model", tmp.File("m"), "--dtype", dtype, "--threads",
-                               "1", "--prompt-tokens", "8,16", "--gen-tokens", "4", "--repeat",
-                               "2", "--json"});
+                               "1", "--prompt-tokens", "8,16", "--gen-tokens", "4", "--repeat", "2",
+                               "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);
     for (const char* key : {"load_s", "prefill_tok_s", "decode_tok_s", "ttft_ms", "peak_rss_mib",
