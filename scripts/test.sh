@@ -14,6 +14,6 @@ ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_WERROR=ON \
   -DTESSERA_SANITIZE=ON
-cmake --build build-asan -j "$JOBS"
+cmake --build build-asan -j "$JOBS" --target malformed_tests
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -L malformed --timeout 900
