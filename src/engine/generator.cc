@@ -86,6 +86,7 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
   auto t_decode = std::chrono::steady_clock::now();
   result.generated_ids.reserve(static_cast<size_t>(req.max_new_tokens));
   while (true) {
+    if (req.on_logits) req.on_logits(logits);
     if (req.top_logits_k > 0) result.top_logits.push_back(TopK(logits, req.top_logits_k));
     int32_t next;
     if (sampler) {

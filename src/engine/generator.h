@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct GenerateRequest {
   std::optional<ResolvedSamplingParams> sampling;
   // Called with each generated token (including a final stop token); return false to cancel.
   std::function<bool(int32_t)> on_token;
+  // Called with each step's raw logits before a token is chosen from them (the sampler edits
+  // the row in place afterwards); for reporting the model's own distribution, e.g. logprobs.
+  std::function<void(std::span<const float>)> on_logits;
   // The first N prompt ids are already in the slot's KV cache at positions 0..N-1 (a chat
   // turn extending the previous one), so the prefill runs only prompt_ids[N..]. At least the
   // last prompt id is always run, to get its logits. 0 (the default): prefill everything.

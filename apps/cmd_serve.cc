@@ -1,0 +1,187 @@
+// tessera serve: the OpenAI-compatible server; and tessera worker, the hidden subcommand the
+// server starts (fork + exec of this binary) to run inference in a separate process.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "server/http_server.h"
+#include "server/worker.h"
+
+namespace tessera {
+namespace {
+
+using server::ModelEntry;
+
+// NAME=DIR, or DIR (the name is the folder's last component).
+Expected<ModelEntry> ParseModelSpec(const std::string& spec) {
+  ModelEntry m;
+  size_t eq = spec.find('=');
+  if (eq != std::string::npos && eq > 0) {
+    m.name = spec.substr(0, eq);
+    m.dir = spec.substr(eq + 1);
+  } else {
+    m.dir = spec;
+    std::string trimmed = spec;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+    size_t slash = trimmed.rfind('/');
+    m.name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  }
+  struct stat st;
+  if (m.name.empty() || m.dir.empty())
+    return InvalidArgument("--model '" + spec + "' must be DIR or NAME=DIR");
+  if (::stat((m.dir + "/config.json").c_str(), &st) != 0) {
+    return InvalidArgument("--model '" + spec + "': no checkpoint (config.json) in " + m.dir);
+  }
+  return m;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string GenerateApiKey() {
+  std::random_device rd;
+  static const char kHex[] = "0123456789abcdef";
+  std::string key = "tsk-";
+  for (int i = 0; i < 32; ++i) key.push_back(kHex[rd() % 16]);
+  return key;
+}
+
+std::string SelfExecutable() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+int RunServeCommand(int argc, char** argv) {
+  CliArgs args("serve");
+  args.AddList("model",
+               "DIR or NAME=DIR of a checkpoint to serve (repeatable; the first is the default)");
+  args.AddString("host", "address to bind", false, "127.0.0.1");
+  args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
+  args.AddString("placement", "layers per backend for every model", false, "cpu");
+  args.AddInt("context", "KV cache positions per model (default: the model's, at most 4096)", 0);
+  args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
+  args.AddFlag("no-prewarm", "do not load the default model before the first request");
+  args.AddInt("request-timeout",
+              "seconds a request may take before it is cut and the worker restarted", 120);
+  args.AddInt("socket-timeout", "seconds a client may stay silent mid-request", 120);
+  args.AddInt("max-active", "requests running at once per worker", 1);
+  args.AddInt("max-queued", "requests waiting per worker before 429", 2);
+  args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
+  args.AddInt("max-body-bytes", "largest request body", 1 << 20);
+  args.AddFlag("no-auth", "serve without an API key (only on a loopback address)");
+  args.AddList("allow-origin",
+               "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
+  args.AddString("tls-cert", "PEM certificate: serve HTTPS (with --tls-key)");
+  args.AddString("tls-key", "PEM private key for --tls-cert");
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("serve", st);
+  if (args.help_requested()) {
+    std::printf("%s", args.Usage().c_str());
+    return 0;
+  }
+  server::ServeOptions options;
+  for (const std::string& spec : args.GetList("model")) {
+    auto m = ParseModelSpec(spec);
+    if (!m) return ReportError("serve", m.status());
+    for (const ModelEntry& other : options.models) {
+      if (other.name == m->name)
+        return ReportError("serve", InvalidArgument("two models are named '" + m->name + "'"));
+    }
+    options.models.push_back(*m);
+  }
+  if (options.models.empty())
+    return ReportError("serve", InvalidArgument("give at least one --model DIR"));
+  options.host = args.GetString("host");
+  const int64_t port = args.GetInt("port");
+  if (port < 0 || port > 65535)
+    return ReportError("serve", InvalidArgument("--port must be between 0 and 65535"));
+  options.port = static_cast<int>(port);
+  struct Bound {
+    const char* flag;
+    int64_t lo, hi;
+  };
+  for (const Bound& b : {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
+                         Bound{"max-active", 1, 64}, Bound{"max-queued", 0, 1024},
+                         Bound{"rate-limit", 0, 1000000}, Bound{"max-body-bytes", 1024, 64 << 20},
+                         Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20}}) {
+    const int64_t v = args.GetInt(b.flag);
+    if (v < b.lo || v > b.hi) {
+      return ReportError("serve",
+                         InvalidArgument("--" + std::string(b.flag) + " must be between " +
+                                         std::to_string(b.lo) + " and " + std::to_string(b.hi)));
+    }
+  }
+  options.request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
+  options.socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
+  options.max_active = static_cast<int>(args.GetInt("max-active"));
+  options.max_queued = static_cast<int>(args.GetInt("max-queued"));
+  options.rate_limit_per_minute = static_cast<int>(args.GetInt("rate-limit"));
+  options.max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
+  options.allow_origins = args.GetList("allow-origin");
+  if (args.Has("tls-cert")) options.tls_cert = args.GetString("tls-cert");
+  if (args.Has("tls-key")) options.tls_key = args.GetString("tls-key");
+  if (args.GetFlag("no-auth")) {
+    if (!IsLoopback(options.host)) {
+      return ReportError(
+          "serve",
+          InvalidArgument("--no-auth is allowed only on a loopback address (127.0.0.1, ::1); "
+                          "--host is " +
+                          options.host));
+    }
+  } else if (const char* env = std::getenv("TESSERA_API_KEY"); env != nullptr && *env != '\0') {
+    options.api_key = env;
+  } else {
+    options.api_key = GenerateApiKey();
+    std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
+                options.api_key.c_str());
+  }
+  options.executable = SelfExecutable();
+  if (options.executable.empty())
+    return ReportError("serve", Internal("cannot find this program's own path"));
+  for (const ModelEntry& m : options.models) {
+    options.worker_args.push_back("--model");
+    options.worker_args.push_back(m.name + "=" + m.dir);
+  }
+  options.worker_args.insert(options.worker_args.end(),
+                             {"--placement", args.GetString("placement"), "--context",
+                              std::to_string(args.GetInt("context")), "--max-loaded-models",
+                              std::to_string(args.GetInt("max-loaded-models"))});
+  if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
+  return server::RunServer(options);
+}
+
+int RunWorkerCommand(int argc, char** argv) {
+  CliArgs args("worker");
+  args.AddInt("fd", "the socket to the server", 3);
+  args.AddList("model", "NAME=DIR (repeatable; the first is the default)");
+  args.AddString("placement", "layers per backend", false, "cpu");
+  args.AddInt("context", "KV positions per model", 0);
+  args.AddInt("max-loaded-models", "models resident at once", 1);
+  args.AddFlag("no-prewarm", "do not load the default model at start");
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("worker", st);
+  server::WorkerOptions options;
+  for (const std::string& spec : args.GetList("model")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return ReportError("worker", InvalidArgument("--model must be NAME=DIR"));
+    options.models.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+  }
+  options.placement = args.GetString("placement");
+  options.context = args.GetInt("context");
+  options.max_loaded_models =
+      static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
+  options.prewarm = !args.GetFlag("no-prewarm");
+  return server::RunWorker(static_cast<int>(args.GetInt("fd")), options);
+}
+
+}  // namespace tessera

@@ -1,0 +1,135 @@
+#include "server/guards.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::server {
+
+AdmissionQueue::Entry AdmissionQueue::Enter() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry e;
+  const int in_line = static_cast<int>(waiting_.size());
+  if (active_ >= max_active_ && in_line >= max_queued_) {
+    e.retry_after_s = RetryAfterLocked();
+    return e;
+  }
+  e.admitted = true;
+  e.ticket = next_ticket_++;
+  waiting_.push_back(e.ticket);
+  return e;
+}
+
+bool AdmissionQueue::WaitTurn(uint64_t ticket, Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto my_turn = [&] {
+    return !waiting_.empty() && waiting_.front() == ticket && active_ < max_active_;
+  };
+  if (!cv_.wait_until(lock, deadline, my_turn)) {
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), ticket), waiting_.end());
+    cv_.notify_all();
+    return false;
+  }
+  waiting_.pop_front();
+  ++active_;
+  cv_.notify_all();
+  return true;
+}
+
+void AdmissionQueue::Leave(uint64_t, double seconds) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --active_;
+    if (seconds >= 0 && std::isfinite(seconds))
+      mean_job_seconds_ = 0.8 * mean_job_seconds_ + 0.2 * seconds;
+  }
+  cv_.notify_all();
+}
+
+bool AdmissionQueue::WaitIdle(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return active_ == 0 && waiting_.empty(); });
+}
+
+int AdmissionQueue::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+int AdmissionQueue::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(waiting_.size());
+}
+
+int AdmissionQueue::RetryAfterLocked() const {
+  // Everyone ahead has to finish, max_active at a time.
+  const double ahead = static_cast<double>(active_) + static_cast<double>(waiting_.size());
+  const double seconds = ahead * mean_job_seconds_ / std::max(1, max_active_);
+  return std::clamp(static_cast<int>(std::ceil(seconds)), 1, 3600);
+}
+
+bool RateLimiter::Allow(const std::string& client, int* retry_after_s) {
+  using namespace std::chrono;
+  const auto now = steady_clock::now();
+  const auto window = minutes(1);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Forget idle clients now and then so the map cannot grow without bound.
+  if (seen_.size() > 4096) {
+    for (auto it = seen_.begin(); it != seen_.end();) {
+      if (it->second.empty() || now - it->second.back() >= window) {
+        it = seen_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  auto& times = seen_[client];
+  while (!times.empty() && now - times.front() >= window) times.pop_front();
+  if (static_cast<int>(times.size()) >= limit_) {
+    auto wait = duration_cast<seconds>(times.front() + window - now).count() + 1;
+    *retry_after_s = static_cast<int>(std::clamp<int64_t>(wait, 1, 60));
+    return false;
+  }
+  times.push_back(now);
+  return true;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+int JsonNestingDepth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return limit + 1;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace tessera::server

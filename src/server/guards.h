@@ -1,0 +1,82 @@
+// The server's protections that do not need HTTP: the admission queue (a bounded number of
+// running and waiting requests, with a Retry-After estimate when full), a per-client sliding
+// window rate limit, constant-time key comparison and a JSON nesting check that runs before
+// any parser sees the body.
+//
+//   AdmissionQueue queue(/*max_active=*/1, /*max_queued=*/2);
+//   AdmissionQueue::Entry e = queue.Enter();
+//   if (!e.admitted) reply 429 with Retry-After: e.retry_after_s;
+//   if (!queue.WaitTurn(e.ticket, deadline)) reply 504;   // it left the queue
+//   ...run the job...
+//   queue.Leave(e.ticket, seconds_taken);
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace tessera::server {
+
+class AdmissionQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    bool admitted = false;
+    uint64_t ticket = 0;
+    int retry_after_s = 0;  // when not admitted
+  };
+
+  AdmissionQueue(int max_active, int max_queued)
+      : max_active_(max_active), max_queued_(max_queued) {}
+
+  // Joins the queue, or refuses when max_active are running and max_queued are waiting.
+  Entry Enter();
+  // Waits until this ticket may run (first in line and a free slot). On deadline the ticket
+  // leaves the queue and false is returned.
+  bool WaitTurn(uint64_t ticket, Clock::time_point deadline);
+  // Frees the slot of a ticket that ran; `seconds` feeds the Retry-After estimate.
+  void Leave(uint64_t ticket, double seconds);
+  // Blocks until nothing runs or waits, or the deadline; returns whether idle.
+  bool WaitIdle(Clock::time_point deadline);
+  int active() const;
+  int waiting() const;
+
+ private:
+  int RetryAfterLocked() const;
+
+  const int max_active_;
+  const int max_queued_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<uint64_t> waiting_;
+  int active_ = 0;
+  uint64_t next_ticket_ = 1;
+  double mean_job_seconds_ = 2.0;  // a running average of finished jobs
+};
+
+// At most `limit` requests per client in any 60-second window.
+class RateLimiter {
+ public:
+  explicit RateLimiter(int limit_per_minute) : limit_(limit_per_minute) {}
+  // True if the request may proceed (and counts it); else *retry_after_s says when it could.
+  bool Allow(const std::string& client, int* retry_after_s);
+
+ private:
+  const int limit_;
+  std::mutex mu_;
+  std::map<std::string, std::deque<std::chrono::steady_clock::time_point>> seen_;
+};
+
+// Equality whose running time depends only on the lengths, not on where the strings differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// The deepest nesting of [ and { in a JSON text (brackets inside strings do not count).
+// Stops counting once past `limit`, returning limit + 1.
+int JsonNestingDepth(std::string_view text, int limit);
+
+}  // namespace tessera::server

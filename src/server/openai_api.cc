@@ -1,0 +1,450 @@
+#include "server/openai_api.h"
+
+#include <cmath>
+#include <limits>
+
+#include "sampling/sampling_params.h"
+#include "server/guards.h"
+
+namespace tessera::server {
+
+using nlohmann::json;
+
+ApiError InvalidField(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.message = message;
+  e.param = param;
+  return e;
+}
+
+json ErrorBody(const ApiError& error) {
+  json inner = {{"message", error.message}, {"type", error.type}};
+  inner["param"] = error.param.empty() ? json(nullptr) : json(error.param);
+  inner["code"] = error.code.empty() ? json(nullptr) : json(error.code);
+  return {{"error", inner}};
+}
+
+std::variant<json, ApiError> ParseJsonBody(const std::string& body) {
+  if (JsonNestingDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return InvalidField(
+        "", "the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded())
+    return InvalidField("", "the body is not valid JSON; send a JSON object");
+  if (!parsed.is_object()) return InvalidField("", "the body must be a JSON object");
+  return parsed;
+}
+
+namespace {
+
+// A field present and not null.
+const json* Field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<ApiError> ReadModel(const json& body, const std::string& default_model,
+                                  std::string* model) {
+  const json* v = Field(body, "model");
+  if (v == nullptr) {
+    *model = default_model;
+    return std::nullopt;
+  }
+  if (!v->is_string()) return InvalidField("model", "model must be a string naming a served model");
+  *model = v->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadDouble(const json& body, const char* name, std::optional<double>* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return InvalidField(name, std::string(name) + " must be a number");
+  *out = v->get<double>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadInt(const json& body, const char* name, std::optional<int64_t>* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) return InvalidField(name, std::string(name) + " must be an integer");
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidField(name, std::string(name) + " is too large");
+  }
+  *out = v->get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) {
+  const json* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return InvalidField(name, std::string(name) + " must be true or false");
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// Fields shared by chat and text completions.
+std::optional<ApiError> ReadGenerationFields(const json& body, GenerationRequest* out) {
+  JobRequest& job = out->job;
+  if (const json* n = Field(body, "n")) {
+    if (!n->is_number_integer() || n->get<int64_t>() != 1) {
+      return InvalidField("n", "n must be 1: one choice per request is supported");
+    }
+  }
+  for (const char* name : {"max_tokens", "max_completion_tokens"}) {
+    std::optional<int64_t> v;
+    if (auto e = ReadInt(body, name, &v)) return e;
+    if (v) {
+      if (*v < 1)
+        return InvalidField(name,
+                            std::string(name) + " must be at least 1, got " + std::to_string(*v));
+      job.max_tokens = *v;
+    }
+  }
+  if (const json* stop = Field(body, "stop")) {
+    std::vector<std::string> stops;
+    if (stop->is_string()) {
+      stops.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > kMaxStopStrings) {
+        return InvalidField("stop",
+                            "stop takes at most " + std::to_string(kMaxStopStrings) + " strings");
+      }
+      for (const json& s : *stop) {
+        if (!s.is_string())
+          return InvalidField("stop", "stop must be a string or an array of strings");
+        stops.push_back(s.get<std::string>());
+      }
+    } else {
+      return InvalidField("stop", "stop must be a string or an array of strings");
+    }
+    for (const std::string& s : stops) {
+      if (s.size() > kMaxStopStringBytes) {
+        return InvalidField("stop", "each stop string must be at most " +
+                                        std::to_string(kMaxStopStringBytes) + " bytes");
+      }
+    }
+    job.stop = std::move(stops);
+  }
+  SamplingParams& p = job.sampling;
+  if (auto e = ReadDouble(body, "temperature", &p.temperature)) return e;
+  if (auto e = ReadInt(body, "top_k", &p.top_k)) return e;
+  if (auto e = ReadDouble(body, "top_p", &p.top_p)) return e;
+  if (auto e = ReadDouble(body, "min_p", &p.min_p)) return e;
+  if (auto e = ReadDouble(body, "repetition_penalty", &p.repetition_penalty)) return e;
+  if (auto e = ReadDouble(body, "presence_penalty", &p.presence_penalty)) return e;
+  if (auto e = ReadDouble(body, "frequency_penalty", &p.frequency_penalty)) return e;
+  if (auto e = ReadInt(body, "seed", &p.seed)) return e;
+  // Range checks with no model defaults: every value the request gave is checked exactly as
+  // the worker will check it, so a bad one is refused here with the field's name.
+  auto resolved = ResolveSamplingParams(p, SamplingDefaults{});
+  if (!resolved) {
+    const std::string msg = resolved.status().message();
+    return InvalidField(msg.substr(0, msg.find(' ')), msg);
+  }
+  if (auto e = ReadBool(body, "stream", &out->stream)) return e;
+  if (const json* opts = Field(body, "stream_options")) {
+    if (!opts->is_object())
+      return InvalidField("stream_options", "stream_options must be an object");
+    if (auto e = ReadBool(*opts, "include_usage", &out->include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadContent(const json& content, size_t index, std::string* out) {
+  const std::string param = "messages[" + std::to_string(index) + "].content";
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (content.is_array()) {
+    for (const json& part : content) {
+      if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+          !part.contains("text") || !part["text"].is_string()) {
+        return InvalidField(
+            param,
+            param +
+                " parts must be {\"type\": \"text\", \"text\": \"...\"}; only text is supported");
+      }
+      out->append(part["text"].get<std::string>());
+    }
+    return std::nullopt;
+  }
+  return InvalidField(param, param + " must be a string or an array of text parts");
+}
+
+}  // namespace
+
+std::variant<GenerationRequest, ApiError> ParseChatRequest(const json& body,
+                                                           const std::string& default_model) {
+  GenerationRequest out;
+  out.job.kind = JobKind::kChat;
+  if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
+  const json* messages = Field(body, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return InvalidField("messages",
+                        "messages must be a non-empty array of {role, content} objects");
+  }
+  if (messages->size() > kMaxMessages) {
+    return InvalidField("messages",
+                        "messages has more than " + std::to_string(kMaxMessages) + " entries");
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return InvalidField(where, where + " must be an object");
+    const json* role = Field(m, "role");
+    static const char* kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+    bool known = false;
+    if (role != nullptr && role->is_string()) {
+      for (const char* r : kRoles) known = known || *role == r;
+    }
+    if (!known)
+      return InvalidField(where + ".role",
+                          where + ".role must be system, developer, user, assistant or tool");
+    ChatMessage msg;
+    msg.role = role->get<std::string>();
+    if (msg.role == "developer") msg.role = "system";  // chat templates know system
+    const json* content = Field(m, "content");
+    if (content == nullptr) return InvalidField(where + ".content", where + ".content is missing");
+    if (auto e = ReadContent(*content, i, &msg.content)) return *e;
+    out.job.messages.push_back(std::move(msg));
+  }
+  if (auto e = ReadGenerationFields(body, &out)) return *e;
+  if (auto e = ReadBool(body, "logprobs", &out.job.logprobs)) return *e;
+  std::optional<int64_t> top;
+  if (auto e = ReadInt(body, "top_logprobs", &top)) return *e;
+  if (top) {
+    if (*top < 0 || *top > kMaxTopLogprobs) {
+      return InvalidField("top_logprobs",
+                          "top_logprobs must be between 0 and 20, got " + std::to_string(*top));
+    }
+    if (!out.job.logprobs && *top > 0)
+      return InvalidField("top_logprobs", "top_logprobs needs logprobs: true");
+    out.job.top_logprobs = static_cast<int32_t>(*top);
+  }
+  return out;
+}
+
+std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const json& body,
+                                                                 const std::string& default_model) {
+  GenerationRequest out;
+  out.job.kind = JobKind::kCompletion;
+  if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
+  const json* prompt = Field(body, "prompt");
+  if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    prompt = &(*prompt)[0];
+  }
+  if (prompt == nullptr || !prompt->is_string())
+    return InvalidField("prompt", "prompt must be a string");
+  out.job.prompt = prompt->get<std::string>();
+  if (auto e = ReadGenerationFields(body, &out)) return *e;
+  if (const json* echo = Field(body, "echo"); echo != nullptr && *echo != false) {
+    return InvalidField("echo", "echo is not supported");
+  }
+  std::optional<int64_t> logprobs;
+  if (auto e = ReadInt(body, "logprobs", &logprobs)) return *e;
+  if (logprobs) {
+    if (*logprobs < 0 || *logprobs > kMaxTopLogprobs) {
+      return InvalidField("logprobs",
+                          "logprobs must be between 0 and 20, got " + std::to_string(*logprobs));
+    }
+    out.job.logprobs = true;
+    out.job.top_logprobs = static_cast<int32_t>(*logprobs);
+  }
+  return out;
+}
+
+std::variant<JobRequest, ApiError> ParseTokenizeRequest(const json& body,
+                                                        const std::string& default_model) {
+  JobRequest job;
+  job.kind = JobKind::kTokenize;
+  if (auto e = ReadModel(body, default_model, &job.model)) return *e;
+  const json* text = Field(body, "prompt");
+  if (text == nullptr) text = Field(body, "text");
+  if (text == nullptr || !text->is_string())
+    return InvalidField("prompt", "prompt must be a string");
+  job.prompt = text->get<std::string>();
+  if (auto e = ReadBool(body, "add_special_tokens", &job.add_special_tokens)) return *e;
+  return job;
+}
+
+std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const json& body,
+                                                          const std::string& default_model) {
+  JobRequest job;
+  job.kind = JobKind::kDetokenize;
+  if (auto e = ReadModel(body, default_model, &job.model)) return *e;
+  const json* tokens = Field(body, "tokens");
+  if (tokens == nullptr || !tokens->is_array())
+    return InvalidField("tokens", "tokens must be an array of token ids");
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return InvalidField("tokens", "tokens must hold non-negative integer ids");
+    }
+    job.ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return job;
+}
+
+json UsageJson(const JobOutcome& outcome) {
+  int64_t prompt = outcome.done      ? outcome.done->prompt_tokens
+                   : outcome.started ? outcome.started->prompt_tokens
+                                     : 0;
+  int64_t completion = outcome.done ? outcome.done->completion_tokens : 0;
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+json StatsJson(const JobOutcome& outcome, double queue_ms) {
+  json stats = {{"queue_wait_ms", queue_ms}};
+  if (outcome.done) {
+    const DoneMessage& d = *outcome.done;
+    stats["ttft_ms"] = d.ttft_ms;
+    stats["prefill_ms"] = d.prefill_ms;
+    stats["decode_ms"] = d.decode_ms;
+    stats["prefill_tok_s"] = d.prefill_tok_s;
+    stats["decode_tok_s"] = d.decode_tok_s;
+    stats["model_load_ms"] = d.load_ms;
+  }
+  if (outcome.started) {
+    const ResolvedSamplingParams& s = outcome.started->sampling;
+    stats["sampling"] = {{"mode", s.mode == SamplingMode::kSample ? "sample" : "greedy"},
+                         {"seed", s.seed},
+                         {"seed_generated", s.seed_was_generated},
+                         {"temperature", s.temperature},
+                         {"top_k", s.top_k},
+                         {"top_p", s.top_p},
+                         {"min_p", s.min_p},
+                         {"repetition_penalty", s.repetition_penalty},
+                         {"presence_penalty", s.presence_penalty},
+                         {"frequency_penalty", s.frequency_penalty}};
+  }
+  return stats;
+}
+
+namespace {
+json TokenBytes(const std::string& token) {
+  json bytes = json::array();
+  for (unsigned char c : token) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// JSON numbers cannot be infinite; a token the model gives no chance gets a very low value.
+double FiniteLogprob(float v) {
+  return std::isfinite(v) ? static_cast<double>(v) : -9999.0;
+}
+}  // namespace
+
+json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries) {
+  json content = json::array();
+  for (const TokenLogprobEntry& e : entries) {
+    json top = json::array();
+    for (const TopLogprob& t : e.top) {
+      top.push_back({{"token", t.token},
+                     {"logprob", FiniteLogprob(t.logprob)},
+                     {"bytes", TokenBytes(t.token)}});
+    }
+    content.push_back({{"token", e.token},
+                       {"logprob", FiniteLogprob(e.logprob)},
+                       {"bytes", TokenBytes(e.token)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+namespace {
+json LegacyLogprobsJson(const std::vector<TokenLogprobEntry>& entries) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  size_t offset = 0;
+  for (const TokenLogprobEntry& e : entries) {
+    tokens.push_back(e.token);
+    token_logprobs.push_back(FiniteLogprob(e.logprob));
+    json alternatives = json::object();
+    for (const TopLogprob& t : e.top) alternatives[t.token] = FiniteLogprob(t.logprob);
+    top.push_back(alternatives);
+    offsets.push_back(offset);
+    offset += e.token.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+std::string FinishReason(const JobOutcome& outcome) {
+  return outcome.done ? outcome.done->finish_reason : "stop";
+}
+}  // namespace
+
+json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
+  json choice = {
+      {"index", 0},
+      {"message", {{"role", "assistant"}, {"content", outcome.text}}},
+      {"logprobs", meta.logprobs ? LogprobsContentJson(outcome.logprobs) : json(nullptr)},
+      {"finish_reason", FinishReason(outcome)}};
+  return {{"id", meta.id},
+          {"object", "chat.completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", json::array({choice})},
+          {"usage", UsageJson(outcome)},
+          {"x_tessera_stats", StatsJson(outcome, meta.queue_ms)}};
+}
+
+json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
+  json choice = {{"index", 0},
+                 {"text", outcome.text},
+                 {"logprobs", meta.logprobs ? LegacyLogprobsJson(outcome.logprobs) : json(nullptr)},
+                 {"finish_reason", FinishReason(outcome)}};
+  return {{"id", meta.id},
+          {"object", "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", json::array({choice})},
+          {"usage", UsageJson(outcome)},
+          {"x_tessera_stats", StatsJson(outcome, meta.queue_ms)}};
+}
+
+json ChatChunk(const ResponseMeta& meta, const json& delta, const std::string& finish_reason,
+               const std::vector<TokenLogprobEntry>* logprobs) {
+  json choice = {{"index", 0},
+                 {"delta", delta},
+                 {"logprobs", logprobs != nullptr ? LogprobsContentJson(*logprobs) : json(nullptr)},
+                 {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
+  return {{"id", meta.id},
+          {"object", "chat.completion.chunk"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", json::array({choice})}};
+}
+
+json TextChunk(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
+               const std::vector<TokenLogprobEntry>* logprobs) {
+  json choice = {{"index", 0},
+                 {"text", text},
+                 {"logprobs", logprobs != nullptr ? LegacyLogprobsJson(*logprobs) : json(nullptr)},
+                 {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
+  return {{"id", meta.id},
+          {"object", "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", json::array({choice})}};
+}
+
+json ModelsListBody(const std::vector<std::string>& names, int64_t created) {
+  json data = json::array();
+  for (const std::string& n : names) {
+    data.push_back({{"id", n}, {"object", "model"}, {"created", created}, {"owned_by", "tessera"}});
+  }
+  return {{"object", "list"}, {"data", data}};
+}
+
+}  // namespace tessera::server

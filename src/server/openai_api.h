@@ -1,0 +1,95 @@
+// The OpenAI wire format: request bodies checked field by field and turned into worker jobs,
+// and the response bodies, stream chunks and error objects built from what the worker sent.
+// Only src/server speaks JSON; the worker receives typed JobRequests.
+//
+//   auto body = ParseJsonBody(req.body);                       // depth and syntax checked
+//   if (auto* err = std::get_if<ApiError>(&body)) reply(err->status, ErrorBody(*err));
+//   auto parsed = ParseChatRequest(std::get<nlohmann::json>(body), "default-model");
+//   ...submit std::get<GenerationRequest>(parsed).job, collect a JobOutcome...
+//   reply(200, ChatCompletionBody(meta, outcome));
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/worker_protocol.h"
+
+namespace tessera::server {
+
+inline constexpr int kMaxJsonDepth = 32;
+inline constexpr size_t kMaxMessages = 2048;
+inline constexpr size_t kMaxStopStrings = 4;
+inline constexpr size_t kMaxStopStringBytes = 256;
+inline constexpr int kMaxTopLogprobs = 20;
+
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+ApiError InvalidField(const std::string& param, const std::string& message);
+nlohmann::json ErrorBody(const ApiError& error);
+
+std::variant<nlohmann::json, ApiError> ParseJsonBody(const std::string& body);
+
+struct GenerationRequest {
+  JobRequest job;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// `model` may be omitted (the default model is used). Sampling ranges are validated here, so
+// an out-of-range field never reaches the worker.
+std::variant<GenerationRequest, ApiError> ParseChatRequest(const nlohmann::json& body,
+                                                           const std::string& default_model);
+std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const nlohmann::json& body,
+                                                                 const std::string& default_model);
+// /tokenize {"model"?, "prompt" | "text", "add_special_tokens"?}; /detokenize {"model"?, "tokens"}.
+std::variant<JobRequest, ApiError> ParseTokenizeRequest(const nlohmann::json& body,
+                                                        const std::string& default_model);
+std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const nlohmann::json& body,
+                                                          const std::string& default_model);
+
+// Everything the worker reported for one generation job.
+struct JobOutcome {
+  std::optional<StartedMessage> started;
+  std::string text;
+  std::vector<TokenLogprobEntry> logprobs;
+  std::optional<DoneMessage> done;
+};
+
+struct ResponseMeta {
+  std::string id;  // chatcmpl-... / cmpl-...
+  std::string model;
+  int64_t created = 0;  // unix seconds
+  double queue_ms = 0;
+  bool logprobs = false;
+};
+
+nlohmann::json UsageJson(const JobOutcome& outcome);
+nlohmann::json StatsJson(const JobOutcome& outcome, double queue_ms);
+nlohmann::json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries);
+
+nlohmann::json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
+nlohmann::json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
+
+// Stream chunks. `delta` carries role/content; finish_reason may be empty (null).
+nlohmann::json ChatChunk(const ResponseMeta& meta, const nlohmann::json& delta,
+                         const std::string& finish_reason,
+                         const std::vector<TokenLogprobEntry>* logprobs);
+nlohmann::json TextChunk(const ResponseMeta& meta, const std::string& text,
+                         const std::string& finish_reason,
+                         const std::vector<TokenLogprobEntry>* logprobs);
+
+// The models list of GET /v1/models.
+nlohmann::json ModelsListBody(const std::vector<std::string>& names, int64_t created);
+
+}  // namespace tessera::server

@@ -1,0 +1,36 @@
+// The inference worker: the process that owns the models and runs every job the HTTP process
+// sends it over a socket (worker_protocol.h). It loads models on demand under a residency
+// limit with least-recently-used eviction, prewarms each one before it serves, renders chat
+// templates, tokenizes, generates, applies stop strings and reports logprobs. One job at a
+// time; a Cancel for the running job (checked between tokens) ends it early. The HTTP process
+// starts it as `tessera worker --fd N ...` and restarts it when it dies.
+//
+//   WorkerOptions options;
+//   options.models = {{"stories", "/models/stories260k"}};
+//   options.placement = "cpu";
+//   return RunWorker(/*fd=*/3, options);   // returns when the server closes the socket
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::server {
+
+struct ModelEntry {
+  std::string name;  // what requests call it
+  std::string dir;   // the checkpoint folder
+};
+
+struct WorkerOptions {
+  std::vector<ModelEntry> models;  // the first is the default, loaded at start
+  std::string placement = "cpu";
+  int64_t context = 0;  // KV positions per model; 0: the model's own, at most 4096
+  int max_loaded_models = 1;
+  bool prewarm = true;  // load and warm the default model before reporting ready
+};
+
+// Serves jobs from `fd` until it is closed. Returns the process exit code.
+int RunWorker(int fd, const WorkerOptions& options);
+
+}  // namespace tessera::server

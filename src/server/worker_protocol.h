@@ -1,0 +1,160 @@
+// The messages between the HTTP process and its inference worker, and how they travel over a
+// stream socket. Each frame is a 4-byte little-endian payload length followed by the payload;
+// the payload's first byte is the MessageType and the rest are the message's fields in a fixed
+// order: integers little-endian, strings and lists as a u32 count then the elements, optional
+// values as a presence byte then the value. Every read is bounds-checked: a short, oversized
+// or malformed frame is an error, never a crash. JSON never crosses this boundary.
+//
+//   JobRequest job;
+//   job.job_id = 7; job.kind = JobKind::kCompletion; job.model = "stories"; job.prompt = "Once";
+//   TS_RETURN_IF_ERROR(WriteFrame(fd, EncodeJobRequest(job)));
+//   TS_ASSIGN_OR_RETURN(std::string frame, ReadFrame(fd));   // on the worker side
+//   TS_ASSIGN_OR_RETURN(JobRequest got, DecodeJobRequest(frame));
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "sampling/sampling_params.h"
+
+namespace tessera::server {
+
+inline constexpr uint32_t kMaxFrameBytes = 16u << 20;  // larger than any valid message
+
+enum class MessageType : uint8_t {
+  kJobRequest = 1,  // server -> worker
+  kCancel = 2,      // server -> worker
+  kReady = 10,      // worker -> server: models loaded and warmed, jobs accepted
+  kStarted = 11,    // the prompt is tokenized and fits; sampling resolved
+  kDelta = 12,      // generated text (maybe empty while a stop string is pending) + logprobs
+  kDone = 13,       // the job ended normally
+  kJobError = 14,   // the job failed; nothing more follows for it
+  kTokens = 15,     // tokenize result
+  kText = 16,       // detokenize result
+};
+
+enum class JobKind : uint8_t { kChat = 1, kCompletion = 2, kTokenize = 3, kDetokenize = 4 };
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+struct JobRequest {
+  uint64_t job_id = 0;
+  JobKind kind = JobKind::kCompletion;
+  std::string model;
+  std::string prompt;                 // completion and tokenize
+  std::vector<ChatMessage> messages;  // chat
+  std::vector<int32_t> ids;           // detokenize
+  bool add_special_tokens = true;     // tokenize
+  int64_t max_tokens = -1;            // -1: until the context is full
+  std::vector<std::string> stop;      // stop strings, never part of the output
+  SamplingParams sampling;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+};
+
+struct CancelRequest {
+  uint64_t job_id = 0;
+};
+
+struct ReadyMessage {
+  std::string model;  // the model that was loaded and warmed
+};
+
+struct StartedMessage {
+  uint64_t job_id = 0;
+  int64_t prompt_tokens = 0;
+  ResolvedSamplingParams sampling;
+};
+
+struct TopLogprob {
+  std::string token;
+  float logprob = 0.0f;
+};
+
+struct TokenLogprobEntry {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;
+};
+
+struct DeltaMessage {
+  uint64_t job_id = 0;
+  std::string text;
+  std::vector<TokenLogprobEntry> logprobs;  // one per token of this delta, when asked
+};
+
+struct DoneMessage {
+  uint64_t job_id = 0;
+  std::string finish_reason;  // "stop" or "length"
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double load_ms = 0;  // model load and prewarm this job had to wait for (0 when resident)
+  double prefill_ms = 0;
+  double ttft_ms = 0;
+  double decode_ms = 0;
+  double prefill_tok_s = 0;
+  double decode_tok_s = 0;
+};
+
+// Why a job failed; the HTTP side maps each to a status and OpenAI error type.
+enum class JobErrorKind : uint8_t {
+  kInvalidRequest = 1,  // 400
+  kContextLength = 2,   // 400, code context_length_exceeded
+  kModelNotFound = 3,   // 404
+  kInternal = 4,        // 500; the message is safe to show (no paths or internals)
+};
+
+struct JobErrorMessage {
+  uint64_t job_id = 0;
+  JobErrorKind kind = JobErrorKind::kInternal;
+  std::string message;
+};
+
+struct TokensMessage {
+  uint64_t job_id = 0;
+  std::vector<int32_t> ids;
+};
+
+struct TextMessage {
+  uint64_t job_id = 0;
+  std::string text;
+};
+
+// The type byte of a payload; InvalidArgument for an empty payload or an unknown type.
+Expected<MessageType> PeekMessageType(std::string_view payload);
+
+std::string EncodeJobRequest(const JobRequest& m);
+std::string EncodeCancel(const CancelRequest& m);
+std::string EncodeReady(const ReadyMessage& m);
+std::string EncodeStarted(const StartedMessage& m);
+std::string EncodeDelta(const DeltaMessage& m);
+std::string EncodeDone(const DoneMessage& m);
+std::string EncodeJobError(const JobErrorMessage& m);
+std::string EncodeTokens(const TokensMessage& m);
+std::string EncodeText(const TextMessage& m);
+
+// Each checks the type byte, every length against what remains, and that nothing trails.
+Expected<JobRequest> DecodeJobRequest(std::string_view payload);
+Expected<CancelRequest> DecodeCancel(std::string_view payload);
+Expected<ReadyMessage> DecodeReady(std::string_view payload);
+Expected<StartedMessage> DecodeStarted(std::string_view payload);
+Expected<DeltaMessage> DecodeDelta(std::string_view payload);
+Expected<DoneMessage> DecodeDone(std::string_view payload);
+Expected<JobErrorMessage> DecodeJobError(std::string_view payload);
+Expected<TokensMessage> DecodeTokens(std::string_view payload);
+Expected<TextMessage> DecodeText(std::string_view payload);
+
+// Blocking frame I/O on a stream socket or pipe; EINTR is retried. WriteFrame never raises
+// SIGPIPE. ReadFrame returns NotFound on a clean end of stream before a frame starts (the
+// peer closed), and an error for a frame cut short or longer than max_bytes.
+Status WriteFrame(int fd, std::string_view payload);
+Expected<std::string> ReadFrame(int fd, uint32_t max_bytes = kMaxFrameBytes);
+
+}  // namespace tessera::server

@@ -1,0 +1,248 @@
+#include "server/worker_supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace tessera::server {
+
+void JobChannel::Push(WorkerEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+std::optional<WorkerEvent> JobChannel::Wait(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
+  WorkerEvent ev = std::move(events_.front());
+  events_.pop_front();
+  return ev;
+}
+
+void WorkerSupervisor::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) return;
+  started_ = true;
+  monitor_ = std::thread([this] { Monitor(); });
+}
+
+void WorkerSupervisor::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) return;
+    stopping_ = true;
+    ready_ = false;
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+}
+
+bool WorkerSupervisor::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_;
+}
+
+std::string WorkerSupervisor::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return "stopped";
+  if (ready_) return "ready";
+  return ever_ready_ ? "restarting" : "starting";
+}
+
+bool WorkerSupervisor::WaitReady(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return ready_ || stopping_; }) && ready_;
+}
+
+int WorkerSupervisor::restarts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restarts_;
+}
+
+Status WorkerSupervisor::Submit(const JobRequest& job, std::shared_ptr<JobChannel> channel) {
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ready_ || fd_ < 0) return Cancelled("the inference worker is not ready");
+    channels_[job.job_id] = std::move(channel);
+    fd = fd_;
+  }
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  Status st = WriteFrame(fd, EncodeJobRequest(job));
+  if (!st.ok()) Release(job.job_id);
+  return st;
+}
+
+void WorkerSupervisor::Cancel(uint64_t job_id) {
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fd = fd_;
+  }
+  if (fd < 0) return;
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  (void)WriteFrame(fd, EncodeCancel({job_id}));  // a dead worker needs no cancel
+}
+
+void WorkerSupervisor::Release(uint64_t job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  channels_.erase(job_id);
+}
+
+void WorkerSupervisor::KillWorker() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_ = false;
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+bool WorkerSupervisor::Spawn(int* fd, pid_t* pid) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  // Everything the child needs is built before fork: between fork and exec a multi-threaded
+  // process may only make async-signal-safe calls.
+  std::vector<std::string> args = {options_.executable, "worker", "--fd", "3"};
+  args.insert(args.end(), options_.worker_args.begin(), options_.worker_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  sigset_t all_unblocked;
+  sigemptyset(&all_unblocked);
+  struct sigaction default_action;
+  std::memset(&default_action, 0, sizeof default_action);
+  default_action.sa_handler = SIG_DFL;
+
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return false;
+  }
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the server
+    ::sigaction(SIGPIPE, &default_action, nullptr);
+    ::sigprocmask(SIG_SETMASK, &all_unblocked, nullptr);
+    if (sv[1] == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else if (::dup2(sv[1], 3) < 0) {
+      ::_exit(127);
+    }
+    // Client connections and the listening socket must not stay open in the worker.
+    ::close_range(4, ~0U, 0);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(sv[1]);
+  *fd = sv[0];
+  *pid = child;
+  return true;
+}
+
+void WorkerSupervisor::Dispatch(const std::string& frame) {
+  auto type = PeekMessageType(frame);
+  if (!type) return;
+  if (*type == MessageType::kReady) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_ = !stopping_;
+      ever_ready_ = true;
+    }
+    cv_.notify_all();
+    return;
+  }
+  // Every job message starts with the u64 job id right after the type byte.
+  if (frame.size() < 9) return;
+  uint64_t job_id = 0;
+  for (int i = 0; i < 8; ++i)
+    job_id |= static_cast<uint64_t>(static_cast<uint8_t>(frame[1 + i])) << (8 * i);
+  std::shared_ptr<JobChannel> channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = channels_.find(job_id);
+    if (it != channels_.end()) channel = it->second;
+  }
+  if (channel) channel->Push({false, frame});
+}
+
+void WorkerSupervisor::Monitor() {
+  auto backoff = std::chrono::milliseconds(100);
+  for (bool first = true;; first = false) {
+    int fd = -1;
+    pid_t pid = -1;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!first) {
+        // A pause before restarting so a worker that dies at once does not spin the CPU;
+        // Stop() cuts it short.
+        cv_.wait_for(lock, backoff, [&] { return stopping_; });
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+      }
+      if (stopping_) return;
+    }
+    if (!Spawn(&fd, &pid)) {
+      std::fprintf(stderr, "tessera serve: could not start the inference worker: %s\n",
+                   std::strerror(errno));
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fd_ = fd;
+      pid_ = pid;
+      if (!first) ++restarts_;
+      if (stopping_) ::kill(pid, SIGKILL);
+    }
+    while (true) {
+      auto frame = ReadFrame(fd);
+      if (!frame) break;
+      if (auto type = PeekMessageType(*frame); type && *type == MessageType::kReady) {
+        backoff = std::chrono::milliseconds(100);
+      }
+      Dispatch(*frame);
+    }
+    // The worker is gone (or broke the protocol, which is treated the same way).
+    std::map<uint64_t, std::shared_ptr<JobChannel>> orphans;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_ = false;
+      ::kill(pid, SIGKILL);
+      fd_ = -1;
+      pid_ = -1;
+      orphans.swap(channels_);
+    }
+    {
+      // Wait for the write lock so no Submit is writing to the descriptor being closed.
+      std::lock_guard<std::mutex> write_lock(write_mu_);
+      ::close(fd);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+    }
+    if (!stopping) {
+      if (WIFSIGNALED(status)) {
+        std::fprintf(stderr, "tessera serve: inference worker killed by signal %d; restarting\n",
+                     WTERMSIG(status));
+      } else {
+        std::fprintf(stderr, "tessera serve: inference worker exited with status %d; restarting\n",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+      }
+    }
+    for (auto& [id, channel] : orphans) channel->Push({true, ""});
+    cv_.notify_all();
+  }
+}
+
+}  // namespace tessera::server

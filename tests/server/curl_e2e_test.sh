@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# End-to-end tests of `tessera serve` with curl and raw sockets: auth, validation, limits,
+# CORS, queueing, rate limiting, health/readiness, worker crash and deadline recovery, and
+# greedy equality with `tessera generate`.
+#   curl_e2e_test.sh TESSERA WORK TINY_MODEL SLOW_MODEL STORIES_MODEL
+TESSERA=$1 WORK=$2 TINY=$3 SLOW=$4 STORIES=$5
+mkdir -p "$WORK"
+. "$(dirname "$0")/server_lib.sh"
+trap 'kill $(jobs -p) 2> /dev/null' EXIT
+
+CHAT='{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}'
+post() {  # post PATH BODY [curl args...] -> writes $WORK/body, echoes the status
+  local path=$1 body=$2; shift 2
+  curl -s -o "$WORK/body" -w '%{http_code}' -H 'Content-Type: application/json' "$@" --data-binary "$body" "$BASE$path"
+}
+
+# ---------------------------------------------------------------- auth, validation, limits
+export TESSERA_API_KEY=test-key-123
+start_server main --model "tiny=$TINY" --model "stories=$STORIES" --model "slow=$SLOW" \
+  --max-loaded-models 2 --rate-limit 1000
+check "/health is 200 as soon as the port is open" 200 "$(status_of "$BASE/health")"
+wait_ready 60
+AUTH=(-H "Authorization: Bearer $TESSERA_API_KEY")
+
+check "no key -> 401" 401 "$(post /v1/chat/completions "$CHAT")"
+check "401 error type" invalid_request_error "$(json_get "$WORK/body" d.error.type)"
+check "wrong key -> 401" 401 "$(post /v1/chat/completions "$CHAT" -H 'Authorization: Bearer nope')"
+check "right key -> 200" 200 "$(post /v1/chat/completions "$CHAT" "${AUTH[@]}")"
+check "/v1/models lists every model" '["tiny","stories","slow"]' "$(curl -s "${AUTH[@]}" "$BASE/v1/models" > "$WORK/models"; json_get "$WORK/models" 'd.data.map(m=>m.id)')"
+check "usage present" 8 "$(json_get "$WORK/body" d.usage.completion_tokens)"
+check "x_tessera_stats.sampling.mode" greedy "$(json_get "$WORK/body" d.x_tessera_stats.sampling.mode)"
+check "x_tessera_stats has ttft" number "$(json_get "$WORK/body" 'typeof d.x_tessera_stats.ttft_ms')"
+
+for field in '"temperature":2.5' '"temperature":-1' '"top_p":0' '"top_p":1.5' '"top_k":-3' '"min_p":2' \
+             '"repetition_penalty":0' '"presence_penalty":2.5' '"frequency_penalty":-3' '"seed":-1' \
+             '"top_logprobs":21,"logprobs":true' '"n":2' '"max_tokens":0' '"stop":["a","b","c","d","e"]'; do
+  name=$(echo "$field" | sed 's/^"\([a-z_]*\)".*/\1/')
+  body="{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$field}"
+  check "400 for $field" 400 "$(post /v1/chat/completions "$body" "${AUTH[@]}")"
+  check "400 for $field names the field" "$name" "$(json_get "$WORK/body" d.error.param)"
+done
+check "400 type" invalid_request_error "$(json_get "$WORK/body" d.error.type)"
+
+check "unknown model -> 404" 404 "$(post /v1/chat/completions '{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}' "${AUTH[@]}")"
+check "404 code" model_not_found "$(json_get "$WORK/body" d.error.code)"
+
+head -c 1200000 /dev/zero | tr '\0' 'a' > "$WORK/big"
+code=$(curl -s -o "$WORK/body" -w '%{http_code}' "${AUTH[@]}" -H 'Content-Type: application/json' --data-binary "@$WORK/big" "$BASE/v1/completions")
+check "1.2 MB body -> 413" 413 "$code"
+check "413 in OpenAI error shape" body_too_large "$(json_get "$WORK/body" d.error.code)"
+
+long=$(printf 'word %.0s' $(seq 1 600))
+check "prompt over the context -> 400" 400 "$(post /v1/completions "{\"model\":\"tiny\",\"prompt\":\"$long\"}" "${AUTH[@]}")"
+check "over-long prompt code" context_length_exceeded "$(json_get "$WORK/body" d.error.code)"
+check "over-long prompt says so" true "$(json_get "$WORK/body" 'd.error.message.includes("context")')"
+
+deep=$(printf '[%.0s' $(seq 1 100))$(printf ']%.0s' $(seq 1 100))
+check "JSON nested 100 deep -> 400" 400 "$(post /v1/chat/completions "{\"messages\":$deep}" "${AUTH[@]}")"
+check "malformed JSON -> 400" 400 "$(post /v1/chat/completions '{"messages": [' "${AUTH[@]}")"
+
+check "tokenize" 200 "$(post /tokenize '{"model":"stories","prompt":"Once upon a time"}' "${AUTH[@]}")"
+ids=$(json_get "$WORK/body" d.tokens)
+check "detokenize" 200 "$(post /detokenize "{\"model\":\"stories\",\"tokens\":$ids}" "${AUTH[@]}")"
+check "detokenize round trip" true "$(json_get "$WORK/body" 'd.prompt.includes("Once upon a time")')"
+
+# Stop strings on the real trained model: the stop never shows, streamed or not.
+check "completion with stop" 200 "$(post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":40}' "${AUTH[@]}")"
+full=$(json_get "$WORK/body" d.choices[0].text)
+check "completion without stop has 'Lily'" true "$(json_get "$WORK/body" 'd.choices[0].text.includes("Lily")')"
+post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":40,"stop":["Lily"]}' "${AUTH[@]}" > /dev/null
+check "stop string cuts the text" "${full%%Lily*}" "$(json_get "$WORK/body" d.choices[0].text)"
+check "finish_reason stop" stop "$(json_get "$WORK/body" d.choices[0].finish_reason)"
+curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' -d '{"model":"stories","prompt":"Once upon a time","max_tokens":40,"stop":["Lily"],"stream":true}' "$BASE/v1/completions" > "$WORK/sse"
+streamed=$(node -e "
+  const lines=require('fs').readFileSync('$WORK/sse','utf8').split('\n').filter(l=>l.startsWith('data: ')&&!l.includes('[DONE]'));
+  process.stdout.write(lines.map(l=>JSON.parse(l.slice(6))).map(c=>c.choices.length?c.choices[0].text:'').join(''));")
+check "streamed text with stop equals the non-streamed cut" "${full%%Lily*}" "$streamed"
+
+# Greedy through the server equals `tessera generate` on the same prompt.
+"$TESSERA" generate --placement reference --model "$STORIES" --prompt "Once upon a time" --max-tokens 40 --json > "$WORK/gen.json" 2> /dev/null
+check "greedy completion equals tessera generate" "$(json_get "$WORK/gen.json" d.completion_text)" "$full"
+printf '%s\n' '{"messages":[{"role":"user","content":"Hello"}],"add_generation_prompt":true}' |
+  "$TESSERA" render-chat --model "$TINY" > "$WORK/rendered.json"
+# (node builds the body: a shell variable would lose the template's trailing newline)
+tokenize_body=$(node -e "const d=JSON.parse(require('fs').readFileSync('$WORK/rendered.json','utf8'));
+  console.log(JSON.stringify({model:'tiny',prompt:d.rendered,add_special_tokens:false}))")
+post /tokenize "$tokenize_body" "${AUTH[@]}" > /dev/null
+chat_ids=$(json_get "$WORK/body" 'd.tokens.join(",")')
+"$TESSERA" generate --placement reference --model "$TINY" --prompt-ids "$chat_ids" --max-tokens 8 --json > "$WORK/gen_chat.json" 2> /dev/null
+post /v1/chat/completions "$CHAT" "${AUTH[@]}" > /dev/null
+check "greedy chat equals tessera generate on the rendered prompt" \
+  "$(json_get "$WORK/gen_chat.json" d.completion_text)" "$(json_get "$WORK/body" d.choices[0].message.content)"
+check "chat prompt tokens equal the rendered prompt's" "$(json_get "$WORK/gen_chat.json" d.prompt_ids.length)" \
+  "$(json_get "$WORK/body" d.usage.prompt_tokens)"
+
+# ------------------------------------------- malformed, truncated and slow clients
+# A healthy streamed request runs while the bad clients misbehave.
+curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' \
+  -d '{"model":"slow","messages":[{"role":"user","content":"Hi"}],"max_tokens":60,"stream":true}' \
+  "$BASE/v1/chat/completions" > "$WORK/healthy.sse" &
+healthy=$!
+exec 5<> "/dev/tcp/127.0.0.1/$PORT"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"prom' >&5
+exec 5>&-   # truncated: the client hangs up mid-body
+exec 6<> "/dev/tcp/127.0.0.1/$PORT"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 50\r\n\r\n{"pro' "$TESSERA_API_KEY" >&6
+check "malformed JSON beside a healthy stream -> 400" 400 "$(post /v1/completions '{"prompt": "a",,}' "${AUTH[@]}")"
+wait "$healthy"
+check "healthy stream finished with [DONE]" 1 "$(grep -c '^data: \[DONE\]' "$WORK/healthy.sse")"
+exec 6>&-
+
+# ------------------------------------------------------------- queue full -> 429
+long_req='{"model":"slow","messages":[{"role":"user","content":"Hi"}],"max_tokens":3000,"stream":true}'
+pids=()
+for i in 1 2 3; do
+  curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_req" "$BASE/v1/chat/completions" > "$WORK/long$i" &
+  pids+=($!)
+done
+deadline=$((SECONDS + 30))
+while [ $SECONDS -lt $deadline ]; do
+  curl -s "$BASE/ready" > "$WORK/ready"
+  [ "$(json_get "$WORK/ready" 'd.active+","+d.queued')" = "1,2" ] && break
+  sleep 0.05
+done
+check "1 active + 2 queued" "1,2" "$(json_get "$WORK/ready" 'd.active+","+d.queued')"
+code=$(curl -s -D "$WORK/headers" -o "$WORK/body" -w '%{http_code}' "${AUTH[@]}" -H 'Content-Type: application/json' -d "$CHAT" "$BASE/v1/chat/completions")
+check "4th concurrent request -> 429" 429 "$code"
+check "429 has Retry-After" 1 "$(grep -ci '^retry-after: [0-9]' "$WORK/headers")"
+kill "${pids[@]}" 2> /dev/null; wait "${pids[@]}" 2> /dev/null
+# Client disconnects cancel generation: the queue drains well before 3000 tokens each.
+deadline=$((SECONDS + 30))
+while [ $SECONDS -lt $deadline ]; do
+  curl -s "$BASE/ready" > "$WORK/ready"
+  [ "$(json_get "$WORK/ready" 'd.active+","+d.queued')" = "0,0" ] && break
+  sleep 0.05
+done
+check "disconnected clients are cancelled and the queue drains" "0,0" "$(json_get "$WORK/ready" 'd.active+","+d.queued')"
+
+# ------------------------------------- kill -9 of the worker mid-stream, then recovery
+post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}" > /dev/null
+fresh=$(json_get "$WORK/body" d.choices[0].text)
+curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_req" "$BASE/v1/chat/completions" > "$WORK/killed.sse" &
+stream=$!
+deadline=$((SECONDS + 30))
+while [ $SECONDS -lt $deadline ] && [ "$(grep -c '"content"' "$WORK/killed.sse")" -lt 3 ]; do sleep 0.05; done
+wpid=$(worker_pid)
+kill -9 "$wpid"
+wait_status "$BASE/ready" 503 10 && pass "/ready is 503 while the worker restarts" || fail "/ready never went 503"
+wait "$stream"
+check "the stream ends with an error event" worker_crashed \
+  "$(grep '^data: {"error"' "$WORK/killed.sse" | head -n 1 | sed 's/^data: //' > "$WORK/err.json"; json_get "$WORK/err.json" d.error.code)"
+check "no [DONE] after the error" 0 "$(grep -c '\[DONE\]' "$WORK/killed.sse")"
+wait_status "$BASE/ready" 200 60 && pass "/ready back to 200" || fail "/ready did not recover"
+[ "$(worker_pid)" != "$wpid" ] && pass "a new worker process" || fail "worker pid unchanged"
+check "next request succeeds" 200 "$(post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}")"
+check "and equals a fresh run" "$fresh" "$(json_get "$WORK/body" d.choices[0].text)"
+grep -q '^access {' "$LOG_ERR" && pass "access log lines" || fail "no access log"
+stop_server
+check "SIGTERM exits 0" 0 "$?"
+
+# ------------------------------------------------- deadline, CORS, rate limit, no-auth
+start_server deadline --model "slow=$SLOW" --request-timeout 2 --no-auth --allow-origin http://good.example --rate-limit 1000
+wait_ready 60
+code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4000}')
+check "request past its deadline -> 504" 504 "$code"
+check "504 code" timeout "$(json_get "$WORK/body" d.error.code)"
+wait_ready 60 && pass "worker restarted after the deadline"
+check "after the deadline kill a request succeeds" 200 "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3}')"
+code=$(curl -s -D "$WORK/h" -o /dev/null -w '%{http_code}' -X OPTIONS -H 'Origin: http://good.example' \
+  -H 'Access-Control-Request-Method: POST' "$BASE/v1/chat/completions")
+check "CORS preflight from an allowed origin" 204 "$code"
+check "CORS allow-origin header" 1 "$(grep -ci '^access-control-allow-origin: http://good.example' "$WORK/h")"
+code=$(curl -s -D "$WORK/h" -o /dev/null -w '%{http_code}' -X OPTIONS -H 'Origin: http://evil.example' \
+  -H 'Access-Control-Request-Method: POST' "$BASE/v1/chat/completions")
+check "CORS preflight from another origin is denied" 403 "$code"
+check "no allow-origin header for it" 0 "$(grep -ci '^access-control-allow-origin' "$WORK/h")"
+stop_server
+
+start_server ratelimit --model "tiny=$TINY" --no-auth --rate-limit 5
+wait_ready 60
+for i in 1 2 3 4 5; do status_of "$BASE/v1/models" > /dev/null; done
+code=$(curl -s -D "$WORK/h" -o "$WORK/body" -w '%{http_code}' "$BASE/v1/models")
+check "6th request in a minute -> 429" 429 "$code"
+check "rate limit Retry-After" 1 "$(grep -ci '^retry-after: [0-9]' "$WORK/h")"
+check "rate limit code" rate_limit_exceeded "$(json_get "$WORK/body" d.error.code)"
+stop_server
+
+if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
+  fail "--no-auth on a non-loopback bind was accepted"
+else
+  pass "--no-auth refused on 0.0.0.0"
+fi
+
+echo "failures: $FAILURES"
+[ "$FAILURES" -eq 0 ]

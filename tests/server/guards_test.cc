@@ -1,0 +1,83 @@
+#include "server/guards.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace tessera::server {
+namespace {
+
+TEST(AdmissionQueue, OneActiveTwoQueuedThenFull) {
+  AdmissionQueue q(1, 2);
+  auto deadline = AdmissionQueue::Clock::now() + std::chrono::seconds(5);
+  auto a = q.Enter();
+  ASSERT_TRUE(a.admitted);
+  ASSERT_TRUE(q.WaitTurn(a.ticket, deadline));
+  auto b = q.Enter();
+  auto c = q.Enter();
+  EXPECT_TRUE(b.admitted);
+  EXPECT_TRUE(c.admitted);
+  auto d = q.Enter();
+  EXPECT_FALSE(d.admitted);
+  EXPECT_GE(d.retry_after_s, 1);
+  // b cannot run while a holds the slot.
+  EXPECT_FALSE(q.WaitTurn(b.ticket, AdmissionQueue::Clock::now() + std::chrono::milliseconds(20)));
+  EXPECT_EQ(q.waiting(), 1);  // b left the queue on its deadline; c is still waiting
+  q.Leave(a.ticket, 0.1);
+  EXPECT_TRUE(q.WaitTurn(c.ticket, deadline));
+  q.Leave(c.ticket, 0.1);
+  EXPECT_TRUE(q.WaitIdle(deadline));
+}
+
+TEST(AdmissionQueue, WaitersRunInArrivalOrder) {
+  AdmissionQueue q(1, 8);
+  auto deadline = AdmissionQueue::Clock::now() + std::chrono::seconds(10);
+  auto first = q.Enter();
+  ASSERT_TRUE(q.WaitTurn(first.ticket, deadline));
+  std::vector<int> order;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  std::vector<AdmissionQueue::Entry> entries;
+  for (int i = 0; i < 3; ++i) entries.push_back(q.Enter());
+  for (int i = 2; i >= 0; --i) {
+    threads.emplace_back([&, i] {
+      if (q.WaitTurn(entries[i].ticket, deadline)) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          order.push_back(i);
+        }
+        q.Leave(entries[i].ticket, 0);
+      }
+    });
+  }
+  q.Leave(first.ticket, 0);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(RateLimiter, CountsPerClient) {
+  RateLimiter r(3);
+  int retry = 0;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(r.Allow("a", &retry));
+  EXPECT_FALSE(r.Allow("a", &retry));
+  EXPECT_GE(retry, 1);
+  EXPECT_LE(retry, 60);
+  EXPECT_TRUE(r.Allow("b", &retry));
+}
+
+TEST(ConstantTimeEquals, ComparesContentAndLength) {
+  EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
+  EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));
+  EXPECT_FALSE(ConstantTimeEquals("secret", "secret2"));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+}
+
+TEST(JsonNestingDepth, CountsOutsideStrings) {
+  EXPECT_EQ(JsonNestingDepth(R"({"a":[1,{"b":2}]})", 10), 3);
+  EXPECT_EQ(JsonNestingDepth(R"({"a":"[[[[\"{{{"})", 10), 1);
+  EXPECT_EQ(JsonNestingDepth(std::string(1000, '['), 32), 33);
+}
+
+}  // namespace
+}  // namespace tessera::server

@@ -1,0 +1,111 @@
+#include "server/worker_protocol.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace tessera::server {
+namespace {
+
+TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
+  JobRequest job;
+  job.job_id = 0x0102030405060708ull;
+  job.kind = JobKind::kChat;
+  job.model = "tiny";
+  job.prompt = "p";
+  job.messages = {{"system", "be brief"}, {"user", "hi \xe2\x82\xac"}};
+  job.ids = {1, -2, 300000};
+  job.add_special_tokens = false;
+  job.max_tokens = 17;
+  job.stop = {"\n\n", "END"};
+  job.sampling.temperature = 0.7;
+  job.sampling.top_k = 40;
+  job.sampling.seed = 1234;
+  job.logprobs = true;
+  job.top_logprobs = 5;
+  auto got = DecodeJobRequest(EncodeJobRequest(job));
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(got->job_id, job.job_id);
+  EXPECT_EQ(got->kind, JobKind::kChat);
+  EXPECT_EQ(got->model, "tiny");
+  ASSERT_EQ(got->messages.size(), 2u);
+  EXPECT_EQ(got->messages[1].content, "hi \xe2\x82\xac");
+  EXPECT_EQ(got->ids, job.ids);
+  EXPECT_FALSE(got->add_special_tokens);
+  EXPECT_EQ(got->max_tokens, 17);
+  EXPECT_EQ(got->stop, job.stop);
+  EXPECT_EQ(got->sampling.temperature, 0.7);
+  EXPECT_EQ(got->sampling.top_k, 40);
+  EXPECT_FALSE(got->sampling.top_p.has_value());
+  EXPECT_EQ(got->sampling.seed, 1234);
+  EXPECT_TRUE(got->logprobs);
+  EXPECT_EQ(got->top_logprobs, 5);
+}
+
+TEST(WorkerProtocol, EventsRoundTrip) {
+  DeltaMessage d{9, "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}}};
+  auto delta = DecodeDelta(EncodeDelta(d));
+  ASSERT_TRUE(delta);
+  EXPECT_EQ(delta->text, "text");
+  ASSERT_EQ(delta->logprobs.size(), 1u);
+  EXPECT_EQ(delta->logprobs[0].top[1].token, "b");
+  EXPECT_FLOAT_EQ(delta->logprobs[0].top[1].logprob, -1.5f);
+
+  StartedMessage s;
+  s.job_id = 3;
+  s.prompt_tokens = 12;
+  s.sampling.mode = SamplingMode::kSample;
+  s.sampling.temperature = 0.9;
+  s.sampling.seed = 77;
+  s.sampling.seed_was_generated = true;
+  auto started = DecodeStarted(EncodeStarted(s));
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->sampling.mode, SamplingMode::kSample);
+  EXPECT_EQ(started->sampling.seed, 77u);
+  EXPECT_TRUE(started->sampling.seed_was_generated);
+
+  DoneMessage done;
+  done.job_id = 3;
+  done.finish_reason = "stop";
+  done.completion_tokens = 4;
+  done.ttft_ms = 1.5;
+  auto got_done = DecodeDone(EncodeDone(done));
+  ASSERT_TRUE(got_done);
+  EXPECT_EQ(got_done->finish_reason, "stop");
+  EXPECT_EQ(got_done->ttft_ms, 1.5);
+
+  auto err = DecodeJobError(EncodeJobError({5, JobErrorKind::kContextLength, "too long"}));
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->kind, JobErrorKind::kContextLength);
+  EXPECT_EQ(DecodeTokens(EncodeTokens({1, {4, 5}}))->ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(DecodeText(EncodeText({1, "x"}))->text, "x");
+  EXPECT_EQ(DecodeReady(EncodeReady({"m"}))->model, "m");
+  EXPECT_EQ(DecodeCancel(EncodeCancel({8}))->job_id, 8u);
+}
+
+TEST(WorkerProtocol, WrongTypeIsRefused) {
+  EXPECT_FALSE(DecodeDone(EncodeDelta({1, "x", {}})));
+  EXPECT_FALSE(PeekMessageType(""));
+  EXPECT_FALSE(PeekMessageType(std::string(1, '\x63')));
+}
+
+TEST(WorkerProtocol, FramesCrossASocket) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  ASSERT_TRUE(WriteFrame(sv[0], EncodeText({2, std::string(100000, 'z')})).ok());
+  ASSERT_TRUE(WriteFrame(sv[0], EncodeCancel({3})).ok());
+  auto a = ReadFrame(sv[1]);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(DecodeText(*a)->text.size(), 100000u);
+  auto b = ReadFrame(sv[1]);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(DecodeCancel(*b)->job_id, 3u);
+  close(sv[0]);
+  auto eof = ReadFrame(sv[1]);
+  ASSERT_FALSE(eof);
+  EXPECT_EQ(eof.status().code(), ErrorCode::kNotFound);
+  close(sv[1]);
+}
+
+}  // namespace
+}  // namespace tessera::server
