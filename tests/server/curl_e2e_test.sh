@@ -139,7 +139,8 @@ check "disconnected clients are cancelled and the queue drains" "0,0" "$(json_ge
 # ------------------------------------- kill -9 of the worker mid-stream, then recovery
 post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}" > /dev/null
 fresh=$(json_get "$WORK/body" d.choices[0].text)
-curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_req" "$BASE/v1/chat/completions" > "$WORK/killed.sse" &
+: > "$WORK/killed.sse"  # emptied here: the background job's own redirection may come later
+curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_req" "$BASE/v1/chat/completions" >> "$WORK/killed.sse" &
 stream=$!
 deadline=$((SECONDS + 30))
 while [ $SECONDS -lt $deadline ] && [ "$(grep -c '"content"' "$WORK/killed.sse")" -lt 3 ]; do sleep 0.05; done
