@@ -255,11 +255,14 @@ class Worker {
     Send(EncodeText({job.job_id, std::move(*text)}));
   }
 
-  std::string TokenText(const ResidentModel& m, int32_t id) {
+  // The text `id` would add after what `detok` has seen (empty for a special token or an
+  // incomplete UTF-8 sequence).
+  static std::string TokenTextAfter(const ResidentModel& m, const StreamingDetokenizer& detok,
+                                    int32_t id) {
     if (id < 0 || id >= m.tokenizer->vocab_size()) return "";
-    auto text = m.tokenizer->Decode(std::span<const int32_t>(&id, 1), false);
-    if (text) return *text;
-    return m.tokenizer->IdToToken(id).value_or("");
+    StreamingDetokenizer probe = detok;
+    auto text = probe.Push(id);
+    return text ? *text : std::string();
   }
 
   std::optional<JobFailure> Generate(ResidentModel& m, const JobRequest& job, double load_ms) {
@@ -303,6 +306,9 @@ class Worker {
     }
     auto sampling = ResolveSamplingParams(job.sampling, m.defaults);
     if (!sampling) return JobFailure{JobErrorKind::kInvalidRequest, sampling.status().message()};
+    // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
+    // JSON client (JavaScript numbers are doubles) can send it back exactly.
+    if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
     Send(EncodeStarted({job.job_id, prompt_len, *sampling}));
 
     GenerateRequest req;
@@ -317,6 +323,10 @@ class Worker {
     for (int32_t id : prompt_ids) {
       if (id < m.tokenizer->vocab_size()) (void)detok.Push(id);
     }
+    // Logprob token texts are decoded in context by a second detokenizer (a token's text can
+    // depend on its neighbours, e.g. a SentencePiece leading space); alternatives are decoded
+    // on a copy of it, so the chosen token and its top_logprobs entry read the same.
+    StreamingDetokenizer logprob_detok = detok;
     StopStringFilter filter(job.stop);
     std::vector<float> step_logits;
     bool stopped_by_string = false;
@@ -341,13 +351,15 @@ class Worker {
       }
       if (job.logprobs && !step_logits.empty()) {
         TokenLogprobEntry entry;
-        entry.token = TokenText(m, id);
         if (auto lp = ComputeTokenLogprob(step_logits, id)) entry.logprob = *lp;
         if (job.top_logprobs > 0) {
           if (auto top = ComputeTopLogprobs(step_logits, job.top_logprobs)) {
-            for (const TokenLogprob& t : *top) entry.top.push_back({TokenText(m, t.id), t.logprob});
+            for (const TokenLogprob& t : *top)
+              entry.top.push_back({TokenTextAfter(m, logprob_detok, t.id), t.logprob});
           }
         }
+        entry.token = TokenTextAfter(m, logprob_detok, id);
+        if (id < m.tokenizer->vocab_size()) (void)logprob_detok.Push(id);
         delta.logprobs.push_back(std::move(entry));
       }
       if (!delta.text.empty() || !delta.logprobs.empty()) Send(EncodeDelta(delta));
