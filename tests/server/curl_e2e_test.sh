@@ -160,8 +160,22 @@ stop_server
 check "SIGTERM exits 0" 0 "$?"
 
 # ------------------------------------------------- deadline, CORS, rate limit, no-auth
-start_server deadline --model "slow=$SLOW" --request-timeout 2 --no-auth --allow-origin http://good.example --rate-limit 1000
+start_server deadline --model "slow=$SLOW" --request-timeout 2 --socket-timeout 2 --no-auth \
+  --allow-origin http://good.example --rate-limit 1000
+# The slow model takes a while to load and warm, so the first look usually finds it starting.
+first_ready=$(status_of "$BASE/ready")
+if [ "$first_ready" = 503 ]; then pass "/ready is 503 while the first worker warms up"; else
+  echo "note: the worker was ready before the first /ready ($first_ready)"; fi
+check "/health is 200 meanwhile" 200 "$(status_of "$BASE/health")"
 wait_ready 60
+# A client that stops mid-headers is disconnected after the socket timeout.
+exec 7<> "/dev/tcp/127.0.0.1/$PORT"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Len' >&7
+t0=$SECONDS
+timeout 20 cat <&7 > /dev/null
+exec 7<&-
+elapsed=$((SECONDS - t0))
+[ $elapsed -le 10 ] && pass "silent client dropped after the socket timeout (${elapsed} s)" || fail "silent client kept ${elapsed} s"
 code=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4000}')
 check "request past its deadline -> 504" 504 "$code"
 check "504 code" timeout "$(json_get "$WORK/body" d.error.code)"
@@ -185,6 +199,35 @@ check "6th request in a minute -> 429" 429 "$code"
 check "rate limit Retry-After" 1 "$(grep -ci '^retry-after: [0-9]' "$WORK/h")"
 check "rate limit code" rate_limit_exceeded "$(json_get "$WORK/body" d.error.code)"
 stop_server
+
+# ------------------------------------------------- graceful SIGTERM with a request in flight
+start_server graceful --model "slow=$SLOW" --no-auth --rate-limit 1000
+wait_ready 60
+: > "$WORK/graceful.sse"
+curl -sN -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":150,"stream":true}' \
+  "$BASE/v1/chat/completions" >> "$WORK/graceful.sse" &
+inflight=$!
+deadline=$((SECONDS + 30))
+while [ $SECONDS -lt $deadline ] && [ "$(grep -c '"content"' "$WORK/graceful.sse")" -lt 2 ]; do sleep 0.05; done
+kill -TERM "$SERVER_PID"
+wait_status "$BASE/ready" 503 5 && pass "/ready is 503 while draining" || echo "note: drained before /ready was asked"
+wait "$inflight"
+check "the in-flight stream completes after SIGTERM" 1 "$(grep -c '^data: \[DONE\]' "$WORK/graceful.sse")"
+check "with its full length" '"length"' "$(grep -o '"finish_reason":"length"' "$WORK/graceful.sse" | head -n 1 | sed 's/.*://')"
+wait "$SERVER_PID"
+check "server exits 0 after draining" 0 "$?"
+
+# ------------------------------------------------------------------------------- TLS
+if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 1 \
+     -subj /CN=127.0.0.1 > /dev/null 2>&1; then
+  start_server tls --model "tiny=$TINY" --tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem" --no-auth
+  BASE=https://127.0.0.1:$PORT
+  deadline=$((SECONDS + 60))
+  while [ $SECONDS -lt $deadline ] && [ "$(status_of "$BASE/ready" -k)" != 200 ]; do sleep 0.05; done
+  check "HTTPS chat" 200 "$(post /v1/chat/completions "$CHAT" -k)"
+  check "plain HTTP to the TLS port fails" 000 "$(status_of "http://127.0.0.1:$PORT/health" --max-time 5)"
+  stop_server
+fi
 
 if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
   fail "--no-auth on a non-loopback bind was accepted"
