@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "cli_args.h"
@@ -41,6 +43,22 @@ Expected<ModelEntry> ParseModelSpec(const std::string& spec) {
   return m;
 }
 
+// Every subfolder of `dir` holding a checkpoint (config.json), named by the folder, sorted.
+Expected<std::vector<ModelEntry>> ScanModelsDir(const std::string& dir) {
+  std::error_code ec;
+  std::vector<ModelEntry> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code file_ec;
+    if (std::filesystem::is_regular_file(entry.path() / "config.json", file_ec)) {
+      found.push_back({entry.path().filename().string(), entry.path().string()});
+    }
+  }
+  if (ec) return InvalidArgument("--models-dir " + dir + ": " + ec.message());
+  std::sort(found.begin(), found.end(),
+            [](const ModelEntry& a, const ModelEntry& b) { return a.name < b.name; });
+  return found;
+}
+
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -65,7 +83,9 @@ std::string SelfExecutable() {
 int RunServeCommand(int argc, char** argv) {
   CliArgs args("serve");
   args.AddList("model",
-               "DIR or NAME=DIR of a checkpoint to serve (repeatable; the first is the default)");
+               "DIR, NAME=DIR, or the NAME of a folder in --models-dir (repeatable; "
+               "the first is the default)");
+  args.AddString("models-dir", "a folder of checkpoint folders, each served under its name");
   args.AddString("host", "address to bind", false, "127.0.0.1");
   args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
   args.AddString("placement", "layers per backend for every model", false, "cpu");
@@ -90,17 +110,35 @@ int RunServeCommand(int argc, char** argv) {
     return 0;
   }
   server::ServeOptions options;
-  for (const std::string& spec : args.GetList("model")) {
-    auto m = ParseModelSpec(spec);
-    if (!m) return ReportError("serve", m.status());
-    for (const ModelEntry& other : options.models) {
-      if (other.name == m->name)
-        return ReportError("serve", InvalidArgument("two models are named '" + m->name + "'"));
-    }
-    options.models.push_back(*m);
+  std::vector<ModelEntry> installed;
+  if (args.Has("models-dir")) {
+    auto scanned = ScanModelsDir(args.GetString("models-dir"));
+    if (!scanned) return ReportError("serve", scanned.status());
+    installed = std::move(*scanned);
   }
-  if (options.models.empty())
-    return ReportError("serve", InvalidArgument("give at least one --model DIR"));
+  auto add_model = [&](const ModelEntry& m) -> Status {
+    for (const ModelEntry& other : options.models) {
+      if (other.name != m.name) continue;
+      if (other.dir == m.dir) return Status::Ok();
+      return InvalidArgument("two models are named '" + m.name + "'");
+    }
+    options.models.push_back(m);
+    return Status::Ok();
+  };
+  for (const std::string& spec : args.GetList("model")) {
+    auto named = std::find_if(installed.begin(), installed.end(),
+                              [&](const ModelEntry& m) { return m.name == spec; });
+    auto m = named != installed.end() ? Expected<ModelEntry>(*named) : ParseModelSpec(spec);
+    if (!m) return ReportError("serve", m.status());
+    if (Status st = add_model(*m); !st.ok()) return ReportError("serve", st);
+  }
+  for (const ModelEntry& m : installed) {
+    if (Status st = add_model(m); !st.ok()) return ReportError("serve", st);
+  }
+  if (options.models.empty()) {
+    return ReportError("serve", InvalidArgument("no models: give --model DIR, or --models-dir "
+                                                "holding checkpoint folders"));
+  }
   options.host = args.GetString("host");
   const int64_t port = args.GetInt("port");
   if (port < 0 || port > 65535)

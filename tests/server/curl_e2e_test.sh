@@ -229,6 +229,20 @@ if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/key.pem" -out "$WORK
   stop_server
 fi
 
+# ------------------------------------------------- --models-dir: every installed model
+mkdir -p "$WORK/installed"
+ln -sfn "$TINY" "$WORK/installed/tiny"
+ln -sfn "$STORIES" "$WORK/installed/stories"
+mkdir -p "$WORK/installed/not-a-model"
+start_server modelsdir --models-dir "$WORK/installed" --model stories --no-auth
+wait_ready 60
+curl -s "$BASE/v1/models" > "$WORK/models.json"
+check "--models-dir lists the installed models, the named default first" '["stories","tiny"]' \
+  "$(json_get "$WORK/models.json" 'd.data.map(m=>m.id)')"
+check "a request without a model goes to the default" 200 "$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":40}')"
+check "the default is the named one" "$full" "$(json_get "$WORK/body" d.choices[0].text)"
+stop_server
+
 if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
   fail "--no-auth on a non-loopback bind was accepted"
 else
