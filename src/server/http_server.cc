@@ -554,6 +554,11 @@ class Service {
     if (it != log_.end()) FillRecord(it->second, outcome, meta.queue_ms);
   }
 
+  // Tokenizer endpoints report the ids they took or produced as prompt tokens.
+  static json TokenUsage(size_t n) {
+    return {{"prompt_tokens", n}, {"completion_tokens", 0}, {"total_tokens", n}};
+  }
+
   void TokenJob(const httplib::Request& req, httplib::Response& res, bool tokenize) {
     const auto deadline = Clock::now() + std::chrono::seconds(options_.request_timeout_s);
     auto body = ParseJsonBody(req.body);
@@ -594,16 +599,24 @@ class Service {
         if (!m) return SendError(res, ServerError(500, "internal_error", "internal error"));
         UpdateLog(res,
                   [&](LogRecord& r) { r.prompt_tokens = static_cast<int64_t>(m->ids.size()); });
-        res.set_content(
-            Dump({{"model", request.model}, {"tokens", m->ids}, {"count", m->ids.size()}}),
-            "application/json");
+        const size_t n = m->ids.size();
+        res.set_content(Dump({{"model", request.model},
+                              {"tokens", m->ids},
+                              {"count", n},
+                              {"usage", TokenUsage(n)},
+                              {"x_tessera_stats", {{"queue_wait_ms", queue_ms}}}}),
+                        "application/json");
         return;
       }
       if (*type == MessageType::kText) {
         job->finished = true;
         auto m = DecodeText(ev->frame);
         if (!m) return SendError(res, ServerError(500, "internal_error", "internal error"));
-        res.set_content(Dump({{"model", request.model}, {"prompt", m->text}}), "application/json");
+        res.set_content(Dump({{"model", request.model},
+                              {"prompt", m->text},
+                              {"usage", TokenUsage(request.ids.size())},
+                              {"x_tessera_stats", {{"queue_wait_ms", queue_ms}}}}),
+                        "application/json");
         return;
       }
     }

@@ -60,6 +60,8 @@ check "malformed JSON -> 400" 400 "$(post /v1/chat/completions '{"messages": [' 
 
 check "tokenize" 200 "$(post /tokenize '{"model":"stories","prompt":"Once upon a time"}' "${AUTH[@]}")"
 ids=$(json_get "$WORK/body" d.tokens)
+check "tokenize usage counts the ids" "$(json_get "$WORK/body" d.tokens.length)" "$(json_get "$WORK/body" d.usage.prompt_tokens)"
+check "tokenize carries x_tessera_stats" number "$(json_get "$WORK/body" 'typeof d.x_tessera_stats.queue_wait_ms')"
 check "detokenize" 200 "$(post /detokenize "{\"model\":\"stories\",\"tokens\":$ids}" "${AUTH[@]}")"
 check "detokenize round trip" true "$(json_get "$WORK/body" 'd.prompt.includes("Once upon a time")')"
 
