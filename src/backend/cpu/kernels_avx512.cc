@@ -80,7 +80,9 @@ struct F32Kernel {
 
 // BF16 weights widened to fp32: each 32-bit lane holds (w[k], w[k+1]) of one row.
 struct Bf16WidenedKernel {
-  static constexpr int kMR = 4;
+  // One accumulator per (panel, row) takes both halves of each bf16 pair, which frees
+  // registers for 8 rows per tile: each widened weight vector then feeds 8 FMAs.
+  static constexpr int kMR = 8;
   template <int NP, int MR>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
@@ -90,9 +92,12 @@ struct Bf16WidenedKernel {
     const float* x[MR];
     for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
     const __m512i high_mask = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
-    __m512 acc_even[NP][MR], acc_odd[NP][MR];
-    for (int i = 0; i < NP; ++i)
-      for (int j = 0; j < MR; ++j) acc_even[i][j] = acc_odd[i][j] = _mm512_setzero_ps();
+    // Few rows (decode): separate even/odd accumulators keep enough independent FMA chains.
+    constexpr int kSets = MR <= 2 ? 2 : 1;
+    __m512 acc[kSets][NP][MR];
+    for (int s = 0; s < kSets; ++s)
+      for (int i = 0; i < NP; ++i)
+        for (int j = 0; j < MR; ++j) acc[s][i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kp; k += 2) {
       __m512 even[NP], odd[NP];
       for (int i = 0; i < NP; ++i) {
@@ -103,14 +108,18 @@ struct Bf16WidenedKernel {
       for (int j = 0; j < MR; ++j) {
         __m512 x0 = _mm512_set1_ps(x[j][k]), x1 = _mm512_set1_ps(x[j][k + 1]);
         for (int i = 0; i < NP; ++i) {
-          acc_even[i][j] = _mm512_fmadd_ps(even[i], x0, acc_even[i][j]);
-          acc_odd[i][j] = _mm512_fmadd_ps(odd[i], x1, acc_odd[i][j]);
+          acc[0][i][j] = _mm512_fmadd_ps(even[i], x0, acc[0][i][j]);
+          acc[kSets - 1][i][j] = _mm512_fmadd_ps(odd[i], x1, acc[kSets - 1][i][j]);
         }
       }
     }
-    for (int i = 0; i < NP; ++i)
-      for (int j = 0; j < MR; ++j)
-        StorePanel(a, m0 + j, p0 + i, _mm512_add_ps(acc_even[i][j], acc_odd[i][j]));
+    for (int i = 0; i < NP; ++i) {
+      for (int j = 0; j < MR; ++j) {
+        __m512 sum = acc[0][i][j];
+        if constexpr (kSets == 2) sum = _mm512_add_ps(sum, acc[1][i][j]);
+        StorePanel(a, m0 + j, p0 + i, sum);
+      }
+    }
   }
 };
 
