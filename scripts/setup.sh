@@ -26,6 +26,7 @@ PACKAGES=(
   "libssl-dev=3.0.*"
   "libcurl4-openssl-dev=7.88.1*"
   "curl=7.88.1*"
+  "openssl=3.0.*"
 )
 
 missing=()
@@ -38,6 +39,13 @@ for spec in "${PACKAGES[@]}"; do
     missing+=("$spec")
   fi
 done
+
+# Node.js + npm run the end-to-end tests with the official openai client. Any Node >= 18 is
+# fine (a newer one installed by other means is kept); otherwise Debian's 18.x is installed.
+node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || true)
+if [[ -z "$node_major" || "$node_major" -lt 18 ]] || ! command -v npm >/dev/null 2>&1; then
+  missing+=("nodejs=18.*" "npm=9.*")
+fi
 
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
