@@ -1,0 +1,353 @@
+#include "catalog/model_store.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/sha256.h"
+#include "format/json_util.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+namespace {
+
+// Lock files and configs are small; anything bigger is not what we wrote.
+constexpr uintmax_t kMaxSmallFileBytes = 16u << 20;
+
+std::string EnvOrEmpty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+Expected<std::string> HomeDir() {
+  std::string home = EnvOrEmpty("HOME");
+  if (home.empty()) return NotFound("HOME is not set; set TESSERA_MODELS to a directory");
+  return home;
+}
+
+Expected<std::string> ReadSmallFile(const std::string& path) {
+  std::error_code ec;
+  uintmax_t size = fs::file_size(path, ec);
+  if (ec) return NotFound("cannot read " + path + ": " + ec.message());
+  if (size > kMaxSmallFileBytes) return Corrupt(path + " is too large to be what it claims");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError("cannot open " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The config.json torch_dtype (or "dtype") of a checkpoint directory, "-" when unknown.
+std::string CheckpointDtype(const std::string& dir) {
+  auto text = ReadSmallFile(dir + "/config.json");
+  if (!text) return "-";
+  auto doc = ParseJsonDocument(*text, "config.json", 64, DuplicateKeys::kKeepLast);
+  if (!doc || !doc->is_object()) return "-";
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    auto it = doc->find(key);
+    if (it != doc->end() && it->is_string()) return it->get<std::string>();
+  }
+  return "-";
+}
+
+// Bytes of the regular files in `dir` (following symlinks, so hub-cache blobs count).
+uint64_t DirectoryBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::error_code file_ec;
+    if (entry.is_regular_file(file_ec)) {
+      uintmax_t size = fs::file_size(entry.path(), file_ec);
+      if (!file_ec) total += size;
+    }
+  }
+  return total;
+}
+
+std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo) {
+  const CatalogEntry* e = catalog.Find(name);
+  if (e == nullptr && !repo.empty()) e = catalog.FindByRepo(repo);
+  return e == nullptr ? "-" : e->purpose;
+}
+
+bool IsCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir + "/config.json", ec);
+}
+
+}  // namespace
+
+Expected<std::string> ModelsDir() {
+  std::string dir = EnvOrEmpty("TESSERA_MODELS");
+  if (!dir.empty()) return dir;
+  TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
+  return home + "/.local/share/tessera/models";
+}
+
+Expected<std::string> HubCacheDir() {
+  std::string dir = EnvOrEmpty("HF_HUB_CACHE");
+  if (!dir.empty()) return dir;
+  std::string hf_home = EnvOrEmpty("HF_HOME");
+  if (!hf_home.empty()) return hf_home + "/hub";
+  TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
+  return home + "/.cache/huggingface/hub";
+}
+
+Expected<LockFile> ReadLockFile(const std::string& model_dir) {
+  const std::string path = model_dir + "/" + kLockFileName;
+  TS_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
+  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text, path));
+  auto bad = [&](const std::string& why) {
+    return Corrupt(path + ": " + why + "; pull the model again with --force");
+  };
+  if (!doc.is_object()) return bad("not a JSON object");
+  if (doc.value("format", 0) != kLockFormatVersion) return bad("unknown lock format");
+  LockFile lock;
+  for (auto [key, field] : {std::pair{"repo", &lock.repo}, std::pair{"revision", &lock.revision},
+                            std::pair{"commit", &lock.commit}}) {
+    auto it = doc.find(key);
+    if (it == doc.end() || !it->is_string()) return bad(std::string("no \"") + key + "\"");
+    *field = it->get<std::string>();
+  }
+  auto files = doc.find("files");
+  if (files == doc.end() || !files->is_array()) return bad("no \"files\" array");
+  for (const auto& f : *files) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || !f.contains("sha256") || !f["sha256"].is_string()) {
+      return bad("a file entry lacks path, size or sha256");
+    }
+    LockedFile lf{f["path"].get<std::string>(), f["size"].get<uint64_t>(),
+                  f["sha256"].get<std::string>()};
+    // Paths come from a file on disk; keep them to plain names inside the model directory.
+    if (lf.path.empty() || lf.path.find('/') != std::string::npos || lf.path == "." ||
+        lf.path == "..") {
+      return bad("file entry " + QuoteForMessage(lf.path) + " is not a plain file name");
+    }
+    lock.files.push_back(std::move(lf));
+  }
+  return lock;
+}
+
+Status WriteLockFile(const std::string& model_dir, const LockFile& lock) {
+  nlohmann::json doc = {{"format", kLockFormatVersion},
+                        {"repo", lock.repo},
+                        {"revision", lock.revision},
+                        {"commit", lock.commit},
+                        {"files", nlohmann::json::array()}};
+  for (const auto& f : lock.files) {
+    doc["files"].push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  const std::string path = model_dir + "/" + kLockFileName;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << doc.dump(2) << "\n";
+    out.flush();
+    if (!out) return IoError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return IoError("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status CheckAgainstLock(const std::string& model_dir, const LockFile& lock, bool rehash) {
+  for (const auto& f : lock.files) {
+    const std::string path = model_dir + "/" + f.path;
+    std::error_code ec;
+    uintmax_t size = fs::file_size(path, ec);
+    if (ec) return NotFound(f.path + " is missing");
+    if (size != f.size) {
+      return Corrupt(f.path + " is " + std::to_string(size) + " bytes, the lock says " +
+                     std::to_string(f.size));
+    }
+    if (rehash) {
+      TS_ASSIGN_OR_RETURN(std::string digest, Sha256File(path));
+      if (digest != f.sha256) return Corrupt(f.path + " does not match its sha256");
+    }
+  }
+  return Status::Ok();
+}
+
+Expected<std::string> FindHubCacheSnapshot(const std::string& hub_cache, std::string_view repo,
+                                           std::string_view revision) {
+  TS_RETURN_IF_ERROR(ValidateRepoId(repo));
+  TS_RETURN_IF_ERROR(ValidateRevision(revision));
+  size_t slash = repo.find('/');
+  const std::string repo_dir = hub_cache + "/models--" + std::string(repo.substr(0, slash)) + "--" +
+                               std::string(repo.substr(slash + 1));
+  std::string commit(revision);
+  if (!IsCommitId(revision)) {
+    auto ref = ReadSmallFile(repo_dir + "/refs/" + std::string(revision));
+    if (!ref) return NotFound(std::string(repo) + "@" + std::string(revision) + " is not cached");
+    commit = *ref;
+    while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+    if (!IsCommitId(commit)) {
+      return Corrupt(repo_dir + "/refs/" + std::string(revision) + " does not hold a commit id");
+    }
+  }
+  const std::string snapshot = repo_dir + "/snapshots/" + commit;
+  if (!IsCheckpointDir(snapshot)) {
+    return NotFound(std::string(repo) + " snapshot " + commit + " has no config.json");
+  }
+  return snapshot;
+}
+
+const char* ModelLocationName(ModelLocation location) {
+  switch (location) {
+    case ModelLocation::kStore:
+      return "store";
+    case ModelLocation::kHubCache:
+      return "hf-cache";
+    case ModelLocation::kPath:
+      return "path";
+  }
+  return "?";
+}
+
+Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalog& catalog) {
+  if (LooksLikePath(name_or_path)) {
+    std::string path(name_or_path);
+    if (path.starts_with("~/")) {
+      TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
+      path = home + path.substr(1);
+    }
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) return NotFound(path + " is not a directory");
+    return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
+  }
+  TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(name_or_path, catalog));
+  TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
+  const std::string stored = models_dir + "/" + spec.store_name;
+  if (IsCheckpointDir(stored)) {
+    // With an explicit revision, the stored copy counts only if it is that revision.
+    auto lock = ReadLockFile(stored);
+    bool matches = !spec.revision_given ||
+                   (lock && (lock->revision == spec.revision || lock->commit == spec.revision));
+    if (matches) return ResolvedModel{spec.store_name, stored, ModelLocation::kStore};
+  }
+  TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
+  auto snapshot = FindHubCacheSnapshot(hub_cache, spec.repo, spec.revision);
+  if (snapshot) return ResolvedModel{spec.store_name, *snapshot, ModelLocation::kHubCache};
+  if (snapshot.status().code() != ErrorCode::kNotFound) return snapshot.status();
+  return NotFound("model " + QuoteForMessage(name_or_path) + " is not installed (looked in " +
+                  models_dir + " and " + hub_cache + "); run `tessera pull " +
+                  std::string(name_or_path) + "`");
+}
+
+Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog, bool rehash) {
+  std::vector<InstalledModel> models;
+  TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
+  std::error_code ec;
+  std::vector<fs::path> stored;
+  for (const auto& entry : fs::directory_iterator(models_dir, ec)) stored.push_back(entry.path());
+  std::sort(stored.begin(), stored.end());
+  for (const auto& path : stored) {
+    const std::string name = path.filename().string();
+    if (name.starts_with(".") || !IsCheckpointDir(path.string())) continue;  // staging etc.
+    InstalledModel m;
+    m.name = name;
+    m.dir = path.string();
+    m.location = ModelLocation::kStore;
+    m.dtype = CheckpointDtype(m.dir);
+    m.size_bytes = DirectoryBytes(m.dir);
+    std::string repo;
+    auto lock = ReadLockFile(m.dir);
+    if (!lock) {
+      m.verification = "unverified";
+    } else {
+      repo = lock->repo;
+      m.commit = lock->commit;
+      Status st = CheckAgainstLock(m.dir, *lock, rehash);
+      m.verification = st.ok() ? "verified" : "changed: " + st.message();
+    }
+    m.purpose = PurposeOf(catalog, name, repo);
+    models.push_back(std::move(m));
+  }
+  TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
+  std::vector<fs::path> repos;
+  for (const auto& entry : fs::directory_iterator(hub_cache, ec)) repos.push_back(entry.path());
+  std::sort(repos.begin(), repos.end());
+  for (const auto& repo_dir : repos) {
+    std::string dir_name = repo_dir.filename().string();
+    if (!dir_name.starts_with("models--")) continue;
+    std::string rest = dir_name.substr(8);
+    size_t sep = rest.find("--");
+    if (sep == std::string::npos) continue;
+    std::string repo = rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+    if (!ValidateRepoId(repo).ok()) continue;
+    std::vector<fs::path> snapshots;
+    for (const auto& s : fs::directory_iterator(repo_dir / "snapshots", ec)) {
+      snapshots.push_back(s.path());
+    }
+    std::sort(snapshots.begin(), snapshots.end());
+    for (const auto& snapshot : snapshots) {
+      if (!IsCheckpointDir(snapshot.string())) continue;
+      InstalledModel m;
+      const CatalogEntry* e = catalog.FindByRepo(repo);
+      m.name = e != nullptr ? e->id : repo;
+      m.purpose = e != nullptr ? e->purpose : "-";
+      m.dir = snapshot.string();
+      m.location = ModelLocation::kHubCache;
+      m.dtype = CheckpointDtype(m.dir);
+      m.size_bytes = DirectoryBytes(m.dir);
+      m.verification = "unverified";
+      m.commit = snapshot.filename().string();
+      models.push_back(std::move(m));
+    }
+  }
+  return models;
+}
+
+Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& catalog) {
+  TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(name, catalog));
+  if (spec.revision_given) {
+    return InvalidArgument("rm takes a name without @REVISION; a model is stored once");
+  }
+  TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
+  const std::string dir = models_dir + "/" + spec.store_name;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
+    if (FindHubCacheSnapshot(hub_cache, spec.repo, spec.revision)) {
+      return InvalidArgument(std::string(name) + " lives in the Hugging Face cache (" + hub_cache +
+                             "), which tessera does not delete from; use "
+                             "`huggingface-cli delete-cache`");
+    }
+    return NotFound(std::string(name) + " is not in " + models_dir + "; see `tessera list`");
+  }
+  // Rename first so a half-deleted directory is never mistaken for a model.
+  const std::string doomed =
+      models_dir + "/.removing-" + spec.store_name + "-" + std::to_string(getpid());
+  if (std::rename(dir.c_str(), doomed.c_str()) != 0) {
+    return IoError("cannot remove " + dir + ": " + std::strerror(errno));
+  }
+  fs::remove_all(doomed, ec);
+  if (ec) return IoError("removed " + dir + " from the store but not from disk: " + ec.message());
+  return dir;
+}
+
+Status SwapDirectoryIntoPlace(const std::string& staging, const std::string& dest) {
+  std::error_code ec;
+  if (!fs::exists(dest, ec)) {
+    if (std::rename(staging.c_str(), dest.c_str()) != 0) {
+      return IoError("cannot move " + staging + " to " + dest + ": " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+  if (renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dest.c_str(), RENAME_EXCHANGE) != 0) {
+    return IoError("cannot swap " + staging + " into " + dest + ": " + std::strerror(errno));
+  }
+  // `staging` now holds the previous copy.
+  fs::remove_all(staging, ec);
+  return Status::Ok();
+}
+
+}  // namespace tessera

@@ -1,0 +1,59 @@
+// `tessera pull`: downloads a model from the Hugging Face hub (or any server laid out like it)
+// into tessera's store, verified, resumable and never half-installed.
+//
+//   PullOptions options = PullOptionsFromEnvironment();   // HF_ENDPOINT, HF_TOKEN
+//   TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec("qwen3-0.6b", *catalog));
+//   TS_ASSIGN_OR_RETURN(PullResult r, PullModel(spec, models_dir, options));
+//
+// Protocol (what a test server must serve):
+//   GET  {endpoint}/api/models/{repo}/revision/{rev}?blobs=true
+//        -> {"sha": COMMIT, "siblings": [{"rfilename", "size", "blobId", "lfs": {"sha256",
+//           "size"}}]}  (the hub's files-metadata form of the model-info call)
+//   GET  {endpoint}/{repo}/resolve/{COMMIT}/{file}   with "Range: bytes=N-" to resume
+// Every LFS file must match its sha256; other files their size and Git blob id when given.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "catalog/model_names.h"
+
+namespace tessera {
+
+struct PullOptions {
+  std::string endpoint = "https://huggingface.co";
+  std::string token;               // sent as "Authorization: Bearer" when set
+  int stall_timeout_seconds = 30;  // no byte for this long ends the download (also connect)
+  int max_attempts = 3;            // per file, for dropped connections (resumed with Range)
+  bool force = false;              // download and verify everything again
+  bool progress_bar = false;       // redraw one line (a terminal); otherwise plain lines
+  const std::atomic<bool>* cancel = nullptr;    // set (e.g. by SIGINT) to stop cleanly
+  std::function<void(const std::string&)> log;  // plain progress lines; may be empty
+};
+
+// Defaults, with HF_ENDPOINT and HF_TOKEN applied.
+PullOptions PullOptionsFromEnvironment();
+
+struct PullResult {
+  std::string dir;
+  std::string commit;
+  bool already_current = false;
+  uint64_t bytes_downloaded = 0;
+  int files_downloaded = 0;
+  int files_reused = 0;  // identical files taken from the installed copy
+};
+
+// Pulls `spec` into `models_dir`/<store_name>. On any failure the installed copy (if any) is
+// untouched; partial files stay in `models_dir`/.staging-<name> for the next pull to resume.
+Expected<PullResult> PullModel(const ModelSpec& spec, const std::string& models_dir,
+                               const PullOptions& options);
+
+// True for the files a model needs: config.json, generation_config.json, *.safetensors and
+// model.safetensors.index.json, tokenizer.json, tokenizer_config.json, chat_template.jinja,
+// special_tokens_map.json (top level only).
+bool IsNeededModelFile(const std::string& name);
+
+}  // namespace tessera

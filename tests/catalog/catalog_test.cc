@@ -1,0 +1,128 @@
+// The built-in catalog, hostile catalogs, and what a model name may be.
+#include "catalog/catalog.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "catalog/model_names.h"
+
+namespace tessera {
+namespace {
+
+const Catalog& Builtin() {
+  auto catalog = BuiltinCatalog();
+  EXPECT_TRUE(catalog) << catalog.status().message();
+  return **catalog;
+}
+
+TEST(CatalogTest, BuiltinListsTheSupportedModelsUnverified) {
+  const Catalog& catalog = Builtin();
+  for (const char* id : {"smollm2-135m-instruct", "smollm-135m-instruct", "smollm2-135m-sft",
+                         "qwen2.5-0.5b-instruct", "qwen3-0.6b", "qwen3-embedding-0.6b",
+                         "qwen3-reranker-0.6b", "qwen3guard-gen-0.6b"}) {
+    const CatalogEntry* e = catalog.Find(id);
+    ASSERT_NE(e, nullptr) << id;
+    // Nothing could be checked offline: no pinned commits, nothing claimed verified.
+    EXPECT_FALSE(e->verified) << id;
+    EXPECT_EQ(e->revision, "main") << id;
+    EXPECT_TRUE(e->defaults.is_object()) << id;
+  }
+  EXPECT_EQ(catalog.Find("qwen3-embedding-0.6b")->purpose, "embed");
+  EXPECT_EQ(catalog.Find("qwen3-reranker-0.6b")->purpose, "rerank");
+  EXPECT_EQ(catalog.Find("qwen3guard-gen-0.6b")->purpose, "guard");
+  EXPECT_EQ(catalog.Find("qwen2.5-0.5b-instruct")->architecture, "qwen2");
+  EXPECT_EQ(catalog.FindByRepo("qwen/qwen3-0.6b")->id, "qwen3-0.6b");
+  EXPECT_EQ(catalog.Find("gpt-9"), nullptr);
+}
+
+TEST(CatalogTest, RefusesMalformedCatalogs) {
+  const std::string good_entry =
+      R"({"id":"a","repo":"o/a","revision":"main","verified":false,"purpose":"chat",)"
+      R"("architecture":"llama"})";
+  EXPECT_TRUE(ParseCatalog(R"({"models":[)" + good_entry + "]}", "t"));
+  const std::vector<std::string> bad_catalogs = {
+      std::string("[]"),
+      std::string("{\"models\":{}}"),
+      std::string("{\"models\":[1]}"),
+      std::string("{\"models\":[") + good_entry + "," + good_entry + "]}",  // duplicate
+      std::string(R"({"models":[{"id":"../a","repo":"o/a","revision":"main",)"
+                  R"("verified":false,"purpose":"chat","architecture":"llama"}]})"),
+      std::string(R"({"models":[{"id":"a","repo":"a","revision":"main",)"
+                  R"("verified":false,"purpose":"chat","architecture":"llama"}]})"),
+      std::string(R"({"models":[{"id":"a","repo":"o/a","revision":"main",)"
+                  R"("verified":"no","purpose":"chat","architecture":"llama"}]})"),
+      std::string(R"({"models":[{"id":"a","repo":"o/a","revision":"main",)"
+                  R"("verified":false,"purpose":"dance","architecture":"llama"}]})"),
+      std::string("{\"models\":[") + "\xff" + "]}",
+  };
+  for (const std::string& bad : bad_catalogs) {
+    auto parsed = ParseCatalog(bad, "t");
+    EXPECT_FALSE(parsed) << bad;
+  }
+}
+
+TEST(ModelNamesTest, RefusesBadNamesWithAClearMessage) {
+  const Catalog& catalog = Builtin();
+  const std::string long_name(97, 'a');
+  const std::vector<std::string> bad_names = {std::string(""),
+                                              std::string("../x"),
+                                              std::string("/etc/passwd"),
+                                              std::string("./m"),
+                                              std::string("~/m"),
+                                              std::string(".."),
+                                              std::string("a/../b"),
+                                              std::string("org/.."),
+                                              std::string("org/.hidden"),
+                                              std::string("org/a b"),
+                                              std::string("org/a\\b"),
+                                              std::string("org/a--b"),
+                                              std::string("a/b/c"),
+                                              std::string("org/") + long_name,
+                                              long_name,
+                                              std::string("qwen3-0.6b@"),
+                                              std::string("qwen3-0.6b@../x"),
+                                              std::string("qwen3-0.6b@-x"),
+                                              std::string("org/a\nb"),
+                                              std::string("org/a%2e")};
+  for (const std::string& bad : bad_names) {
+    auto spec = ParseModelSpec(bad, catalog);
+    ASSERT_FALSE(spec) << bad;
+    const std::string message = spec.status().message();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_FALSE(message.empty());
+  }
+  // Unknown ids name the known ones.
+  auto unknown = ParseModelSpec("gpt-9", catalog);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.status().message().find("qwen3-0.6b"), std::string::npos);
+}
+
+TEST(ModelNamesTest, ParsesIdsReposAndRevisions) {
+  const Catalog& catalog = Builtin();
+  auto id = ParseModelSpec("qwen3-0.6b", catalog);
+  ASSERT_TRUE(id) << id.status().message();
+  EXPECT_EQ(id->repo, "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(id->store_name, "qwen3-0.6b");
+  EXPECT_EQ(id->revision, "main");
+  EXPECT_FALSE(id->revision_given);
+
+  // A repository the catalog knows is stored under its id.
+  auto known_repo = ParseModelSpec("Qwen/Qwen3-0.6B@refs/pr/1", catalog);
+  ASSERT_TRUE(known_repo) << known_repo.status().message();
+  EXPECT_EQ(known_repo->store_name, "qwen3-0.6b");
+  EXPECT_EQ(known_repo->revision, "refs/pr/1");
+  EXPECT_TRUE(known_repo->revision_given);
+
+  auto other =
+      ParseModelSpec("my-org/My_Model.v2@0123456789abcdef0123456789abcdef01234567", catalog);
+  ASSERT_TRUE(other) << other.status().message();
+  EXPECT_EQ(other->store_name, "my-org--My_Model.v2");
+  EXPECT_EQ(other->entry, nullptr);
+  EXPECT_TRUE(IsCommitId(other->revision));
+  EXPECT_FALSE(IsCommitId("main"));
+}
+
+}  // namespace
+}  // namespace tessera

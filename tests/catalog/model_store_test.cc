@@ -1,0 +1,190 @@
+// Resolution (tessera's store, the Hugging Face cache used in place, paths), lock files,
+// rm and the atomic swap.
+#include "catalog/model_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+
+#include "base/sha256.h"
+#include "model/synthetic_checkpoint.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr char kCommit[] = "0123456789abcdef0123456789abcdef01234567";
+
+class ModelStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    models_ = tmp_.File("models");
+    hf_home_ = tmp_.File("hf");
+    setenv("TESSERA_MODELS", models_.c_str(), 1);
+    setenv("HF_HOME", hf_home_.c_str(), 1);
+    unsetenv("HF_HUB_CACHE");
+    auto catalog = BuiltinCatalog();
+    ASSERT_TRUE(catalog);
+    catalog_ = *catalog;
+  }
+
+  // The layout huggingface_hub writes: blobs named by hash, snapshot files as relative
+  // symlinks into them, refs/main holding the commit.
+  std::string MakeHubCacheModel(const std::string& repo_dir_name) {
+    const std::string source = tmp_.File("source");
+    SyntheticModelSpec spec;
+    spec.vocab = 512;
+    EXPECT_TRUE(WriteSyntheticModel(source, spec).ok());
+    const std::string repo_dir = hf_home_ + "/hub/" + repo_dir_name;
+    const std::string snapshot = repo_dir + "/snapshots/" + kCommit;
+    fs::create_directories(repo_dir + "/blobs");
+    fs::create_directories(snapshot);
+    fs::create_directories(repo_dir + "/refs");
+    test::WriteFile(repo_dir + "/refs/main", kCommit);
+    for (const auto& entry : fs::directory_iterator(source)) {
+      auto digest = Sha256File(entry.path().string());
+      EXPECT_TRUE(digest);
+      fs::rename(entry.path(), repo_dir + "/blobs/" + *digest);
+      fs::create_symlink("../../blobs/" + *digest,
+                         snapshot + "/" + entry.path().filename().string());
+    }
+    return snapshot;
+  }
+
+  test::TempDir tmp_;
+  std::string models_;
+  std::string hf_home_;
+  const Catalog* catalog_ = nullptr;
+};
+
+TEST_F(ModelStoreTest, DefaultsFollowTheEnvironment) {
+  EXPECT_EQ(*ModelsDir(), models_);
+  EXPECT_EQ(*HubCacheDir(), hf_home_ + "/hub");
+  setenv("HF_HUB_CACHE", "/somewhere/else", 1);
+  EXPECT_EQ(*HubCacheDir(), "/somewhere/else");
+  unsetenv("TESSERA_MODELS");
+  setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(*ModelsDir(), "/home/u/.local/share/tessera/models");
+}
+
+TEST_F(ModelStoreTest, HubCacheSnapshotIsFoundAndUsedInPlace) {
+  const std::string snapshot = MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
+  auto resolved = ResolveModel("qwen3-0.6b", *catalog_);
+  ASSERT_TRUE(resolved) << resolved.status().message();
+  EXPECT_EQ(resolved->dir, snapshot);  // in place: nothing copied
+  EXPECT_EQ(resolved->location, ModelLocation::kHubCache);
+  EXPECT_FALSE(fs::exists(models_));
+  // By repository and by commit too; an unknown ref is not there.
+  EXPECT_EQ(ResolveModel("Qwen/Qwen3-0.6B", *catalog_)->dir, snapshot);
+  EXPECT_EQ(ResolveModel(std::string("qwen3-0.6b@") + kCommit, *catalog_)->dir, snapshot);
+  auto missing = ResolveModel("qwen3-0.6b@v2", *catalog_);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.status().message().find("tessera pull"), std::string::npos);
+
+  auto listed = ListInstalledModels(*catalog_, /*rehash=*/false);
+  ASSERT_TRUE(listed) << listed.status().message();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "qwen3-0.6b");
+  EXPECT_EQ((*listed)[0].purpose, "chat");
+  EXPECT_EQ((*listed)[0].location, ModelLocation::kHubCache);
+  EXPECT_EQ((*listed)[0].commit, kCommit);
+  EXPECT_GT((*listed)[0].size_bytes, 10000u);  // symlinks followed to the blobs
+
+  // rm never deletes from the hub cache.
+  auto removed = RemoveStoredModel("qwen3-0.6b", *catalog_);
+  ASSERT_FALSE(removed);
+  EXPECT_NE(removed.status().message().find("Hugging Face cache"), std::string::npos);
+  EXPECT_TRUE(fs::exists(snapshot + "/config.json"));
+}
+
+TEST_F(ModelStoreTest, HostileRefsAreRefused) {
+  MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
+  test::WriteFile(hf_home_ + "/hub/models--Qwen--Qwen3-0.6B/refs/main", "../../../../etc");
+  auto resolved = ResolveModel("qwen3-0.6b", *catalog_);
+  ASSERT_FALSE(resolved);
+  EXPECT_NE(resolved.status().message().find("commit"), std::string::npos);
+}
+
+TEST_F(ModelStoreTest, StoreComesFirstAndPathsWorkDirectly) {
+  MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  fs::create_directories(models_ + "/qwen3-0.6b");
+  ASSERT_TRUE(WriteSyntheticModel(models_ + "/qwen3-0.6b", spec).ok());
+  auto resolved = ResolveModel("qwen3-0.6b", *catalog_);
+  ASSERT_TRUE(resolved);
+  EXPECT_EQ(resolved->location, ModelLocation::kStore);
+  EXPECT_EQ(resolved->dir, models_ + "/qwen3-0.6b");
+
+  auto path = ResolveModel(models_ + "/qwen3-0.6b", *catalog_);
+  ASSERT_TRUE(path);
+  EXPECT_EQ(path->location, ModelLocation::kPath);
+  EXPECT_FALSE(ResolveModel(tmp_.File("nope"), *catalog_));
+  EXPECT_FALSE(ResolveModel("../x", *catalog_));  // a path that does not exist
+}
+
+TEST_F(ModelStoreTest, LockFilesRoundTripAndCatchChanges) {
+  const std::string dir = models_ + "/m";
+  fs::create_directories(dir);
+  test::WriteFile(dir + "/config.json", "{}");
+  LockFile lock{"o/m", "main", kCommit, {{"config.json", 2, Sha256Hex("{}")}}};
+  ASSERT_TRUE(WriteLockFile(dir, lock).ok());
+  auto read = ReadLockFile(dir);
+  ASSERT_TRUE(read) << read.status().message();
+  EXPECT_EQ(read->commit, kCommit);
+  ASSERT_EQ(read->files.size(), 1u);
+  EXPECT_EQ(read->files[0].sha256, Sha256Hex("{}"));
+  EXPECT_TRUE(CheckAgainstLock(dir, *read, true).ok());
+
+  test::WriteFile(dir + "/config.json", "[]");  // same size, other bytes
+  EXPECT_TRUE(CheckAgainstLock(dir, *read, false).ok());
+  EXPECT_FALSE(CheckAgainstLock(dir, *read, true).ok());
+  test::WriteFile(dir + "/config.json", "{ }");
+  EXPECT_FALSE(CheckAgainstLock(dir, *read, false).ok());
+
+  auto listed = ListInstalledModels(*catalog_, false);
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].verification.rfind("changed", 0), 0u) << (*listed)[0].verification;
+
+  // A lock that points outside the model directory is refused.
+  test::WriteFile(dir + "/tessera-lock.json",
+                  R"({"format":1,"repo":"o/m","revision":"main","commit":"x",)"
+                  R"("files":[{"path":"../../etc/passwd","size":1,"sha256":"00"}]})");
+  EXPECT_FALSE(ReadLockFile(dir));
+  test::WriteFile(dir + "/tessera-lock.json", "{\"format\":1");
+  EXPECT_FALSE(ReadLockFile(dir));
+}
+
+TEST_F(ModelStoreTest, RemoveDeletesOnlyFromTheStore) {
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  fs::create_directories(models_ + "/my-org--tiny");
+  ASSERT_TRUE(WriteSyntheticModel(models_ + "/my-org--tiny", spec).ok());
+  EXPECT_FALSE(RemoveStoredModel("../my-org--tiny", *catalog_));
+  EXPECT_FALSE(RemoveStoredModel("/", *catalog_));
+  EXPECT_FALSE(RemoveStoredModel("my-org/other", *catalog_));
+  auto removed = RemoveStoredModel("my-org/tiny", *catalog_);
+  ASSERT_TRUE(removed) << removed.status().message();
+  EXPECT_FALSE(fs::exists(models_ + "/my-org--tiny"));
+  EXPECT_TRUE(fs::is_empty(models_));
+}
+
+TEST_F(ModelStoreTest, SwapReplacesADirectoryInOneStep) {
+  fs::create_directories(tmp_.File("old"));
+  test::WriteFile(tmp_.File("old/a"), "old");
+  fs::create_directories(tmp_.File("new"));
+  test::WriteFile(tmp_.File("new/a"), "new");
+  ASSERT_TRUE(SwapDirectoryIntoPlace(tmp_.File("new"), tmp_.File("old")).ok());
+  EXPECT_EQ(test::ReadFile(tmp_.File("old/a")), "new");
+  EXPECT_FALSE(fs::exists(tmp_.File("new")));
+  fs::create_directories(tmp_.File("fresh"));
+  ASSERT_TRUE(SwapDirectoryIntoPlace(tmp_.File("fresh"), tmp_.File("placed")).ok());
+  EXPECT_TRUE(fs::is_directory(tmp_.File("placed")));
+}
+
+}  // namespace
+}  // namespace tessera
