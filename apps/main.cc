@@ -39,6 +39,14 @@ constexpr Command kCommands[] = {
 #ifdef TESSERA_CMD_BENCH
     {"bench", "load, prefill and decode speed of a model", tessera::RunBenchCommand},
 #endif
+#ifdef TESSERA_CMD_PULL
+    {"pull", "download a model from the Hugging Face hub, verified", tessera::RunPullCommand},
+#endif
+#ifdef TESSERA_CMD_LIST
+    {"list", "installed models (or --catalog: known names)", tessera::RunListCommand},
+    {"rm", "remove a model from tessera's store", tessera::RunRmCommand},
+    {"resolve", "the directory a model name resolves to", tessera::RunResolveCommand},
+#endif
     {nullptr, nullptr, nullptr},
 };
 

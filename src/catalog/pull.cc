@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -148,6 +149,10 @@ Status TransferError(CURLcode rc, const CurlHandle& handle, const std::string& w
     return Cancelled(what + " interrupted; the next pull resumes where this stopped");
   }
   std::string detail = handle.error[0] != '\0' ? handle.error : curl_easy_strerror(rc);
+  if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST) {
+    return IoError("cannot reach " + options.endpoint + " (" + detail +
+                   "); check the network, or HF_ENDPOINT if set");
+  }
   return IoError(what + " failed: " + detail);
 }
 
@@ -238,10 +243,15 @@ struct Download {
   std::optional<uint64_t> expected_size;
   bool started = false;
   bool too_large = false;
+  bool stalled = false;
   long status = 0;
   std::string error_body;
   Clock::time_point begin;
   Clock::time_point last_draw;
+  // curl's own low-speed check averages over several seconds, so a stall right after a burst
+  // is noticed late; this tracks the last byte itself.
+  Clock::time_point last_data;
+  uint64_t written_at_last_check = 0;
 };
 
 size_t WriteDownload(char* data, size_t size, size_t count, void* user) {
@@ -269,24 +279,20 @@ size_t WriteDownload(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-int DownloadProgress(void* user, curl_off_t /*total*/, curl_off_t /*now*/, curl_off_t, curl_off_t) {
-  auto* d = static_cast<Download*>(user);
-  if (d->options->cancel != nullptr && d->options->cancel->load()) return 1;
-  if (!d->options->progress_bar) return 0;
-  auto now = Clock::now();
-  if (now - d->last_draw < std::chrono::milliseconds(200)) return 0;
-  d->last_draw = now;
-  double seconds = std::chrono::duration<double>(now - d->begin).count();
-  double rate = seconds > 0 ? static_cast<double>(d->written) / seconds : 0;
-  uint64_t have = d->resume_from + d->written;
-  std::string line = "\r  " + *d->name + "  " + HumanBytes(static_cast<double>(have));
-  if (d->expected_size) {
-    line += " / " + HumanBytes(static_cast<double>(*d->expected_size));
-    uint64_t total = *d->expected_size;
-    int width = 24;
-    int filled = total > 0 ? static_cast<int>(width * static_cast<double>(have) / total) : width;
-    line += "  [" + std::string(std::min(filled, width), '#') +
-            std::string(width - std::min(filled, width), ' ') + "]";
+// Redraws the one-line progress bar: bytes so far / total, a bar, rate and ETA.
+void DrawProgress(const Download& d, Clock::time_point now) {
+  double seconds = std::chrono::duration<double>(now - d.begin).count();
+  double rate = seconds > 0 ? static_cast<double>(d.written) / seconds : 0;
+  uint64_t have = d.resume_from + d.written;
+  std::string line = "\r  " + *d.name + "  " + HumanBytes(static_cast<double>(have));
+  if (d.expected_size) {
+    const uint64_t total = *d.expected_size;
+    line += " / " + HumanBytes(static_cast<double>(total));
+    constexpr int kWidth = 24;
+    int filled =
+        total > 0 ? static_cast<int>(kWidth * (static_cast<double>(have) / total)) : kWidth;
+    filled = std::clamp(filled, 0, kWidth);
+    line += "  [" + std::string(filled, '#') + std::string(kWidth - filled, ' ') + "]";
     if (rate > 0 && total > have) {
       line += "  ETA " + std::to_string(static_cast<long>((total - have) / rate)) + " s";
     }
@@ -294,6 +300,23 @@ int DownloadProgress(void* user, curl_off_t /*total*/, curl_off_t /*now*/, curl_
   line += "  " + HumanBytes(rate) + "/s   ";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+}
+
+int DownloadProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* d = static_cast<Download*>(user);
+  if (d->options->cancel != nullptr && d->options->cancel->load()) return 1;
+  auto now = Clock::now();
+  if (d->written != d->written_at_last_check) {
+    d->written_at_last_check = d->written;
+    d->last_data = now;
+  } else if (now - d->last_data >= std::chrono::seconds(d->options->stall_timeout_seconds)) {
+    d->stalled = true;
+    return 1;
+  }
+  if (d->options->progress_bar && now - d->last_draw >= std::chrono::milliseconds(200)) {
+    d->last_draw = now;
+    DrawProgress(*d, now);
+  }
   return 0;
 }
 
@@ -327,7 +350,7 @@ Status DownloadOnce(const std::string& url, const RemoteFile& file, const std::s
   d.curl = handle.curl;
   d.resume_from = have;
   d.expected_size = file.size;
-  d.begin = d.last_draw = Clock::now();
+  d.begin = d.last_draw = d.last_data = Clock::now();
   curl_easy_setopt(handle.curl, CURLOPT_WRITEFUNCTION, WriteDownload);
   curl_easy_setopt(handle.curl, CURLOPT_WRITEDATA, &d);
   curl_easy_setopt(handle.curl, CURLOPT_NOPROGRESS, 0L);
@@ -338,7 +361,10 @@ Status DownloadOnce(const std::string& url, const RemoteFile& file, const std::s
   }
   CURLcode rc = curl_easy_perform(handle.curl);
   bool close_failed = std::fclose(out) != 0;
-  if (options.progress_bar) std::fputs("\n", stderr);
+  if (options.progress_bar) {
+    DrawProgress(d, Clock::now());  // the final state, however fast the transfer was
+    std::fputs("\n", stderr);
+  }
   *bytes_received = d.written;
   const std::string what = "download of " + file.name;
   if (d.too_large) {
@@ -346,6 +372,7 @@ Status DownloadOnce(const std::string& url, const RemoteFile& file, const std::s
     return Corrupt(file.name + " is larger than the hub says (" + std::to_string(*file.size) +
                    " bytes); the download was discarded");
   }
+  if (d.stalled) rc = CURLE_OPERATION_TIMEDOUT;
   long code = d.status != 0 ? d.status : handle.ResponseCode();
   if (code == 416 && have > 0) {
     fs::remove(part, ec);  // the server cannot resume this: start again
@@ -416,15 +443,20 @@ Status FetchFile(const std::string& base_url, const RemoteFile& file, const std:
   return Status::Ok();
 }
 
-// The file as the installed copy has it, when the lock proves it identical to `file`.
+// True when the installed copy's `file` is provably what the hub now publishes: the lock's
+// sha256 for LFS files, the Git blob id (recomputed) for the small ones.
 bool InstalledCopyMatches(const std::optional<LockFile>& lock, const std::string& dest_dir,
                           const RemoteFile& file) {
-  if (!lock || file.lfs_sha256.empty() || !file.size) return false;
+  if (!lock || !file.size) return false;
   for (const auto& f : lock->files) {
-    if (f.path == file.name && f.size == *file.size && f.sha256 == file.lfs_sha256) {
-      std::error_code ec;
-      return fs::file_size(dest_dir + "/" + f.path, ec) == f.size && !ec;
-    }
+    if (f.path != file.name || f.size != *file.size) continue;
+    const std::string path = dest_dir + "/" + f.path;
+    std::error_code ec;
+    if (fs::file_size(path, ec) != f.size || ec) return false;
+    if (!file.lfs_sha256.empty()) return f.sha256 == file.lfs_sha256;
+    if (!IsCommitId(file.blob_id)) return false;
+    auto blob = GitBlobIdOfFile(path);
+    return blob && *blob == file.blob_id;
   }
   return false;
 }

@@ -1,0 +1,114 @@
+// tessera pull NAME|ORG/REPO[@REV]: download a model into tessera's store, verified against
+// the hub's hashes, resumable, and swapped in only when complete.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "catalog/catalog.h"
+#include "catalog/model_store.h"
+#include "catalog/pull.h"
+#include "cli_args.h"
+#include "commands.h"
+
+namespace tessera {
+namespace {
+
+std::atomic<bool> g_pull_interrupted{false};
+
+void OnInterrupt(int) {
+  g_pull_interrupted.store(true);
+}
+
+std::string HumanSize(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (1u << 20)) {
+    std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  } else {
+    std::snprintf(text, sizeof(text), "%llu bytes", static_cast<unsigned long long>(bytes));
+  }
+  return text;
+}
+
+}  // namespace
+
+int RunPullCommand(int argc, char** argv) {
+  CliArgs args("pull NAME|ORG/REPO[@REV]");
+  args.AddFlag("force", "download and verify every file again, even when current");
+  args.AddInt("timeout", "seconds without data before a download is abandoned", 30);
+  args.AddString("models-dir",
+                 "where models are stored (default $TESSERA_MODELS or "
+                 "~/.local/share/tessera/models)");
+  // The model name comes first; everything after it is an option.
+  int first_option = 2;
+  std::string name;
+  if (argc > 2 && std::string(argv[2]).rfind("--", 0) != 0) {
+    name = argv[2];
+    first_option = 3;
+  }
+  if (Status st = args.Parse(argc, argv, first_option); !st.ok()) return ReportError("pull", st);
+  if (args.help_requested()) {
+    std::printf(
+        "%s\nNAME is a catalog id (tessera list --catalog) or a hub repository "
+        "ORG/REPO, optionally @REVISION.\nHF_ENDPOINT overrides the hub URL, HF_TOKEN "
+        "authenticates.\n",
+        args.Usage().c_str());
+    return 0;
+  }
+  if (first_option == 2) {
+    return ReportError("pull", InvalidArgument("which model? usage: tessera pull NAME|ORG/REPO"
+                                               "[@REV] [--force] [--timeout S]"));
+  }
+  if (args.GetInt("timeout") < 1 || args.GetInt("timeout") > 3600) {
+    return ReportError("pull", InvalidArgument("--timeout must be between 1 and 3600 seconds"));
+  }
+  auto catalog = BuiltinCatalog();
+  if (!catalog) return ReportError("pull", catalog.status());
+  auto spec = ParseModelSpec(name, **catalog);
+  if (!spec) return ReportError("pull", spec.status());
+  std::string models_dir;
+  if (args.Has("models-dir")) {
+    models_dir = args.GetString("models-dir");
+  } else {
+    auto dir = ModelsDir();
+    if (!dir) return ReportError("pull", dir.status());
+    models_dir = *dir;
+  }
+
+  PullOptions options = PullOptionsFromEnvironment();
+  options.force = args.GetFlag("force");
+  options.stall_timeout_seconds = static_cast<int>(args.GetInt("timeout"));
+  options.progress_bar = isatty(STDERR_FILENO) != 0;
+  options.cancel = &g_pull_interrupted;
+  options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  struct sigaction action {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  std::fprintf(stderr, "pulling %s (%s@%s) from %s\n", spec->store_name.c_str(), spec->repo.c_str(),
+               spec->revision.c_str(), options.endpoint.c_str());
+  auto result = PullModel(*spec, models_dir, options);
+  if (!result) {
+    ReportError("pull", result.status());
+    return result.status().code() == ErrorCode::kCancelled ? 130 : 1;
+  }
+  if (result->already_current) {
+    std::printf("%s is already current (%s@%s) in %s; nothing downloaded\n",
+                spec->store_name.c_str(), spec->repo.c_str(), result->commit.c_str(),
+                result->dir.c_str());
+  } else {
+    std::printf(
+        "pulled %s (%s@%s) into %s: %d downloaded (%s), %d reused from the installed copy; all "
+        "verified\n",
+        spec->store_name.c_str(), spec->repo.c_str(), result->commit.c_str(), result->dir.c_str(),
+        result->files_downloaded, HumanSize(result->bytes_downloaded).c_str(),
+        result->files_reused);
+  }
+  return 0;
+}
+
+}  // namespace tessera
