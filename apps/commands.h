@@ -14,6 +14,9 @@ int RunServeCommand(int argc, char** argv);
 #ifdef TESSERA_CMD_PULL
 int RunPullCommand(int argc, char** argv);
 #endif
+#ifdef TESSERA_CMD_CONVERT
+int RunConvertCommand(int argc, char** argv);
+#endif
 #ifdef TESSERA_CMD_LIST
 int RunListCommand(int argc, char** argv);
 int RunRmCommand(int argc, char** argv);

@@ -42,6 +42,9 @@ constexpr Command kCommands[] = {
 #ifdef TESSERA_CMD_PULL
     {"pull", "download a model from the Hugging Face hub, verified", tessera::RunPullCommand},
 #endif
+#ifdef TESSERA_CMD_CONVERT
+    {"convert", "convert a checkpoint into a verified runtime package", tessera::RunConvertCommand},
+#endif
 #ifdef TESSERA_CMD_LIST
     {"list", "installed models (or --catalog: known names)", tessera::RunListCommand},
     {"rm", "remove a model from tessera's store", tessera::RunRmCommand},

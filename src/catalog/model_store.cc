@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "base/sha256.h"
+#include "catalog/package.h"
 #include "format/json_util.h"
 
 namespace tessera {
@@ -221,6 +222,8 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     }
     std::error_code ec;
     if (!fs::is_directory(path, ec)) return NotFound(path + " is not a directory");
+    // A package is used only once every byte is verified.
+    if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
     return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
   }
   TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(name_or_path, catalog));
@@ -231,7 +234,10 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     auto lock = ReadLockFile(stored);
     bool matches = !spec.revision_given ||
                    (lock && (lock->revision == spec.revision || lock->commit == spec.revision));
-    if (matches) return ResolvedModel{spec.store_name, stored, ModelLocation::kStore};
+    if (matches) {
+      if (IsPackageDir(stored)) TS_RETURN_IF_ERROR(VerifyPackage(stored).status());
+      return ResolvedModel{spec.store_name, stored, ModelLocation::kStore};
+    }
   }
   TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
   auto snapshot = FindHubCacheSnapshot(hub_cache, spec.repo, spec.revision);

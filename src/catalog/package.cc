@@ -1,0 +1,408 @@
+#include "catalog/package.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/half.h"
+#include "base/sha256.h"
+#include "catalog/model_store.h"
+#include "format/json_util.h"
+#include "format/model_config.h"
+#include "format/safetensors.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kTensorFileName[] = "model.safetensors";
+constexpr char kVerifiedCacheName[] = ".tessera-verified.json";
+constexpr uintmax_t kMaxManifestBytes = 16u << 20;
+// A cache entry is trusted only for a file last modified this long before it was verified:
+// a write within one timestamp tick of the verification could otherwise keep its mtime
+// (the "racy git" problem).
+constexpr int64_t kRacyWindowNs = 2'000'000'000;
+
+const char* const kSmallFiles[] = {"config.json",         "generation_config.json",
+                                   "tokenizer.json",      "tokenizer_config.json",
+                                   "chat_template.jinja", "special_tokens_map.json"};
+
+struct FileRecord {
+  std::string path;
+  uint64_t size = 0;
+  std::string sha256;
+};
+
+nlohmann::json RecordsToJson(const std::vector<FileRecord>& records) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : records)
+    out.push_back({{"path", r.path}, {"size", r.size}, {"sha256", r.sha256}});
+  return out;
+}
+
+Expected<std::string> ReadWholeFile(const std::string& path, uintmax_t max_bytes) {
+  std::error_code ec;
+  uintmax_t size = fs::file_size(path, ec);
+  if (ec) return NotFound("cannot read " + path + ": " + ec.message());
+  if (size > max_bytes) return Corrupt(path + " is too large");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof()) return IoError("cannot read " + path);
+  return text.str();
+}
+
+Status WriteWholeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.flush();
+  if (!out) return IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+Expected<FileRecord> HashRecord(const std::string& dir, const std::string& name) {
+  TS_ASSIGN_OR_RETURN(std::string digest, Sha256File(dir + "/" + name));
+  std::error_code ec;
+  uint64_t size = fs::file_size(dir + "/" + name, ec);
+  if (ec) return IoError("cannot stat " + dir + "/" + name);
+  return FileRecord{name, size, digest};
+}
+
+std::string ReconvertHint(const std::string& dir, const std::string& source) {
+  return "re-convert it: tessera convert " + (source.empty() ? std::string("SOURCE") : source) +
+         " " + dir;
+}
+
+// The tensor file: header padded so the data section starts 64-byte aligned, and every tensor
+// at a 64-byte aligned offset inside it; written one tensor at a time while hashing.
+Expected<FileRecord> WriteTensorFile(const CheckpointTensors& tensors, DType target,
+                                     const std::string& path) {
+  struct Planned {
+    const TensorInfo* info;
+    DType dtype;
+    uint64_t begin;
+    uint64_t end;
+  };
+  std::vector<Planned> plan;
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"},
+                            {"tessera_package", std::to_string(kPackageFormatVersion)}};
+  uint64_t offset = 0;
+  for (const auto& name : tensors.Names()) {
+    const TensorInfo* t = tensors.Find(name);
+    DType dtype = IsFloatWeightDType(t->dtype) ? target : t->dtype;
+    offset =
+        (offset + kPackageTensorAlignment - 1) / kPackageTensorAlignment * kPackageTensorAlignment;
+    uint64_t bytes = t->num_elements * DTypeSize(dtype);
+    plan.push_back({t, dtype, offset, offset + bytes});
+    header[name] = {{"dtype", std::string(DTypeName(dtype))},
+                    {"shape", t->shape},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string header_text = header.dump();
+  while ((8 + header_text.size()) % kPackageTensorAlignment != 0) header_text.push_back(' ');
+
+  FILE* out = std::fopen(path.c_str(), "wb");
+  if (out == nullptr) return IoError("cannot create " + path + ": " + std::strerror(errno));
+  Sha256 hash;
+  uint64_t written = 0;
+  bool ok = true;
+  auto emit = [&](const void* data, size_t size) {
+    if (size == 0 || !ok) return;
+    ok = std::fwrite(data, 1, size, out) == size;
+    hash.Update(data, size);
+    written += size;
+  };
+  uint8_t length_bytes[8];
+  uint64_t header_length = header_text.size();
+  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<uint8_t>(header_length >> (8 * i));
+  emit(length_bytes, 8);
+  emit(header_text.data(), header_text.size());
+  const uint64_t data_start = written;
+  static const uint8_t kZeros[kPackageTensorAlignment] = {};
+  std::vector<float> values;
+  std::vector<uint8_t> converted;
+  for (const auto& p : plan) {
+    emit(kZeros, p.begin - (written - data_start));
+    if (p.dtype == p.info->dtype) {
+      emit(p.info->data.data(), p.info->data.size());  // same dtype: the exact bytes
+      continue;
+    }
+    values.assign(p.info->num_elements, 0.0f);
+    if (Status st = CopyTensorToF32(*p.info, values); !st.ok()) {
+      std::fclose(out);
+      return st;
+    }
+    converted.resize(p.end - p.begin);
+    if (p.dtype == DType::kBF16) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint16_t v = FloatToBf16(values[i]);
+        converted[2 * i] = static_cast<uint8_t>(v);
+        converted[2 * i + 1] = static_cast<uint8_t>(v >> 8);
+      }
+    } else {
+      std::memcpy(converted.data(), values.data(), converted.size());  // F32, little-endian
+    }
+    emit(converted.data(), converted.size());
+  }
+  ok = (std::fclose(out) == 0) && ok;
+  if (!ok) return IoError("cannot write " + path + ": " + std::strerror(errno));
+  return FileRecord{kTensorFileName, written, hash.FinishHex()};
+}
+
+struct CacheEntry {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  std::string sha256;
+  int64_t verified_at_ns = 0;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::map<std::string, CacheEntry> ReadVerifiedCache(const std::string& dir) {
+  std::map<std::string, CacheEntry> cache;
+  auto text = ReadWholeFile(dir + "/" + kVerifiedCacheName, kMaxManifestBytes);
+  if (!text) return cache;
+  auto doc = ParseJsonDocument(*text, kVerifiedCacheName);
+  if (!doc || !doc->is_object()) return cache;  // a damaged cache only costs a re-hash
+  for (const auto& [path, e] : doc->items()) {
+    if (!e.is_object()) continue;
+    CacheEntry entry;
+    try {
+      entry.size = e.at("size").get<uint64_t>();
+      entry.mtime_ns = e.at("mtime_ns").get<int64_t>();
+      entry.inode = e.at("inode").get<uint64_t>();
+      entry.sha256 = e.at("sha256").get<std::string>();
+      entry.verified_at_ns = e.at("verified_at_ns").get<int64_t>();
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    cache[path] = entry;
+  }
+  return cache;
+}
+
+void WriteVerifiedCache(const std::string& dir, const std::map<std::string, CacheEntry>& cache) {
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto& [path, e] : cache) {
+    doc[path] = {{"size", e.size},
+                 {"mtime_ns", e.mtime_ns},
+                 {"inode", e.inode},
+                 {"sha256", e.sha256},
+                 {"verified_at_ns", e.verified_at_ns}};
+  }
+  const std::string tmp = dir + "/" + kVerifiedCacheName + ".tmp";
+  // Best effort: a read-only package still verifies, it just re-hashes next time.
+  if (WriteWholeFile(tmp, doc.dump()).ok()) {
+    std::rename(tmp.c_str(), (dir + "/" + kVerifiedCacheName).c_str());
+  }
+}
+
+}  // namespace
+
+bool IsPackageDir(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir + "/" + kPackageManifestName, ec);
+}
+
+Status ConvertToPackage(const std::string& source, const std::string& dest,
+                        const PackageOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(source, ec)) return NotFound(source + " is not a directory");
+  if (fs::exists(dest, ec) && !IsPackageDir(dest)) {
+    return InvalidArgument(dest +
+                           " exists and is not a tessera package; choose another "
+                           "destination or remove it");
+  }
+  if (IsPackageDir(source)) {
+    return InvalidArgument(source + " is already a package; convert its source checkpoint");
+  }
+  TS_ASSIGN_OR_RETURN(std::string config_text,
+                      ReadWholeFile(source + "/config.json", kMaxManifestBytes));
+  TS_RETURN_IF_ERROR(ParseModelConfig(config_text).status().WithContext(source + "/config.json"));
+  TS_ASSIGN_OR_RETURN(nlohmann::json config, ParseJsonDocument(config_text, "config.json"));
+  std::string architecture = config.value("model_type", "");
+  TS_ASSIGN_OR_RETURN(CheckpointTensors tensors, CheckpointTensors::Open(source));
+
+  // Source record: every model file with size and sha256, and the pulled revision if known.
+  nlohmann::json source_json = {{"dir", fs::absolute(source, ec).string()}};
+  if (auto lock = ReadLockFile(source)) {
+    source_json["repo"] = lock->repo;
+    source_json["revision"] = lock->revision;
+    source_json["commit"] = lock->commit;
+  }
+  std::vector<std::string> source_names;
+  for (const auto& entry : fs::directory_iterator(source, ec)) {
+    std::string name = entry.path().filename().string();
+    bool small = false;
+    for (const char* s : kSmallFiles) small |= name == s;
+    if (small || name.ends_with(".safetensors") || name == "model.safetensors.index.json") {
+      source_names.push_back(name);
+    }
+  }
+  std::sort(source_names.begin(), source_names.end());
+  std::vector<FileRecord> source_files;
+  for (const auto& name : source_names) {
+    TS_ASSIGN_OR_RETURN(FileRecord r, HashRecord(source, name));
+    source_files.push_back(std::move(r));
+  }
+  source_json["files"] = RecordsToJson(source_files);
+
+  const fs::path dest_path = fs::absolute(dest, ec);
+  fs::create_directories(dest_path.parent_path(), ec);
+  const std::string staging = dest_path.string() + ".staging-" + std::to_string(getpid());
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  if (ec) return IoError("cannot create " + staging + ": " + ec.message());
+  struct StagingCleanup {
+    std::string dir;
+    bool keep = false;
+    ~StagingCleanup() {
+      std::error_code ignored;
+      if (!keep) fs::remove_all(dir, ignored);
+    }
+  } cleanup{staging};
+
+  const DType target = options.dtype == PackageDType::kBF16 ? DType::kBF16 : DType::kF32;
+  std::vector<FileRecord> files;
+  TS_ASSIGN_OR_RETURN(FileRecord tensor_file,
+                      WriteTensorFile(tensors, target, staging + "/" + kTensorFileName));
+  files.push_back(tensor_file);
+  for (const char* name : kSmallFiles) {
+    if (!fs::exists(source + "/" + name, ec)) continue;
+    fs::copy_file(source + "/" + name, staging + "/" + name, ec);  // follows symlinks
+    if (ec) return IoError("cannot copy " + std::string(name) + ": " + ec.message());
+    TS_ASSIGN_OR_RETURN(FileRecord r, HashRecord(staging, name));
+    files.push_back(std::move(r));
+  }
+  nlohmann::json manifest = {{"format_version", kPackageFormatVersion},
+                             {"kind", "tessera-package"},
+                             {"architecture", architecture},
+                             {"dtype", target == DType::kBF16 ? "bf16" : "f32"},
+                             {"alignment", kPackageTensorAlignment},
+                             {"source", source_json},
+                             {"files", RecordsToJson(files)}};
+  const std::string manifest_text = manifest.dump(2) + "\n";
+  TS_RETURN_IF_ERROR(WriteWholeFile(staging + "/" + kPackageManifestName, manifest_text));
+  TS_RETURN_IF_ERROR(
+      WriteWholeFile(staging + "/" + kPackageManifestHashName, Sha256Hex(manifest_text) + "\n"));
+  TS_RETURN_IF_ERROR(SwapDirectoryIntoPlace(staging, dest_path.string()));
+  cleanup.keep = true;  // moved (SwapDirectoryIntoPlace removed the old copy)
+  return Status::Ok();
+}
+
+Expected<PackageInfo> VerifyPackage(const std::string& dir) {
+  const std::string manifest_path = dir + "/" + kPackageManifestName;
+  TS_ASSIGN_OR_RETURN(std::string manifest_text, ReadWholeFile(manifest_path, kMaxManifestBytes));
+  auto parsed = ParseJsonDocument(manifest_text, kPackageManifestName);
+  if (!parsed || !parsed->is_object()) {
+    return Corrupt("the package manifest in " + dir + " is damaged; " + ReconvertHint(dir, ""));
+  }
+  const nlohmann::json& manifest = *parsed;
+  std::string source_dir;
+  if (manifest.contains("source") && manifest["source"].is_object() &&
+      manifest["source"].contains("dir") && manifest["source"]["dir"].is_string()) {
+    source_dir = manifest["source"]["dir"];
+  }
+  // The version first, so an old package gets the message that helps.
+  auto version = manifest.find("format_version");
+  if (version == manifest.end() || !version->is_number_integer()) {
+    return Corrupt("the package in " + dir + " has no format version; " +
+                   ReconvertHint(dir, source_dir));
+  }
+  const int64_t format = version->get<int64_t>();
+  if (format < kPackageFormatVersion) {
+    return Unsupported("the package in " + dir + " uses format " + std::to_string(format) +
+                       ", older than this tessera's " + std::to_string(kPackageFormatVersion) +
+                       "; " + ReconvertHint(dir, source_dir));
+  }
+  if (format > kPackageFormatVersion) {
+    return Unsupported("the package in " + dir + " uses format " + std::to_string(format) +
+                       ", newer than this tessera understands; upgrade tessera or " +
+                       ReconvertHint(dir, source_dir));
+  }
+  auto recorded = ReadWholeFile(dir + "/" + kPackageManifestHashName, 1024);
+  std::string recorded_hash = recorded ? *recorded : "";
+  while (!recorded_hash.empty() && recorded_hash.back() == '\n') recorded_hash.pop_back();
+  if (recorded_hash != Sha256Hex(manifest_text)) {
+    return Corrupt("the package manifest in " + dir + " does not match its sha256; " +
+                   ReconvertHint(dir, source_dir));
+  }
+
+  PackageInfo info;
+  info.architecture = manifest.value("architecture", "");
+  info.dtype = manifest.value("dtype", "");
+  if (manifest.contains("source") && manifest["source"].is_object()) {
+    info.source_repo = manifest["source"].value("repo", "");
+    info.source_commit = manifest["source"].value("commit", "");
+  }
+  auto files = manifest.find("files");
+  if (files == manifest.end() || !files->is_array() || files->empty()) {
+    return Corrupt("the package manifest in " + dir + " lists no files; " +
+                   ReconvertHint(dir, source_dir));
+  }
+  std::map<std::string, CacheEntry> cache = ReadVerifiedCache(dir);
+  bool cache_changed = false;
+  for (const auto& f : *files) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || !f.contains("sha256") || !f["sha256"].is_string()) {
+      return Corrupt("a file entry in the package manifest of " + dir + " is malformed; " +
+                     ReconvertHint(dir, source_dir));
+    }
+    const std::string name = f["path"];
+    if (name.empty() || name.find('/') != std::string::npos || name.starts_with(".")) {
+      return Corrupt("the package manifest of " + dir + " names " + QuoteForMessage(name) +
+                     ", which is not a plain file name; " + ReconvertHint(dir, source_dir));
+    }
+    const uint64_t size = f["size"];
+    const std::string sha256 = f["sha256"];
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+      return Corrupt(name + " is missing from the package in " + dir + "; " +
+                     ReconvertHint(dir, source_dir));
+    }
+    if (static_cast<uint64_t>(st.st_size) != size) {
+      return Corrupt(name + " in the package " + dir + " is " + std::to_string(st.st_size) +
+                     " bytes, the manifest says " + std::to_string(size) + "; " +
+                     ReconvertHint(dir, source_dir));
+    }
+    const int64_t mtime_ns =
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    auto cached = cache.find(name);
+    if (cached != cache.end() && cached->second.size == size &&
+        cached->second.mtime_ns == mtime_ns && cached->second.inode == st.st_ino &&
+        cached->second.sha256 == sha256 &&
+        mtime_ns + kRacyWindowNs <= cached->second.verified_at_ns) {
+      ++info.files_cached;
+      continue;
+    }
+    TS_ASSIGN_OR_RETURN(std::string digest, Sha256File(path));
+    ++info.files_hashed;
+    if (digest != sha256) {
+      return Corrupt(name + " in the package " + dir + " does not match its sha256 (damaged); " +
+                     ReconvertHint(dir, source_dir));
+    }
+    cache[name] = CacheEntry{size, mtime_ns, static_cast<uint64_t>(st.st_ino), sha256, NowNs()};
+    cache_changed = true;
+  }
+  if (cache_changed) WriteVerifiedCache(dir, cache);
+  return info;
+}
+
+}  // namespace tessera
