@@ -266,7 +266,16 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     m.size_bytes = DirectoryBytes(m.dir);
     std::string repo;
     auto lock = ReadLockFile(m.dir);
-    if (!lock) {
+    if (IsPackageDir(m.dir)) {
+      // Packages carry their own manifest; verification is cheap when the cache is warm.
+      auto package = VerifyPackage(m.dir);
+      m.verification = package ? "verified" : "changed: " + package.status().message();
+      if (package) {
+        m.dtype = package->dtype;
+        repo = package->source_repo;
+        m.commit = package->source_commit;
+      }
+    } else if (!lock) {
       m.verification = "unverified";
     } else {
       repo = lock->repo;

@@ -164,6 +164,28 @@ size_t AppendToString(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+// Stall and Ctrl-C watch for the file-list request (downloads have their own, with the bar).
+struct MetadataWatch {
+  const PullOptions* options = nullptr;
+  curl_off_t last_bytes = -1;
+  Clock::time_point last_change;
+  bool stalled = false;
+};
+
+int MetadataProgress(void* user, curl_off_t, curl_off_t now_bytes, curl_off_t, curl_off_t) {
+  auto* w = static_cast<MetadataWatch*>(user);
+  if (w->options->cancel != nullptr && w->options->cancel->load()) return 1;
+  auto now = Clock::now();
+  if (now_bytes != w->last_bytes) {
+    w->last_bytes = now_bytes;
+    w->last_change = now;
+  } else if (now - w->last_change >= std::chrono::seconds(w->options->stall_timeout_seconds)) {
+    w->stalled = true;
+    return 1;
+  }
+  return 0;
+}
+
 Expected<RemoteRevision> FetchRevision(const ModelSpec& spec, const PullOptions& options) {
   const std::string what = spec.repo + "@" + spec.revision;
   const std::string url = options.endpoint + "/api/models/" + spec.repo + "/revision/" +
@@ -173,7 +195,14 @@ Expected<RemoteRevision> FetchRevision(const ModelSpec& spec, const PullOptions&
   std::string body;
   curl_easy_setopt(handle.curl, CURLOPT_WRITEFUNCTION, AppendToString);
   curl_easy_setopt(handle.curl, CURLOPT_WRITEDATA, &body);
+  MetadataWatch watch;
+  watch.options = &options;
+  watch.last_change = Clock::now();
+  curl_easy_setopt(handle.curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(handle.curl, CURLOPT_XFERINFOFUNCTION, MetadataProgress);
+  curl_easy_setopt(handle.curl, CURLOPT_XFERINFODATA, &watch);
   CURLcode rc = curl_easy_perform(handle.curl);
+  if (watch.stalled) rc = CURLE_OPERATION_TIMEDOUT;
   if (rc == CURLE_WRITE_ERROR) return Corrupt("the hub's file list for " + what + " is too large");
   if (rc != CURLE_OK)
     return TransferError(rc, handle, "fetching the file list of " + what, options);
@@ -200,6 +229,9 @@ Expected<RemoteRevision> FetchRevision(const ModelSpec& spec, const PullOptions&
     RemoteFile file;
     file.name = s["rfilename"].get<std::string>();
     if (!IsNeededModelFile(file.name)) continue;
+    for (const auto& seen : revision.files) {
+      if (seen.name == file.name) return bad(file.name + " is listed twice");
+    }
     if (s.contains("size") && s["size"].is_number_unsigned()) file.size = s["size"].get<uint64_t>();
     if (s.contains("blobId") && s["blobId"].is_string()) file.blob_id = s["blobId"];
     if (s.contains("lfs") && s["lfs"].is_object()) {

@@ -48,7 +48,12 @@ FakeHub::FakeHub() : server_(std::make_unique<httplib::Server>()) {
   // GET /api/models/{org}/{name}/revision/{rev}
   server_->Get(R"(/api/models/([^/]+)/([^/]+)/revision/(.+))", [this](const httplib::Request& req,
                                                                       httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stall_file_list_) {
+      stall_released_.wait_for(lock, kMaxStall, [this] { return stopping_; });
+      res.status = 503;
+      return;
+    }
     auto it = repos_.find(std::string(req.matches[1]) + "/" + std::string(req.matches[2]));
     if (it == repos_.end()) {
       res.status = 404;

@@ -44,6 +44,11 @@ class FakeHub {
   void StallAfter(const std::string& repo, const std::string& file, size_t bytes);
   // Every request needs "Authorization: Bearer <token>" (401 otherwise).
   void RequireToken(const std::string& token);
+  // The file-list call accepts the request and never answers (until the hub is destroyed).
+  void StallFileList() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stall_file_list_ = true;
+  }
   // Resolve requests for `file` answer 404 (the file list still names it).
   void MissingFile(const std::string& repo, const std::string& file);
 
@@ -77,6 +82,7 @@ class FakeHub {
   std::condition_variable stall_released_;
   bool stopping_ = false;
   std::string token_;
+  bool stall_file_list_ = false;
   std::map<std::string, Repo> repos_;
   std::vector<Request> requests_;
   uint64_t bytes_served_ = 0;

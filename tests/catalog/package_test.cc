@@ -240,6 +240,27 @@ TEST_F(PackageTest, ConvertCommandLine) {
   EXPECT_NE(r.out.find("converted"), std::string::npos);
   r = test::RunTessera({"resolve", package_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A package in the store is listed with its dtype and verification.
+  ASSERT_EQ(test::RunTessera({"convert", source_, tmp_.File("models/tiny-f32"), "--dtype", "f32"})
+                .exit_code,
+            0);
+  r = test::RunProcess({"env", "TESSERA_MODELS=" + tmp_.File("models"),
+                        "HF_HOME=" + tmp_.File("hf"), test::TesseraBinary(), "list", "--json"},
+                       "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto listed = nlohmann::json::parse(r.out);
+  ASSERT_EQ(listed.size(), 1u) << r.out;
+  EXPECT_EQ(listed[0]["name"], "tiny-f32");
+  EXPECT_EQ(listed[0]["dtype"], "f32");
+  EXPECT_EQ(listed[0]["verification"], "verified");
+  FlipByte(tmp_.File("models/tiny-f32/model.safetensors"), 1000);
+  r = test::RunProcess({"env", "TESSERA_MODELS=" + tmp_.File("models"),
+                        "HF_HOME=" + tmp_.File("hf"), test::TesseraBinary(), "list", "--json"},
+                       "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)[0]["verification"].get<std::string>().rfind("changed", 0),
+            0u)
+      << r.out;
   FlipByte(package_ + "/config.json", 3);
   r = test::RunTessera({"resolve", package_});
   EXPECT_EQ(r.exit_code, 1);

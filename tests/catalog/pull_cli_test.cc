@@ -239,19 +239,32 @@ TEST_F(PullTest, StalledServerTimesOutWithAClearMessage) {
   EXPECT_FALSE(fs::exists(model_dir_));
 }
 
+TEST_F(PullTest, HubThatNeverAnswersTimesOut) {
+  hub_.StallFileList();
+  auto begin = std::chrono::steady_clock::now();
+  auto r = Tessera({"pull", kRepo, "--timeout", "2"});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("fetching the file list of test-org/tiny@main stalled: no data for 2 s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_GE(seconds, 1.9);
+  EXPECT_LT(seconds, 6.0);
+}
+
 TEST_F(PullTest, CtrlCKeepsThePreviousCopyAndTheNextPullResumes) {
   ASSERT_EQ(Tessera({"pull", kRepo}).exit_code, 0);
   auto updated = files_;
   updated[kShard1][1000] ^= 0x55;
   hub_.AddModel(kRepo, kCommitB, updated);
   hub_.StallAfter(kRepo, kShard1, 30000);
-  // SIGINT after a second; the download is stalled by then (the stall lasts until the hub
+  // SIGINT after two seconds; the download is stalled by then (the stall lasts until the hub
   // is destroyed), so the signal always lands mid-pull.
   std::vector<std::string> argv = {"timeout",
                                    "--preserve-status",
                                    "-s",
                                    "INT",
-                                   "1",
+                                   "2",
                                    "env",
                                    "HF_ENDPOINT=" + hub_.endpoint(),
                                    "TESSERA_MODELS=" + models_,
