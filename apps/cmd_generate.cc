@@ -42,6 +42,7 @@ int Run(int argc, char** argv) {
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
   args.AddInt("max-tokens", "maximum tokens to generate", 128);
   args.AddFlag("json", "print one JSON object instead of streaming text");
+  args.AddFlag("echo", "when streaming, print the prompt text before the continuation");
   args.AddInt("top-logits", "with --json: the K highest [id, logit] per generated step", 0);
   args.AddString("placement", "layers per backend, e.g. cpu, reference or reference:3,cpu", false,
                  "cpu");
@@ -122,7 +123,15 @@ int Run(int argc, char** argv) {
   StreamingDetokenizer detok(tok->tokenizer, /*skip_special_tokens=*/true);
   // Prime the stream with the prompt so the completion decodes in context (a SentencePiece
   // Strip decoder removes a leading space only at the very start of the text).
-  for (int32_t id : prompt_ids) (void)detok.Push(id);
+  std::string prompt_echo;
+  for (int32_t id : prompt_ids) {
+    auto piece = detok.Push(id);
+    if (piece) prompt_echo += *piece;
+  }
+  if (!json && args.GetFlag("echo")) {
+    std::fwrite(prompt_echo.data(), 1, prompt_echo.size(), stdout);
+    std::fflush(stdout);
+  }
   if (!json) {
     req.on_token = [&](int32_t id) {
       auto piece = detok.Push(id);  // ids past the tokenizer's vocabulary have no text

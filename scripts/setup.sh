@@ -67,7 +67,5 @@ if [[ "${1:-}" == "--no-run" ]]; then exit 0; fi
 
 SHARED=${TESSERA_SHARED_DIR:-../shared}
 echo "setup: running the main job (greedy generation on stories260k)"
-PROMPT="Once upon a time"
-printf '%s' "$PROMPT"  # generate streams only the continuation
 "$BUILD_DIR/apps/tessera" generate --model "$SHARED/models/stories260k" \
-  --prompt "$PROMPT" --max-tokens 60
+  --prompt "Once upon a time" --max-tokens 60 --echo

@@ -47,6 +47,10 @@ TEST(GenerateCli, StreamedTextEqualsTheJsonCompletion) {
   ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
   auto out = nlohmann::json::parse(json.out);
   EXPECT_EQ(streamed.out, out["completion_text"].get<std::string>() + "\n");
+  auto echoed = test::RunTessera({"generate", "--model", ModelDir(), "--prompt", "Lily and Tom",
+                                  "--max-tokens", "40", "--echo"});
+  ASSERT_EQ(echoed.exit_code, 0) << echoed.err;
+  EXPECT_EQ(echoed.out, out["text"].get<std::string>() + "\n");
 }
 
 TEST(GenerateCli, StopsAtTheEosIdOfGenerationConfig) {
