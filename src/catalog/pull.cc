@@ -364,7 +364,7 @@ Status DownloadOnce(const std::string& url, const RemoteFile& file, const std::s
     fs::remove(part, ec);  // longer than the file can be: not ours to resume
     have = 0;
   }
-  if (file.size && have == *file.size) return Status::Ok();
+  if (file.size && have == *file.size && fs::exists(part, ec)) return Status::Ok();
   FILE* out = std::fopen(part.c_str(), have > 0 ? "ab" : "wb");
   if (out == nullptr) return IoError("cannot write " + part + ": " + std::strerror(errno));
   if (have > 0) {

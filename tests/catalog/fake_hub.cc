@@ -97,6 +97,12 @@ FakeHub::FakeHub() : server_(std::make_unique<httplib::Server>()) {
     file->drop_after = 0;  // once
     const bool stall = file->stall;
     const size_t stall_after = file->stall_after;
+    if (served.empty()) {
+      // Observed: with a zero-length content provider this httplib never ends the response
+      // (the client waited for its stall timeout), so an empty body is sent directly.
+      res.set_content("", "application/octet-stream");
+      return;
+    }
     res.set_content_provider(served.size(), "application/octet-stream",
                              [this, served, drop_after, stall, stall_after](
                                  size_t offset, size_t length, httplib::DataSink& sink) {
