@@ -29,19 +29,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxMetadataBytes = 64u << 20;
 constexpr size_t kMaxErrorBodyBytes = 4096;
+// Far more than any checkpoint has; bounds the work a hostile file list can cause.
+constexpr size_t kMaxModelFiles = 4096;
 
-// What the hub says one needed file is.
-struct RemoteFile {
-  std::string name;
-  std::optional<uint64_t> size;
-  std::string lfs_sha256;  // empty for files kept in Git
-  std::string blob_id;     // Git blob id, when given
-};
-
-struct RemoteRevision {
-  std::string commit;
-  std::vector<RemoteFile> files;
-};
+bool IsSha256Hex(const std::string& text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
 
 void Log(const PullOptions& options, const std::string& line) {
   if (options.log) options.log(line);
@@ -209,59 +206,7 @@ Expected<RemoteRevision> FetchRevision(const ModelSpec& spec, const PullOptions&
   long code = handle.ResponseCode();
   if (code != 200) return HttpError(code, what, options);
 
-  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(body, "hub file list"));
-  auto bad = [&](const std::string& why) {
-    return Corrupt("the hub's file list for " + what + " is malformed: " + why);
-  };
-  if (!doc.is_object()) return bad("not an object");
-  RemoteRevision revision;
-  auto sha = doc.find("sha");
-  if (sha == doc.end() || !sha->is_string() || !IsCommitId(sha->get<std::string>())) {
-    return bad("no 40-digit commit \"sha\"");
-  }
-  revision.commit = sha->get<std::string>();
-  auto siblings = doc.find("siblings");
-  if (siblings == doc.end() || !siblings->is_array()) return bad("no \"siblings\" array");
-  for (const auto& s : *siblings) {
-    if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string()) {
-      return bad("a sibling has no \"rfilename\"");
-    }
-    RemoteFile file;
-    file.name = s["rfilename"].get<std::string>();
-    if (!IsNeededModelFile(file.name)) continue;
-    for (const auto& seen : revision.files) {
-      if (seen.name == file.name) return bad(file.name + " is listed twice");
-    }
-    if (s.contains("size") && s["size"].is_number_unsigned()) file.size = s["size"].get<uint64_t>();
-    if (s.contains("blobId") && s["blobId"].is_string()) file.blob_id = s["blobId"];
-    if (s.contains("lfs") && s["lfs"].is_object()) {
-      const auto& lfs = s["lfs"];
-      if (!lfs.contains("sha256") || !lfs["sha256"].is_string() ||
-          lfs["sha256"].get<std::string>().size() != 64) {
-        return bad(file.name + " has LFS metadata without a sha256");
-      }
-      file.lfs_sha256 = lfs["sha256"];
-      if (lfs.contains("size") && lfs["size"].is_number_unsigned()) {
-        file.size = lfs["size"].get<uint64_t>();
-      }
-    }
-    // Weights are always LFS on the hub; without a hash they cannot be checked.
-    if (file.name.ends_with(".safetensors") && file.lfs_sha256.empty()) {
-      return bad(file.name + " has no LFS sha256, so it cannot be verified");
-    }
-    revision.files.push_back(std::move(file));
-  }
-  bool has_config = false, has_weights = false;
-  for (const auto& f : revision.files) {
-    has_config |= f.name == "config.json";
-    has_weights |= f.name.ends_with(".safetensors");
-  }
-  if (!has_config || !has_weights) {
-    return Unsupported(what +
-                       " has no config.json or no .safetensors weights; tessera needs a "
-                       "Hugging Face transformers checkpoint");
-  }
-  return revision;
+  return ParseHubRevision(body, what);
 }
 
 // State shared with curl's callbacks while one file downloads.
@@ -508,6 +453,65 @@ bool LockMatchesRevision(const LockFile& lock, const RemoteRevision& revision) {
 }
 
 }  // namespace
+
+Expected<RemoteRevision> ParseHubRevision(std::string_view body, const std::string& what) {
+  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(body, "hub file list"));
+  auto bad = [&](const std::string& why) {
+    return Corrupt("the hub's file list for " + what + " is malformed: " + why);
+  };
+  if (!doc.is_object()) return bad("not an object");
+  RemoteRevision revision;
+  auto sha = doc.find("sha");
+  if (sha == doc.end() || !sha->is_string() || !IsCommitId(sha->get<std::string>())) {
+    return bad("no 40-digit commit \"sha\"");
+  }
+  revision.commit = sha->get<std::string>();
+  auto siblings = doc.find("siblings");
+  if (siblings == doc.end() || !siblings->is_array()) return bad("no \"siblings\" array");
+  for (const auto& s : *siblings) {
+    if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string()) {
+      return bad("a sibling has no \"rfilename\"");
+    }
+    RemoteFile file;
+    file.name = s["rfilename"].get<std::string>();
+    if (!IsNeededModelFile(file.name)) continue;
+    if (revision.files.size() >= kMaxModelFiles) {
+      return bad("more than " + std::to_string(kMaxModelFiles) + " model files");
+    }
+    for (const auto& seen : revision.files) {
+      if (seen.name == file.name) return bad(file.name + " is listed twice");
+    }
+    if (s.contains("size") && s["size"].is_number_unsigned()) file.size = s["size"].get<uint64_t>();
+    if (s.contains("blobId") && s["blobId"].is_string()) file.blob_id = s["blobId"];
+    if (s.contains("lfs") && s["lfs"].is_object()) {
+      const auto& lfs = s["lfs"];
+      if (!lfs.contains("sha256") || !lfs["sha256"].is_string() ||
+          !IsSha256Hex(lfs["sha256"].get<std::string>())) {
+        return bad(file.name + " has LFS metadata without a sha256");
+      }
+      file.lfs_sha256 = lfs["sha256"];
+      if (lfs.contains("size") && lfs["size"].is_number_unsigned()) {
+        file.size = lfs["size"].get<uint64_t>();
+      }
+    }
+    // Weights are always LFS on the hub; without a hash they cannot be checked.
+    if (file.name.ends_with(".safetensors") && file.lfs_sha256.empty()) {
+      return bad(file.name + " has no LFS sha256, so it cannot be verified");
+    }
+    revision.files.push_back(std::move(file));
+  }
+  bool has_config = false, has_weights = false;
+  for (const auto& f : revision.files) {
+    has_config |= f.name == "config.json";
+    has_weights |= f.name.ends_with(".safetensors");
+  }
+  if (!has_config || !has_weights) {
+    return Unsupported(what +
+                       " has no config.json or no .safetensors weights; tessera needs a "
+                       "Hugging Face transformers checkpoint");
+  }
+  return revision;
+}
 
 bool IsNeededModelFile(const std::string& name) {
   static const char* const kFixed[] = {"config.json",

@@ -16,7 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "catalog/model_names.h"
@@ -50,6 +53,24 @@ struct PullResult {
 // untouched; partial files stay in `models_dir`/.staging-<name> for the next pull to resume.
 Expected<PullResult> PullModel(const ModelSpec& spec, const std::string& models_dir,
                                const PullOptions& options);
+
+// What the hub says one needed file is.
+struct RemoteFile {
+  std::string name;
+  std::optional<uint64_t> size;
+  std::string lfs_sha256;  // empty for files kept in Git
+  std::string blob_id;     // Git blob id, when given
+};
+
+struct RemoteRevision {
+  std::string commit;             // 40 hex digits
+  std::vector<RemoteFile> files;  // only the needed files (IsNeededModelFile), each once
+};
+
+// Parses the body of the revision call (untrusted: every field is checked); `what` names the
+// repository in errors. Refuses a listing without config.json or weights, a weights file
+// without an LFS sha256 and a file listed twice.
+Expected<RemoteRevision> ParseHubRevision(std::string_view body, const std::string& what);
 
 // True for the files a model needs: config.json, generation_config.json, *.safetensors and
 // model.safetensors.index.json, tokenizer.json, tokenizer_config.json, chat_template.jinja,

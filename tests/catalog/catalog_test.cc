@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "catalog/model_names.h"
+#include "catalog/pull.h"
 
 namespace tessera {
 namespace {
@@ -122,6 +123,80 @@ TEST(ModelNamesTest, ParsesIdsReposAndRevisions) {
   EXPECT_EQ(other->entry, nullptr);
   EXPECT_TRUE(IsCommitId(other->revision));
   EXPECT_FALSE(IsCommitId("main"));
+}
+
+TEST(HubMetadataTest, KeepsOnlyNeededFilesWithTheirHashes) {
+  const std::string sha(64, 'a');
+  const std::string body = R"({"sha":"0123456789abcdef0123456789abcdef01234567","siblings":[)"
+                           R"({"rfilename":"README.md"},)"
+                           R"({"rfilename":"config.json","size":10,"blobId":"x"},)"
+                           R"({"rfilename":"onnx/model.safetensors","size":1},)"
+                           R"({"rfilename":"model.safetensors","size":5,"lfs":{"sha256":")" +
+                           sha + R"(","size":7}}]})";
+  auto parsed = ParseHubRevision(body, "o/m");
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  ASSERT_EQ(parsed->files.size(), 2u);
+  EXPECT_EQ(parsed->files[0].name, "config.json");
+  EXPECT_EQ(*parsed->files[0].size, 10u);
+  EXPECT_EQ(parsed->files[1].lfs_sha256, sha);
+  EXPECT_EQ(*parsed->files[1].size, 7u);  // the LFS size wins over the pointer's
+}
+
+TEST(HubMetadataTest, RefusesHostileFileLists) {
+  const std::string commit = R"("sha":"0123456789abcdef0123456789abcdef01234567")";
+  const std::string config = R"({"rfilename":"config.json"})";
+  const std::string weights =
+      R"({"rfilename":"model.safetensors","lfs":{"sha256":")" + std::string(64, 'b') + R"("}})";
+  const std::vector<std::string> bodies = {
+      "",
+      "[]",
+      "{",
+      std::string(100000, '['),
+      R"({"sha":"main","siblings":[]})",
+      "{" + commit + "}",
+      "{" + commit + R"(,"siblings":{}})",
+      "{" + commit + R"(,"siblings":[1]})",
+      "{" + commit + R"(,"siblings":[{"rfilename":7}]})",
+      "{" + commit + R"(,"siblings":[)" + config + "]}",   // no weights
+      "{" + commit + R"(,"siblings":[)" + weights + "]}",  // no config
+      "{" + commit + R"(,"siblings":[)" + config + "," + weights + "," + weights + "]}",
+      "{" + commit + R"(,"siblings":[)" + config +
+          R"(,{"rfilename":"model.safetensors","size":3}]})",  // weights without a hash
+      "{" + commit + R"(,"siblings":[)" + config +
+          R"(,{"rfilename":"model.safetensors","lfs":{"sha256":"../../etc"}}]})",
+      "{" + commit + R"(,"siblings":[)" + config +
+          R"(,{"rfilename":"model.safetensors","lfs":{"sha256":")" + std::string(64, 'G') +
+          R"("}}]})",
+      "{" + commit + R"(,"siblings":[)" + config + "," + weights + "]}\xff",
+  };
+  for (const auto& body : bodies) {
+    auto parsed = ParseHubRevision(body, "o/m");
+    EXPECT_FALSE(parsed) << body.substr(0, 80);
+  }
+  // A list with very many weight files is bounded.
+  std::string many = "{" + commit + R"(,"siblings":[)" + config;
+  for (int i = 0; i < 5000; ++i) {
+    many += R"(,{"rfilename":"w)" + std::to_string(i) + R"(.safetensors","lfs":{"sha256":")" +
+            std::string(64, 'c') + R"("}})";
+  }
+  many += "]}";
+  auto parsed = ParseHubRevision(many, "o/m");
+  ASSERT_FALSE(parsed);
+  EXPECT_NE(parsed.status().message().find("more than"), std::string::npos);
+}
+
+TEST(HubMetadataTest, OnlyPlainTopLevelModelFilesAreNeeded) {
+  for (const char* name :
+       {"config.json", "generation_config.json", "model.safetensors",
+        "model-00001-of-00002.safetensors", "model.safetensors.index.json", "tokenizer.json",
+        "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"}) {
+    EXPECT_TRUE(IsNeededModelFile(name)) << name;
+  }
+  for (const char* name :
+       {"README.md", "pytorch_model.bin", "onnx/model.safetensors", "../model.safetensors",
+        ".safetensors", "-x.safetensors", "a b.safetensors", "model.gguf", "vocab.json", ""}) {
+    EXPECT_FALSE(IsNeededModelFile(name)) << name;
+  }
 }
 
 }  // namespace
