@@ -38,9 +38,6 @@ int RunPullCommand(int argc, char** argv) {
   CliArgs args("pull NAME|ORG/REPO[@REV]");
   args.AddFlag("force", "download and verify every file again, even when current");
   args.AddInt("timeout", "seconds without data before a download is abandoned", 30);
-  args.AddString("models-dir",
-                 "where models are stored (default $TESSERA_MODELS or "
-                 "~/.local/share/tessera/models)");
   // The model name comes first; everything after it is an option.
   int first_option = 2;
   std::string name;
@@ -53,7 +50,7 @@ int RunPullCommand(int argc, char** argv) {
     std::printf(
         "%s\nNAME is a catalog id (tessera list --catalog) or a hub repository "
         "ORG/REPO, optionally @REVISION.\nHF_ENDPOINT overrides the hub URL, HF_TOKEN "
-        "authenticates.\n",
+        "authenticates.\nModels go to $TESSERA_MODELS (default ~/.local/share/tessera/models).\n",
         args.Usage().c_str());
     return 0;
   }
@@ -68,14 +65,9 @@ int RunPullCommand(int argc, char** argv) {
   if (!catalog) return ReportError("pull", catalog.status());
   auto spec = ParseModelSpec(name, **catalog);
   if (!spec) return ReportError("pull", spec.status());
-  std::string models_dir;
-  if (args.Has("models-dir")) {
-    models_dir = args.GetString("models-dir");
-  } else {
-    auto dir = ModelsDir();
-    if (!dir) return ReportError("pull", dir.status());
-    models_dir = *dir;
-  }
+  // One knob for every command (pull, list, rm, resolve): $TESSERA_MODELS.
+  auto models_dir = ModelsDir();
+  if (!models_dir) return ReportError("pull", models_dir.status());
 
   PullOptions options = PullOptionsFromEnvironment();
   options.force = args.GetFlag("force");
@@ -91,7 +83,7 @@ int RunPullCommand(int argc, char** argv) {
 
   std::fprintf(stderr, "pulling %s (%s@%s) from %s\n", spec->store_name.c_str(), spec->repo.c_str(),
                spec->revision.c_str(), options.endpoint.c_str());
-  auto result = PullModel(*spec, models_dir, options);
+  auto result = PullModel(*spec, *models_dir, options);
   if (!result) {
     ReportError("pull", result.status());
     return result.status().code() == ErrorCode::kCancelled ? 130 : 1;
