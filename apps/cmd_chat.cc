@@ -406,7 +406,9 @@ int Run(int argc, char** argv) {
       return ReportError(kCommand, InvalidArgument("--template-kwargs must be a JSON object"));
     }
   }
-  const std::string dir = args.GetString("model");
+  auto resolved_dir = ResolveModelDir(args.GetString("model"));
+  if (!resolved_dir) return ReportError("chat", resolved_dir.status());
+  const std::string dir = *resolved_dir;
 
   auto ckpt = OpenCheckpoint(dir);
   if (!ckpt) return ReportError(kCommand, ckpt.status());

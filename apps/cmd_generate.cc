@@ -36,7 +36,7 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text) {
 
 int Run(int argc, char** argv) {
   CliArgs args("generate");
-  args.AddString("model", "checkpoint directory (config.json, *.safetensors, tokenizer.json)",
+  args.AddString("model", "checkpoint directory, or a model name from `tessera list`",
                  true);
   args.AddString("prompt", "prompt text");
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
@@ -62,7 +62,9 @@ int Run(int argc, char** argv) {
   if (top_k < 0 || top_k > 1000) {
     return ReportError("generate", InvalidArgument("--top-logits must be between 0 and 1000"));
   }
-  const std::string dir = args.GetString("model");
+  auto resolved_dir = ResolveModelDir(args.GetString("model"));
+  if (!resolved_dir) return ReportError("generate", resolved_dir.status());
+  const std::string dir = *resolved_dir;
 
   auto ckpt = OpenCheckpoint(dir);
   if (!ckpt) return ReportError("generate", ckpt.status());

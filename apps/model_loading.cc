@@ -1,8 +1,20 @@
 #include "model_loading.h"
 
+#include <sys/stat.h>
+
 #include "base/mapped_file.h"
+#include "catalog/catalog.h"
+#include "catalog/model_store.h"
 
 namespace tessera {
+
+Expected<std::string> ResolveModelDir(const std::string& model_arg) {
+  struct stat st {};
+  if (::stat(model_arg.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return model_arg;
+  TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
+  TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModel(model_arg, *catalog));
+  return resolved.dir;
+}
 
 Expected<LoadedTokenizer> LoadTokenizerDir(const std::string& dir) {
   std::string path = dir + "/tokenizer.json";

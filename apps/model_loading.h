@@ -14,6 +14,10 @@
 
 namespace tessera {
 
+// --model: an existing directory is used as given; anything else is a model name resolved
+// through tessera's store and the Hugging Face cache (catalog/model_store.h).
+Expected<std::string> ResolveModelDir(const std::string& model_arg);
+
 struct LoadedTokenizer {
   Tokenizer tokenizer;
   TokenizerConfig config;  // defaults when tokenizer_config.json is absent

@@ -2,6 +2,9 @@
 // compared with llama2.c run.c's reference generations.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
@@ -68,6 +71,35 @@ TEST(GenerateCli, StopsAtTheEosIdOfGenerationConfig) {
   EXPECT_EQ(out["stop_reason"], "stop");
   EXPECT_EQ(out["generated_ids"].back(), 267);
   EXPECT_LT(out["generated_ids"].size(), 60u);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(GenerateCli, ResolvesAModelNameThroughTheStore) {
+  // A catalog name installed in $TESSERA_MODELS (here a copy of stories260k under that name).
+  test::TempDir store;
+  std::string dir = store.File("smollm2-135m-instruct");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors",
+                        "tokenizer.json", "tokenizer_config.json"}) {
+    test::WriteFile(dir + "/" + f, test::ReadFile(ModelDir() + "/" + f));
+  }
+  ::setenv("TESSERA_MODELS", store.path().c_str(), 1);
+  auto by_name = test::RunTessera({"generate", "--model", "smollm2-135m-instruct", "--prompt",
+                                   "Lily and Tom", "--max-tokens", "8", "--json"});
+  auto by_path = test::RunTessera({"generate", "--model", ModelDir(), "--prompt", "Lily and Tom",
+                                   "--max-tokens", "8", "--json"});
+  auto missing = test::RunTessera({"generate", "--model", "qwen3-0.6b", "--prompt", "x"});
+  ::unsetenv("TESSERA_MODELS");
+  ASSERT_EQ(by_name.exit_code, 0) << by_name.err;
+  EXPECT_EQ(nlohmann::json::parse(by_name.out)["generated_ids"],
+            nlohmann::json::parse(by_path.out)["generated_ids"]);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("tessera pull qwen3-0.6b"), std::string::npos) << missing.err;
 }
 
 }  // namespace
