@@ -150,7 +150,7 @@ TEST_F(CliMalformed, PromptIdOutsideTheVocabulary) {
 }
 
 TEST_F(CliMalformed, MissingModelDirectory) {
-  ExpectCleanFailure({"generate", "--model", tmp_.File("nope"), "--prompt", "x"}, "config.json");
+  ExpectCleanFailure({"generate", "--model", tmp_.File("nope"), "--prompt", "x"}, "nope");
 }
 
 }  // namespace
