@@ -13,6 +13,13 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
   int64_t max_seq = options.max_seq;
   if (max_seq <= 0) max_seq = std::min<int64_t>(cfg.max_position_embeddings, 4096);
   if (max_seq <= 0) max_seq = 4096;
+  // Positions past the trained range are meaningless for RoPE models, and the bound keeps
+  // the KV cache's size tied to what the checkpoint declares.
+  if (cfg.max_position_embeddings > 0 && max_seq > cfg.max_position_embeddings) {
+    return InvalidArgument("a context of " + std::to_string(max_seq) +
+                           " positions is more than the model's max_position_embeddings (" +
+                           std::to_string(cfg.max_position_embeddings) + "); lower --context");
+  }
   if (options.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
   exec->max_seq_ = max_seq;
   exec->max_batch_tokens_ = options.max_batch_tokens;

@@ -155,3 +155,17 @@ TEST_F(CliMalformed, MissingModelDirectory) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(CliLimits, ContextPastTheModelsPositionsIsRefused) {
+  auto r = test::RunTessera({"generate", "--model", test::SharedDir() + "/models/stories260k",
+                             "--prompt", "x", "--context", "200000000"});
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("max_position_embeddings (512)"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera
