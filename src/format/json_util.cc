@@ -1,5 +1,7 @@
 #include "format/json_util.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <exception>
 #include <set>
@@ -20,35 +22,6 @@ size_t FirstInvalidUtf8Offset(std::string_view text) {
     if (!NextCodepoint(text, &pos, &cp)) break;
     // A genuine U+FFFD is encoded as EF BF BD; anything else decoding to it is ill-formed.
     if (cp == kReplacementChar && text.substr(start, 3) != "\xEF\xBF\xBD") return start;
-  }
-  return std::string_view::npos;
-}
-
-// Depth of brackets outside strings. Stops at the first opening bracket past max_depth and
-// returns its offset, so the parser is never handed a document that nests deeper.
-size_t FirstTooDeepOffset(std::string_view text, size_t max_depth) {
-  size_t depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return i;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
   }
   return std::string_view::npos;
 }
@@ -137,6 +110,38 @@ std::string ShortReason(std::string reason) {
 
 }  // namespace
 
+JsonDepthScan ScanJsonDepth(std::string_view text, size_t limit) {
+  JsonDepthScan scan;
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      scan.deepest = std::max(scan.deepest, ++depth);
+      if (depth > limit) {
+        scan.too_deep_at = i;
+        return scan;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return scan;
+}
+
 Expected<json> ParseJsonDocument(std::string_view text, std::string_view what, size_t max_depth,
                                  DuplicateKeys duplicates) {
   const std::string where(what);
@@ -144,7 +149,7 @@ Expected<json> ParseJsonDocument(std::string_view text, std::string_view what, s
     return Corrupt(where + ": invalid UTF-8 at byte " + std::to_string(bad) +
                    "; JSON text must be UTF-8");
   }
-  if (size_t deep = FirstTooDeepOffset(text, max_depth); deep != std::string_view::npos) {
+  if (size_t deep = ScanJsonDepth(text, max_depth).too_deep_at; deep != std::string_view::npos) {
     return Corrupt(where + ": JSON nests deeper than " + std::to_string(max_depth) +
                    " levels at byte " + std::to_string(deep));
   }

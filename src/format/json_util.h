@@ -25,6 +25,14 @@ enum class DuplicateKeys {
   kKeepLast,  // nlohmann's own behaviour, for large files where the check costs too much
 };
 
+// Bracket nesting outside strings, scanned byte by byte without parsing. Stops at the first
+// opening bracket past `limit` (too_deep_at, else npos), so deepest is at most limit + 1.
+struct JsonDepthScan {
+  size_t deepest = 0;
+  size_t too_deep_at = std::string_view::npos;
+};
+JsonDepthScan ScanJsonDepth(std::string_view text, size_t limit);
+
 // Parses a complete JSON document. Refuses, with a one-line Corrupt error naming `what`:
 // invalid UTF-8 (byte offset of the first bad byte), nesting deeper than max_depth
 // (checked by a byte scan before the parser runs, so hostile input cannot exhaust the

@@ -1,5 +1,7 @@
 #include "server/guards.h"
 
+#include "format/json_util.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -105,31 +107,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 }
 
 int JsonNestingDepth(std::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return limit + 1;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
+  return static_cast<int>(ScanJsonDepth(text, static_cast<size_t>(std::max(limit, 0))).deepest);
 }
 
 }  // namespace tessera::server
