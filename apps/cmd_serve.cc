@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <random>
 
+#include "catalog/model_names.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "model_loading.h"
 #include "server/http_server.h"
 #include "server/worker.h"
 
@@ -20,23 +22,53 @@ namespace {
 
 using server::ModelEntry;
 
-// NAME=DIR, or DIR (the name is the folder's last component).
-Expected<ModelEntry> ParseModelSpec(const std::string& spec) {
+// The last component of a directory path ("models/tiny/" -> "tiny").
+std::string FolderName(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// What requests call a model travels in JSON, logs and the worker's NAME=DIR arguments.
+Status CheckServedName(const std::string& name, const std::string& spec) {
+  bool printable = !name.empty() && name.size() <= 256;
+  for (unsigned char c : name) printable = printable && c > ' ' && c < 0x7f && c != '=';
+  if (printable) return Status::Ok();
+  return InvalidArgument("--model '" + spec + "': '" + name +
+                         "' cannot be a served model name (1-256 printable characters, no "
+                         "spaces or '='); choose one with --model NAME=DIR");
+}
+
+// --model SPEC, where SPEC is NAME=WHERE or WHERE, and WHERE is a checkpoint directory or a
+// model name resolved through tessera's store and the Hugging Face cache, the same way
+// `tessera generate --model` resolves it (ResolveModelDir). Without NAME, a directory is
+// served under its folder name and a model name as written.
+Expected<ModelEntry> ResolveServedModel(const std::string& spec) {
   ModelEntry m;
+  std::string where = spec;
   size_t eq = spec.find('=');
-  if (eq != std::string::npos && eq > 0) {
+  if (!IsDirectory(spec) && eq != std::string::npos && eq > 0) {
     m.name = spec.substr(0, eq);
-    m.dir = spec.substr(eq + 1);
-  } else {
-    m.dir = spec;
-    std::string trimmed = spec;
-    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-    size_t slash = trimmed.rfind('/');
-    m.name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+    where = spec.substr(eq + 1);
   }
-  struct stat st;
-  if (m.name.empty() || m.dir.empty())
-    return InvalidArgument("--model '" + spec + "' must be DIR or NAME=DIR");
+  if (where.empty()) return InvalidArgument("--model '" + spec + "' must be DIR, NAME or NAME=DIR");
+  auto dir = ResolveModelDir(where);
+  if (!dir && LooksLikePath(where)) {
+    return Status(dir.status().code(),
+                  "--model '" + spec + "': " + dir.status().message() +
+                      "; give a checkpoint folder, an installed model name (tessera list) or "
+                      "NAME=either");
+  }
+  if (!dir) return dir.status().WithContext("--model '" + spec + "'");
+  m.dir = *dir;
+  if (m.name.empty()) m.name = IsDirectory(where) ? FolderName(where) : where;
+  TS_RETURN_IF_ERROR(CheckServedName(m.name, spec));
+  struct stat st {};
   if (::stat((m.dir + "/config.json").c_str(), &st) != 0) {
     return InvalidArgument("--model '" + spec + "': no checkpoint (config.json) in " + m.dir);
   }
@@ -83,8 +115,8 @@ std::string SelfExecutable() {
 int RunServeCommand(int argc, char** argv) {
   CliArgs args("serve");
   args.AddList("model",
-               "DIR, NAME=DIR, or the NAME of a folder in --models-dir (repeatable; "
-               "the first is the default)");
+               "DIR, an installed model NAME (tessera list), the name of a folder in "
+               "--models-dir, or ALIAS=DIR|NAME (repeatable; the first is the default)");
   args.AddString("models-dir", "a folder of checkpoint folders, each served under its name");
   args.AddString("host", "address to bind", false, "127.0.0.1");
   args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
@@ -104,6 +136,11 @@ int RunServeCommand(int argc, char** argv) {
                "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
   args.AddString("tls-cert", "PEM certificate: serve HTTPS (with --tls-key)");
   args.AddString("tls-key", "PEM private key for --tls-cert");
+  args.AddInt("http-threads",
+              "connections served at once (an idle keep-alive connection holds one until "
+              "--keep-alive-timeout)",
+              64);
+  args.AddInt("keep-alive-timeout", "seconds an idle keep-alive connection is kept open", 2);
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("serve", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -128,7 +165,7 @@ int RunServeCommand(int argc, char** argv) {
   for (const std::string& spec : args.GetList("model")) {
     auto named = std::find_if(installed.begin(), installed.end(),
                               [&](const ModelEntry& m) { return m.name == spec; });
-    auto m = named != installed.end() ? Expected<ModelEntry>(*named) : ParseModelSpec(spec);
+    auto m = named != installed.end() ? Expected<ModelEntry>(*named) : ResolveServedModel(spec);
     if (!m) return ReportError("serve", m.status());
     if (Status st = add_model(*m); !st.ok()) return ReportError("serve", st);
   }
@@ -151,7 +188,8 @@ int RunServeCommand(int argc, char** argv) {
   for (const Bound& b : {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
                          Bound{"max-active", 1, 64}, Bound{"max-queued", 0, 1024},
                          Bound{"rate-limit", 0, 1000000}, Bound{"max-body-bytes", 1024, 64 << 20},
-                         Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20}}) {
+                         Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20},
+                         Bound{"http-threads", 1, 1024}, Bound{"keep-alive-timeout", 1, 3600}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
       return ReportError("serve",
@@ -165,6 +203,8 @@ int RunServeCommand(int argc, char** argv) {
   options.max_queued = static_cast<int>(args.GetInt("max-queued"));
   options.rate_limit_per_minute = static_cast<int>(args.GetInt("rate-limit"));
   options.max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
+  options.http_threads = static_cast<int>(args.GetInt("http-threads"));
+  options.keep_alive_timeout_s = static_cast<int>(args.GetInt("keep-alive-timeout"));
   options.allow_origins = args.GetList("allow-origin");
   if (args.Has("tls-cert")) options.tls_cert = args.GetString("tls-cert");
   if (args.Has("tls-key")) options.tls_key = args.GetString("tls-key");

@@ -22,19 +22,44 @@ AdmissionQueue::Entry AdmissionQueue::Enter() {
 }
 
 bool AdmissionQueue::WaitTurn(uint64_t ticket, Clock::time_point deadline) {
+  return WaitTurn(ticket, deadline, nullptr, deadline - Clock::now()) == Turn::kRun;
+}
+
+AdmissionQueue::Turn AdmissionQueue::WaitTurn(uint64_t ticket, Clock::time_point deadline,
+                                              const std::function<bool()>& abandoned,
+                                              Clock::duration check_every) {
   std::unique_lock<std::mutex> lock(mu_);
   auto my_turn = [&] {
     return !waiting_.empty() && waiting_.front() == ticket && active_ < max_active_;
   };
-  if (!cv_.wait_until(lock, deadline, my_turn)) {
+  Turn outcome = Turn::kTimedOut;
+  while (true) {
+    const auto now = Clock::now();
+    const auto until = abandoned ? std::min(deadline, now + check_every) : deadline;
+    if (cv_.wait_until(lock, until, my_turn)) {
+      outcome = Turn::kRun;
+      break;
+    }
+    if (Clock::now() >= deadline) break;
+    if (abandoned) {
+      lock.unlock();
+      const bool gone = abandoned();
+      lock.lock();
+      if (gone) {
+        outcome = Turn::kAbandoned;
+        break;
+      }
+    }
+  }
+  if (outcome != Turn::kRun) {
     waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), ticket), waiting_.end());
     cv_.notify_all();
-    return false;
+    return outcome;
   }
   waiting_.pop_front();
   ++active_;
   cv_.notify_all();
-  return true;
+  return Turn::kRun;
 }
 
 void AdmissionQueue::Leave(uint64_t, double seconds) {

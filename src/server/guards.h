@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -39,6 +40,11 @@ class AdmissionQueue {
   // Waits until this ticket may run (first in line and a free slot). On deadline the ticket
   // leaves the queue and false is returned.
   bool WaitTurn(uint64_t ticket, Clock::time_point deadline);
+  // The same, but also asks `abandoned` (outside the lock) every `check_every` while it
+  // waits; once it says true the ticket leaves the queue (the client went away).
+  enum class Turn { kRun, kTimedOut, kAbandoned };
+  Turn WaitTurn(uint64_t ticket, Clock::time_point deadline, const std::function<bool()>& abandoned,
+                Clock::duration check_every);
   // Frees the slot of a ticket that ran; `seconds` feeds the Retry-After estimate.
   void Leave(uint64_t ticket, double seconds);
   // Blocks until nothing runs or waits, or the deadline; returns whether idle.

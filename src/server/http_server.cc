@@ -4,12 +4,16 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 
+#include "server/connection_watch.h"
 #include "server/guards.h"
 #include "server/openai_api.h"
 #include "server/worker_supervisor.h"
@@ -33,9 +37,13 @@ int64_t UnixNow() {
       .count();
 }
 
-void SendError(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(Dump(ErrorBody(e)), "application/json");
+// How often a request that waits (in the queue, for the worker, for the next token) looks
+// whether its client is still connected.
+constexpr auto kClientCheckInterval = std::chrono::milliseconds(50);
+
+// usage for a response that tokenized nothing.
+json ZeroUsage() {
+  return {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}};
 }
 
 ApiError ServerError(int status, const std::string& code, const std::string& message) {
@@ -44,6 +52,16 @@ ApiError ServerError(int status, const std::string& code, const std::string& mes
   e.type = "server_error";
   e.code = code;
   e.message = message;
+  return e;
+}
+
+// What a request whose client went away is answered (nobody reads it; the access log shows
+// the status, 499 as nginx logs it).
+ApiError ClientGone() {
+  ApiError e = ServerError(499, "client_disconnected",
+                           "the client closed the connection before the answer was ready; the "
+                           "request was cancelled");
+  e.type = "invalid_request_error";
   return e;
 }
 
@@ -69,6 +87,7 @@ class Service {
     std::random_device rd;
     request_prefix_ = std::to_string(rd() % 1000000);
     created_ = UnixNow();
+    started_at_ = Clock::now();
   }
 
   WorkerSupervisor& supervisor() { return supervisor_; }
@@ -80,27 +99,26 @@ class Service {
         [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
     svr.set_error_handler(httplib::Server::HandlerWithResponse(
         [this](const httplib::Request& req, httplib::Response& res) { return OnError(req, res); }));
-    svr.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                 std::exception_ptr) {
+    svr.set_exception_handler([this](const httplib::Request&, httplib::Response& res,
+                                     std::exception_ptr) {
       SendError(
           res, ServerError(500, "internal_error", "internal error; the request was not completed"));
     });
     svr.set_logger(
         [this](const httplib::Request& req, const httplib::Response& res) { Log(req, res); });
-    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"status":"ok"})", "application/json");
+    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      SendJson(res, 200, {{"status", "ok"}});
     });
     svr.Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
       const bool ready = supervisor_.ready() && !draining_;
-      res.status = ready ? 200 : 503;
       // Queue occupancy lets a client (and the tests) see load before it is refused.
-      res.set_content(Dump({{"status", draining_ ? std::string("draining") : supervisor_.state()},
-                            {"active", admission_.active()},
-                            {"queued", admission_.waiting()}}),
-                      "application/json");
+      SendJson(res, ready ? 200 : 503,
+               {{"status", draining_ ? std::string("draining") : supervisor_.state()},
+                {"active", admission_.active()},
+                {"queued", admission_.waiting()}});
     });
     svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(Dump(ModelsListBody(model_names_, created_)), "application/json");
+      SendJson(res, 200, ModelsListBody(model_names_, created_));
     });
     svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       Generation(req, res, /*chat=*/true);
@@ -117,6 +135,56 @@ class Service {
   }
 
  private:
+  // ---- response bodies ----
+
+  // x_tessera_stats of a response that ran no generation: its queue wait and the server's
+  // state (the same counters /ready reports).
+  json ServerStats(double queue_wait_ms) const {
+    return {{"queue_wait_ms", queue_wait_ms},
+            {"active", admission_.active()},
+            {"queued", admission_.waiting()},
+            {"worker_state", supervisor_.state()},
+            {"worker_restarts", supervisor_.restarts()},
+            {"uptime_s", MsBetween(started_at_, Clock::now()) / 1000.0}};
+  }
+
+  // Every JSON answer carries usage and x_tessera_stats; a body without its own gets zero
+  // usage and the server's stats.
+  void SendJson(httplib::Response& res, int status, json body, double queue_wait_ms = 0) {
+    if (!body.contains("usage")) body["usage"] = ZeroUsage();
+    if (!body.contains("x_tessera_stats")) body["x_tessera_stats"] = ServerStats(queue_wait_ms);
+    res.status = status;
+    res.set_content(Dump(body), "application/json");
+  }
+
+  // An OpenAI error object, with usage and x_tessera_stats beside it. The ways a request can
+  // be cut short are also noted in the access log.
+  void SendError(httplib::Response& res, const ApiError& e, double queue_wait_ms = 0) {
+    NoteAbnormalEnd(res, e);
+    SendJson(res, e.status, ErrorBody(e), queue_wait_ms);
+  }
+
+  // An error once the worker had the job: what it reported so far goes with it.
+  static json JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) {
+    json body = ErrorBody(e);
+    body["usage"] = UsageJson(outcome);
+    body["x_tessera_stats"] = StatsJson(outcome, queue_ms);
+    return body;
+  }
+
+  void SendJobError(httplib::Response& res, const ApiError& e, const JobOutcome& outcome,
+                    double queue_ms) {
+    RecordOutcome(res, outcome, queue_ms);
+    NoteAbnormalEnd(res, e);
+    SendJson(res, e.status, JobErrorBody(e, outcome, queue_ms));
+  }
+
+  void NoteAbnormalEnd(const httplib::Response& res, const ApiError& e) {
+    if (e.code == "client_disconnected" || e.code == "worker_crashed" || e.code == "timeout") {
+      UpdateLog(res, [&](LogRecord& r) { r.finish = e.code; });
+    }
+  }
+
   // ---- protections that run before routing ----
 
   httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res) {
@@ -318,9 +386,12 @@ class Service {
     uint64_t ticket = 0;
     uint64_t job_id = 0;
     bool submitted = false;
-    bool finished = false;  // a terminal message arrived (or the worker died)
+    bool finished = false;     // a terminal message arrived (or the worker died)
+    bool client_gone = false;  // the client closed the connection while it waited
     Clock::time_point admitted_at;
     Clock::time_point deadline;
+    ConnectionWatch watch;         // the client's connection, while the handler runs
+    Clock::time_point next_check;  // when to look at it again
     std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
 
     ~ActiveJob() {
@@ -342,9 +413,22 @@ class Service {
     }
   };
 
-  // Queue, wait for a ready worker, submit. On failure fills `error` and returns null.
-  std::unique_ptr<ActiveJob> Admit(JobRequest& job, Clock::time_point deadline, double* queue_ms,
-                                   ApiError* error, httplib::Response& res) {
+  // How long to block before looking at the client's connection again.
+  static Clock::time_point NextCheck(const ConnectionWatch& watch, Clock::time_point deadline) {
+    return watch.found() ? std::min(deadline, Clock::now() + kClientCheckInterval) : deadline;
+  }
+
+  static ApiError WorkerUnavailable(httplib::Response& res) {
+    res.set_header("Retry-After", "2");
+    return ServerError(503, "worker_unavailable",
+                       "the inference worker is not ready; retry shortly");
+  }
+
+  // Queue, wait for a ready worker, submit. On failure fills `error` and returns null; a
+  // client that leaves meanwhile gives up its place (ClientGone).
+  std::unique_ptr<ActiveJob> Admit(JobRequest& job, Clock::time_point deadline,
+                                   const ConnectionWatch& watch, double* queue_ms, ApiError* error,
+                                   httplib::Response& res) {
     const auto arrived = Clock::now();
     AdmissionQueue::Entry entry = admission_.Enter();
     if (!entry.admitted) {
@@ -355,8 +439,13 @@ class Service {
       res.set_header("Retry-After", std::to_string(entry.retry_after_s));
       return nullptr;
     }
-    if (!admission_.WaitTurn(entry.ticket, deadline)) {
-      *error = DeadlinePassed();
+    std::function<bool()> gone;
+    if (watch.found()) gone = [&watch] { return watch.PeerClosed(); };
+    const AdmissionQueue::Turn turn =
+        admission_.WaitTurn(entry.ticket, deadline, gone, kClientCheckInterval);
+    *queue_ms = MsBetween(arrived, Clock::now());
+    if (turn != AdmissionQueue::Turn::kRun) {
+      *error = turn == AdmissionQueue::Turn::kAbandoned ? ClientGone() : DeadlinePassed();
       return nullptr;
     }
     auto active = std::make_unique<ActiveJob>();
@@ -364,37 +453,59 @@ class Service {
     active->ticket = entry.ticket;
     active->admitted_at = Clock::now();
     active->deadline = deadline;
-    *queue_ms = MsBetween(arrived, active->admitted_at);
-    if (!supervisor_.WaitReady(deadline)) {
-      *error = ServerError(503, "worker_unavailable",
-                           "the inference worker is not ready; retry shortly");
-      res.set_header("Retry-After", "2");
-      return nullptr;
+    active->watch = watch;
+    while (!supervisor_.WaitReady(NextCheck(watch, deadline))) {
+      if (Clock::now() >= deadline || supervisor_.state() == "stopped") {
+        *error = WorkerUnavailable(res);
+        return nullptr;
+      }
+      if (watch.PeerClosed()) {
+        *error = ClientGone();
+        return nullptr;
+      }
     }
     job.job_id = ++job_counter_;
     active->job_id = job.job_id;
     if (!supervisor_.Submit(job, active->channel).ok()) {
-      *error = ServerError(503, "worker_unavailable",
-                           "the inference worker is not ready; retry shortly");
-      res.set_header("Retry-After", "2");
+      *error = WorkerUnavailable(res);
       return nullptr;
     }
     active->submitted = true;
     return active;
   }
 
-  // Reads events until Started (streams) or the end (non-streamed). Returns false with
-  // `error` set when the job failed; `terminal` says a Done arrived.
+  // The job's next message. Null when the deadline passed (the worker is then killed: the
+  // only way to stop a stuck kernel) or the client left (~ActiveJob cancels the job); `error`
+  // says which.
+  std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error) {
+    while (true) {
+      // The connection is looked at by the clock, not only when a wait times out: a job that
+      // keeps producing tokens never lets one time out.
+      if (job.watch.found() && Clock::now() >= job.next_check) {
+        job.next_check = Clock::now() + kClientCheckInterval;
+        if (job.watch.PeerClosed()) {
+          job.client_gone = true;
+          *error = ClientGone();
+          return std::nullopt;
+        }
+      }
+      const auto until = job.watch.found() ? std::min(job.deadline, job.next_check) : job.deadline;
+      if (auto ev = job.channel->Wait(until)) return ev;
+      if (Clock::now() >= job.deadline) {
+        supervisor_.KillWorker();
+        job.finished = true;
+        *error = DeadlinePassed();
+        return std::nullopt;
+      }
+    }
+  }
+
+  // Reads one event into `outcome`: kFailed (with `error`) when the job failed, the deadline
+  // passed or the client left (then job.client_gone); kDone once Done arrived.
   enum class Step { kProgress, kDone, kFailed };
   Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, DeltaMessage* delta) {
-    auto ev = job.channel->Wait(job.deadline);
-    if (!ev) {
-      // The deadline passed: the only way to stop a stuck kernel is to kill the worker.
-      supervisor_.KillWorker();
-      job.finished = true;
-      *error = DeadlinePassed();
-      return Step::kFailed;
-    }
+    auto ev = WaitEvent(job, error);
+    if (!ev) return Step::kFailed;
     if (ev->worker_died) {
       job.finished = true;
       *error = WorkerDied();
@@ -430,6 +541,10 @@ class Service {
     }
   }
 
+  static ConnectionWatch WatchClient(const httplib::Request& req) {
+    return ConnectionWatch::Find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  }
+
   void Generation(const httplib::Request& req, httplib::Response& res, bool chat) {
     const auto deadline = Clock::now() + std::chrono::seconds(options_.request_timeout_s);
     auto body = ParseJsonBody(req.body);
@@ -448,15 +563,16 @@ class Service {
     meta->created = UnixNow();
     meta->logprobs = request.job.logprobs;
     ApiError error;
-    std::shared_ptr<ActiveJob> job = Admit(request.job, deadline, &meta->queue_ms, &error, res);
-    if (!job) return SendError(res, error);
+    std::shared_ptr<ActiveJob> job =
+        Admit(request.job, deadline, WatchClient(req), &meta->queue_ms, &error, res);
+    if (!job) return SendError(res, error, meta->queue_ms);
     auto outcome = std::make_shared<JobOutcome>();
 
     // Wait for Started (or an error) first, so a request the worker refuses (a prompt
     // longer than the context) still gets its 4xx status rather than a 200 stream.
     while (!outcome->started) {
       Step step = NextEvent(*job, *outcome, &error, nullptr);
-      if (step == Step::kFailed) return SendError(res, error);
+      if (step == Step::kFailed) return SendJobError(res, error, *outcome, meta->queue_ms);
       if (step == Step::kDone) break;
     }
     if (!request.stream) {
@@ -464,7 +580,7 @@ class Service {
       while (!outcome->done &&
              (step = NextEvent(*job, *outcome, &error, nullptr)) == Step::kProgress) {
       }
-      if (step == Step::kFailed) return SendError(res, error);
+      if (step == Step::kFailed) return SendJobError(res, error, *outcome, meta->queue_ms);
       RecordOutcome(res, *outcome, meta->queue_ms);
       res.set_content(
           Dump(chat ? ChatCompletionBody(*meta, *outcome) : TextCompletionBody(*meta, *outcome)),
@@ -474,12 +590,13 @@ class Service {
     const std::string request_id = res.get_header_value("X-Request-Id");
     const bool include_usage = request.include_usage;
     res.set_header("Cache-Control", "no-cache");
+    // The provider runs on this handler's thread while it writes the response, so the
+    // connection (and the watch) is still this request's. False: the client is gone, stop.
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, job, outcome, meta, chat, include_usage, request_id](size_t,
                                                                     httplib::DataSink& sink) {
-          StreamEvents(*job, *outcome, *meta, chat, include_usage, request_id, sink);
-          return true;
+          return StreamEvents(*job, *outcome, *meta, chat, include_usage, request_id, sink);
         },
         [job](bool) mutable { job.reset(); });
   }
@@ -498,7 +615,9 @@ class Service {
     }
   }
 
-  void StreamEvents(ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta, bool chat,
+  // Writes the whole stream; false when the client went away (a write failed, or the
+  // connection closed while the worker was silent), so httplib stops calling the provider.
+  bool StreamEvents(ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta, bool chat,
                     bool include_usage, const std::string& request_id, httplib::DataSink& sink) {
     auto send = [&](const json& j) {
       std::string line = "data: " + Dump(j) + "\n\n";
@@ -516,19 +635,24 @@ class Service {
       open = send(chat ? ChatChunk(meta, {{"content", delta.text}}, "", lp)
                        : TextChunk(meta, delta.text, "", lp));
     }
-    if (!open) {
-      // The client went away; ~ActiveJob cancels the generation.
+    auto note_finish = [&](const std::string& finish) {
       std::lock_guard<std::mutex> lock(log_mu_);
-      log_[request_id].finish = "client_disconnected";
-      return;
+      auto it = log_.find(request_id);
+      if (it == log_.end()) return;
+      FillRecord(it->second, outcome, meta.queue_ms);
+      it->second.finish = finish;
+    };
+    if (!open || job.client_gone) {
+      // ~ActiveJob cancels the generation.
+      note_finish("client_disconnected");
+      return false;
     }
     if (step == Step::kFailed) {
       // Headers are gone already: the failure travels as an SSE error event.
-      send(ErrorBody(error));
+      send(JobErrorBody(error, outcome, meta.queue_ms));
       sink.done();
-      std::lock_guard<std::mutex> lock(log_mu_);
-      log_[request_id].finish = error.code;
-      return;
+      note_finish(error.code);
+      return true;
     }
     const std::string finish = outcome.done ? outcome.done->finish_reason : "stop";
     json last = chat ? ChatChunk(meta, json::object(), finish, nullptr)
@@ -549,9 +673,8 @@ class Service {
     const std::string done = "data: [DONE]\n\n";
     sink.write(done.data(), done.size());
     sink.done();
-    std::lock_guard<std::mutex> lock(log_mu_);
-    auto it = log_.find(request_id);
-    if (it != log_.end()) FillRecord(it->second, outcome, meta.queue_ms);
+    note_finish(outcome.done ? outcome.done->finish_reason : "");
+    return true;
   }
 
   // Tokenizer endpoints report the ids they took or produced as prompt tokens.
@@ -572,18 +695,15 @@ class Service {
     UpdateLog(res, [&](LogRecord& r) { r.model = request.model; });
     ApiError error;
     double queue_ms = 0;
-    std::unique_ptr<ActiveJob> job = Admit(request, deadline, &queue_ms, &error, res);
-    if (!job) return SendError(res, error);
+    std::unique_ptr<ActiveJob> job =
+        Admit(request, deadline, WatchClient(req), &queue_ms, &error, res);
+    if (!job) return SendError(res, error, queue_ms);
     while (true) {
-      auto ev = job->channel->Wait(deadline);
-      if (!ev) {
-        supervisor_.KillWorker();
-        job->finished = true;
-        return SendError(res, DeadlinePassed());
-      }
+      auto ev = WaitEvent(*job, &error);
+      if (!ev) return SendError(res, error, queue_ms);
       if (ev->worker_died) {
         job->finished = true;
-        return SendError(res, WorkerDied());
+        return SendError(res, WorkerDied(), queue_ms);
       }
       auto type = PeekMessageType(ev->frame);
       if (!type) continue;
@@ -591,7 +711,8 @@ class Service {
         job->finished = true;
         auto m = DecodeJobError(ev->frame);
         return SendError(
-            res, m ? FromJobError(*m) : ServerError(500, "internal_error", "internal error"));
+            res, m ? FromJobError(*m) : ServerError(500, "internal_error", "internal error"),
+            queue_ms);
       }
       if (*type == MessageType::kTokens) {
         job->finished = true;
@@ -600,24 +721,20 @@ class Service {
         UpdateLog(res,
                   [&](LogRecord& r) { r.prompt_tokens = static_cast<int64_t>(m->ids.size()); });
         const size_t n = m->ids.size();
-        res.set_content(Dump({{"model", request.model},
-                              {"tokens", m->ids},
-                              {"count", n},
-                              {"usage", TokenUsage(n)},
-                              {"x_tessera_stats", {{"queue_wait_ms", queue_ms}}}}),
-                        "application/json");
-        return;
+        return SendJson(
+            res, 200,
+            {{"model", request.model}, {"tokens", m->ids}, {"count", n}, {"usage", TokenUsage(n)}},
+            queue_ms);
       }
       if (*type == MessageType::kText) {
         job->finished = true;
         auto m = DecodeText(ev->frame);
         if (!m) return SendError(res, ServerError(500, "internal_error", "internal error"));
-        res.set_content(Dump({{"model", request.model},
-                              {"prompt", m->text},
-                              {"usage", TokenUsage(request.ids.size())},
-                              {"x_tessera_stats", {{"queue_wait_ms", queue_ms}}}}),
-                        "application/json");
-        return;
+        return SendJson(res, 200,
+                        {{"model", request.model},
+                         {"prompt", m->text},
+                         {"usage", TokenUsage(request.ids.size())}},
+                        queue_ms);
       }
     }
   }
@@ -632,6 +749,7 @@ class Service {
   std::atomic<uint64_t> job_counter_{0};
   std::string request_prefix_;
   int64_t created_ = 0;
+  Clock::time_point started_at_;
   std::mutex log_mu_;
   std::map<std::string, LogRecord> log_;
 };
@@ -669,12 +787,15 @@ int RunServer(const ServeOptions& options) {
   } else {
     svr = std::make_unique<httplib::Server>();
   }
-  const int threads = options.threads;
-  svr->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  const size_t threads = static_cast<size_t>(std::max(1, options.http_threads));
+  svr->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr->set_payload_max_length(options.max_body_bytes);
   svr->set_read_timeout(options.socket_timeout_s, 0);
   svr->set_write_timeout(options.socket_timeout_s, 0);
-  svr->set_keep_alive_timeout(std::min(options.socket_timeout_s, 5));
+  // An idle keep-alive connection keeps its thread only this long (also before its first
+  // request), so idle clients cannot starve new ones for the socket timeout.
+  svr->set_keep_alive_timeout(
+      std::max(1, std::min(options.socket_timeout_s, options.keep_alive_timeout_s)));
 
   Service service(options);
   service.Install(*svr);

@@ -35,7 +35,11 @@ struct ServeOptions {
   int socket_timeout_s = 120;
   std::string tls_cert;  // both set: HTTPS
   std::string tls_key;
-  int threads = 16;  // connection threads
+  // Each open connection holds one of `http_threads` while it is served and while it idles
+  // between keep-alive requests (at most keep_alive_timeout_s); connections beyond that wait
+  // for a free thread.
+  int http_threads = 64;
+  int keep_alive_timeout_s = 2;
 };
 
 // Runs until SIGTERM/SIGINT, then drains: new requests get 503, in-flight ones may finish

@@ -184,11 +184,29 @@ class Worker {
       if (type && *type == MessageType::kCancel) {
         auto cancel = DecodeCancel(*frame);
         if (cancel && cancel->job_id == job_id) return true;
+        if (cancel) DropQueuedJob(cancel->job_id);
       } else {
         backlog_.push_back(std::move(*frame));
       }
     }
     return true;
+  }
+
+  // A job that arrived while another ran and was cancelled before it started: it is
+  // answered Done("cancelled") without running, so its client is not held up behind it.
+  void DropQueuedJob(uint64_t job_id) {
+    for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
+      auto type = PeekMessageType(*it);
+      if (!type || *type != MessageType::kJobRequest) continue;
+      auto queued = DecodeJobRequest(*it);
+      if (!queued || queued->job_id != job_id) continue;
+      backlog_.erase(it);
+      DoneMessage done;
+      done.job_id = job_id;
+      done.finish_reason = "cancelled";
+      Send(EncodeDone(done));
+      return;
+    }
   }
 
   void HandleJob(const JobRequest& job) {

@@ -30,6 +30,24 @@ check "/v1/models lists every model" '["tiny","stories","slow"]' "$(curl -s "${A
 check "usage present" 8 "$(json_get "$WORK/body" d.usage.completion_tokens)"
 check "x_tessera_stats.sampling.mode" greedy "$(json_get "$WORK/body" d.x_tessera_stats.sampling.mode)"
 check "x_tessera_stats has ttft" number "$(json_get "$WORK/body" 'typeof d.x_tessera_stats.ttft_ms')"
+tiny_chat=$(json_get "$WORK/body" d.choices[0].message.content)
+
+# Every JSON answer carries usage and x_tessera_stats, errors beside the OpenAI error object.
+curl -s "$BASE/health" > "$WORK/health.json"
+curl -s "$BASE/ready" > "$WORK/ready.json"
+check "/health x_tessera_stats" "ready,0,0,number" "$(json_get "$WORK/health.json" \
+  '[d.x_tessera_stats.worker_state, d.x_tessera_stats.worker_restarts, d.usage.total_tokens, typeof d.x_tessera_stats.uptime_s].join()')"
+check "/ready x_tessera_stats: queue, worker, uptime" "0,0,ready,0,true" "$(json_get "$WORK/ready.json" \
+  '[d.x_tessera_stats.active, d.x_tessera_stats.queued, d.x_tessera_stats.worker_state, d.x_tessera_stats.worker_restarts, d.x_tessera_stats.uptime_s > 0].join()')"
+check "/v1/models x_tessera_stats and usage" "number,0" "$(json_get "$WORK/models" \
+  '[typeof d.x_tessera_stats.queue_wait_ms, d.usage.prompt_tokens].join()')"
+post /v1/chat/completions '{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}' "${AUTH[@]}" > /dev/null
+check "a 404 keeps the OpenAI error shape and adds x_tessera_stats" "model_not_found,number,ready" "$(json_get "$WORK/body" \
+  '[d.error.code, typeof d.x_tessera_stats.queue_wait_ms, d.x_tessera_stats.worker_state].join()')"
+post /v1/chat/completions "$CHAT" > /dev/null
+check "a 401 carries x_tessera_stats too" "invalid_api_key,object" "$(json_get "$WORK/body" '[d.error.code, typeof d.x_tessera_stats].join()')"
+curl -s "${AUTH[@]}" "$BASE/no/such/endpoint" > "$WORK/body"
+check "an httplib-level 404 carries x_tessera_stats" "not_found,object" "$(json_get "$WORK/body" '[d.error.code, typeof d.x_tessera_stats].join()')"
 
 for field in '"temperature":2.5' '"temperature":-1' '"top_p":0' '"top_p":1.5' '"top_k":-3' '"min_p":2' \
              '"repetition_penalty":0' '"presence_penalty":2.5' '"frequency_penalty":-3' '"seed":-1' \
@@ -138,6 +156,30 @@ while [ $SECONDS -lt $deadline ]; do
 done
 check "disconnected clients are cancelled and the queue drains" "0,0" "$(json_get "$WORK/ready" 'd.active+","+d.queued')"
 
+# ------------------------------- non-streamed requests are cancelled when the client leaves
+# 3000 tokens of the slow model take tens of seconds; a client that hangs up must free its
+# slot (or its place in the queue) within a few, and the access log must say why.
+long_plain='{"model":"slow","messages":[{"role":"user","content":"Hi"}],"max_tokens":3000}'
+log_mark=$(wc -l < "$LOG_ERR")
+curl -s "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_plain" "$BASE/v1/chat/completions" > /dev/null &
+running=$!
+wait_load "1,0" 30 || fail "the long non-streamed request did not start"
+curl -s "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_plain" "$BASE/v1/chat/completions" > /dev/null &
+queued=$!
+wait_load "1,1" 30 || fail "the second non-streamed request was not queued"
+kill "$queued"; wait "$queued" 2> /dev/null
+wait_load "1,0" 5 && pass "a queued non-streamed client that hangs up leaves the queue" ||
+  fail "the queue still holds a client that left: $(load_now)"
+t0=$(now_ms)
+kill "$running"; wait "$running" 2> /dev/null
+wait_load "0,0" 10 && pass "a running non-streamed request is cancelled when its client hangs up ($(($(now_ms) - t0)) ms)" ||
+  fail "the abandoned non-streamed request still runs: $(load_now)"
+t0=$(now_ms)
+check "the next request is served at once" 200 "$(post /v1/chat/completions "$CHAT" "${AUTH[@]}")"
+echo "note: next request answered in $(($(now_ms) - t0)) ms"
+check "the access log shows both as 499 client_disconnected" 2 \
+  "$(tail -n "+$((log_mark + 1))" "$LOG_ERR" | grep '^access ' | grep '"path":"/v1/chat/completions"' | grep '"finish_reason":"client_disconnected"' | grep -c '"status":499')"
+
 # ------------------------------------- kill -9 of the worker mid-stream, then recovery
 post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}" > /dev/null
 fresh=$(json_get "$WORK/body" d.choices[0].text)
@@ -155,6 +197,8 @@ check "the stream ends with an error event" worker_crashed \
 check "no [DONE] after the error" 0 "$(grep -c '\[DONE\]' "$WORK/killed.sse")"
 wait_status "$BASE/ready" 200 60 && pass "/ready back to 200" || fail "/ready did not recover"
 [ "$(worker_pid)" != "$wpid" ] && pass "a new worker process" || fail "worker pid unchanged"
+curl -s "$BASE/ready" > "$WORK/ready.json"
+check "/ready counts the worker restart" "1,ready" "$(json_get "$WORK/ready.json" '[d.x_tessera_stats.worker_restarts, d.x_tessera_stats.worker_state].join()')"
 check "next request succeeds" 200 "$(post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}")"
 check "and equals a fresh run" "$fresh" "$(json_get "$WORK/body" d.choices[0].text)"
 grep -q '^access {' "$LOG_ERR" && pass "access log lines" || fail "no access log"
@@ -244,6 +288,116 @@ check "--models-dir lists the installed models, the named default first" '["stor
 check "a request without a model goes to the default" 200 "$(post /v1/completions '{"prompt":"Once upon a time","max_tokens":40}')"
 check "the default is the named one" "$full" "$(json_get "$WORK/body" d.choices[0].text)"
 stop_server
+
+# ------------------- with 2 running, a job waiting inside the worker is dropped on disconnect
+# The worker runs one job at a time; the second admitted job waits in its socket. When that
+# client leaves, the job must be dropped there, not run after the first.
+start_server twoactive --model "slow=$SLOW" --no-auth --max-active 2 --rate-limit 1000
+wait_ready 60
+long_slow='{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3000}'
+curl -s -H 'Content-Type: application/json' -d "$long_slow" "$BASE/v1/chat/completions" > /dev/null &
+first=$!
+wait_load "1,0" 30 || fail "the first long request did not start"
+curl -s -H 'Content-Type: application/json' -d "$long_slow" "$BASE/v1/chat/completions" > /dev/null &
+second=$!
+wait_load "2,0" 30 || fail "the second long request was not admitted"
+kill "$second"; wait "$second" 2> /dev/null
+wait_load "1,0" 5 && pass "the job waiting in the worker is released when its client leaves" ||
+  fail "the waiting job still holds its slot: $(load_now)"
+kill "$first"; wait "$first" 2> /dev/null
+wait_load "0,0" 5 || fail "the running job was not cancelled: $(load_now)"
+t0=$(now_ms)
+check "a short request right after" 200 "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4}' --max-time 60)"
+waited=$(($(now_ms) - t0))
+[ "$waited" -lt 5000 ] && pass "it did not wait behind the dropped job (${waited} ms)" ||
+  fail "the short request waited ${waited} ms: the dropped job ran anyway"
+stop_server
+
+# ------------------------------------- idle keep-alive connections and connection threads
+# Idle connections hold a thread each only until the keep-alive timeout, so more idle
+# connections than threads delay a new request by about that, never by the socket timeout.
+start_server threads --model "tiny=$TINY" --no-auth --http-threads 4 --keep-alive-timeout 1 \
+  --socket-timeout 60 --rate-limit 1000
+wait_ready 60
+idle_fds=()
+for i in 1 2 3 4 5 6; do
+  exec {fd}<> "/dev/tcp/127.0.0.1/$PORT"
+  idle_fds+=("$fd")
+done
+# Three of them finish a keep-alive request first, then idle; the others never send a byte.
+for fd in "${idle_fds[@]:0:3}"; do printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' >&"$fd"; done
+t0=$(now_ms)
+check "a request behind 6 idle connections on 4 threads" 200 "$(status_of "$BASE/v1/models" --max-time 30)"
+waited=$(($(now_ms) - t0))
+[ "$waited" -lt 4000 ] && pass "it waited ${waited} ms (keep-alive timeout 1 s, socket timeout 60 s)" ||
+  fail "a request waited ${waited} ms behind idle connections"
+# The server has closed every idle connection by then (EOF, not a timeout, ends each read).
+closed=0
+for fd in "${idle_fds[@]}"; do
+  if timeout 10 cat <&"$fd" > /dev/null; then closed=$((closed + 1)); fi
+  exec {fd}<&-
+done
+check "the server closed the idle connections" 6 "$closed"
+stop_server
+
+# With the default 64 threads, 24 idle connections (more than the old fixed 16) do not delay
+# a request at all, even with a long keep-alive timeout.
+start_server manythreads --model "tiny=$TINY" --no-auth --keep-alive-timeout 10 --rate-limit 1000
+wait_ready 60
+idle_fds=()
+for i in $(seq 1 24); do
+  exec {fd}<> "/dev/tcp/127.0.0.1/$PORT"
+  idle_fds+=("$fd")
+done
+t0=$(now_ms)
+check "a request beside 24 idle connections" 200 "$(status_of "$BASE/v1/models" --max-time 30)"
+waited=$(($(now_ms) - t0))
+[ "$waited" -lt 3000 ] && pass "answered in ${waited} ms (keep-alive timeout 10 s)" ||
+  fail "a request waited ${waited} ms beside 24 idle connections"
+for fd in "${idle_fds[@]}"; do exec {fd}<&-; done
+stop_server
+
+# ------------------------- --model NAME resolves through the model store like `generate`
+# A synthetic model in $TESSERA_MODELS under a hub-style name, another in a Hugging Face
+# cache layout, and an alias; the worker must load the directories the names resolved to.
+mkdir -p "$WORK/store" "$WORK/hub/models--hub-org--hub-chat/snapshots" "$WORK/hub/models--hub-org--hub-chat/refs"
+ln -sfn "$TINY" "$WORK/store/test-org--tiny-chat"
+commit=0123456789abcdef0123456789abcdef01234567
+ln -sfn "$TINY" "$WORK/hub/models--hub-org--hub-chat/snapshots/$commit"
+echo "$commit" > "$WORK/hub/models--hub-org--hub-chat/refs/main"
+export TESSERA_MODELS=$WORK/store HF_HUB_CACHE=$WORK/hub
+start_server store --model test-org/tiny-chat --model hub-org/hub-chat --model alias=test-org/tiny-chat --no-auth
+wait_ready 60
+curl -s "$BASE/v1/models" > "$WORK/models.json"
+check "store names are served as written" '["test-org/tiny-chat","hub-org/hub-chat","alias"]' \
+  "$(json_get "$WORK/models.json" 'd.data.map(m=>m.id)')"
+for name in test-org/tiny-chat hub-org/hub-chat alias; do
+  check "chat with the model named $name" 200 \
+    "$(post /v1/chat/completions "{\"model\":\"$name\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":8}")"
+  check "$name answers as the same checkpoint by path" "$tiny_chat" "$(json_get "$WORK/body" d.choices[0].message.content)"
+done
+worker_args=$(tr '\0' ' ' < "/proc/$(worker_pid)/cmdline")
+case "$worker_args" in
+  *"test-org/tiny-chat=$WORK/store/test-org--tiny-chat "*"hub-org/hub-chat=$WORK/hub/models--hub-org--hub-chat/snapshots/$commit "*)
+    pass "the worker was given the resolved directories" ;;
+  *) fail "worker arguments: $worker_args" ;;
+esac
+stop_server
+refused() {  # refused DESCRIPTION EXPECTED_TEXT SPEC: serve must exit at once with that message
+  local desc=$1 text=$2; shift 2
+  timeout 20 "$TESSERA" serve --port 0 --no-auth --model "$@" > /dev/null 2> "$WORK/refused.err"
+  local code=$?
+  if [ "$code" -ne 0 ] && [ "$code" -ne 124 ] && grep -qF -- "$text" "$WORK/refused.err"; then
+    pass "$desc: $(head -n 1 "$WORK/refused.err")"
+  else
+    fail "$desc (exit $code): $(cat "$WORK/refused.err")"
+  fi
+}
+refused "--model ../x is refused at start" "../x is not a directory" ../x
+refused "a name not installed says how to get it" "tessera pull test-org/missing" test-org/missing
+refused "an invalid model name says what a name may be" "is not a model name" 'bad name!'
+refused "an alias with a space is refused" "cannot be a served model name" 'my model=test-org/tiny-chat'
+unset TESSERA_MODELS HF_HUB_CACHE
 
 if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
   fail "--no-auth on a non-loopback bind was accepted"

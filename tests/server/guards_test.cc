@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 namespace tessera::server {
@@ -53,6 +54,52 @@ TEST(AdmissionQueue, WaitersRunInArrivalOrder) {
   q.Leave(first.ticket, 0);
   for (auto& t : threads) t.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(AdmissionQueue, AnAbandonedWaiterLeavesTheQueueAndTheNextMovesUp) {
+  AdmissionQueue q(1, 2);
+  const auto far = AdmissionQueue::Clock::now() + std::chrono::seconds(60);
+  auto running = q.Enter();
+  ASSERT_TRUE(q.WaitTurn(running.ticket, far));
+  auto gone = q.Enter();
+  auto next = q.Enter();
+  std::atomic<bool> client_left{false};
+  std::atomic<int> asked{0};
+  AdmissionQueue::Turn turn = AdmissionQueue::Turn::kRun;
+  std::thread waiter([&] {
+    turn = q.WaitTurn(
+        gone.ticket, far,
+        [&] {
+          ++asked;
+          return client_left.load();
+        },
+        std::chrono::milliseconds(5));
+  });
+  client_left = true;
+  waiter.join();  // returns within a check interval of the flag, long before `far`
+  EXPECT_EQ(turn, AdmissionQueue::Turn::kAbandoned);
+  EXPECT_GE(asked.load(), 1);
+  EXPECT_EQ(q.waiting(), 1);  // only `next` is left in line
+  q.Leave(running.ticket, 0);
+  EXPECT_EQ(q.WaitTurn(
+                next.ticket, far, [] { return false; }, std::chrono::milliseconds(5)),
+            AdmissionQueue::Turn::kRun);
+  EXPECT_EQ(q.active(), 1);
+  q.Leave(next.ticket, 0);
+}
+
+TEST(AdmissionQueue, AWatchedWaiterStillTimesOut) {
+  AdmissionQueue q(1, 1);
+  const auto now = AdmissionQueue::Clock::now();
+  auto running = q.Enter();
+  ASSERT_TRUE(q.WaitTurn(running.ticket, now + std::chrono::seconds(60)));
+  auto waiting = q.Enter();
+  EXPECT_EQ(q.WaitTurn(
+                waiting.ticket, now + std::chrono::milliseconds(30), [] { return false; },
+                std::chrono::milliseconds(5)),
+            AdmissionQueue::Turn::kTimedOut);
+  EXPECT_EQ(q.waiting(), 0);
+  q.Leave(running.ticket, 0);
 }
 
 TEST(RateLimiter, CountsPerClient) {

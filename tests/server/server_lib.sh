@@ -59,6 +59,26 @@ wait_status() {
 
 worker_pid() { pgrep -P "$SERVER_PID" | head -n 1; }
 
+# load_now: "ACTIVE,QUEUED" from /ready (its top-level keys are sorted: active, queued, ...).
+load_now() {
+  local body
+  body=$(curl -s "$BASE/ready")
+  [[ $body =~ ^\{\"active\":([0-9]+),\"queued\":([0-9]+), ]] && echo "${BASH_REMATCH[1]},${BASH_REMATCH[2]}"
+}
+
+# wait_load "ACTIVE,QUEUED" SECONDS: poll /ready until it reports that load.
+wait_load() {
+  local deadline=$((SECONDS + $2))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(load_now)" = "$1" ] && return 0
+    sleep 0.02
+  done
+  return 1
+}
+
+# now_ms: a clock in milliseconds, for measuring how long something took.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
 stop_server() {
   kill -TERM "$SERVER_PID" 2> /dev/null || return 0
   local deadline=$((SECONDS + 30))
