@@ -435,7 +435,10 @@ int Run(int argc, char** argv) {
   if (!placement) return ReportError(kCommand, placement.status());
   ModelExecutor::Options options;
   options.max_seq = args.GetInt("context");
-  auto exec = ModelExecutor::Load(*ckpt, *placement, options);
+  auto run_ckpt =
+      UsePackageCache(args.GetString("model"), *ckpt, *placement, options.backend.weights);
+  if (!run_ckpt) return ReportError(kCommand, run_ckpt.status());
+  auto exec = ModelExecutor::Load(*run_ckpt, *placement, options);
   if (!exec) return ReportError(kCommand, exec.status());
   if (sampling->seed_was_generated) {
     std::fprintf(stderr, "tessera chat: sampling seed %llu\n",

@@ -1,10 +1,12 @@
-// tessera convert SRC DST [--dtype bf16|f32]: a checkpoint into a verified runtime package
-// (src/catalog/package.h), written to staging and swapped in atomically.
+// tessera convert SRC DST [--dtype bf16|int8|int4|f32|auto]: a checkpoint into a verified
+// runtime package of packed CPU panels (src/catalog/package.h), written to staging and
+// swapped in atomically.
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "catalog/package.h"
 #include "cli_args.h"
 #include "commands.h"
@@ -13,7 +15,8 @@ namespace tessera {
 
 int RunConvertCommand(int argc, char** argv) {
   CliArgs args("convert SRC DST");
-  args.AddString("dtype", "weight dtype of the package: bf16 or f32", false, "bf16");
+  args.AddString("dtype", "weight format of the packed matrices: bf16, int8, int4, f32 or auto",
+                 false, "bf16");
   // SRC and DST come first; options follow.
   std::vector<std::string> positional;
   int first_option = 2;
@@ -26,32 +29,23 @@ int RunConvertCommand(int argc, char** argv) {
   }
   if (args.help_requested()) {
     std::printf(
-        "%s\nWrites DST: one 64-byte aligned tensor file, the config and tokenizer files, "
-        "and a versioned manifest with every file's size and sha256. DST is replaced "
+        "%s\nWrites DST: one 64-byte aligned tensor file with the matrices already packed (and "
+        "quantized) for the cpu backend, the config and tokenizer files, and a versioned manifest "
+        "with every file's size and sha256. DST is replaced "
         "atomically when it is already a package.\n",
         args.Usage().c_str());
     return 0;
   }
   if (positional.size() != 2) {
     return ReportError("convert", InvalidArgument("usage: tessera convert SRC DST [--dtype "
-                                                  "bf16|f32]"));
+                                                  "bf16|int8|int4|f32|auto]"));
   }
   PackageOptions options;
   const std::string dtype = args.GetString("dtype");
-  if (dtype == "bf16") {
-    options.dtype = PackageDType::kBF16;
-  } else if (dtype == "f32") {
-    options.dtype = PackageDType::kF32;
-  } else if (dtype == "int8" || dtype == "int4") {
-    return ReportError("convert",
-                       InvalidArgument("--dtype " + dtype +
-                                       " packages are not supported yet (the CPU backend packs "
-                                       "INT8/INT4 at load); convert to bf16 and run with --dtype " +
-                                       dtype));
-  } else {
-    return ReportError("convert",
-                       InvalidArgument("--dtype must be bf16 or f32, got '" + dtype + "'"));
-  }
+  auto format = ParseWeightFormat(dtype);
+  if (!format)
+    return ReportError("convert", InvalidArgument("--dtype: " + format.status().message()));
+  options.weights = *format;
   auto begin = std::chrono::steady_clock::now();
   if (Status st = ConvertToPackage(positional[0], positional[1], options); !st.ok()) {
     return ReportError("convert", st);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/generator.h"
@@ -36,8 +37,7 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text) {
 
 int Run(int argc, char** argv) {
   CliArgs args("generate");
-  args.AddString("model", "checkpoint directory, or a model name from `tessera list`",
-                 true);
+  args.AddString("model", "checkpoint directory, or a model name from `tessera list`", true);
   args.AddString("prompt", "prompt text");
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
   args.AddInt("max-tokens", "maximum tokens to generate", 128);
@@ -93,24 +93,15 @@ int Run(int argc, char** argv) {
   if (!placement) return ReportError("generate", placement.status());
   ModelExecutor::Options options;
   options.max_seq = args.GetInt("context");
-  const std::string dtype = args.GetString("dtype");
-  if (dtype == "auto") {
-    options.backend.weights = WeightFormat::kAuto;
-  } else if (dtype == "f32") {
-    options.backend.weights = WeightFormat::kF32;
-  } else if (dtype == "bf16") {
-    options.backend.weights = WeightFormat::kBF16;
-  } else if (dtype == "int8") {
-    options.backend.weights = WeightFormat::kInt8;
-  } else if (dtype == "int4") {
-    options.backend.weights = WeightFormat::kInt4;
-  } else {
-    return ReportError(
-        "generate",
-        InvalidArgument("--dtype must be auto, f32, bf16, int8 or int4, got '" + dtype + "'"));
+  auto weights = ParseWeightFormat(args.GetString("dtype"));
+  if (!weights) {
+    return ReportError("generate", InvalidArgument("--dtype: " + weights.status().message()));
   }
+  options.backend.weights = *weights;
+  auto run_ckpt = UsePackageCache(args.GetString("model"), *ckpt, *placement, *weights);
+  if (!run_ckpt) return ReportError("generate", run_ckpt.status());
   auto t_load = std::chrono::steady_clock::now();
-  auto exec = ModelExecutor::Load(*ckpt, *placement, options);
+  auto exec = ModelExecutor::Load(*run_ckpt, *placement, options);
   if (!exec) return ReportError("generate", exec.status());
   double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();

@@ -2,15 +2,31 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include "base/mapped_file.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
+#include "catalog/package.h"
+#include "catalog/package_cache.h"
 
 namespace tessera {
 
-Expected<std::string> ResolveModelDir(const std::string& model_arg) {
+namespace {
+
+bool IsDirectory(const std::string& path) {
   struct stat st {};
-  if (::stat(model_arg.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return model_arg;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+Expected<std::string> ResolveModelDir(const std::string& model_arg) {
+  if (IsDirectory(model_arg)) {
+    // A package is used only once every byte is verified, however it was named.
+    if (IsPackageDir(model_arg)) TS_RETURN_IF_ERROR(VerifyPackage(model_arg).status());
+    return model_arg;
+  }
   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
   TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModel(model_arg, *catalog));
   return resolved.dir;
@@ -60,6 +76,37 @@ std::vector<int32_t> StopIds(const Checkpoint& ckpt) {
     if (id >= 0 && id < ckpt.config.vocab_size) ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+Expected<std::shared_ptr<const Checkpoint>> UsePackageCache(const std::string& model_arg,
+                                                            std::shared_ptr<const Checkpoint> ckpt,
+                                                            const Placement& placement,
+                                                            WeightFormat weights) {
+  if (ckpt->tensors.packed || !IsDirectory(model_arg) || !PackageCacheEnabled() ||
+      IsInManagedStore(model_arg)) {
+    return ckpt;
+  }
+  for (const PlacementStage& stage : placement.stages) {
+    if (stage.backend != "cpu") return ckpt;  // packages hold cpu panels only
+  }
+  auto cached = PackageOnFirstUse(*ckpt, weights);
+  if (!cached) {
+    // Visible, not hidden: the run goes on from the source, packed at load as before.
+    std::fprintf(stderr, "tessera: could not cache a package of %s (%s); packing at load\n",
+                 model_arg.c_str(), cached.status().message().c_str());
+    return ckpt;
+  }
+  if (cached->converted_now) {
+    std::fprintf(stderr, "tessera: converted %s into the package %s (%s)\n", model_arg.c_str(),
+                 cached->dir.c_str(), cached->reason.c_str());
+  } else {
+    std::fprintf(stderr, "tessera: using the package %s\n", cached->dir.c_str());
+  }
+  return OpenCheckpoint(cached->dir);
 }
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "engine/model_executor.h"
+#include "engine/placement.h"
 #include "format/model_config.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +30,16 @@ Expected<LoadedTokenizer> LoadTokenizerDir(const std::string& dir);
 // Encodes a prompt the way the checkpoint asks: the tokenizer.json post-processor, and a BOS
 // prepended when tokenizer_config.json says add_bos_token and the post-processor did not.
 Expected<std::vector<int32_t>> EncodePrompt(const LoadedTokenizer& tok, const std::string& text);
+
+// For a checkpoint given by path (a directory, not a name, outside the models directory and
+// the Hugging Face cache) that runs entirely on the cpu backend: its package, converted on first
+// use and reused while the source is unchanged (catalog/package_cache.h); otherwise `ckpt` itself.
+// The choice is printed on stderr; a package that cannot be written is reported and the source is
+// packed at load instead.
+Expected<std::shared_ptr<const Checkpoint>> UsePackageCache(const std::string& model_arg,
+                                                            std::shared_ptr<const Checkpoint> ckpt,
+                                                            const Placement& placement,
+                                                            WeightFormat weights);
 
 // generation_config.json eos ids, else config.json's.
 std::vector<int32_t> StopIds(const Checkpoint& ckpt);

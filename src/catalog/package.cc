@@ -9,16 +9,20 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_weights.h"
 #include "base/half.h"
 #include "base/sha256.h"
 #include "catalog/model_store.h"
 #include "format/json_util.h"
 #include "format/model_config.h"
 #include "format/safetensors.h"
+#include "model/checkpoint.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -40,14 +44,24 @@ struct FileRecord {
   std::string path;
   uint64_t size = 0;
   std::string sha256;
+  int64_t mtime_ns = -1;  // source files only: lets a reuse check skip re-hashing
 };
 
 nlohmann::json RecordsToJson(const std::vector<FileRecord>& records) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : records)
+  for (const auto& r : records) {
     out.push_back({{"path", r.path}, {"size", r.size}, {"sha256", r.sha256}});
+    if (r.mtime_ns >= 0) out.back()["mtime_ns"] = r.mtime_ns;
+  }
   return out;
 }
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// The files of a source checkpoint that a package is made from, sorted.
+std::vector<std::string> SourceFileNames(const std::string& source);
 
 Expected<std::string> ReadWholeFile(const std::string& path, uintmax_t max_bytes) {
   std::error_code ec;
@@ -82,32 +96,96 @@ std::string ReconvertHint(const std::string& dir, const std::string& source) {
          " " + dir;
 }
 
-// The tensor file: header padded so the data section starts 64-byte aligned, and every tensor
-// at a 64-byte aligned offset inside it; written one tensor at a time while hashing.
-Expected<FileRecord> WriteTensorFile(const CheckpointTensors& tensors, DType target,
-                                     const std::string& path) {
-  struct Planned {
-    const TensorInfo* info;
-    DType dtype;
-    uint64_t begin;
-    uint64_t end;
+// One tensor of the package's tensor file: either a source tensor copied byte for byte (norms,
+// biases, the embedding) or one buffer of a packed matrix (`layer` -1 is the LM head).
+struct PlannedTensor {
+  std::string name;
+  DType dtype = DType::kU8;
+  uint64_t bytes = 0;
+  uint64_t offset = 0;               // inside the data section, 64-byte aligned
+  const TensorInfo* copy = nullptr;  // set for a copied source tensor
+  int64_t layer = 0;
+  CpuMatrix matrix = CpuMatrix::kQkv;
+  int part = 0;  // 0 data, 1 row_scale, 2 row_offset, 3 block_scale
+};
+
+constexpr const char* kPartNames[] = {"data", "row_scale", "row_offset", "block_scale"};
+constexpr DType kPartDTypes[] = {DType::kU8, DType::kF32, DType::kI32, DType::kBF16};
+
+std::vector<PlannedTensor> PlanTensors(const ModelTensors& t, WeightFormat format) {
+  std::vector<PlannedTensor> plan;
+  auto copy = [&](const TensorInfo* info) {
+    if (info) plan.push_back({info->name, info->dtype, info->data.size(), 0, info});
   };
-  std::vector<Planned> plan;
-  nlohmann::ordered_json header;
-  header["__metadata__"] = {{"format", "pt"},
-                            {"tessera_package", std::to_string(kPackageFormatVersion)}};
+  auto packed = [&](int64_t layer, CpuMatrix m, MatrixShape shape) {
+    PackedMatrixSizes sizes = PackedSizesFor(format, shape.rows, shape.cols);
+    const size_t counts[] = {sizes.data_bytes, sizes.row_scale, sizes.row_offset,
+                             sizes.block_scale};
+    for (int part = 0; part < 4; ++part) {
+      if (counts[part] == 0) continue;
+      plan.push_back({PackedTensorName(layer, CpuMatrixName(m), kPartNames[part]),
+                      kPartDTypes[part], counts[part] * DTypeSize(kPartDTypes[part]), 0, nullptr,
+                      layer, m, part});
+    }
+  };
+  copy(t.embed);
+  copy(t.final_norm);
+  for (size_t i = 0; i < t.layers.size(); ++i) {
+    const LayerTensors& L = t.layers[i];
+    for (const TensorInfo* info : {L.input_norm, L.q_bias, L.k_bias, L.v_bias, L.o_bias, L.q_norm,
+                                   L.k_norm, L.post_attn_norm}) {
+      copy(info);
+    }
+    for (CpuMatrix m : kCpuLayerMatrices) {
+      packed(static_cast<int64_t>(i), m, CpuMatrixShape(t.dims, m));
+    }
+  }
+  packed(-1, CpuMatrix::kQkv, {t.dims.vocab, t.dims.hidden});
   uint64_t offset = 0;
-  for (const auto& name : tensors.Names()) {
-    const TensorInfo* t = tensors.Find(name);
-    DType dtype = IsFloatWeightDType(t->dtype) ? target : t->dtype;
+  for (PlannedTensor& p : plan) {
     offset =
         (offset + kPackageTensorAlignment - 1) / kPackageTensorAlignment * kPackageTensorAlignment;
-    uint64_t bytes = t->num_elements * DTypeSize(dtype);
-    plan.push_back({t, dtype, offset, offset + bytes});
-    header[name] = {{"dtype", std::string(DTypeName(dtype))},
-                    {"shape", t->shape},
-                    {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+    p.offset = offset;
+    offset += p.bytes;
+  }
+  return plan;
+}
+
+std::span<const uint8_t> PartBytes(const PackedMatrix& m, int part) {
+  auto bytes = [](const auto& buffer) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buffer.data()),
+                                    buffer.size() * sizeof(*buffer.data()));
+  };
+  switch (part) {
+    case 0:
+      return bytes(m.data);
+    case 1:
+      return bytes(m.row_scale);
+    case 2:
+      return bytes(m.row_offset);
+    default:
+      return bytes(m.block_scale);
+  }
+}
+
+// The tensor file: header padded so the data section starts 64-byte aligned, then every
+// tensor at a 64-byte aligned offset. Layers are packed one at a time (with the same code the
+// CPU backend uses at load) and written while hashing, so memory stays at one layer.
+Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat format,
+                                     const std::string& path) {
+  const std::vector<PlannedTensor> plan = PlanTensors(source.tensors, format);
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"},
+                            {"tessera_package", std::to_string(kPackageFormatVersion)},
+                            {kPackedLayoutKey, kCpuPanelLayout},
+                            {kPackedFormatKey, std::string(WeightFormatName(format))}};
+  for (const PlannedTensor& p : plan) {
+    std::vector<int64_t> shape =
+        p.copy ? p.copy->shape
+               : std::vector<int64_t>{static_cast<int64_t>(p.bytes / DTypeSize(p.dtype))};
+    header[p.name] = {{"dtype", std::string(DTypeName(p.dtype))},
+                      {"shape", shape},
+                      {"data_offsets", {p.offset, p.offset + p.bytes}}};
   }
   std::string header_text = header.dump();
   while ((8 + header_text.size()) % kPackageTensorAlignment != 0) header_text.push_back(' ');
@@ -130,32 +208,47 @@ Expected<FileRecord> WriteTensorFile(const CheckpointTensors& tensors, DType tar
   emit(header_text.data(), header_text.size());
   const uint64_t data_start = written;
   static const uint8_t kZeros[kPackageTensorAlignment] = {};
-  std::vector<float> values;
-  std::vector<uint8_t> converted;
-  for (const auto& p : plan) {
-    emit(kZeros, p.begin - (written - data_start));
-    if (p.dtype == p.info->dtype) {
-      emit(p.info->data.data(), p.info->data.size());  // same dtype: the exact bytes
-      continue;
-    }
-    values.assign(p.info->num_elements, 0.0f);
-    if (Status st = CopyTensorToF32(*p.info, values); !st.ok()) {
-      std::fclose(out);
-      return st;
-    }
-    converted.resize(p.end - p.begin);
-    if (p.dtype == DType::kBF16) {
-      for (size_t i = 0; i < values.size(); ++i) {
-        uint16_t v = FloatToBf16(values[i]);
-        converted[2 * i] = static_cast<uint8_t>(v);
-        converted[2 * i + 1] = static_cast<uint8_t>(v >> 8);
+  std::optional<CpuLayerWeights> layer;
+  std::optional<PackedMatrix> head;
+  int64_t layer_index = -2;
+  Status status;
+  for (const PlannedTensor& p : plan) {
+    emit(kZeros, p.offset - (written - data_start));
+    std::span<const uint8_t> bytes;
+    if (p.copy) {
+      bytes = p.copy->data;
+    } else if (p.layer < 0) {
+      if (!head) {
+        auto packed = LoadCpuHeadMatrix(source, format);
+        if (!packed) {
+          status = packed.status();
+          break;
+        }
+        head = std::move(*packed);
+        layer.reset();
       }
+      bytes = PartBytes(*head, p.part);
     } else {
-      std::memcpy(converted.data(), values.data(), converted.size());  // F32, little-endian
+      if (p.layer != layer_index) {
+        layer.reset();  // one layer in memory at a time
+        auto packed = LoadCpuLayerWeights(source, p.layer, format);
+        if (!packed) {
+          status = packed.status();
+          break;
+        }
+        layer = std::move(*packed);
+        layer_index = p.layer;
+      }
+      bytes = PartBytes(CpuLayerMatrix(*layer, p.matrix), p.part);
     }
-    emit(converted.data(), converted.size());
+    if (bytes.size() != p.bytes) {
+      status = Internal("package writer: " + p.name + " has an unexpected size");
+      break;
+    }
+    emit(bytes.data(), bytes.size());
   }
   ok = (std::fclose(out) == 0) && ok;
+  if (!status.ok()) return status;
   if (!ok) return IoError("cannot write " + path + ": " + std::strerror(errno));
   return FileRecord{kTensorFileName, written, hash.FinishHex()};
 }
@@ -213,6 +306,21 @@ void WriteVerifiedCache(const std::string& dir, const std::map<std::string, Cach
   }
 }
 
+std::vector<std::string> SourceFileNames(const std::string& source) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(source, ec)) {
+    std::string name = entry.path().filename().string();
+    bool small = false;
+    for (const char* s : kSmallFiles) small |= name == s;
+    if (small || name.ends_with(".safetensors") || name == "model.safetensors.index.json") {
+      names.push_back(name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
 
 bool IsPackageDir(const std::string& dir) {
@@ -237,7 +345,9 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   TS_RETURN_IF_ERROR(ParseModelConfig(config_text).status().WithContext(source + "/config.json"));
   TS_ASSIGN_OR_RETURN(nlohmann::json config, ParseJsonDocument(config_text, "config.json"));
   std::string architecture = config.value("model_type", "");
-  TS_ASSIGN_OR_RETURN(CheckpointTensors tensors, CheckpointTensors::Open(source));
+  // Opening binds and validates every tensor against the config before anything is written.
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> checkpoint, OpenCheckpoint(source));
+  TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveCpuWeightFormat(*checkpoint, options.weights));
 
   // Source record: every model file with size and sha256, and the pulled revision if known.
   nlohmann::json source_json = {{"dir", fs::absolute(source, ec).string()}};
@@ -246,19 +356,13 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
     source_json["revision"] = lock->revision;
     source_json["commit"] = lock->commit;
   }
-  std::vector<std::string> source_names;
-  for (const auto& entry : fs::directory_iterator(source, ec)) {
-    std::string name = entry.path().filename().string();
-    bool small = false;
-    for (const char* s : kSmallFiles) small |= name == s;
-    if (small || name.ends_with(".safetensors") || name == "model.safetensors.index.json") {
-      source_names.push_back(name);
-    }
-  }
-  std::sort(source_names.begin(), source_names.end());
   std::vector<FileRecord> source_files;
-  for (const auto& name : source_names) {
+  for (const auto& name : SourceFileNames(source)) {
+    struct stat st {};
+    // The time is taken before hashing: a later change moves it and forces a re-hash.
+    if (stat((source + "/" + name).c_str(), &st) != 0) return IoError("cannot stat " + name);
     TS_ASSIGN_OR_RETURN(FileRecord r, HashRecord(source, name));
+    r.mtime_ns = MtimeNs(st);
     source_files.push_back(std::move(r));
   }
   source_json["files"] = RecordsToJson(source_files);
@@ -278,10 +382,9 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
     }
   } cleanup{staging};
 
-  const DType target = options.dtype == PackageDType::kBF16 ? DType::kBF16 : DType::kF32;
   std::vector<FileRecord> files;
   TS_ASSIGN_OR_RETURN(FileRecord tensor_file,
-                      WriteTensorFile(tensors, target, staging + "/" + kTensorFileName));
+                      WriteTensorFile(*checkpoint, format, staging + "/" + kTensorFileName));
   files.push_back(tensor_file);
   for (const char* name : kSmallFiles) {
     if (!fs::exists(source + "/" + name, ec)) continue;
@@ -293,7 +396,8 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   nlohmann::json manifest = {{"format_version", kPackageFormatVersion},
                              {"kind", "tessera-package"},
                              {"architecture", architecture},
-                             {"dtype", target == DType::kBF16 ? "bf16" : "f32"},
+                             {"dtype", std::string(WeightFormatName(format))},
+                             {"packed_layout", kCpuPanelLayout},
                              {"alignment", kPackageTensorAlignment},
                              {"source", source_json},
                              {"files", RecordsToJson(files)}};
@@ -382,8 +486,7 @@ Expected<PackageInfo> VerifyPackage(const std::string& dir) {
                      " bytes, the manifest says " + std::to_string(size) + "; " +
                      ReconvertHint(dir, source_dir));
     }
-    const int64_t mtime_ns =
-        static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    const int64_t mtime_ns = MtimeNs(st);
     auto cached = cache.find(name);
     if (cached != cache.end() && cached->second.size == size &&
         cached->second.mtime_ns == mtime_ns && cached->second.inode == st.st_ino &&
@@ -403,6 +506,41 @@ Expected<PackageInfo> VerifyPackage(const std::string& dir) {
   }
   if (cache_changed) WriteVerifiedCache(dir, cache);
   return info;
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+Expected<bool> PackageMatchesSource(const std::string& package_dir, const std::string& source_dir) {
+  TS_ASSIGN_OR_RETURN(std::string text,
+                      ReadWholeFile(package_dir + "/" + kPackageManifestName, kMaxManifestBytes));
+  TS_ASSIGN_OR_RETURN(nlohmann::json manifest, ParseJsonDocument(text, kPackageManifestName));
+  const auto source = manifest.find("source");
+  if (source == manifest.end() || !source->is_object() || !source->contains("files") ||
+      !(*source)["files"].is_array()) {
+    return Corrupt("the package manifest in " + package_dir + " records no source files");
+  }
+  std::vector<std::string> recorded_names;
+  for (const auto& f : (*source)["files"]) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || !f.contains("sha256") || !f["sha256"].is_string()) {
+      return Corrupt("a source entry in the package manifest of " + package_dir + " is malformed");
+    }
+    const std::string name = f["path"];
+    recorded_names.push_back(name);
+    struct stat st {};
+    if (stat((source_dir + "/" + name).c_str(), &st) != 0) return false;
+    if (static_cast<uint64_t>(st.st_size) != f["size"].get<uint64_t>()) return false;
+    if (f.contains("mtime_ns") && f["mtime_ns"].is_number_integer() &&
+        f["mtime_ns"].get<int64_t>() == MtimeNs(st)) {
+      continue;
+    }
+    TS_ASSIGN_OR_RETURN(std::string digest, Sha256File(source_dir + "/" + name));
+    if (digest != f["sha256"].get<std::string>()) return false;
+  }
+  std::sort(recorded_names.begin(), recorded_names.end());
+  return recorded_names == SourceFileNames(source_dir);
 }
 
 }  // namespace tessera

@@ -1,13 +1,15 @@
-// Runtime packages: a checkpoint converted once into one 64-byte-aligned tensor file in the
-// dtype it will run in, plus the small files it needs, described by a versioned manifest that
-// records the source (revision and per-file hashes) and every package file's size and sha256.
-// Packages are written to a staging directory and swapped in atomically; opening one
-// verifies every byte before anything maps it.
+// Runtime packages: a checkpoint converted once into one 64-byte-aligned tensor file holding
+// the CPU backend's packed panels (F32, BF16, INT8 or INT4, quantized exactly as loading the
+// source would) and the source's other tensors byte for byte, plus the small files it needs,
+// described by a versioned manifest that records the source (revision and per-file hashes) and
+// every package file's size and sha256. Packages are written to a staging directory and swapped in
+// atomically; opening one verifies every byte before anything maps it.
 //
-//   PackageOptions opts; opts.dtype = PackageDType::kBF16;
+//   PackageOptions opts; opts.weights = WeightFormat::kInt8;
 //   TS_RETURN_IF_ERROR(ConvertToPackage("/models/src", "/models/src.pkg", opts));
 //   TS_ASSIGN_OR_RETURN(PackageInfo info, VerifyPackage("/models/src.pkg"));
-//   OpenCheckpoint("/models/src.pkg");   // model.safetensors + config.json: a checkpoint dir
+//   OpenCheckpoint("/models/src.pkg");   // a checkpoint dir whose tensors are already packed
+//   (the CPU backend maps the panels in place: nothing is converted or copied at load)
 //
 // Layout: tessera-package.json (the manifest), tessera-package.sha256 (sha256 of the manifest
 // bytes, so a flipped byte in the manifest is caught too), model.safetensors (every tensor's
@@ -20,21 +22,21 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "base/status.h"
 
 namespace tessera {
 
-inline constexpr int kPackageFormatVersion = 1;
+// 2: matrices stored as the CPU backend's packed panels (1 held plain tensors).
+inline constexpr int kPackageFormatVersion = 2;
 inline constexpr char kPackageManifestName[] = "tessera-package.json";
 inline constexpr char kPackageManifestHashName[] = "tessera-package.sha256";
 inline constexpr uint64_t kPackageTensorAlignment = 64;
 
-// Packed INT8/INT4 panels are not offered: the CPU backend packs at load from a checkpoint
-// and has no way (yet) to take pre-packed panels, so such a package could not be used.
-enum class PackageDType { kF32, kBF16 };
-
 struct PackageOptions {
-  PackageDType dtype = PackageDType::kBF16;
+  // The weight format of the panels: kF32, kBF16, kInt8 or kInt4; kAuto takes the source's
+  // (BF16 for BF16/F16 checkpoints, F32 for F32 ones).
+  WeightFormat weights = WeightFormat::kBF16;
 };
 
 // Converts the checkpoint directory `source` into a package at `dest` (replaced atomically
@@ -58,5 +60,9 @@ bool IsPackageDir(const std::string& dir);
 // entries are trusted only for files unchanged since well before they were verified).
 // Errors say to re-convert.
 Expected<PackageInfo> VerifyPackage(const std::string& dir);
+
+// True when `source_dir` still holds exactly the files `package_dir` was converted from:
+// the same names and sizes, and the same sha256 for any file whose mtime moved.
+Expected<bool> PackageMatchesSource(const std::string& package_dir, const std::string& source_dir);
 
 }  // namespace tessera

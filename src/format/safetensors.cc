@@ -242,6 +242,11 @@ const TensorInfo* SafetensorsFile::Find(std::string_view name) const {
   return FindSorted(tensors_, name);
 }
 
+const std::map<std::string, std::string>& CheckpointTensors::first_shard_metadata() const {
+  static const std::map<std::string, std::string> kEmpty;
+  return shards_.empty() ? kEmpty : shards_.front().metadata();
+}
+
 Expected<CheckpointTensors> CheckpointTensors::Open(const std::string& dir) {
   CheckpointTensors result;
   const std::string single_path = JoinPath(dir, kSingleFileName);

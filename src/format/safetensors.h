@@ -68,6 +68,9 @@ class CheckpointTensors {
   const TensorInfo* Find(std::string_view name) const;
   std::vector<std::string> Names() const;
   size_t size() const { return by_name_.size(); }
+  size_t shard_count() const { return shards_.size(); }
+  // The __metadata__ of the first shard (empty when there is none).
+  const std::map<std::string, std::string>& first_shard_metadata() const;
 
  private:
   std::vector<SafetensorsFile> shards_;

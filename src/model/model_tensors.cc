@@ -56,6 +56,21 @@ class Binder {
     return Status::Ok();
   }
 
+  // A packed buffer: 1-D of the given dtype, any length (its owner checks the size).
+  Status BindRaw(const std::string& name, DType dtype, bool required, const TensorInfo** out) {
+    const TensorInfo* t = ckpt_.Find(name);
+    if (t == nullptr) {
+      if (!required) return Status::Ok();
+      return NotFound("package is missing packed tensor '" + name + "'");
+    }
+    if (t->dtype != dtype || t->shape.size() != 1) {
+      return Corrupt("packed tensor '" + name + "' must be 1-D " + std::string(DTypeName(dtype)));
+    }
+    used_.insert(name);
+    *out = t;
+    return Status::Ok();
+  }
+
   const std::set<std::string>& used() const { return used_; }
 
  private:
@@ -64,10 +79,28 @@ class Binder {
 };
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Status BindPacked(Binder& b, int64_t layer, std::string_view matrix, PackedMatrixTensors* out) {
+  TS_RETURN_IF_ERROR(
+      b.BindRaw(PackedTensorName(layer, matrix, "data"), DType::kU8, true, &out->data));
+  TS_RETURN_IF_ERROR(
+      b.BindRaw(PackedTensorName(layer, matrix, "row_scale"), DType::kF32, false, &out->row_scale));
+  TS_RETURN_IF_ERROR(b.BindRaw(PackedTensorName(layer, matrix, "row_offset"), DType::kI32, false,
+                               &out->row_offset));
+  return b.BindRaw(PackedTensorName(layer, matrix, "block_scale"), DType::kBF16, false,
+                   &out->block_scale);
 }
 
 }  // namespace
+
+std::string PackedTensorName(int64_t layer, std::string_view matrix, std::string_view part) {
+  std::string name = layer < 0 ? "tessera.lm_head" : "tessera.layers." + std::to_string(layer);
+  if (layer >= 0) name += "." + std::string(matrix);
+  return name + "." + std::string(part);
+}
 
 Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const CheckpointTensors& ckpt) {
   ModelTensors m;
@@ -76,8 +109,29 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
   Binder b(ckpt);
   TS_RETURN_IF_ERROR(b.Bind("model.embed_tokens.weight", {d.vocab, d.hidden}, &m.embed));
   TS_RETURN_IF_ERROR(b.Bind("model.norm.weight", {d.hidden}, &m.final_norm));
+  // Declared, never guessed: only the writer's metadata makes a checkpoint a packed one.
+  const auto& metadata = ckpt.first_shard_metadata();
+  if (auto layout = metadata.find(kPackedLayoutKey); layout != metadata.end()) {
+    auto format = metadata.find(kPackedFormatKey);
+    if (format == metadata.end() || ckpt.shard_count() != 1) {
+      return Corrupt("packed weights need one tensor file whose metadata names their format");
+    }
+    m.packed = PackedModelTensors{layout->second, format->second, {}, {}};
+    m.packed->layers.resize(static_cast<size_t>(d.layers));
+    for (int64_t i = 0; i < d.layers; ++i) {
+      PackedLayerTensors& P = m.packed->layers[static_cast<size_t>(i)];
+      TS_RETURN_IF_ERROR(BindPacked(b, i, "qkv", &P.qkv));
+      TS_RETURN_IF_ERROR(BindPacked(b, i, "o_proj", &P.o_proj));
+      TS_RETURN_IF_ERROR(BindPacked(b, i, "gate_up", &P.gate_up));
+      TS_RETURN_IF_ERROR(BindPacked(b, i, "down_proj", &P.down_proj));
+    }
+    TS_RETURN_IF_ERROR(BindPacked(b, -1, "", &m.packed->lm_head));
+  }
+  const bool packed = m.packed.has_value();
   bool has_lm_head = ckpt.Find("lm_head.weight") != nullptr;
-  if (config.tie_word_embeddings) {
+  if (packed) {
+    if (config.tie_word_embeddings) m.lm_head = m.embed;  // only for embedding lookups
+  } else if (config.tie_word_embeddings) {
     m.lm_head = m.embed;
     // transformers ties the head to the embedding even if a copy was saved; so do we.
     if (has_lm_head) m.ignored.push_back("lm_head.weight (tie_word_embeddings is true)");
@@ -94,10 +148,12 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
     LayerTensors& L = m.layers[static_cast<size_t>(i)];
     std::string p = "model.layers." + std::to_string(i) + ".";
     TS_RETURN_IF_ERROR(b.Bind(p + "input_layernorm.weight", {d.hidden}, &L.input_norm));
-    TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.q_proj.weight", {d.q_dim, d.hidden}, &L.q_proj));
-    TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.k_proj.weight", {d.kv_dim, d.hidden}, &L.k_proj));
-    TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.v_proj.weight", {d.kv_dim, d.hidden}, &L.v_proj));
-    TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.o_proj.weight", {d.hidden, d.q_dim}, &L.o_proj));
+    if (!packed) {
+      TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.q_proj.weight", {d.q_dim, d.hidden}, &L.q_proj));
+      TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.k_proj.weight", {d.kv_dim, d.hidden}, &L.k_proj));
+      TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.v_proj.weight", {d.kv_dim, d.hidden}, &L.v_proj));
+      TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.o_proj.weight", {d.hidden, d.q_dim}, &L.o_proj));
+    }
     if (d.qkv_bias) {
       TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.q_proj.bias", {d.q_dim}, &L.q_bias));
       TS_RETURN_IF_ERROR(b.Bind(p + "self_attn.k_proj.bias", {d.kv_dim}, &L.k_bias));
@@ -110,13 +166,16 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
     }
     TS_RETURN_IF_ERROR(
         b.Bind(p + "post_attention_layernorm.weight", {d.hidden}, &L.post_attn_norm));
-    TS_RETURN_IF_ERROR(b.Bind(p + "mlp.gate_proj.weight", {d.intermediate, d.hidden}, &L.gate_proj));
+    if (packed) continue;
+    TS_RETURN_IF_ERROR(
+        b.Bind(p + "mlp.gate_proj.weight", {d.intermediate, d.hidden}, &L.gate_proj));
     TS_RETURN_IF_ERROR(b.Bind(p + "mlp.up_proj.weight", {d.intermediate, d.hidden}, &L.up_proj));
-    TS_RETURN_IF_ERROR(b.Bind(p + "mlp.down_proj.weight", {d.hidden, d.intermediate}, &L.down_proj));
+    TS_RETURN_IF_ERROR(
+        b.Bind(p + "mlp.down_proj.weight", {d.hidden, d.intermediate}, &L.down_proj));
   }
   // Every other tensor must be one we knowingly ignore.
   for (const std::string& name : ckpt.Names()) {
-    if (b.used().count(name) || name == "lm_head.weight") continue;
+    if (b.used().count(name) || (!packed && name == "lm_head.weight")) continue;
     if (EndsWith(name, ".self_attn.rotary_emb.inv_freq")) {  // recomputed from rope_theta
       m.ignored.push_back(name);
       continue;

@@ -8,7 +8,9 @@
 //   t.layers[0].q_proj->shape  // [num_heads * head_dim, hidden_size]
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -37,22 +39,50 @@ ModelDims DimsFromConfig(const ModelConfig& config);
 // A tensor field is a non-owning pointer into CheckpointTensors; null only for optional
 // fields the architecture does not have (biases, q_norm/k_norm).
 struct LayerTensors {
-  const TensorInfo* input_norm = nullptr;     // [hidden]
-  const TensorInfo* q_proj = nullptr;         // [q_dim, hidden]
-  const TensorInfo* q_bias = nullptr;         // [q_dim]
-  const TensorInfo* k_proj = nullptr;         // [kv_dim, hidden]
-  const TensorInfo* k_bias = nullptr;         // [kv_dim]
-  const TensorInfo* v_proj = nullptr;         // [kv_dim, hidden]
-  const TensorInfo* v_bias = nullptr;         // [kv_dim]
-  const TensorInfo* o_proj = nullptr;         // [hidden, q_dim]
-  const TensorInfo* o_bias = nullptr;         // [hidden]
-  const TensorInfo* q_norm = nullptr;         // [head_dim]
-  const TensorInfo* k_norm = nullptr;         // [head_dim]
-  const TensorInfo* post_attn_norm = nullptr; // [hidden]
-  const TensorInfo* gate_proj = nullptr;      // [intermediate, hidden]
-  const TensorInfo* up_proj = nullptr;        // [intermediate, hidden]
-  const TensorInfo* down_proj = nullptr;      // [hidden, intermediate]
+  const TensorInfo* input_norm = nullptr;      // [hidden]
+  const TensorInfo* q_proj = nullptr;          // [q_dim, hidden]
+  const TensorInfo* q_bias = nullptr;          // [q_dim]
+  const TensorInfo* k_proj = nullptr;          // [kv_dim, hidden]
+  const TensorInfo* k_bias = nullptr;          // [kv_dim]
+  const TensorInfo* v_proj = nullptr;          // [kv_dim, hidden]
+  const TensorInfo* v_bias = nullptr;          // [kv_dim]
+  const TensorInfo* o_proj = nullptr;          // [hidden, q_dim]
+  const TensorInfo* o_bias = nullptr;          // [hidden]
+  const TensorInfo* q_norm = nullptr;          // [head_dim]
+  const TensorInfo* k_norm = nullptr;          // [head_dim]
+  const TensorInfo* post_attn_norm = nullptr;  // [hidden]
+  const TensorInfo* gate_proj = nullptr;       // [intermediate, hidden]
+  const TensorInfo* up_proj = nullptr;         // [intermediate, hidden]
+  const TensorInfo* down_proj = nullptr;       // [hidden, intermediate]
 };
+
+// Weights a `tessera convert` package already holds in a backend's packed layout (named by
+// the safetensors metadata key kPackedLayoutKey). The model layer only binds the raw buffers
+// by name and dtype; the backend that owns the layout checks their sizes before use.
+inline constexpr char kPackedLayoutKey[] = "tessera_packed_layout";
+inline constexpr char kPackedFormatKey[] =
+    "tessera_packed_format";  // "f32", "bf16", "int8", "int4"
+
+struct PackedMatrixTensors {
+  const TensorInfo* data = nullptr;         // U8 [bytes], the panels
+  const TensorInfo* row_scale = nullptr;    // F32, or null when the format has none
+  const TensorInfo* row_offset = nullptr;   // I32, or null
+  const TensorInfo* block_scale = nullptr;  // BF16, or null
+};
+struct PackedLayerTensors {
+  PackedMatrixTensors qkv;  // q, k, v stacked
+  PackedMatrixTensors o_proj;
+  PackedMatrixTensors gate_up;  // gate, up stacked
+  PackedMatrixTensors down_proj;
+};
+struct PackedModelTensors {
+  std::string layout;  // e.g. "tessera-cpu-panels-1"
+  std::string format;  // "f32", "bf16", "int8", "int4"
+  std::vector<PackedLayerTensors> layers;
+  PackedMatrixTensors lm_head;
+};
+// "tessera.layers.3.qkv.data", or "tessera.lm_head.row_scale" for layer < 0.
+std::string PackedTensorName(int64_t layer, std::string_view matrix, std::string_view part);
 
 struct ModelTensors {
   ModelDims dims;
@@ -60,7 +90,10 @@ struct ModelTensors {
   const TensorInfo* final_norm = nullptr;  // [hidden]
   const TensorInfo* lm_head = nullptr;     // [vocab, hidden]; == embed when tied
   std::vector<LayerTensors> layers;
-  std::vector<std::string> ignored;        // tensors present but deliberately unused
+  std::vector<std::string> ignored;  // tensors present but deliberately unused
+  // Set for a package with packed weights: then the projection fields of `layers` (q/k/v/o,
+  // gate/up/down) are null, and `lm_head` is null unless tied to `embed`.
+  std::optional<PackedModelTensors> packed;
 };
 
 Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const CheckpointTensors& ckpt);

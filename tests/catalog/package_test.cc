@@ -1,6 +1,8 @@
-// Runtime packages: convert round trip (identical tensors and logits in the same dtype,
-// aligned data), every flipped byte caught, old/new format versions refused with the
-// re-convert message, the warm-start verification cache, atomic replacement.
+// Runtime packages: convert round trip in every format (panels identical to packing at load,
+// other tensors byte-identical, identical logits, aligned data, mapped in place), format and
+// backend refusals, a wrongly sized packed buffer refused, every flipped byte caught, old/new
+// format versions refused with the re-convert message, the warm-start verification cache, atomic
+// replacement.
 #include "catalog/package.h"
 
 #include <gtest/gtest.h>
@@ -13,11 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_weights.h"
 #include "base/half.h"
 #include "base/sha256.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "format/safetensors.h"
+#include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
 
@@ -46,9 +51,9 @@ class PackageTest : public ::testing::Test {
     f.put(static_cast<char>(c ^ 0x20));
   }
 
-  test::ProcessResult Generate(const std::string& dir) {
+  test::ProcessResult Generate(const std::string& dir, const std::string& dtype) {
     return test::RunTessera({"generate", "--model", dir, "--prompt-ids", "5,6,7,8", "--max-tokens",
-                             "4", "--json", "--top-logits", "8"});
+                             "4", "--json", "--top-logits", "8", "--dtype", dtype});
   }
 
   test::TempDir tmp_;
@@ -56,76 +61,177 @@ class PackageTest : public ::testing::Test {
   std::string package_ = tmp_.File("pkg");
 };
 
-TEST_F(PackageTest, Bf16RoundTripIsExactAlignedAndGivesIdenticalLogits) {
-  MakeSource(DType::kBF16, /*shards=*/2);
-  ASSERT_TRUE(ConvertToPackage(source_, package_, {}).ok());
-  auto info = VerifyPackage(package_);
-  ASSERT_TRUE(info) << info.status().message();
-  EXPECT_EQ(info->dtype, "bf16");
-  EXPECT_EQ(info->architecture, "llama");
-
-  auto source = CheckpointTensors::Open(source_);
-  ASSERT_TRUE(source);
-  auto packed = SafetensorsFile::Open(package_ + "/model.safetensors");
-  ASSERT_TRUE(packed) << packed.status().message();
-  ASSERT_EQ(packed->tensors().size(), source->size());
-  for (const auto& t : packed->tensors()) {
-    const TensorInfo* s = source->Find(t.name);
-    ASSERT_NE(s, nullptr) << t.name;
-    EXPECT_EQ(t.shape, s->shape);
-    ASSERT_EQ(t.data.size(), s->data.size()) << t.name;
-    EXPECT_EQ(std::memcmp(t.data.data(), s->data.data(), t.data.size()), 0) << t.name;
-    // mmap bases are page aligned, so this is the offset in the file modulo 64.
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data.data()) % 64, 0u) << t.name;
+// Every package tensor: 64-byte aligned; copied tensors equal the source's bytes; packed
+// panels equal what the CPU backend packs from the source at load.
+void ExpectPackageMatchesSource(const std::string& source_dir, const std::string& package_dir,
+                                WeightFormat format) {
+  auto source = OpenCheckpoint(source_dir);
+  auto package = OpenCheckpoint(package_dir);
+  ASSERT_TRUE(source) << source.status().message();
+  ASSERT_TRUE(package) << package.status().message();
+  const ModelTensors& s = (*source)->tensors;
+  const ModelTensors& p = (*package)->tensors;
+  ASSERT_TRUE(p.packed.has_value());
+  EXPECT_FALSE(s.packed.has_value());
+  EXPECT_EQ(p.packed->format, WeightFormatName(format));
+  auto same_bytes = [](const TensorInfo* a, const TensorInfo* b) {
+    ASSERT_EQ(a == nullptr, b == nullptr);
+    if (a == nullptr) return;
+    EXPECT_EQ(a->name, b->name);
+    EXPECT_EQ(a->dtype, b->dtype) << a->name;
+    EXPECT_EQ(a->shape, b->shape) << a->name;
+    ASSERT_EQ(a->data.size(), b->data.size()) << a->name;
+    EXPECT_EQ(std::memcmp(a->data.data(), b->data.data(), a->data.size()), 0) << a->name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data.data()) % 64, 0u) << b->name;
+  };
+  same_bytes(s.embed, p.embed);
+  same_bytes(s.final_norm, p.final_norm);
+  ASSERT_EQ(s.layers.size(), p.layers.size());
+  auto same_panels = [](const PackedMatrix& a, const PackedMatrix& b, const std::string& what) {
+    EXPECT_FALSE(a.data.borrowed()) << what;
+    EXPECT_TRUE(b.data.borrowed()) << what;  // mapped in place, not copied
+    EXPECT_EQ(a.rows, b.rows) << what;
+    EXPECT_EQ(a.cols, b.cols) << what;
+    auto eq = [&](const auto& x, const auto& y, const char* part) {
+      ASSERT_EQ(x.size(), y.size()) << what << " " << part;
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(*x.data())), 0)
+          << what << " " << part;
+    };
+    eq(a.data, b.data, "data");
+    eq(a.row_scale, b.row_scale, "row_scale");
+    eq(a.row_offset, b.row_offset, "row_offset");
+    eq(a.block_scale, b.block_scale, "block_scale");
+  };
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerTensors& a = s.layers[i];
+    const LayerTensors& b = p.layers[i];
+    for (auto [x, y] : {std::pair{a.input_norm, b.input_norm},
+                        {a.post_attn_norm, b.post_attn_norm},
+                        {a.q_bias, b.q_bias},
+                        {a.k_bias, b.k_bias},
+                        {a.v_bias, b.v_bias},
+                        {a.o_bias, b.o_bias},
+                        {a.q_norm, b.q_norm},
+                        {a.k_norm, b.k_norm}}) {
+      same_bytes(x, y);
+    }
+    EXPECT_EQ(b.q_proj, nullptr);
+    auto from_source = LoadCpuLayerWeights(**source, static_cast<int64_t>(i), format);
+    auto from_package = LoadCpuLayerWeights(**package, static_cast<int64_t>(i), format);
+    ASSERT_TRUE(from_source && from_package) << from_package.status().message();
+    for (CpuMatrix m : kCpuLayerMatrices) {
+      same_panels(CpuLayerMatrix(*from_source, m), CpuLayerMatrix(*from_package, m),
+                  "layer " + std::to_string(i) + " " + std::string(CpuMatrixName(m)));
+    }
+    EXPECT_EQ(from_source->qkv_bias, from_package->qkv_bias);
   }
-
-  auto from_source = Generate(source_);
-  auto from_package = Generate(package_);
-  ASSERT_EQ(from_source.exit_code, 0) << from_source.err;
-  ASSERT_EQ(from_package.exit_code, 0) << from_package.err;
-  auto a = nlohmann::json::parse(from_source.out);
-  auto b = nlohmann::json::parse(from_package.out);
-  ASSERT_EQ(a["top_logits"].size(), 4u) << from_source.out;  // one entry per generated token
-  EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
-  EXPECT_EQ(a["top_logits"], b["top_logits"]);  // exact, not approximate
-
-  // The manifest records the source files with their hashes.
-  auto manifest = nlohmann::json::parse(test::ReadFile(package_ + "/tessera-package.json"));
-  EXPECT_EQ(manifest["format_version"], kPackageFormatVersion);
-  bool saw_shard = false;
-  for (const auto& f : manifest["source"]["files"]) {
-    EXPECT_EQ(f["sha256"], *Sha256File(source_ + "/" + f["path"].get<std::string>()));
-    saw_shard |= f["path"] == "model-00001-of-00002.safetensors";
-  }
-  EXPECT_TRUE(saw_shard);
+  auto head_a = LoadCpuHeadMatrix(**source, format);
+  auto head_b = LoadCpuHeadMatrix(**package, format);
+  ASSERT_TRUE(head_a && head_b) << head_b.status().message();
+  same_panels(*head_a, *head_b, "lm_head");
 }
 
-TEST_F(PackageTest, F32SourceToBf16RoundsToNearestEven) {
-  MakeSource(DType::kF32);
-  PackageOptions options;
-  options.dtype = PackageDType::kBF16;
-  ASSERT_TRUE(ConvertToPackage(source_, package_, options).ok());
-  auto source = CheckpointTensors::Open(source_);
-  auto packed = SafetensorsFile::Open(package_ + "/model.safetensors");
-  ASSERT_TRUE(source && packed);
-  for (const auto& t : packed->tensors()) {
-    ASSERT_EQ(t.dtype, DType::kBF16);
-    const TensorInfo* s = source->Find(t.name);
-    std::vector<float> values(s->num_elements);
-    ASSERT_TRUE(CopyTensorToF32(*s, values).ok());
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint16_t got = static_cast<uint16_t>(t.data[2 * i] | (t.data[2 * i + 1] << 8));
-      ASSERT_EQ(got, FloatToBf16(values[i])) << t.name << "[" << i << "]";
+TEST_F(PackageTest, RoundTripInEveryFormatIsExactAndGivesIdenticalLogits) {
+  MakeSource(DType::kBF16, /*shards=*/2);
+  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+    const std::string name(WeightFormatName(format));
+    SCOPED_TRACE(name);
+    const std::string dest = tmp_.File("pkg-" + name);
+    PackageOptions options;
+    options.weights = format;
+    Status converted = ConvertToPackage(source_, dest, options);
+    ASSERT_TRUE(converted.ok()) << converted.message();
+    auto info = VerifyPackage(dest);
+    ASSERT_TRUE(info) << info.status().message();
+    EXPECT_EQ(info->dtype, name);
+    EXPECT_EQ(info->architecture, "llama");
+    ExpectPackageMatchesSource(source_, dest, format);
+
+    // The source run in the same format and the package (its own format) agree exactly.
+    auto from_source = Generate(source_, name);
+    auto from_package = Generate(dest, "auto");
+    ASSERT_EQ(from_source.exit_code, 0) << from_source.err;
+    ASSERT_EQ(from_package.exit_code, 0) << from_package.err;
+    auto a = nlohmann::json::parse(from_source.out);
+    auto b = nlohmann::json::parse(from_package.out);
+    ASSERT_EQ(a["top_logits"].size(), 4u) << from_source.out;  // one entry per token
+    EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+    EXPECT_EQ(a["top_logits"], b["top_logits"]);  // exact, not approximate
+
+    // The manifest records the source files with their hashes.
+    auto manifest = nlohmann::json::parse(test::ReadFile(dest + "/tessera-package.json"));
+    EXPECT_EQ(manifest["format_version"], kPackageFormatVersion);
+    EXPECT_EQ(manifest["packed_layout"], kCpuPanelLayout);
+    bool saw_shard = false;
+    for (const auto& f : manifest["source"]["files"]) {
+      EXPECT_EQ(f["sha256"], *Sha256File(source_ + "/" + f["path"].get<std::string>()));
+      saw_shard |= f["path"] == "model-00001-of-00002.safetensors";
     }
+    EXPECT_TRUE(saw_shard);
   }
-  // f32 -> f32 is the identity, so logits match the source exactly.
-  options.dtype = PackageDType::kF32;
-  ASSERT_TRUE(ConvertToPackage(source_, tmp_.File("pkg32"), options).ok());
-  auto a = Generate(source_);
-  auto b = Generate(tmp_.File("pkg32"));
-  ASSERT_EQ(a.exit_code, 0) << a.err;
-  ASSERT_EQ(b.exit_code, 0) << b.err;
-  EXPECT_EQ(nlohmann::json::parse(a.out)["top_logits"], nlohmann::json::parse(b.out)["top_logits"]);
+}
+
+TEST_F(PackageTest, F32SourceKeepsItsTensorsAndPacksF32OrBf16Exactly) {
+  MakeSource(DType::kF32);
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kBF16}) {
+    const std::string name(WeightFormatName(format));
+    SCOPED_TRACE(name);
+    PackageOptions options;
+    options.weights = format;
+    ASSERT_TRUE(ConvertToPackage(source_, tmp_.File("pkg-" + name), options).ok());
+    ExpectPackageMatchesSource(source_, tmp_.File("pkg-" + name), format);
+    auto a = Generate(source_, name);
+    auto b = Generate(tmp_.File("pkg-" + name), "auto");
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["top_logits"],
+              nlohmann::json::parse(b.out)["top_logits"]);
+  }
+  // kAuto takes the source's precision.
+  ASSERT_TRUE(ConvertToPackage(source_, package_, {.weights = WeightFormat::kAuto}).ok());
+  EXPECT_EQ(VerifyPackage(package_)->dtype, "f32");
+}
+
+TEST_F(PackageTest, APackageRunsOnlyInItsFormatAndOnlyOnTheCpuBackend) {
+  MakeSource(DType::kBF16);
+  ASSERT_TRUE(ConvertToPackage(source_, package_, {.weights = WeightFormat::kInt8}).ok());
+  auto other = Generate(package_, "int4");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.err.find("holds int8 weights, not int4"), std::string::npos) << other.err;
+  auto reference = test::RunTessera({"generate", "--model", package_, "--prompt-ids", "5,6",
+                                     "--max-tokens", "2", "--placement", "reference"});
+  EXPECT_NE(reference.exit_code, 0);
+  EXPECT_NE(reference.err.find("reference backend needs the source checkpoint"), std::string::npos)
+      << reference.err;
+}
+
+TEST_F(PackageTest, PackedTensorsOfTheWrongSizeAreRefusedBeforeUse) {
+  MakeSource(DType::kBF16);
+  ASSERT_TRUE(ConvertToPackage(source_, package_, {.weights = WeightFormat::kInt4}).ok());
+  // Edit the tensor file's header so one packed buffer is a block short (bypassing the
+  // manifest, as a bug in a writer would); the header keeps its length, so every other tensor
+  // stays where it was. The backend must refuse it, not read past it.
+  const std::string damaged = tmp_.File("damaged");
+  fs::create_directories(damaged);
+  fs::copy_file(package_ + "/config.json", damaged + "/config.json");
+  std::string bytes = test::ReadFile(package_ + "/model.safetensors");
+  uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  auto header = nlohmann::ordered_json::parse(bytes.substr(8, header_length));
+  auto& entry = header[PackedTensorName(0, "gate_up", "block_scale")];
+  entry["shape"][0] = entry["shape"][0].get<int64_t>() - 16;
+  entry["data_offsets"][1] = entry["data_offsets"][1].get<uint64_t>() - 32;
+  std::string text = header.dump();
+  ASSERT_LE(text.size(), header_length);
+  text.resize(header_length, ' ');
+  test::WriteFile(damaged + "/model.safetensors", bytes.replace(8, header_length, text));
+  auto ckpt = OpenCheckpoint(damaged);
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  auto layer = LoadCpuLayerWeights(**ckpt, 0, WeightFormat::kInt4);
+  ASSERT_FALSE(layer);
+  EXPECT_NE(layer.status().message().find("layer 0 gate_up: packed block scales is"),
+            std::string::npos)
+      << layer.status().message();
 }
 
 TEST_F(PackageTest, AFlippedByteAnywhereIsCaught) {
@@ -208,7 +314,7 @@ TEST_F(PackageTest, ReplacesAPackageAtomicallyAndRefusesOtherDestinations) {
   MakeSource(DType::kBF16);
   ASSERT_TRUE(ConvertToPackage(source_, package_, {}).ok());
   PackageOptions f32;
-  f32.dtype = PackageDType::kF32;
+  f32.weights = WeightFormat::kF32;
   ASSERT_TRUE(ConvertToPackage(source_, package_, f32).ok());
   auto info = VerifyPackage(package_);
   ASSERT_TRUE(info);
@@ -230,9 +336,15 @@ TEST_F(PackageTest, ReplacesAPackageAtomicallyAndRefusesOtherDestinations) {
 
 TEST_F(PackageTest, ConvertCommandLine) {
   MakeSource(DType::kBF16);
-  auto r = test::RunTessera({"convert", source_, package_, "--dtype", "int8"});
+  auto r = test::RunTessera({"convert", source_, package_, "--dtype", "int7"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--dtype: weight format must be auto, f32, bf16, int8 or int4, got 'int7'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(package_));
+  r = test::RunTessera({"convert", source_, tmp_.File("pkg-int4"), "--dtype", "int4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(VerifyPackage(tmp_.File("pkg-int4"))->dtype, "int4");
   r = test::RunTessera({"convert", source_});
   EXPECT_EQ(r.exit_code, 2);
   r = test::RunTessera({"convert", source_, package_});
@@ -265,6 +377,118 @@ TEST_F(PackageTest, ConvertCommandLine) {
   r = test::RunTessera({"resolve", package_});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("config.json in the package"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+class PackageCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticModelSpec spec;
+    spec.vocab = 512;
+    spec.dtype = DType::kBF16;
+    fs::create_directories(source_);
+    ASSERT_TRUE(WriteSyntheticModel(source_, spec).ok());
+  }
+
+  test::ProcessResult Run(const std::string& dtype, const std::string& cache = "on") {
+    return test::RunProcess(
+        {"env", "TESSERA_MODELS=" + tmp_.File("models"), "TESSERA_PACKAGE_CACHE=" + cache,
+         test::TesseraBinary(), "generate", "--model", source_, "--prompt-ids", "5,6,7",
+         "--max-tokens", "3", "--json", "--top-logits", "4", "--dtype", dtype},
+        "");
+  }
+
+  static std::string Logits(const test::ProcessResult& r) {
+    return nlohmann::json::parse(r.out)["top_logits"].dump();
+  }
+
+  test::TempDir tmp_;
+  std::string parent_ = tmp_.File("mine");
+  std::string source_ = parent_ + "/my-finetune";
+};
+
+TEST_F(PackageCacheTest, ConvertedOnFirstUseBesideTheSourceReusedAndRedoneWhenItChanges) {
+  const auto plain = Run("int8", "off");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("package"), std::string::npos) << plain.err;
+  EXPECT_FALSE(fs::exists(source_ + ".tessera-int8"));
+
+  auto first = Run("int8");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("into the package " + source_ + ".tessera-int8 (first use)"),
+            std::string::npos)
+      << first.err;
+  EXPECT_EQ(VerifyPackage(source_ + ".tessera-int8")->dtype, "int8");
+  EXPECT_EQ(Logits(first), Logits(plain));
+
+  auto second = Run("int8");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("using the package " + source_ + ".tessera-int8"), std::string::npos)
+      << second.err;
+  EXPECT_EQ(Logits(second), Logits(plain));
+
+  // Another format is another package; auto is the source's own (bf16).
+  auto bf16 = Run("auto");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  EXPECT_TRUE(IsPackageDir(source_ + ".tessera-bf16"));
+
+  // A touched but identical source is re-hashed and reused; a changed one is converted again.
+  fs::last_write_time(source_ + "/config.json",
+                      fs::file_time_type::clock::now() - std::chrono::hours(2));
+  auto touched = Run("int8");
+  EXPECT_NE(touched.err.find("using the package"), std::string::npos) << touched.err;
+  auto config = nlohmann::json::parse(test::ReadFile(source_ + "/config.json"));
+  config["rms_norm_eps"] = 1e-3;
+  test::WriteFile(source_ + "/config.json", config.dump());
+  const auto changed_plain = Run("int8", "off");
+  auto changed = Run("int8");
+  ASSERT_EQ(changed.exit_code, 0) << changed.err;
+  EXPECT_NE(changed.err.find("(the source changed)"), std::string::npos) << changed.err;
+  EXPECT_EQ(Logits(changed), Logits(changed_plain));
+  EXPECT_NE(Logits(changed), Logits(plain));  // the change matters, and the package follows it
+}
+
+TEST_F(PackageCacheTest, AReadOnlySourceIsCachedInTheModelsDirectory) {
+  fs::permissions(parent_,
+                  fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  auto r = Run("int4");
+  fs::permissions(parent_, fs::perms::owner_write, fs::perm_options::add);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(source_ + ".tessera-int4"));
+  std::vector<std::string> cached;
+  for (const auto& e : fs::directory_iterator(tmp_.File("models/.packages"))) {
+    cached.push_back(e.path().filename().string());
+  }
+  ASSERT_EQ(cached.size(), 1u);
+  EXPECT_TRUE(cached[0].starts_with("my-finetune-")) << cached[0];
+  EXPECT_TRUE(cached[0].ends_with("-tessera-int4")) << cached[0];
+  EXPECT_NE(r.err.find(cached[0] + " (first use)"), std::string::npos) << r.err;
+  // The hidden folder is not listed as an installed model.
+  auto listed =
+      test::RunProcess({"env", "TESSERA_MODELS=" + tmp_.File("models"),
+                        "HF_HOME=" + tmp_.File("hf"), test::TesseraBinary(), "list", "--json"},
+                       "");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(nlohmann::json::parse(listed.out).size(), 0u) << listed.out;
+}
+
+TEST_F(PackageCacheTest, ADamagedCachedPackageIsReplacedNotUsed) {
+  ASSERT_EQ(Run("bf16").exit_code, 0);
+  const std::string pkg = source_ + ".tessera-bf16";
+  std::string bytes = test::ReadFile(pkg + "/model.safetensors");
+  bytes[bytes.size() - 10] ^= 0x40;
+  test::WriteFile(pkg + "/model.safetensors", bytes);
+  auto r = Run("bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("(the cached package was damaged"), std::string::npos) << r.err;
+  EXPECT_TRUE(VerifyPackage(pkg));
+  EXPECT_EQ(Logits(r), Logits(Run("bf16", "off")));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/kernels.h"
 #include "base/thread_pool.h"
 #include "model/kv_cache.h"
@@ -15,47 +16,6 @@ namespace {
 
 // Prompt tokens processed together: each packed weight is read from memory once per block.
 constexpr int64_t kMaxBlockRows = 128;
-
-// One decoder layer, packed. q/k/v are one matrix (rows q_dim + 2 kv_dim) and gate/up are
-// one matrix (rows 2 * intermediate), so each needs one pass over the activations and one
-// thread dispatch.
-struct CpuLayer {
-  std::vector<float> input_norm;      // [hidden]
-  PackedMatrix qkv;                   // [q_dim + 2 kv_dim, hidden]
-  std::vector<float> qkv_bias;        // [q_dim + 2 kv_dim], empty without biases
-  PackedMatrix o_proj;                // [hidden, q_dim]
-  std::vector<float> o_bias;          // [hidden] or empty
-  std::vector<float> q_norm, k_norm;  // [head_dim] or empty
-  std::vector<float> post_attn_norm;  // [hidden]
-  PackedMatrix gate_up;               // [2 intermediate, hidden]
-  PackedMatrix down_proj;             // [hidden, intermediate]
-};
-
-Status WidenOptional(const TensorInfo* t, std::vector<float>* out) {
-  out->clear();
-  return t ? WidenToF32(*t, out) : Status::Ok();
-}
-
-// Stacks row-major matrices that share a column count and packs them as one.
-Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> parts, WeightFormat f) {
-  std::vector<float> all, one;
-  int64_t rows = 0, cols = 0;
-  for (const TensorInfo* t : parts) {
-    if (t == nullptr || t->shape.size() != 2) return Internal("cpu backend: expected a matrix");
-    if (cols != 0 && t->shape[1] != cols)
-      return Internal("cpu backend: stacked matrices differ in width");
-    TS_RETURN_IF_ERROR(WidenToF32(*t, &one));
-    all.insert(all.end(), one.begin(), one.end());
-    rows += t->shape[0];
-    cols = t->shape[1];
-  }
-  return PackMatrix(all, rows, cols, f);
-}
-
-WeightFormat ResolveFormat(WeightFormat requested, const TensorInfo& sample) {
-  if (requested != WeightFormat::kAuto) return requested;
-  return sample.dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -82,13 +42,12 @@ class CpuBackend final : public Backend {
       return Unsupported("cpu backend: heads must be a multiple of kv_heads and head_dim even");
     }
     range_ = range;
-    format_ = ResolveFormat(options_.weights,
-                            *ckpt.tensors.layers[static_cast<size_t>(range.begin)].q_proj);
+    TS_ASSIGN_OR_RETURN(format_, ResolveCpuWeightFormat(ckpt, options_.weights));
     layers_.clear();
-    layers_.resize(static_cast<size_t>(range.size()));
+    layers_.reserve(static_cast<size_t>(range.size()));
     for (int64_t i = range.begin; i < range.end; ++i) {
-      TS_RETURN_IF_ERROR(LoadLayer(ckpt.tensors.layers[static_cast<size_t>(i)],
-                                   &layers_[static_cast<size_t>(i - range.begin)]));
+      TS_ASSIGN_OR_RETURN(CpuLayerWeights layer, LoadCpuLayerWeights(ckpt, i, format_));
+      layers_.push_back(std::move(layer));
     }
     TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
     BuildRopeTable(ckpt.config.rope_theta, kv.max_seq);
@@ -99,10 +58,10 @@ class CpuBackend final : public Backend {
 
   Status LoadHead(const Checkpoint& ckpt) override {
     TS_RETURN_IF_ERROR(SetModel(ckpt));
-    head_format_ = ResolveFormat(options_.weights, *ckpt.tensors.lm_head);
+    TS_ASSIGN_OR_RETURN(head_format_, ResolveCpuWeightFormat(ckpt, options_.weights));
     if (layers_.empty()) format_ = head_format_;
     TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
-    TS_ASSIGN_OR_RETURN(lm_head_, PackStacked({ckpt.tensors.lm_head}, head_format_));
+    TS_ASSIGN_OR_RETURN(lm_head_, LoadCpuHeadMatrix(ckpt, head_format_));
     AllocateScratch();
     return Status::Ok();
   }
@@ -155,7 +114,7 @@ class CpuBackend final : public Backend {
 
   size_t resident_weight_bytes() const override {
     size_t n = lm_head_.bytes() + final_norm_.size() * 4;
-    for (const CpuLayer& L : layers_) {
+    for (const CpuLayerWeights& L : layers_) {
       n += L.qkv.bytes() + L.o_proj.bytes() + L.gate_up.bytes() + L.down_proj.bytes();
       for (const auto* v :
            {&L.input_norm, &L.qkv_bias, &L.o_bias, &L.q_norm, &L.k_norm, &L.post_attn_norm}) {
@@ -172,34 +131,6 @@ class CpuBackend final : public Backend {
     hidden_stride_ = RoundUp(dims_.hidden, kColAlign);
     q_stride_ = RoundUp(dims_.q_dim, kColAlign);
     inter_stride_ = RoundUp(dims_.intermediate, kColAlign);
-    return Status::Ok();
-  }
-
-  Status LoadLayer(const LayerTensors& src, CpuLayer* L) {
-    TS_RETURN_IF_ERROR(WidenToF32(*src.input_norm, &L->input_norm));
-    TS_RETURN_IF_ERROR(WidenToF32(*src.post_attn_norm, &L->post_attn_norm));
-    TS_RETURN_IF_ERROR(WidenOptional(src.q_norm, &L->q_norm));
-    TS_RETURN_IF_ERROR(WidenOptional(src.k_norm, &L->k_norm));
-    TS_RETURN_IF_ERROR(WidenOptional(src.o_bias, &L->o_bias));
-    TS_ASSIGN_OR_RETURN(L->qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format_));
-    TS_ASSIGN_OR_RETURN(L->o_proj, PackStacked({src.o_proj}, format_));
-    TS_ASSIGN_OR_RETURN(L->gate_up, PackStacked({src.gate_proj, src.up_proj}, format_));
-    TS_ASSIGN_OR_RETURN(L->down_proj, PackStacked({src.down_proj}, format_));
-    L->qkv_bias.clear();
-    if (src.q_bias || src.k_bias || src.v_bias) {
-      // A missing part of the stacked bias is zero.
-      L->qkv_bias.assign(static_cast<size_t>(dims_.q_dim + 2 * dims_.kv_dim), 0.0f);
-      std::vector<float> part;
-      int64_t offset = 0;
-      for (auto [t, n] : {std::pair{src.q_bias, dims_.q_dim}, std::pair{src.k_bias, dims_.kv_dim},
-                          std::pair{src.v_bias, dims_.kv_dim}}) {
-        TS_RETURN_IF_ERROR(WidenOptional(t, &part));
-        if (!part.empty() && static_cast<int64_t>(part.size()) != n)
-          return Internal("cpu backend: bias size");
-        std::copy(part.begin(), part.end(), L->qkv_bias.begin() + offset);
-        offset += n;
-      }
-    }
     return Status::Ok();
   }
 
@@ -242,7 +173,8 @@ class CpuBackend final : public Backend {
   }
 
   // n tokens of one slot at positions [pos, pos + n) through one layer; x: [n][hidden].
-  void LayerBlock(const CpuLayer& L, int64_t layer, int slot, int64_t pos, int64_t n, float* x) {
+  void LayerBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
+                  float* x) {
     const ModelDims& d = dims_;
     const int64_t qkv_n = d.q_dim + 2 * d.kv_dim;
     for (int64_t r = 0; r < n; ++r) {
@@ -319,7 +251,7 @@ class CpuBackend final : public Backend {
   int64_t hidden_stride_ = 0, q_stride_ = 0, inter_stride_ = 0;  // padded to 32
   int64_t max_seq_ = 0;
   LayerRange range_;
-  std::vector<CpuLayer> layers_;
+  std::vector<CpuLayerWeights> layers_;
   KvCache kv_;
   std::vector<float> rope_cos_, rope_sin_;  // [max_seq, head_dim / 2]
   std::vector<float> final_norm_;           // [hidden]
@@ -350,6 +282,15 @@ std::string_view WeightFormatName(WeightFormat format) {
       return "int4";
   }
   return "auto";
+}
+
+Expected<WeightFormat> ParseWeightFormat(std::string_view name) {
+  for (WeightFormat f : {WeightFormat::kAuto, WeightFormat::kF32, WeightFormat::kBF16,
+                         WeightFormat::kInt8, WeightFormat::kInt4}) {
+    if (name == WeightFormatName(f)) return f;
+  }
+  return InvalidArgument("weight format must be auto, f32, bf16, int8 or int4, got '" +
+                         std::string(name) + "'");
 }
 
 std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options, std::optional<CpuIsa> isa) {

@@ -29,5 +29,7 @@ std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options,
                                         std::optional<CpuIsa> isa = std::nullopt);
 
 std::string_view WeightFormatName(WeightFormat format);  // "auto", "f32", "bf16", "int8", "int4"
+// The inverse of WeightFormatName; an unknown name is an error listing the valid ones.
+Expected<WeightFormat> ParseWeightFormat(std::string_view name);
 
 }  // namespace tessera

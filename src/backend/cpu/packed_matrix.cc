@@ -17,10 +17,6 @@ void InitGeometry(PackedMatrix* m, int64_t rows, int64_t cols, WeightFormat form
   m->padded_cols = RoundUp(cols, kColAlign);
 }
 
-size_t Elements(const PackedMatrix& m) {
-  return static_cast<size_t>(m.padded_rows * m.padded_cols);
-}
-
 // Offset of weight (row, col) in a [P][Kp/g][16][g] layout of one-byte-or-more elements.
 size_t GroupedIndex(const PackedMatrix& m, int64_t row, int64_t col, int64_t group) {
   int64_t p = row / kPanelRows, r = row % kPanelRows;
@@ -53,10 +49,13 @@ Status CheckShape(size_t n, int64_t rows, int64_t cols) {
 }
 
 void PackInt8(std::span<const float> w, PackedMatrix* m) {
-  m->data.Resize(Elements(*m));
-  m->row_scale.Resize(static_cast<size_t>(m->padded_rows));
-  m->row_offset.Resize(static_cast<size_t>(m->padded_rows));
-  auto* q = reinterpret_cast<int8_t*>(m->data.data());
+  const PackedMatrixSizes sizes = PackedSizesFor(m->format, m->rows, m->cols);
+  m->data.Allocate(sizes.data_bytes);
+  m->row_scale.Allocate(sizes.row_scale);
+  m->row_offset.Allocate(sizes.row_offset);
+  auto* q = reinterpret_cast<int8_t*>(m->data.mutable_data());
+  float* row_scale = m->row_scale.mutable_data();
+  int32_t* row_offset = m->row_offset.mutable_data();
   for (int64_t r = 0; r < m->rows; ++r) {
     const float* row = w.data() + r * m->cols;
     float absmax = 0.0f;
@@ -69,15 +68,17 @@ void PackInt8(std::span<const float> w, PackedMatrix* m) {
       q[GroupedIndex(*m, r, c, 4)] = static_cast<int8_t>(qi);
       sum += qi;
     }
-    m->row_scale[static_cast<size_t>(r)] = scale;
-    m->row_offset[static_cast<size_t>(r)] = -128 * sum;
+    row_scale[r] = scale;
+    row_offset[r] = -128 * sum;
   }
 }
 
 void PackInt4(std::span<const float> w, PackedMatrix* m) {
-  m->data.Resize(Elements(*m) / 2);
-  m->block_scale.Resize(static_cast<size_t>(m->padded_rows * m->padded_cols / kInt4Block));
-  uint8_t* bytes = m->data.data();
+  const PackedMatrixSizes sizes = PackedSizesFor(m->format, m->rows, m->cols);
+  m->data.Allocate(sizes.data_bytes);
+  m->block_scale.Allocate(sizes.block_scale);
+  uint8_t* bytes = m->data.mutable_data();
+  uint16_t* block_scale = m->block_scale.mutable_data();
   // Padding weights are stored as q = 0, i.e. the nibble 8.
   std::memset(bytes, 0x88, m->data.size());
   const int64_t blocks = m->padded_cols / kInt4Block;
@@ -91,7 +92,7 @@ void PackInt4(std::span<const float> w, PackedMatrix* m) {
       }
       uint16_t scale_bits = FloatToBf16(extreme / -8.0f);
       float d = Bf16ToFloat(scale_bits);
-      m->block_scale[Int4ScaleIndex(*m, r, b)] = scale_bits;
+      block_scale[Int4ScaleIndex(*m, r, b)] = scale_bits;
       for (int64_t c = c0; c < c1; ++c) {
         float v = d != 0.0f ? std::round(row[c] / d) : 0.0f;
         int qi = static_cast<int>(std::clamp(v, -8.0f, 7.0f));
@@ -114,8 +115,8 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
   InitGeometry(&m, rows, cols, format);
   switch (format) {
     case WeightFormat::kF32: {
-      m.data.Resize(Elements(m) * sizeof(float));
-      auto* out = reinterpret_cast<float*>(m.data.data());
+      m.data.Allocate(PackedSizesFor(format, rows, cols).data_bytes);
+      auto* out = reinterpret_cast<float*>(m.data.mutable_data());
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c)
           out[GroupedIndex(m, r, c, 1)] = w[static_cast<size_t>(r * cols + c)];
@@ -123,8 +124,8 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
       return m;
     }
     case WeightFormat::kBF16: {
-      m.data.Resize(Elements(m) * sizeof(uint16_t));
-      auto* out = reinterpret_cast<uint16_t*>(m.data.data());
+      m.data.Allocate(PackedSizesFor(format, rows, cols).data_bytes);
+      auto* out = reinterpret_cast<uint16_t*>(m.data.mutable_data());
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
           out[GroupedIndex(m, r, c, 2)] = FloatToBf16(w[static_cast<size_t>(r * cols + c)]);
@@ -142,6 +143,68 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
       break;
   }
   return Internal("PackMatrix: kAuto must be resolved to a concrete format first");
+}
+
+PackedMatrixSizes PackedSizesFor(WeightFormat format, int64_t rows, int64_t cols) {
+  const size_t padded_rows = static_cast<size_t>(RoundUp(rows, kPanelRows));
+  const size_t elements = padded_rows * static_cast<size_t>(RoundUp(cols, kColAlign));
+  PackedMatrixSizes s;
+  switch (format) {
+    case WeightFormat::kF32:
+      s.data_bytes = elements * sizeof(float);
+      break;
+    case WeightFormat::kBF16:
+      s.data_bytes = elements * sizeof(uint16_t);
+      break;
+    case WeightFormat::kInt8:
+      s.data_bytes = elements;
+      s.row_scale = padded_rows;
+      s.row_offset = padded_rows;
+      break;
+    case WeightFormat::kInt4:
+      s.data_bytes = elements / 2;
+      s.block_scale = elements / kInt4Block;
+      break;
+    case WeightFormat::kAuto:
+      break;
+  }
+  return s;
+}
+
+namespace {
+
+// Points `buffer` at `bytes` after checking its size and alignment.
+template <typename T>
+Status BorrowChecked(const char* what, std::span<const uint8_t> bytes, size_t count,
+                     PanelBuffer<T>* buffer) {
+  if (bytes.size() != count * sizeof(T)) {
+    return Corrupt("packed " + std::string(what) + " is " + std::to_string(bytes.size()) +
+                   " bytes, the matrix shape needs " + std::to_string(count * sizeof(T)));
+  }
+  if (count != 0 && reinterpret_cast<uintptr_t>(bytes.data()) % 64 != 0) {
+    return Corrupt("packed " + std::string(what) + " is not 64-byte aligned");
+  }
+  buffer->Borrow(count ? reinterpret_cast<const T*>(bytes.data()) : nullptr, count);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<PackedMatrix> ViewPackedMatrix(WeightFormat format, int64_t rows, int64_t cols,
+                                        const PackedMatrixBytes& bytes) {
+  if (format == WeightFormat::kAuto || rows <= 0 || cols <= 0) {
+    return Internal("ViewPackedMatrix: needs a concrete format and a non-empty shape");
+  }
+  PackedMatrix m;
+  InitGeometry(&m, rows, cols, format);
+  const PackedMatrixSizes sizes = PackedSizesFor(format, rows, cols);
+  TS_RETURN_IF_ERROR(BorrowChecked("weights", bytes.data, sizes.data_bytes, &m.data));
+  TS_RETURN_IF_ERROR(BorrowChecked("row scales", bytes.row_scale, sizes.row_scale, &m.row_scale));
+  TS_RETURN_IF_ERROR(
+      BorrowChecked("row offsets", bytes.row_offset, sizes.row_offset, &m.row_offset));
+  TS_RETURN_IF_ERROR(
+      BorrowChecked("block scales", bytes.block_scale, sizes.block_scale, &m.block_scale));
+  return m;
 }
 
 float PackedValueF32(const PackedMatrix& m, int64_t row, int64_t col) {

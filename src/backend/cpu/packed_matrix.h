@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "backend/backend.h"
 #include "base/status.h"
@@ -64,6 +65,42 @@ class AlignedArray {
   size_t size_ = 0;
 };
 
+// Panel storage: either owned (packed at load, an AlignedArray) or borrowed from memory that
+// outlives the matrix (a package's mapped tensor file, kept alive by the Checkpoint the
+// backend was loaded from). Kernels only read through data().
+template <typename T>
+class PanelBuffer {
+ public:
+  PanelBuffer() = default;
+  PanelBuffer(PanelBuffer&& other) noexcept { *this = std::move(other); }
+  PanelBuffer& operator=(PanelBuffer&& other) noexcept {
+    owned_ = std::move(other.owned_);
+    view_ = std::exchange(other.view_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
+  void Allocate(size_t n) {
+    owned_.Resize(n);
+    view_ = owned_.data();
+    size_ = owned_.size();
+  }
+  void Borrow(const T* data, size_t n) {
+    owned_.Resize(0);
+    view_ = data;
+    size_ = n;
+  }
+  T* mutable_data() { return owned_.data(); }  // null when borrowed
+  const T* data() const { return view_; }
+  size_t size() const { return size_; }
+  const T& operator[](size_t i) const { return view_[i]; }
+  bool borrowed() const { return view_ != nullptr && owned_.data() == nullptr; }
+
+ private:
+  AlignedArray<T> owned_;
+  const T* view_ = nullptr;
+  size_t size_ = 0;
+};
+
 inline int64_t RoundUp(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
 }
@@ -83,14 +120,14 @@ struct PackedMatrix {
   //   INT4: uint8_t  [P][Kp/32][4][16][4]   byte [p][b][j][r][e] holds q + 8 of
   //         w[16p + r][32b + 8j + e] in its low nibble and of w[16p + r][32b + 8j + 4 + e]
   //         in its high nibble.
-  AlignedArray<uint8_t> data;
+  PanelBuffer<uint8_t> data;
   // INT8: scale of each row [padded_rows] (0 for padding rows).
-  AlignedArray<float> row_scale;
+  PanelBuffer<float> row_scale;
   // INT8: -128 * sum_k q[row][k] [padded_rows]; the AVX-512 kernel feeds activations as
   // unsigned (x + 128) to vpdpbusd and starts its accumulator here to cancel the offset.
-  AlignedArray<int32_t> row_offset;
+  PanelBuffer<int32_t> row_offset;
   // INT4: bf16 scale of each (row, block), [P][Kp/32][16].
-  AlignedArray<uint16_t> block_scale;
+  PanelBuffer<uint16_t> block_scale;
 
   size_t bytes() const {
     return data.size() + row_scale.size() * 4 + row_offset.size() * 4 + block_scale.size() * 2;
@@ -100,6 +137,28 @@ struct PackedMatrix {
 // Packs a row-major fp32 matrix. `format` must be kF32, kBF16, kInt8 or kInt4.
 Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_t cols,
                                   WeightFormat format);
+
+// Element counts of each buffer of a packed [rows, cols] matrix in `format` (0 for buffers the
+// format does not use). PackMatrix allocates exactly these; ViewPackedMatrix checks them.
+struct PackedMatrixSizes {
+  size_t data_bytes = 0;
+  size_t row_scale = 0;
+  size_t row_offset = 0;
+  size_t block_scale = 0;
+};
+PackedMatrixSizes PackedSizesFor(WeightFormat format, int64_t rows, int64_t cols);
+
+// Serialized panels, as a package stores them (see catalog/package.h).
+struct PackedMatrixBytes {
+  std::span<const uint8_t> data;
+  std::span<const uint8_t> row_scale;    // f32 little-endian
+  std::span<const uint8_t> row_offset;   // i32 little-endian
+  std::span<const uint8_t> block_scale;  // bf16
+};
+// A matrix whose panels live in `bytes` (not copied; the memory must outlive the matrix).
+// Every size is checked against PackedSizesFor and every buffer must be 64-byte aligned.
+Expected<PackedMatrix> ViewPackedMatrix(WeightFormat format, int64_t rows, int64_t cols,
+                                        const PackedMatrixBytes& bytes);
 
 // Element access for the scalar references and tests (logical indices, no padding).
 float PackedValueF32(const PackedMatrix& m, int64_t row, int64_t col);  // F32 / BF16

@@ -53,11 +53,20 @@ void RmsNorm(const float* x, const std::vector<float>& weight, int64_t n, double
   }
 }
 
+// The reference reads plain tensors only; a package's packed panels belong to another backend.
+Status RefusePacked(const Checkpoint& ckpt) {
+  if (!ckpt.tensors.packed) return Status::Ok();
+  return Unsupported(ckpt.dir + " is a package of weights packed for the cpu backend (" +
+                     ckpt.tensors.packed->format +
+                     "); the reference backend needs the source checkpoint, or use placement cpu");
+}
+
 class ReferenceBackend final : public Backend {
  public:
   std::string name() const override { return "reference"; }
 
   Status LoadLayers(const Checkpoint& ckpt, LayerRange range, const KvCacheConfig& kv) override {
+    TS_RETURN_IF_ERROR(RefusePacked(ckpt));
     const ModelTensors& t = ckpt.tensors;
     dims_ = t.dims;
     eps_ = ckpt.config.rms_norm_eps;
@@ -101,6 +110,7 @@ class ReferenceBackend final : public Backend {
   }
 
   Status LoadHead(const Checkpoint& ckpt) override {
+    TS_RETURN_IF_ERROR(RefusePacked(ckpt));
     dims_ = ckpt.tensors.dims;
     eps_ = ckpt.config.rms_norm_eps;
     TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
@@ -244,7 +254,8 @@ class ReferenceBackend final : public Backend {
     MatVec(L.up_proj, {}, xn_.data(), d.intermediate, d.hidden, up_.data());
     for (int64_t i = 0; i < d.intermediate; ++i) {
       double g = gate_[static_cast<size_t>(i)];
-      gate_[static_cast<size_t>(i)] = static_cast<float>(g / (1.0 + std::exp(-g)) * up_[static_cast<size_t>(i)]);
+      gate_[static_cast<size_t>(i)] =
+          static_cast<float>(g / (1.0 + std::exp(-g)) * up_[static_cast<size_t>(i)]);
     }
     MatVec(L.down_proj, {}, gate_.data(), d.hidden, d.intermediate, proj_.data());
     for (int64_t i = 0; i < d.hidden; ++i) x[i] += proj_[static_cast<size_t>(i)];
@@ -265,6 +276,8 @@ class ReferenceBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeReferenceBackend() { return std::make_unique<ReferenceBackend>(); }
+std::unique_ptr<Backend> MakeReferenceBackend() {
+  return std::make_unique<ReferenceBackend>();
+}
 
 }  // namespace tessera

@@ -1,0 +1,177 @@
+#include "backend/cpu/cpu_weights.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/tensor_convert.h"
+
+namespace tessera {
+namespace {
+
+Status WidenOptional(const TensorInfo* t, std::vector<float>* out) {
+  out->clear();
+  return t ? WidenToF32(*t, out) : Status::Ok();
+}
+
+// Stacks row-major matrices that share a column count and packs them as one.
+Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> parts, WeightFormat f) {
+  std::vector<float> all, one;
+  int64_t rows = 0, cols = 0;
+  for (const TensorInfo* t : parts) {
+    if (t == nullptr || t->shape.size() != 2) return Internal("cpu backend: expected a matrix");
+    if (cols != 0 && t->shape[1] != cols)
+      return Internal("cpu backend: stacked matrices differ in width");
+    TS_RETURN_IF_ERROR(WidenToF32(*t, &one));
+    all.insert(all.end(), one.begin(), one.end());
+    rows += t->shape[0];
+    cols = t->shape[1];
+  }
+  return PackMatrix(all, rows, cols, f);
+}
+
+std::span<const uint8_t> BytesOf(const TensorInfo* t) {
+  return t ? t->data : std::span<const uint8_t>{};
+}
+
+Expected<PackedMatrix> ViewPacked(const Checkpoint& ckpt, const PackedMatrixTensors& t,
+                                  WeightFormat format, MatrixShape shape, const std::string& what) {
+  auto m = ViewPackedMatrix(
+      format, shape.rows, shape.cols,
+      {BytesOf(t.data), BytesOf(t.row_scale), BytesOf(t.row_offset), BytesOf(t.block_scale)});
+  if (!m) {
+    return Corrupt("package " + ckpt.dir + ": " + what + ": " + m.status().message() +
+                   "; re-convert it with tessera convert");
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string_view CpuMatrixName(CpuMatrix m) {
+  switch (m) {
+    case CpuMatrix::kQkv:
+      return "qkv";
+    case CpuMatrix::kOProj:
+      return "o_proj";
+    case CpuMatrix::kGateUp:
+      return "gate_up";
+    case CpuMatrix::kDownProj:
+      return "down_proj";
+  }
+  return "?";
+}
+
+MatrixShape CpuMatrixShape(const ModelDims& d, CpuMatrix m) {
+  switch (m) {
+    case CpuMatrix::kQkv:
+      return {d.q_dim + 2 * d.kv_dim, d.hidden};
+    case CpuMatrix::kOProj:
+      return {d.hidden, d.q_dim};
+    case CpuMatrix::kGateUp:
+      return {2 * d.intermediate, d.hidden};
+    case CpuMatrix::kDownProj:
+      return {d.hidden, d.intermediate};
+  }
+  return {};
+}
+
+PackedMatrix& CpuLayerMatrix(CpuLayerWeights& layer, CpuMatrix m) {
+  switch (m) {
+    case CpuMatrix::kQkv:
+      return layer.qkv;
+    case CpuMatrix::kOProj:
+      return layer.o_proj;
+    case CpuMatrix::kGateUp:
+      return layer.gate_up;
+    case CpuMatrix::kDownProj:
+      break;
+  }
+  return layer.down_proj;
+}
+
+Expected<WeightFormat> ResolveCpuWeightFormat(const Checkpoint& ckpt, WeightFormat requested) {
+  if (const auto& packed = ckpt.tensors.packed) {
+    if (packed->layout != kCpuPanelLayout) {
+      return Unsupported("package " + ckpt.dir + " holds weights in layout '" + packed->layout +
+                         "', this tessera's cpu backend reads '" + kCpuPanelLayout +
+                         "'; re-convert it with tessera convert");
+    }
+    auto format = ParseWeightFormat(packed->format);
+    if (!format || *format == WeightFormat::kAuto) {
+      return Corrupt("package " + ckpt.dir + " names an unknown weight format '" + packed->format +
+                     "'; re-convert it with tessera convert");
+    }
+    if (requested != WeightFormat::kAuto && requested != *format) {
+      return InvalidArgument("package " + ckpt.dir + " holds " + packed->format + " weights, not " +
+                             std::string(WeightFormatName(requested)) + "; use --dtype " +
+                             packed->format +
+                             " (or auto), or convert the source checkpoint with --dtype " +
+                             std::string(WeightFormatName(requested)));
+    }
+    return *format;
+  }
+  if (requested != WeightFormat::kAuto) return requested;
+  // One format for the whole model, from its first projection (the embedding if none).
+  const auto& layers = ckpt.tensors.layers;
+  const TensorInfo* sample =
+      !layers.empty() && layers[0].q_proj ? layers[0].q_proj : ckpt.tensors.embed;
+  return sample && sample->dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
+}
+
+Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t layer,
+                                              WeightFormat format) {
+  const ModelDims& d = ckpt.tensors.dims;
+  if (layer < 0 || layer >= d.layers) return Internal("cpu backend: layer index out of range");
+  const LayerTensors& src = ckpt.tensors.layers[static_cast<size_t>(layer)];
+  CpuLayerWeights L;
+  TS_RETURN_IF_ERROR(WidenToF32(*src.input_norm, &L.input_norm));
+  TS_RETURN_IF_ERROR(WidenToF32(*src.post_attn_norm, &L.post_attn_norm));
+  TS_RETURN_IF_ERROR(WidenOptional(src.q_norm, &L.q_norm));
+  TS_RETURN_IF_ERROR(WidenOptional(src.k_norm, &L.k_norm));
+  TS_RETURN_IF_ERROR(WidenOptional(src.o_bias, &L.o_bias));
+  if (const auto& packed = ckpt.tensors.packed) {
+    const PackedLayerTensors& P = packed->layers[static_cast<size_t>(layer)];
+    const std::string where = "layer " + std::to_string(layer) + " ";
+    for (CpuMatrix m : kCpuLayerMatrices) {
+      const PackedMatrixTensors& t = m == CpuMatrix::kQkv      ? P.qkv
+                                     : m == CpuMatrix::kOProj  ? P.o_proj
+                                     : m == CpuMatrix::kGateUp ? P.gate_up
+                                                               : P.down_proj;
+      TS_ASSIGN_OR_RETURN(PackedMatrix view, ViewPacked(ckpt, t, format, CpuMatrixShape(d, m),
+                                                        where + std::string(CpuMatrixName(m))));
+      CpuLayerMatrix(L, m) = std::move(view);
+    }
+  } else {
+    TS_ASSIGN_OR_RETURN(L.qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format));
+    TS_ASSIGN_OR_RETURN(L.o_proj, PackStacked({src.o_proj}, format));
+    TS_ASSIGN_OR_RETURN(L.gate_up, PackStacked({src.gate_proj, src.up_proj}, format));
+    TS_ASSIGN_OR_RETURN(L.down_proj, PackStacked({src.down_proj}, format));
+  }
+  if (src.q_bias || src.k_bias || src.v_bias) {
+    // A missing part of the stacked bias is zero.
+    L.qkv_bias.assign(static_cast<size_t>(d.q_dim + 2 * d.kv_dim), 0.0f);
+    std::vector<float> part;
+    int64_t offset = 0;
+    for (auto [t, n] : {std::pair{src.q_bias, d.q_dim}, std::pair{src.k_bias, d.kv_dim},
+                        std::pair{src.v_bias, d.kv_dim}}) {
+      TS_RETURN_IF_ERROR(WidenOptional(t, &part));
+      if (!part.empty() && static_cast<int64_t>(part.size()) != n)
+        return Internal("cpu backend: bias size");
+      std::copy(part.begin(), part.end(), L.qkv_bias.begin() + offset);
+      offset += n;
+    }
+  }
+  return L;
+}
+
+Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat format) {
+  const ModelDims& d = ckpt.tensors.dims;
+  if (const auto& packed = ckpt.tensors.packed) {
+    return ViewPacked(ckpt, packed->lm_head, format, {d.vocab, d.hidden}, "lm_head");
+  }
+  if (ckpt.tensors.lm_head == nullptr) return Internal("cpu backend: checkpoint has no LM head");
+  return PackStacked({ckpt.tensors.lm_head}, format);
+}
+
+}  // namespace tessera

@@ -1,0 +1,103 @@
+#include "catalog/package_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_weights.h"
+#include "base/sha256.h"
+#include "catalog/model_store.h"
+#include "catalog/package.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+
+bool PackageCacheEnabled() {
+  const char* v = std::getenv("TESSERA_PACKAGE_CACHE");
+  if (v == nullptr) return true;
+  const std::string value = v;
+  return value != "off" && value != "0" && value != "false";
+}
+
+namespace {
+
+// Writable by its permission bits as well as by access(2): root passes access() on any folder
+// of a writable filesystem, but a folder marked read-only is one the user meant to keep as is.
+bool FolderIsWritable(const fs::path& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  if (access(dir.c_str(), W_OK) != 0) return false;
+  const mode_t bit = st.st_uid == geteuid() ? S_IWUSR : st.st_gid == getegid() ? S_IWGRP : S_IWOTH;
+  return (st.st_mode & bit) != 0;
+}
+
+}  // namespace
+
+fs::path CanonicalDir(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  while (!p.empty() && !p.has_filename()) p = p.parent_path();  // "dir/"
+  return ec ? fs::path() : p;
+}
+
+bool IsInManagedStore(const std::string& dir) {
+  const fs::path source = CanonicalDir(dir);
+  auto inside = [&](const Expected<std::string>& root) {
+    if (!root) return false;
+    const fs::path r = CanonicalDir(*root);
+    if (r.empty() || source.empty()) return false;
+    const fs::path rel = source.lexically_relative(r);
+    return !rel.empty() && *rel.begin() != ".." && *rel.begin() != ".";
+  };
+  return inside(ModelsDir()) || inside(HubCacheDir());
+}
+
+Expected<std::string> PackageCachePath(const std::string& source_dir, WeightFormat format) {
+  const fs::path source = CanonicalDir(source_dir);
+  if (source.empty()) return IoError("cannot resolve the path " + source_dir);
+  const std::string suffix = "tessera-" + std::string(WeightFormatName(format));
+  const fs::path parent = source.parent_path();
+  if (FolderIsWritable(parent)) {
+    return (parent / (source.filename().string() + "." + suffix)).string();
+  }
+  TS_ASSIGN_OR_RETURN(std::string models, ModelsDir());
+  // The path's hash keeps two read-only sources with the same folder name apart.
+  const std::string tag = Sha256Hex(source.string()).substr(0, 12);
+  return (fs::path(models) / ".packages" / (source.filename().string() + "-" + tag + "-" + suffix))
+      .string();
+}
+
+Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested) {
+  if (source.tensors.packed) return InvalidArgument(source.dir + " is already a package");
+  TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveCpuWeightFormat(source, requested));
+  TS_ASSIGN_OR_RETURN(std::string path, PackageCachePath(source.dir, format));
+  CachedPackage result{path, true, "first use"};
+  if (IsPackageDir(path)) {
+    auto verified = VerifyPackage(path);
+    auto current = verified ? PackageMatchesSource(path, source.dir) : Expected<bool>(false);
+    if (!verified) {
+      result.reason = "the cached package was damaged (" + verified.status().message() + ")";
+    } else if (verified->dtype != WeightFormatName(format)) {
+      result.reason = "the cached package holds " + verified->dtype;
+    } else if (!current) {
+      return current.status();
+    } else if (!*current) {
+      result.reason = "the source changed";
+    } else {
+      result.converted_now = false;
+      result.reason.clear();
+      return result;
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  PackageOptions options;
+  options.weights = format;
+  TS_RETURN_IF_ERROR(ConvertToPackage(source.dir, path, options));
+  return result;
+}
+
+}  // namespace tessera

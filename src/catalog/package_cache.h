@@ -1,0 +1,41 @@
+// Convert on first use: a user's own checkpoint given by path is converted once into a
+// runtime package (catalog/package.h) in the format it will run in, cached beside it, or in
+// the models directory when its folder is read-only, and reused while the source is unchanged.
+//
+//   TS_ASSIGN_OR_RETURN(auto source, OpenCheckpoint("/data/my-finetune"));
+//   TS_ASSIGN_OR_RETURN(CachedPackage pkg, PackageOnFirstUse(*source, WeightFormat::kInt8));
+//   OpenCheckpoint(pkg.dir);  // "/data/my-finetune.tessera-int8", already packed
+//
+// TESSERA_PACKAGE_CACHE=off turns it off (the source is then packed at every load).
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "model/checkpoint.h"
+
+namespace tessera {
+
+// False when TESSERA_PACKAGE_CACHE is "off", "0" or "false".
+bool PackageCacheEnabled();
+
+// True for a folder inside tessera's models directory or the Hugging Face cache: those are
+// used in place (convert them explicitly with `tessera convert` to get a package).
+bool IsInManagedStore(const std::string& dir);
+
+// Where the package of `source_dir` in `format` lives: "<source_dir>.tessera-<format>" when the
+// parent folder is writable, else "<models dir>/.packages/<name>-<hash of the path>-<format>".
+Expected<std::string> PackageCachePath(const std::string& source_dir, WeightFormat format);
+
+struct CachedPackage {
+  std::string dir;
+  bool converted_now = false;  // false: an up-to-date package was reused
+  std::string reason;          // why it was (re)converted: "first use", "source changed", ...
+};
+
+// The package for `source` run as `requested` (kAuto: the source's own precision); converts
+// when there is none, or when the one found is damaged, stale or of another format.
+Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested);
+
+}  // namespace tessera
