@@ -86,27 +86,12 @@ Expected<std::shared_ptr<const Checkpoint>> UsePackageCache(const std::string& m
                                                             std::shared_ptr<const Checkpoint> ckpt,
                                                             const Placement& placement,
                                                             WeightFormat weights) {
-  if (ckpt->tensors.packed || !IsDirectory(model_arg) || !PackageCacheEnabled() ||
-      IsInManagedStore(model_arg)) {
-    return ckpt;
-  }
-  for (const PlacementStage& stage : placement.stages) {
-    if (stage.backend != "cpu") return ckpt;  // packages hold cpu panels only
-  }
-  auto cached = PackageOnFirstUse(*ckpt, weights);
-  if (!cached) {
-    // Visible, not hidden: the run goes on from the source, packed at load as before.
-    std::fprintf(stderr, "tessera: could not cache a package of %s (%s); packing at load\n",
-                 model_arg.c_str(), cached.status().message().c_str());
-    return ckpt;
-  }
-  if (cached->converted_now) {
-    std::fprintf(stderr, "tessera: converted %s into the package %s (%s)\n", model_arg.c_str(),
-                 cached->dir.c_str(), cached->reason.c_str());
-  } else {
-    std::fprintf(stderr, "tessera: using the package %s\n", cached->dir.c_str());
-  }
-  return OpenCheckpoint(cached->dir);
+  bool cpu_only = true;
+  for (const PlacementStage& stage : placement.stages) cpu_only &= stage.backend == "cpu";
+  std::string note;
+  auto chosen = CheckpointForRun(model_arg, std::move(ckpt), cpu_only, weights, &note);
+  if (!note.empty()) std::fprintf(stderr, "tessera: %s\n", note.c_str());
+  return chosen;
 }
 
 }  // namespace tessera

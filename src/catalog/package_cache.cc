@@ -100,4 +100,27 @@ Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat
   return result;
 }
 
+Expected<std::shared_ptr<const Checkpoint>> CheckpointForRun(const std::string& model_path,
+                                                             std::shared_ptr<const Checkpoint> ckpt,
+                                                             bool cpu_only, WeightFormat weights,
+                                                             std::string* note) {
+  note->clear();
+  std::error_code ec;
+  if (ckpt->tensors.packed || !cpu_only || !PackageCacheEnabled() ||
+      !fs::is_directory(model_path, ec) || IsInManagedStore(model_path)) {
+    return ckpt;
+  }
+  auto cached = PackageOnFirstUse(*ckpt, weights);
+  if (!cached) {
+    // Visible, not hidden: the run goes on from the source.
+    *note = "could not cache a package of " + model_path + " (" + cached.status().message() +
+            "); packing at load";
+    return ckpt;
+  }
+  *note = cached->converted_now ? "converted " + model_path + " into the package " + cached->dir +
+                                      " (" + cached->reason + ")"
+                                : "using the package " + cached->dir;
+  return OpenCheckpoint(cached->dir);
+}
+
 }  // namespace tessera

@@ -9,6 +9,7 @@
 // TESSERA_PACKAGE_CACHE=off turns it off (the source is then packed at every load).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "backend/backend.h"
@@ -37,5 +38,15 @@ struct CachedPackage {
 // The package for `source` run as `requested` (kAuto: the source's own precision); converts
 // when there is none, or when the one found is damaged, stale or of another format.
 Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested);
+
+// The checkpoint a run should load: for a source given by path (an existing directory that
+// is not a package and not in a managed store), running only on the cpu backend, with the
+// cache enabled: its package from PackageOnFirstUse; otherwise `ckpt` itself. `note` gets one
+// line for the log saying what was chosen (empty when nothing changed). A package that cannot
+// be written is reported in `note` and the source is used (packed at load as before).
+Expected<std::shared_ptr<const Checkpoint>> CheckpointForRun(const std::string& model_path,
+                                                             std::shared_ptr<const Checkpoint> ckpt,
+                                                             bool cpu_only, WeightFormat weights,
+                                                             std::string* note);
 
 }  // namespace tessera
