@@ -223,7 +223,10 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
                                   {2, 1, 128, 100, 3},
                                   {4, 2, 20, 5, 9},
                                   {16, 8, 128, 0, 2},
-                                  {3, 1, 6, 40, 33}}) {
+                                  {3, 1, 6, 40, 33},
+                                  {14, 2, 64, 0, 70},
+                                  {9, 3, 64, 21, 40},
+                                  {16, 8, 128, 3, 19}}) {
     SCOPED_TRACE("heads=" + std::to_string(c.heads) + " hd=" + std::to_string(c.head_dim));
     const int64_t kv_stride = c.kv_heads * c.head_dim, positions = c.start_pos + c.rows;
     const int64_t q_stride = c.heads * c.head_dim + 3;  // a stride wider than the heads
@@ -252,6 +255,30 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
     k_->attention(a, 0, tasks / 2, scores.data());
     k_->attention(a, tasks / 2, tasks, scores.data());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5f) << i;
+
+    // The blocked kernel, where there is one, over keys transposed in blocks of 16; the
+    // padding positions hold large finite junk that causal masking must keep out.
+    if (k_->attention_blocked == nullptr || c.head_dim > 128) continue;
+    const int64_t blocks = (positions + 15) / 16;
+    std::vector<float> keys_t(static_cast<size_t>(c.kv_heads * blocks * c.head_dim * 16), 1e4f);
+    for (int64_t g = 0; g < c.kv_heads; ++g) {
+      for (int64_t t = 0; t < positions; ++t) {
+        for (int64_t i = 0; i < c.head_dim; ++i) {
+          keys_t[static_cast<size_t>(((g * blocks + t / 16) * c.head_dim + i) * 16 + t % 16)] =
+              keys[static_cast<size_t>(t * kv_stride + g * c.head_dim + i)];
+        }
+      }
+    }
+    a.keys_t = keys_t.data();
+    a.keys_t_head_stride = blocks * c.head_dim * 16;
+    std::vector<float> blocked(want.size(), -1.0f);
+    std::vector<float> block_scores(
+        static_cast<size_t>(kBlockedAttentionQueries * BlockedAttentionScoreStride(positions)));
+    a.out = blocked.data();
+    const int64_t blocked_tasks = BlockedAttentionTasks(a);
+    k_->attention_blocked(a, 0, blocked_tasks / 2, block_scores.data());
+    k_->attention_blocked(a, blocked_tasks / 2, blocked_tasks, block_scores.data());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(blocked[i], want[i], 2e-5f) << i;
   }
 }
 

@@ -50,6 +50,15 @@ class CpuBackend final : public Backend {
       layers_.push_back(std::move(layer));
     }
     TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
+    // A second, transposed copy of the keys for the blocked attention kernel.
+    kt_head_stride_ = RoundUp(kv.max_seq, 16) * dims_.head_dim;
+    keys_t_.Resize(0);
+    if (k_.attention_blocked != nullptr && dims_.head_dim <= 128) {
+      keys_t_.Resize(
+          static_cast<size_t>(kv.max_slots * range.size() * dims_.kv_heads * kt_head_stride_));
+      if (keys_t_.size() == 0)
+        return ResourceExhausted("cpu backend: cannot allocate the key cache");
+    }
     BuildRopeTable(ckpt.config.rope_theta, kv.max_seq);
     max_seq_ = kv.max_seq;
     AllocateScratch();
@@ -144,8 +153,23 @@ class CpuBackend final : public Backend {
     gate_up_.Resize(b * static_cast<size_t>(2 * dims_.intermediate));
     act_.Resize(b * static_cast<size_t>(inter_stride_));
     acts_.Reserve(kMaxBlockRows, widest);
-    scores_.Resize(static_cast<size_t>(pool_.size()) *
-                   static_cast<size_t>(std::max<int64_t>(max_seq_, 1)));
+    scores_per_thread_ =
+        k_.attention_blocked
+            ? kBlockedAttentionQueries * BlockedAttentionScoreStride(std::max<int64_t>(max_seq_, 1))
+            : std::max<int64_t>(max_seq_, 1);
+    scores_.Resize(static_cast<size_t>(pool_.size() * scores_per_thread_));
+  }
+
+  // Prompt blocks use the blocked kernel where there is one; decode keeps the per-head one,
+  // which spreads a single row over more tasks.
+  bool UseBlockedAttention(int64_t rows) const {
+    return k_.attention_blocked != nullptr && keys_t_.size() > 0 && rows >= 4;
+  }
+
+  // Transposed keys of one slot and layer (see AttentionArgs::keys_t).
+  float* KeysT(int slot, int64_t layer) {
+    return keys_t_.data() +
+           (static_cast<int64_t>(slot) * range_.size() + layer) * dims_.kv_heads * kt_head_stride_;
   }
 
   // cos/sin of pos * theta^(-2i/head_dim), computed in double (as the reference does).
@@ -204,6 +228,14 @@ class CpuBackend final : public Backend {
       k_.rope(k, d.kv_heads, d.head_dim, cs, sn);
       std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, pos + r));
       std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, pos + r));
+      if (!keys_t_.size()) continue;
+      const int64_t p = pos + r;
+      float* kt = KeysT(slot, layer) + (p / 16) * d.head_dim * 16 + p % 16;
+      for (int64_t g = 0; g < d.kv_heads; ++g) {
+        for (int64_t i = 0; i < d.head_dim; ++i) {
+          kt[g * kt_head_stride_ + i * 16] = k[g * d.head_dim + i];
+        }
+      }
     }
     AttentionArgs att;
     att.q = qkv_.data();
@@ -219,9 +251,17 @@ class CpuBackend final : public Backend {
     att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
     att.out = attn_.data();
     att.out_stride = q_stride_;
-    pool_.ParallelFor(n * d.heads, [&](int64_t begin, int64_t end, int thread) {
-      k_.attention(att, begin, end, scores_.data() + thread * max_seq_);
-    });
+    if (UseBlockedAttention(n)) {
+      att.keys_t = KeysT(slot, layer);
+      att.keys_t_head_stride = kt_head_stride_;
+      pool_.ParallelFor(BlockedAttentionTasks(att), [&](int64_t begin, int64_t end, int thread) {
+        k_.attention_blocked(att, begin, end, scores_.data() + thread * scores_per_thread_);
+      });
+    } else {
+      pool_.ParallelFor(n * d.heads, [&](int64_t begin, int64_t end, int thread) {
+        k_.attention(att, begin, end, scores_.data() + thread * scores_per_thread_);
+      });
+    }
     // Residual adds happen inside the matmuls (accumulate into x).
     Matmul(L.o_proj, attn_.data(), n, q_stride_, x, d.hidden, true,
            L.o_bias.empty() ? nullptr : L.o_bias.data());
@@ -262,8 +302,12 @@ class CpuBackend final : public Backend {
   AlignedArray<float> attn_;     // [block][q_stride], zero padded
   AlignedArray<float> gate_up_;  // [block][2 intermediate]
   AlignedArray<float> act_;      // [block][inter_stride], zero padded
-  AlignedArray<float> scores_;   // [threads][max_seq]
-  ActivationBlock acts_;         // prepared copy of the current matmul input
+  AlignedArray<float> scores_;   // [threads][scores_per_thread_]
+  int64_t scores_per_thread_ = 0;
+  // [slot][layer][kv_head][RoundUp(max_seq, 16) / 16][head_dim][16]; empty when unused.
+  AlignedArray<float> keys_t_;
+  int64_t kt_head_stride_ = 0;  // floats per (slot, layer, kv head)
+  ActivationBlock acts_;        // prepared copy of the current matmul input
 };
 
 }  // namespace

@@ -46,10 +46,28 @@ struct AttentionArgs {
   float scale = 1.0f;    // 1 / sqrt(head_dim)
   float* out = nullptr;  // [rows][out_stride], head h at h * head_dim
   int64_t out_stride = 0;
+  // For attention_blocked only: the keys again, transposed in blocks of 16 positions. Kv head
+  // g's positions [16b, 16b + 16) sit at keys_t + g * keys_t_head_stride + b * head_dim * 16
+  // as [head_dim][16]; positions not yet written may hold anything finite (they are masked).
+  const float* keys_t = nullptr;
+  int64_t keys_t_head_stride = 0;
 };
 // `scores` is scratch for one task: [start_pos + rows] floats.
 using AttentionFn = void (*)(const AttentionArgs& args, int64_t task_begin, int64_t task_end,
                              float* scores);
+
+// Blocked attention (prefill): one task is one kv head and a block of up to
+// kAttentionBlockRows query rows, with all the query heads that share that kv head, so every
+// key and value loaded feeds many queries. Its scratch is kBlockedAttentionQueries *
+// BlockedAttentionScoreStride(positions) floats per task.
+constexpr int64_t kAttentionBlockRows = 16;
+constexpr int64_t kBlockedAttentionQueries = 8;
+inline int64_t BlockedAttentionTasks(const AttentionArgs& a) {
+  return a.kv_heads * ((a.rows + kAttentionBlockRows - 1) / kAttentionBlockRows);
+}
+inline int64_t BlockedAttentionScoreStride(int64_t positions) {
+  return (positions + 31) / 32 * 32;
+}
 
 // Maps a task index to (row, head) so that consecutive tasks alternate early and late rows.
 inline void AttentionTask(const AttentionArgs& a, int64_t task, int64_t* row, int64_t* head) {
@@ -71,6 +89,9 @@ struct KernelTable {
   MatmulFn matmul_int8 = nullptr;
   MatmulFn matmul_int4 = nullptr;
   AttentionFn attention = nullptr;
+  // Same result as `attention` (within fp32 rounding) over BlockedAttentionTasks tasks, reading
+  // keys_t; AVX-512 only (null elsewhere), for head_dim <= 128.
+  AttentionFn attention_blocked = nullptr;
   // Activation preparation. n is a multiple of 32; q/bf16 outputs hold n values.
   void (*to_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;  // round to nearest even
   // scale = max|x| / 127 (1 when x is all zero), q = nearbyint(x * 127 / max|x|),

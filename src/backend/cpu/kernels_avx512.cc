@@ -30,6 +30,7 @@ namespace tessera {
 namespace {
 
 inline __mmask16 TailMask(int64_t n) {
+  if (n <= 0) return 0;
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
 }
 
@@ -494,6 +495,153 @@ void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
   }
 }
 
+// ---- blocked attention (prefill) ----
+// A task takes one kv head and up to 16 query rows, i.e. rows x group queries, in tiles of 8
+// queries (ordered by row, so a tile's last query sees the most keys):
+//   scores: 2 transposed key blocks (32 positions) x NQ queries per step, each key vector
+//           loaded once for NQ broadcast-FMAs, as in the matmul tiles;
+//   softmax per query over its own causal range (later lanes masked to zero);
+//   values: each value vector loaded once per sub-tile of NV queries.
+
+// scores[j][t..t + 16 * NP) = scale * q_j . k_t for positions t.. (one or two key blocks).
+template <int NP, int NQ>
+void ScoreStep(const float* kt, int64_t head_dim, const float* const* q, float scale, float* scores,
+               int64_t stride, int64_t t) {
+  __m512 acc[NP][NQ];
+  for (int i = 0; i < NP; ++i)
+    for (int j = 0; j < NQ; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < head_dim; ++d) {
+    __m512 kv[NP];
+    for (int i = 0; i < NP; ++i) kv[i] = _mm512_loadu_ps(kt + (i * head_dim + d) * 16);
+    for (int j = 0; j < NQ; ++j) {
+      __m512 b = _mm512_set1_ps(q[j][d]);
+      for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_fmadd_ps(kv[i], b, acc[i][j]);
+    }
+  }
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int j = 0; j < NQ; ++j)
+    for (int i = 0; i < NP; ++i)
+      _mm512_storeu_ps(scores + j * stride + t + 16 * i, _mm512_mul_ps(acc[i][j], vs));
+}
+
+template <int NQ>
+void ScoreQueries(const float* kt, int64_t head_dim, const float* const* q, float scale,
+                  float* scores, int64_t stride, int64_t count) {
+  int64_t t = 0;
+  for (; t + 16 < count; t += 32) {
+    ScoreStep<2, NQ>(kt + (t / 16) * head_dim * 16, head_dim, q, scale, scores, stride, t);
+  }
+  if (t < count)
+    ScoreStep<1, NQ>(kt + (t / 16) * head_dim * 16, head_dim, q, scale, scores, stride, t);
+}
+
+// Softmax numerators of one query over [0, count), zero on [count, padded); returns the sum.
+float SoftmaxRow(float* s, int64_t count, int64_t padded) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < count; t += 16) {
+    vmax = _mm512_max_ps(
+        vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), TailMask(count - t), s + t));
+  }
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t t = 0; t < padded; t += 16) {
+    __mmask16 live = t < count ? TailMask(count - t) : static_cast<__mmask16>(0);
+    __m512 e = _mm512_maskz_mov_ps(live, Exp(_mm512_sub_ps(_mm512_loadu_ps(s + t), m)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_storeu_ps(s + t, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// out_j = (sum_t p_j[t] v_t) / sums[j] for NV queries; CH chunks of 16 values per head.
+template <int CH, int NV>
+void WeightValues(const float* values, int64_t kv_stride, int64_t head_dim, const float* p,
+                  int64_t stride, int64_t count, const float* sums, float* const* out) {
+  __m512 acc[NV][CH];
+  for (int j = 0; j < NV; ++j)
+    for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < count; ++t) {
+    const float* v = values + t * kv_stride;
+    __m512 w[NV];
+    for (int j = 0; j < NV; ++j) w[j] = _mm512_set1_ps(p[j * stride + t]);
+    for (int c = 0; c < CH; ++c) {
+      __m512 vc = _mm512_maskz_loadu_ps(TailMask(head_dim - c * 16), v + c * 16);
+      for (int j = 0; j < NV; ++j) acc[j][c] = _mm512_fmadd_ps(w[j], vc, acc[j][c]);
+    }
+  }
+  for (int j = 0; j < NV; ++j) {
+    const __m512 inv = _mm512_set1_ps(1.0f / sums[j]);
+    for (int c = 0; c < CH; ++c) {
+      _mm512_mask_storeu_ps(out[j] + c * 16, TailMask(head_dim - c * 16),
+                            _mm512_mul_ps(acc[j][c], inv));
+    }
+  }
+}
+
+template <int CH, int NV>
+void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t head_dim,
+                      const float* p, int64_t stride, int64_t count, const float* sums,
+                      float* const* out) {
+  if constexpr (NV > 0) {
+    if (nv == NV)
+      return WeightValues<CH, NV>(values, kv_stride, head_dim, p, stride, count, sums, out);
+    WeightValuesUpTo<CH, NV - 1>(nv, values, kv_stride, head_dim, p, stride, count, sums, out);
+  }
+}
+
+template <int NQ>
+void ScoreQueriesUpTo(int nq, const float* kt, int64_t head_dim, const float* const* q, float scale,
+                      float* scores, int64_t stride, int64_t count) {
+  if constexpr (NQ > 0) {
+    if (nq == NQ) return ScoreQueries<NQ>(kt, head_dim, q, scale, scores, stride, count);
+    ScoreQueriesUpTo<NQ - 1>(nq, kt, head_dim, q, scale, scores, stride, count);
+  }
+}
+
+void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t blocks = (a.rows + kAttentionBlockRows - 1) / kAttentionBlockRows;
+  const int64_t stride = BlockedAttentionScoreStride(a.start_pos + a.rows);
+  constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
+  for (int64_t task = tb; task < te; ++task) {
+    const int64_t g = task % a.kv_heads, pair = task / a.kv_heads;
+    const int64_t block = pair % 2 == 0 ? pair / 2 : blocks - 1 - pair / 2;
+    const int64_t r0 = block * kAttentionBlockRows;
+    const int64_t queries = std::min(kAttentionBlockRows, a.rows - r0) * group;
+    const float* kt = a.keys_t + g * a.keys_t_head_stride;
+    const float* values = a.values + g * a.head_dim;
+    for (int64_t q0 = 0; q0 < queries; q0 += kTile) {
+      const int nq = static_cast<int>(std::min<int64_t>(kTile, queries - q0));
+      const float* q[kTile];
+      float* out[kTile];
+      int64_t count[kTile];
+      for (int j = 0; j < nq; ++j) {
+        const int64_t row = r0 + (q0 + j) / group, head = g * group + (q0 + j) % group;
+        q[j] = a.q + row * a.q_stride + head * a.head_dim;
+        out[j] = a.out + row * a.out_stride + head * a.head_dim;
+        count[j] = a.start_pos + row + 1;
+      }
+      const int64_t most = count[nq - 1];
+      ScoreQueriesUpTo<kTile>(nq, kt, a.head_dim, q, a.scale, scores, stride, most);
+      float sums[kTile];
+      const int64_t padded = (most + 15) / 16 * 16;
+      for (int j = 0; j < nq; ++j) sums[j] = SoftmaxRow(scores + j * stride, count[j], padded);
+      // Sub-tiles of values: 6 queries x 4 chunks or 3 x 8 stay in registers.
+      const int nv_max = a.head_dim <= 64 ? 6 : 3;
+      for (int j0 = 0; j0 < nq; j0 += nv_max) {
+        const int nv = std::min(nv_max, nq - j0);
+        if (a.head_dim <= 64) {
+          WeightValuesUpTo<4, 6>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
+                                 most, sums + j0, out + j0);
+        } else {
+          WeightValuesUpTo<8, 3>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
+                                 most, sums + j0, out + j0);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const KernelTable& Avx512Kernels() {
@@ -506,6 +654,7 @@ const KernelTable& Avx512Kernels() {
     t.matmul_int8 = MatmulInt8;
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;
+    t.attention_blocked = AttentionBlocked;
     t.to_bf16 = ToBf16;
     t.quantize_row = QuantizeRow;
     t.rms_norm = RmsNorm;
