@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "base/mapped_file.h"
+#include "catalog/package_cache.h"
 #include "chat/chat_template.h"
 #include "engine/generator.h"
 #include "engine/model_executor.h"
@@ -149,6 +150,13 @@ class Worker {
     }
     TS_ASSIGN_OR_RETURN(Placement placement,
                         ParsePlacement(options_.placement, m->ckpt->config.num_layers));
+    // A checkpoint given by path runs from its package, converted on first use.
+    bool cpu_only = true;
+    for (const PlacementStage& stage : placement.stages) cpu_only &= stage.backend == "cpu";
+    std::string note;
+    TS_ASSIGN_OR_RETURN(m->ckpt, CheckpointForRun(entry.dir, std::move(m->ckpt), cpu_only,
+                                                  WeightFormat::kAuto, &note));
+    if (!note.empty()) std::fprintf(stderr, "tessera worker: %s\n", note.c_str());
     ModelExecutor::Options exec_options;
     exec_options.max_slots = 1;  // one sequence at a time today; batching adds slots
     exec_options.max_seq = options_.context;

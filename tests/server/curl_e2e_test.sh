@@ -397,6 +397,21 @@ refused "--model ../x is refused at start" "../x is not a directory" ../x
 refused "a name not installed says how to get it" "tessera pull test-org/missing" test-org/missing
 refused "an invalid model name says what a name may be" "is not a model name" 'bad name!'
 refused "an alias with a space is refused" "cannot be a served model name" 'my model=test-org/tiny-chat'
+
+# ------------------------- a checkpoint given by path is converted on first use (cpu placement)
+rm -rf "$WORK/mine" && mkdir -p "$WORK/mine" && cp -rL "$TINY" "$WORK/mine/tiny-ft"
+for run in first second; do
+  start_server "package-$run" --placement cpu --model "ft=$WORK/mine/tiny-ft" --no-auth
+  wait_ready 60
+  check "cpu chat from the package ($run run)" 200 \
+    "$(post /v1/chat/completions '{"model":"ft","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}')"
+  check "the package answers as the checkpoint ($run run)" "$tiny_chat" "$(json_get "$WORK/body" d.choices[0].message.content)"
+  stop_server
+done
+grep -qF "into the package $WORK/mine/tiny-ft.tessera-f32 (first use)" "$WORK/package-first.err" &&
+  pass "the first start converted the checkpoint beside it" || fail "no conversion: $(cat "$WORK/package-first.err")"
+grep -qF "using the package $WORK/mine/tiny-ft.tessera-f32" "$WORK/package-second.err" &&
+  pass "the second start reused the package" || fail "not reused: $(cat "$WORK/package-second.err")"
 unset TESSERA_MODELS HF_HUB_CACHE
 
 if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
