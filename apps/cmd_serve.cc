@@ -10,9 +10,13 @@
 #include <filesystem>
 #include <random>
 
+#include "base/mapped_file.h"
+#include "catalog/catalog.h"
 #include "catalog/model_names.h"
+#include "catalog/model_store.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "format/model_config.h"
 #include "model_loading.h"
 #include "server/http_server.h"
 #include "server/worker.h"
@@ -88,6 +92,23 @@ Expected<std::vector<ModelEntry>> ScanModelsDir(const std::string& dir) {
   if (ec) return InvalidArgument("--models-dir " + dir + ": " + ec.message());
   std::sort(found.begin(), found.end(),
             [](const ModelEntry& a, const ModelEntry& b) { return a.name < b.name; });
+  return found;
+}
+
+// The models `tessera list` shows (store and Hugging Face cache) that tessera can run.
+Expected<std::vector<ModelEntry>> InstalledServableModels() {
+  TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
+  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> listed, ListInstalledModels(*catalog, false));
+  std::vector<ModelEntry> found;
+  for (const InstalledModel& m : listed) {
+    auto text = ReadFileToString(m.dir + "/config.json", 16u << 20);
+    if (!text || !ParseModelConfig(*text) || !CheckServedName(m.name, m.name).ok()) {
+      std::fprintf(stderr, "tessera serve: skipping installed %s (%s): not a model tessera runs\n",
+                   m.name.c_str(), m.dir.c_str());
+      continue;
+    }
+    found.push_back({m.name, m.dir});
+  }
   return found;
 }
 
@@ -172,9 +193,19 @@ int RunServeCommand(int argc, char** argv) {
   for (const ModelEntry& m : installed) {
     if (Status st = add_model(m); !st.ok()) return ReportError("serve", st);
   }
+  if (options.models.empty() && !args.Has("models-dir")) {
+    // Neither --model nor --models-dir: every installed model (tessera list) whose config.json
+    // tessera can run, under the name `tessera list` shows.
+    auto stored = InstalledServableModels();
+    if (!stored) return ReportError("serve", stored.status());
+    for (const ModelEntry& m : *stored) {
+      if (Status st = add_model(m); !st.ok()) return ReportError("serve", st);
+    }
+  }
   if (options.models.empty()) {
     return ReportError("serve", InvalidArgument("no models: give --model DIR, or --models-dir "
-                                                "holding checkpoint folders"));
+                                                "holding checkpoint folders, or install one "
+                                                "with tessera pull"));
   }
   options.host = args.GetString("host");
   const int64_t port = args.GetInt("port");

@@ -78,8 +78,19 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
     return result;
   }
   std::span<const int32_t> to_run(req.prompt_ids);
-  TS_RETURN_IF_ERROR(
-      exec.Forward(slot, reused, to_run.subspan(static_cast<size_t>(reused)), logits));
+  for (int64_t done = reused; done < prompt_len;) {
+    const int64_t n =
+        req.keep_prefilling ? std::min(kPrefillChunkTokens, prompt_len - done) : prompt_len - done;
+    TS_RETURN_IF_ERROR(exec.Forward(
+        slot, done, to_run.subspan(static_cast<size_t>(done), static_cast<size_t>(n)), logits));
+    done += n;
+    if (done < prompt_len && !req.keep_prefilling()) {
+      result.stop_reason = StopReason::kCancelled;
+      result.timings.prefill_ms = MsSince(t0);
+      result.timings.prefill_tokens = done - reused;
+      return result;
+    }
+  }
   result.timings.prefill_ms = MsSince(t0);
   result.timings.prefill_tokens = prompt_len - reused;
   int64_t pos = prompt_len;

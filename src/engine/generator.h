@@ -40,7 +40,14 @@ struct GenerateRequest {
   // turn extending the previous one), so the prefill runs only prompt_ids[N..]. At least the
   // last prompt id is always run, to get its logits. 0 (the default): prefill everything.
   int64_t reuse_prefix_tokens = 0;
+  // Asked between prefill chunks of kPrefillChunkTokens; return false to cancel a long prompt
+  // before its first token (the result then has no tokens and stop reason kCancelled).
+  std::function<bool()> keep_prefilling;
 };
+
+// Prompt tokens run per forward call when keep_prefilling is set: a multiple of the CPU
+// backend's 128-row blocks, so chunking changes no result.
+inline constexpr int64_t kPrefillChunkTokens = 256;
 
 struct GenerateTimings {
   int64_t prefill_tokens = 0;  // prompt ids actually run (after reuse_prefix_tokens)

@@ -396,6 +396,10 @@ class Worker {
       }
       return true;
     };
+    req.keep_prefilling = [&] {
+      cancelled = closed_ || CancelRequested(job.job_id);
+      return !cancelled;
+    };
     auto result = tessera::Generate(*m.exec, 0, req);
     if (!result) {
       std::fprintf(stderr, "tessera worker: generation failed: %s\n",

@@ -10,11 +10,11 @@
 namespace tessera {
 namespace {
 
-std::unique_ptr<ModelExecutor> LoadStories() {
+std::unique_ptr<ModelExecutor> LoadStories(const char* placement_spec = "reference") {
   auto ckpt = OpenCheckpoint(test::SharedDir() + "/models/stories260k");
   EXPECT_TRUE(ckpt) << ckpt.status().message();
   if (!ckpt) return nullptr;
-  auto placement = ParsePlacement("reference", (*ckpt)->config.num_layers);
+  auto placement = ParsePlacement(placement_spec, (*ckpt)->config.num_layers);
   EXPECT_TRUE(placement) << placement.status().message();
   if (!placement) return nullptr;
   ModelExecutor::Options options;
@@ -82,6 +82,56 @@ TEST(ReusePrefix, WholePromptCachedStillRunsTheLastId) {
   auto c = Generate(*exec, 0, req);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+std::vector<int32_t> LongPrompt(int64_t n) {
+  std::vector<int32_t> ids = {1};
+  for (int64_t i = 1; i < n; ++i) ids.push_back(static_cast<int32_t>(260 + (i * 37) % 200));
+  return ids;
+}
+
+TEST(PrefillChunks, ChunkedPrefillGivesIdenticalLogits) {
+  auto exec = LoadStories("cpu");
+  ASSERT_TRUE(exec);
+  GenerateRequest req;
+  req.prompt_ids = LongPrompt(kPrefillChunkTokens + 200);  // two chunks (context: 512)
+  req.max_new_tokens = 4;
+  req.top_logits_k = 8;
+  auto whole = Generate(*exec, 0, req);
+  ASSERT_TRUE(whole) << whole.status().message();
+  int asked = 0;
+  req.keep_prefilling = [&] {
+    ++asked;
+    return true;
+  };
+  auto chunked = Generate(*exec, 0, req);
+  ASSERT_TRUE(chunked) << chunked.status().message();
+  EXPECT_EQ(asked, 1);  // between the two chunks
+  EXPECT_EQ(chunked->generated_ids, whole->generated_ids);
+  EXPECT_EQ(chunked->top_logits, whole->top_logits);  // bit for bit
+}
+
+TEST(PrefillChunks, CancellingBetweenChunksStopsBeforeTheFirstToken) {
+  auto exec = LoadStories("cpu");
+  ASSERT_TRUE(exec);
+  GenerateRequest req;
+  req.prompt_ids = LongPrompt(kPrefillChunkTokens + 100);
+  req.max_new_tokens = 4;
+  int tokens = 0;
+  req.on_token = [&](int32_t) { return ++tokens > 0; };
+  req.keep_prefilling = [] { return false; };
+  auto r = Generate(*exec, 0, req);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->stop_reason, StopReason::kCancelled);
+  EXPECT_TRUE(r->generated_ids.empty());
+  EXPECT_EQ(tokens, 0);
+  EXPECT_EQ(r->timings.prefill_tokens, kPrefillChunkTokens);
 }
 
 }  // namespace

@@ -180,6 +180,22 @@ echo "note: next request answered in $(($(now_ms) - t0)) ms"
 check "the access log shows both as 499 client_disconnected" 2 \
   "$(tail -n "+$((log_mark + 1))" "$LOG_ERR" | grep '^access ' | grep '"path":"/v1/chat/completions"' | grep '"finish_reason":"client_disconnected"' | grep -c '"status":499')"
 
+# A long prompt is cancelled during its prefill too (checked between 256-token chunks): the
+# slot frees within a chunk's time, long before the whole prompt would have run.
+long_prompt=$(printf 'the cat sat on a mat %.0s' $(seq 1 200))
+post /tokenize "{\"model\":\"slow\",\"prompt\":\"$long_prompt\"}" "${AUTH[@]}" > /dev/null
+prompt_count=$(json_get "$WORK/body" d.count)
+[ "$prompt_count" -gt 1500 ] && [ "$prompt_count" -lt 4000 ] && pass "a long prompt of $prompt_count tokens" ||
+  fail "the long prompt has $prompt_count tokens"
+curl -s "${AUTH[@]}" -H 'Content-Type: application/json' \
+  -d "{\"model\":\"slow\",\"prompt\":\"$long_prompt\",\"max_tokens\":1}" "$BASE/v1/completions" > /dev/null &
+prefilling=$!
+wait_load "1,0" 30 || fail "the long prompt did not start"
+t0=$(now_ms)
+kill "$prefilling"; wait "$prefilling" 2> /dev/null
+wait_load "0,0" 10 && pass "a prompt is cancelled during its prefill ($(($(now_ms) - t0)) ms)" ||
+  fail "the abandoned prefill still runs: $(load_now)"
+
 # ------------------------------------- kill -9 of the worker mid-stream, then recovery
 post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}" > /dev/null
 fresh=$(json_get "$WORK/body" d.choices[0].text)
@@ -382,6 +398,23 @@ case "$worker_args" in
     pass "the worker was given the resolved directories" ;;
   *) fail "worker arguments: $worker_args" ;;
 esac
+stop_server
+# Without --model or --models-dir, every installed model that tessera can run is served;
+# a hub-cache snapshot that is not a model tessera runs is skipped with a note.
+mkdir -p "$WORK/hub/models--other-org--not-a-model/snapshots/$commit"
+echo '{"model_type": "bert"}' > "$WORK/hub/models--other-org--not-a-model/snapshots/$commit/config.json"
+"$TESSERA" list --json > "$WORK/listed.json"
+start_server installed --no-auth
+wait_ready 60
+curl -s "$BASE/v1/models" > "$WORK/models.json"
+check "no --model: every installed model tessera runs is served" \
+  "$(json_get "$WORK/listed.json" 'JSON.stringify(d.map(m=>m.name).filter(n=>n!=="other-org/not-a-model"))')" \
+  "$(json_get "$WORK/models.json" 'JSON.stringify(d.data.map(m=>m.id))')"
+check "an installed model answers by its listed name" 200 \
+  "$(post /v1/chat/completions '{"model":"hub-org/hub-chat","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}')"
+grep -qF "skipping installed other-org/not-a-model" "$WORK/installed.err" &&
+  pass "an installed checkpoint tessera cannot run is skipped with a note" ||
+  fail "no skip note: $(cat "$WORK/installed.err")"
 stop_server
 refused() {  # refused DESCRIPTION EXPECTED_TEXT SPEC: serve must exit at once with that message
   local desc=$1 text=$2; shift 2
