@@ -14,6 +14,10 @@
 //   INT4  nibbles unpacked to unsigned q + 8 with and/shift; vpdpbusd against signed
 //         activations; the accumulator of each 32-input block starts at -8 * (sum of the
 //         block's activations), then the block's int result is scaled by its bf16 scale.
+// Decode tiles (one row) prefetch each panel 2 KiB ahead of its loads: with only the hardware
+// prefetchers one core sustained less DRAM bandwidth; measured here, qwen2.5-0.5b decode went
+// from 23.5 to 28 tok/s in BF16 and 75 to 81 in INT4 (2 threads, tessera bench, interleaved).
+// A prefetch past the end of the array is harmless (a hint, never a fault).
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation, which trips
 // -Wuninitialized inside the intrinsics themselves (GCC bug 105593); silenced for this file.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -102,6 +106,9 @@ struct Bf16WidenedKernel {
     for (int64_t k = 0; k < kp; k += 2) {
       __m512 even[NP], odd[NP];
       for (int i = 0; i < NP; ++i) {
+        // Decode streams each panel once: ask for the line 2 KiB ahead.
+        if constexpr (MR == 1)
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + (k + 64) * 16), _MM_HINT_T0);
         __m512i v = _mm512_loadu_si512(w[i] + k * 16);
         even[i] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         odd[i] = _mm512_castsi512_ps(_mm512_and_si512(v, high_mask));
@@ -169,7 +176,11 @@ struct Int8Kernel {
     }
     for (int64_t k = 0; k < kp; k += 4) {
       __m512i wv[NP];
-      for (int i = 0; i < NP; ++i) wv[i] = _mm512_loadu_si512(w[i] + k * 16);
+      for (int i = 0; i < NP; ++i) {
+        if constexpr (MR == 1)
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + (k + 128) * 16), _MM_HINT_T0);
+        wv[i] = _mm512_loadu_si512(w[i] + k * 16);
+      }
       for (int j = 0; j < MR; ++j) {
         __m512i xb = _mm512_xor_si512(BroadcastGroup(x[j] + k), to_unsigned);
         for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xb, wv[i]);
@@ -208,6 +219,15 @@ struct Int4Kernel {
     for (int i = 0; i < NP; ++i)
       for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
+      if constexpr (MR == 1) {
+        // Decode streams each panel once: ask for the bytes 8 blocks (2 KiB) ahead.
+        for (int i = 0; i < NP; ++i) {
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256 + 64), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256 + 128), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256 + 192), _MM_HINT_T0);
+        }
+      }
       __m512i block_acc[NP][MR];
       for (int j = 0; j < MR; ++j) {
         __m512i start = _mm512_set1_epi32(-8 * xsum[j][b]);
