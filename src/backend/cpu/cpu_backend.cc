@@ -61,7 +61,7 @@ class CpuBackend final : public Backend {
     }
     BuildRopeTable(ckpt.config.rope_theta, kv.max_seq);
     max_seq_ = kv.max_seq;
-    AllocateScratch();
+    TS_RETURN_IF_ERROR(AllocateScratch());
     return Status::Ok();
   }
 
@@ -71,7 +71,7 @@ class CpuBackend final : public Backend {
     if (layers_.empty()) format_ = head_format_;
     TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
     TS_ASSIGN_OR_RETURN(lm_head_, LoadCpuHeadMatrix(ckpt, head_format_));
-    AllocateScratch();
+    TS_RETURN_IF_ERROR(AllocateScratch());
     return Status::Ok();
   }
 
@@ -144,7 +144,7 @@ class CpuBackend final : public Backend {
   }
 
   // Scratch for one block of rows, sized for whatever has been loaded so far.
-  void AllocateScratch() {
+  Status AllocateScratch() {
     const size_t b = static_cast<size_t>(kMaxBlockRows);
     const int64_t widest = std::max({hidden_stride_, q_stride_, inter_stride_});
     xn_.Resize(b * static_cast<size_t>(hidden_stride_));
@@ -158,6 +158,11 @@ class CpuBackend final : public Backend {
             ? kBlockedAttentionQueries * BlockedAttentionScoreStride(std::max<int64_t>(max_seq_, 1))
             : std::max<int64_t>(max_seq_, 1);
     scores_.Resize(static_cast<size_t>(pool_.size() * scores_per_thread_));
+    if (!xn_.data() || !qkv_.data() || !attn_.data() || !gate_up_.data() || !act_.data() ||
+        !acts_.bf16.data() || !acts_.q8.data() || !scores_.data()) {
+      return ResourceExhausted("cpu backend: out of memory for the forward-pass buffers");
+    }
+    return Status::Ok();
   }
 
   // Prompt blocks use the blocked kernel where there is one; decode keeps the per-head one,

@@ -49,10 +49,6 @@ Status CheckShape(size_t n, int64_t rows, int64_t cols) {
 }
 
 void PackInt8(std::span<const float> w, PackedMatrix* m) {
-  const PackedMatrixSizes sizes = PackedSizesFor(m->format, m->rows, m->cols);
-  m->data.Allocate(sizes.data_bytes);
-  m->row_scale.Allocate(sizes.row_scale);
-  m->row_offset.Allocate(sizes.row_offset);
   auto* q = reinterpret_cast<int8_t*>(m->data.mutable_data());
   float* row_scale = m->row_scale.mutable_data();
   int32_t* row_offset = m->row_offset.mutable_data();
@@ -74,9 +70,6 @@ void PackInt8(std::span<const float> w, PackedMatrix* m) {
 }
 
 void PackInt4(std::span<const float> w, PackedMatrix* m) {
-  const PackedMatrixSizes sizes = PackedSizesFor(m->format, m->rows, m->cols);
-  m->data.Allocate(sizes.data_bytes);
-  m->block_scale.Allocate(sizes.block_scale);
   uint8_t* bytes = m->data.mutable_data();
   uint16_t* block_scale = m->block_scale.mutable_data();
   // Padding weights are stored as q = 0, i.e. the nibble 8.
@@ -111,11 +104,26 @@ void PackInt4(std::span<const float> w, PackedMatrix* m) {
 Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_t cols,
                                   WeightFormat format) {
   TS_RETURN_IF_ERROR(CheckShape(w.size(), rows, cols));
+  if (format == WeightFormat::kAuto) {
+    return Internal("PackMatrix: kAuto must be resolved to a concrete format first");
+  }
   PackedMatrix m;
   InitGeometry(&m, rows, cols, format);
+  // Every buffer is allocated (zeroed) before packing; a failed allocation is an error, never
+  // a write through a null pointer.
+  const PackedMatrixSizes sizes = PackedSizesFor(format, rows, cols);
+  m.data.Allocate(sizes.data_bytes);
+  m.row_scale.Allocate(sizes.row_scale);
+  m.row_offset.Allocate(sizes.row_offset);
+  m.block_scale.Allocate(sizes.block_scale);
+  if (m.data.size() != sizes.data_bytes || m.row_scale.size() != sizes.row_scale ||
+      m.row_offset.size() != sizes.row_offset || m.block_scale.size() != sizes.block_scale) {
+    return ResourceExhausted("out of memory packing a " + std::to_string(rows) + "x" +
+                             std::to_string(cols) + " weight matrix (" +
+                             std::to_string(sizes.data_bytes) + " bytes)");
+  }
   switch (format) {
     case WeightFormat::kF32: {
-      m.data.Allocate(PackedSizesFor(format, rows, cols).data_bytes);
       auto* out = reinterpret_cast<float*>(m.data.mutable_data());
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c)
@@ -124,7 +132,6 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
       return m;
     }
     case WeightFormat::kBF16: {
-      m.data.Allocate(PackedSizesFor(format, rows, cols).data_bytes);
       auto* out = reinterpret_cast<uint16_t*>(m.data.mutable_data());
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
