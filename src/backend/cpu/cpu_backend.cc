@@ -43,12 +43,21 @@ class CpuBackend final : public Backend {
     }
     range_ = range;
     TS_ASSIGN_OR_RETURN(format_, ResolveCpuWeightFormat(ckpt, options_.weights));
+    // Layers are independent: each pool thread packs (widens, quantizes) its own share.
     layers_.clear();
-    layers_.reserve(static_cast<size_t>(range.size()));
-    for (int64_t i = range.begin; i < range.end; ++i) {
-      TS_ASSIGN_OR_RETURN(CpuLayerWeights layer, LoadCpuLayerWeights(ckpt, i, format_));
-      layers_.push_back(std::move(layer));
-    }
+    layers_.resize(static_cast<size_t>(range.size()));
+    std::vector<Status> loaded(static_cast<size_t>(range.size()));
+    pool_.ParallelFor(range.size(), [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        auto layer = LoadCpuLayerWeights(ckpt, range.begin + i, format_);
+        if (layer) {
+          layers_[static_cast<size_t>(i)] = std::move(*layer);
+        } else {
+          loaded[static_cast<size_t>(i)] = layer.status();
+        }
+      }
+    });
+    for (const Status& st : loaded) TS_RETURN_IF_ERROR(st);
     TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
     // A second, transposed copy of the keys for the blocked attention kernel.
     kt_head_stride_ = RoundUp(kv.max_seq, 16) * dims_.head_dim;
