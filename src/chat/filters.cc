@@ -1,7 +1,5 @@
 // Jinja2's built-in filters and tests, with transformers' tojson (no HTML escaping,
 // ensure_ascii=False by default).
-// g++ 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
-#pragma GCC diagnostic ignored "-Wrestrict"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,3 @@
-// g++ 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
-#pragma GCC diagnostic ignored "-Wrestrict"
-
 #include "chat/interpreter.h"
 
 #include <cmath>

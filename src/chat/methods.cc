@@ -1,7 +1,5 @@
 // Attribute and item access, slicing, iteration and the Python str/dict/list methods that
 // chat templates call (message.content.startswith(...), d.items(), ...).
-// g++ 12 reports a false -Wrestrict on `"literal" + std::string` (GCC bug 105329).
-#pragma GCC diagnostic ignored "-Wrestrict"
 
 #include <algorithm>
 #include <cstdlib>
