@@ -59,15 +59,6 @@ Expected<std::vector<int64_t>> ParseLengths(const std::string& text) {
   return out;
 }
 
-Expected<WeightFormat> ParseDtype(const std::string& s) {
-  if (s == "auto") return WeightFormat::kAuto;
-  if (s == "f32") return WeightFormat::kF32;
-  if (s == "bf16") return WeightFormat::kBF16;
-  if (s == "int8") return WeightFormat::kInt8;
-  if (s == "int4") return WeightFormat::kInt4;
-  return InvalidArgument("--dtype must be auto, f32, bf16, int8 or int4, got '" + s + "'");
-}
-
 // Deterministic token ids in [1, vocab) (xorshift), independent of any tokenizer.
 std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t salt) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -98,8 +89,8 @@ int Run(int argc, char** argv) {
   }
   auto lengths = ParseLengths(args.GetString("prompt-tokens"));
   if (!lengths) return ReportError("bench", lengths.status());
-  auto dtype = ParseDtype(args.GetString("dtype"));
-  if (!dtype) return ReportError("bench", dtype.status());
+  auto dtype = ParseWeightFormat(args.GetString("dtype"));
+  if (!dtype) return ReportError("bench", InvalidArgument("--dtype: " + dtype.status().message()));
   const int64_t gen = args.GetInt("gen-tokens"), repeat = args.GetInt("repeat");
   const int64_t threads = args.GetInt("threads");
   if (gen < 1 || gen > 100000)

@@ -169,14 +169,7 @@ Expected<ResolvedSamplingParams> ResolveSamplingFlags(const CliArgs& args,
     request.frequency_penalty = args.GetDouble("frequency-penalty");
   }
   if (args.Has("seed")) request.seed = args.GetInt("seed");
-  SamplingDefaults defaults;
-  defaults.do_sample = generation.do_sample;
-  defaults.temperature = generation.temperature;
-  defaults.top_k = generation.top_k;
-  defaults.top_p = generation.top_p;
-  defaults.min_p = generation.min_p;
-  defaults.repetition_penalty = generation.repetition_penalty;
-  auto resolved = ResolveSamplingParams(request, defaults);
+  auto resolved = ResolveSamplingParams(request, SamplingDefaultsFor(generation));
   if (resolved) return resolved;
   std::string message = resolved.status().message();
   for (const SamplingFlag& f : kSamplingFlags) {

@@ -67,17 +67,6 @@ Expected<std::vector<int32_t>> EncodePrompt(const LoadedTokenizer& tok, const st
   return ids;
 }
 
-std::vector<int32_t> StopIds(const Checkpoint& ckpt) {
-  const std::vector<int64_t>& src = !ckpt.generation.eos_token_ids.empty()
-                                        ? ckpt.generation.eos_token_ids
-                                        : ckpt.config.eos_token_ids;
-  std::vector<int32_t> ids;
-  for (int64_t id : src) {
-    if (id >= 0 && id < ckpt.config.vocab_size) ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-
 }  // namespace tessera
 
 namespace tessera {
@@ -86,10 +75,9 @@ Expected<std::shared_ptr<const Checkpoint>> UsePackageCache(const std::string& m
                                                             std::shared_ptr<const Checkpoint> ckpt,
                                                             const Placement& placement,
                                                             WeightFormat weights) {
-  bool cpu_only = true;
-  for (const PlacementStage& stage : placement.stages) cpu_only &= stage.backend == "cpu";
   std::string note;
-  auto chosen = CheckpointForRun(model_arg, std::move(ckpt), cpu_only, weights, &note);
+  auto chosen =
+      CheckpointForRun(model_arg, std::move(ckpt), placement.OnlyOn("cpu"), weights, &note);
   if (!note.empty()) std::fprintf(stderr, "tessera: %s\n", note.c_str());
   return chosen;
 }

@@ -41,7 +41,4 @@ Expected<std::shared_ptr<const Checkpoint>> UsePackageCache(const std::string& m
                                                             const Placement& placement,
                                                             WeightFormat weights);
 
-// generation_config.json eos ids, else config.json's.
-std::vector<int32_t> StopIds(const Checkpoint& ckpt);
-
 }  // namespace tessera

@@ -56,6 +56,21 @@ nlohmann::json RecordsToJson(const std::vector<FileRecord>& records) {
   return out;
 }
 
+// A file entry of the manifest ({"path", "size", "sha256"[, "mtime_ns"]}), or nothing when an
+// entry is malformed.
+std::optional<FileRecord> RecordFromJson(const nlohmann::json& f) {
+  if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
+      !f["size"].is_number_unsigned() || !f.contains("sha256") || !f["sha256"].is_string()) {
+    return std::nullopt;
+  }
+  FileRecord r{f["path"].get<std::string>(), f["size"].get<uint64_t>(),
+               f["sha256"].get<std::string>()};
+  if (f.contains("mtime_ns") && f["mtime_ns"].is_number_integer()) {
+    r.mtime_ns = f["mtime_ns"].get<int64_t>();
+  }
+  return r;
+}
+
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
@@ -106,11 +121,8 @@ struct PlannedTensor {
   const TensorInfo* copy = nullptr;  // set for a copied source tensor
   int64_t layer = 0;
   CpuMatrix matrix = CpuMatrix::kQkv;
-  int part = 0;  // 0 data, 1 row_scale, 2 row_offset, 3 block_scale
+  int part = 0;  // index into kPackedParts
 };
-
-constexpr const char* kPartNames[] = {"data", "row_scale", "row_offset", "block_scale"};
-constexpr DType kPartDTypes[] = {DType::kU8, DType::kF32, DType::kI32, DType::kBF16};
 
 std::vector<PlannedTensor> PlanTensors(const ModelTensors& t, WeightFormat format) {
   std::vector<PlannedTensor> plan;
@@ -123,9 +135,9 @@ std::vector<PlannedTensor> PlanTensors(const ModelTensors& t, WeightFormat forma
                              sizes.block_scale};
     for (int part = 0; part < 4; ++part) {
       if (counts[part] == 0) continue;
-      plan.push_back({PackedTensorName(layer, CpuMatrixName(m), kPartNames[part]),
-                      kPartDTypes[part], counts[part] * DTypeSize(kPartDTypes[part]), 0, nullptr,
-                      layer, m, part});
+      const PackedPart& p = kPackedParts[part];
+      plan.push_back({PackedTensorName(layer, CpuMatrixName(m), p.name), p.dtype,
+                      counts[part] * DTypeSize(p.dtype), 0, nullptr, layer, m, part});
     }
   };
   copy(t.embed);
@@ -463,18 +475,18 @@ Expected<PackageInfo> VerifyPackage(const std::string& dir) {
   std::map<std::string, CacheEntry> cache = ReadVerifiedCache(dir);
   bool cache_changed = false;
   for (const auto& f : *files) {
-    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
-        !f["size"].is_number_unsigned() || !f.contains("sha256") || !f["sha256"].is_string()) {
+    const std::optional<FileRecord> record = RecordFromJson(f);
+    if (!record) {
       return Corrupt("a file entry in the package manifest of " + dir + " is malformed; " +
                      ReconvertHint(dir, source_dir));
     }
-    const std::string name = f["path"];
+    const std::string& name = record->path;
     if (name.empty() || name.find('/') != std::string::npos || name.starts_with(".")) {
       return Corrupt("the package manifest of " + dir + " names " + QuoteForMessage(name) +
                      ", which is not a plain file name; " + ReconvertHint(dir, source_dir));
     }
-    const uint64_t size = f["size"];
-    const std::string sha256 = f["sha256"];
+    const uint64_t size = record->size;
+    const std::string& sha256 = record->sha256;
     const std::string path = dir + "/" + name;
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) {
@@ -523,21 +535,17 @@ Expected<bool> PackageMatchesSource(const std::string& package_dir, const std::s
   }
   std::vector<std::string> recorded_names;
   for (const auto& f : (*source)["files"]) {
-    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
-        !f["size"].is_number_unsigned() || !f.contains("sha256") || !f["sha256"].is_string()) {
+    const std::optional<FileRecord> r = RecordFromJson(f);
+    if (!r) {
       return Corrupt("a source entry in the package manifest of " + package_dir + " is malformed");
     }
-    const std::string name = f["path"];
-    recorded_names.push_back(name);
+    recorded_names.push_back(r->path);
     struct stat st {};
-    if (stat((source_dir + "/" + name).c_str(), &st) != 0) return false;
-    if (static_cast<uint64_t>(st.st_size) != f["size"].get<uint64_t>()) return false;
-    if (f.contains("mtime_ns") && f["mtime_ns"].is_number_integer() &&
-        f["mtime_ns"].get<int64_t>() == MtimeNs(st)) {
-      continue;
-    }
-    TS_ASSIGN_OR_RETURN(std::string digest, Sha256File(source_dir + "/" + name));
-    if (digest != f["sha256"].get<std::string>()) return false;
+    if (stat((source_dir + "/" + r->path).c_str(), &st) != 0) return false;
+    if (static_cast<uint64_t>(st.st_size) != r->size) return false;
+    if (r->mtime_ns == MtimeNs(st)) continue;
+    TS_ASSIGN_OR_RETURN(std::string digest, Sha256File(source_dir + "/" + r->path));
+    if (digest != r->sha256) return false;
   }
   std::sort(recorded_names.begin(), recorded_names.end());
   return recorded_names == SourceFileNames(source_dir);

@@ -143,4 +143,26 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
   return result;
 }
 
+std::vector<int32_t> StopIds(const Checkpoint& ckpt) {
+  const std::vector<int64_t>& src = !ckpt.generation.eos_token_ids.empty()
+                                        ? ckpt.generation.eos_token_ids
+                                        : ckpt.config.eos_token_ids;
+  std::vector<int32_t> ids;
+  for (int64_t id : src) {
+    if (id >= 0 && id < ckpt.config.vocab_size) ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+SamplingDefaults SamplingDefaultsFor(const GenerationConfig& g) {
+  SamplingDefaults d;
+  d.do_sample = g.do_sample;
+  d.temperature = g.temperature;
+  d.top_k = g.top_k;
+  d.top_p = g.top_p;
+  d.min_p = g.min_p;
+  d.repetition_penalty = g.repetition_penalty;
+  return d;
+}
+
 }  // namespace tessera

@@ -49,6 +49,13 @@ struct GenerateRequest {
 // backend's 128-row blocks, so chunking changes no result.
 inline constexpr int64_t kPrefillChunkTokens = 256;
 
+// The checkpoint's stop ids: generation_config.json's eos ids, else config.json's, keeping
+// only ids inside the vocabulary.
+std::vector<int32_t> StopIds(const Checkpoint& ckpt);
+
+// The sampling defaults generation_config.json gives (see ResolveSamplingParams).
+SamplingDefaults SamplingDefaultsFor(const GenerationConfig& generation);
+
 struct GenerateTimings {
   int64_t prefill_tokens = 0;  // prompt ids actually run (after reuse_prefix_tokens)
   double prefill_ms = 0;       // prompt forward pass

@@ -1,11 +1,17 @@
 #include "engine/placement.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/reference/reference_backend.h"
 
 namespace tessera {
+
+bool Placement::OnlyOn(std::string_view kind) const {
+  return std::all_of(stages.begin(), stages.end(),
+                     [&](const PlacementStage& s) { return s.backend == kind; });
+}
 
 std::string Placement::Describe() const {
   std::string out;
@@ -19,10 +25,12 @@ std::string Placement::Describe() const {
   return out;
 }
 
-std::vector<std::string> AvailableBackendKinds() { return {"reference", "cpu"}; }
+std::vector<std::string> AvailableBackendKinds() {
+  return {"reference", "cpu"};
+}
 
 Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
-                                                const BackendOptions& options) {
+                                                 const BackendOptions& options) {
   if (kind == "reference") {
     if (options.weights != WeightFormat::kAuto && options.weights != WeightFormat::kF32) {
       return InvalidArgument("the reference backend computes in fp32 only; use --dtype f32");
@@ -56,7 +64,8 @@ Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers) {
                                "': the layer count must be a positive integer");
       }
     }
-    if (kind.empty()) return InvalidArgument("placement '" + std::string(spec) + "' has an empty stage");
+    if (kind.empty())
+      return InvalidArgument("placement '" + std::string(spec) + "' has an empty stage");
     if (count < 0) {
       if (!last) {
         return InvalidArgument("placement stage '" + std::string(item) +

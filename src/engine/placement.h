@@ -24,6 +24,7 @@ struct Placement {
   std::vector<PlacementStage> stages;  // contiguous, in layer order, covering every layer
   // The final norm + LM head run on the last stage's backend.
   std::string Describe() const;  // "layers 0-2 -> reference#0, layers 3-4 + head -> reference#1"
+  bool OnlyOn(std::string_view kind) const;  // every stage runs on backend `kind`
 };
 
 // "kind[:count],kind[:count],...,kind": counts are layer counts; the last stage may omit its
@@ -33,6 +34,6 @@ Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers);
 // The backend kinds this build can create.
 std::vector<std::string> AvailableBackendKinds();
 Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
-                                                const BackendOptions& options = {});
+                                                 const BackendOptions& options = {});
 
 }  // namespace tessera

@@ -1,5 +1,6 @@
 #include "model/model_tensors.h"
 
+#include <iterator>
 #include <set>
 
 namespace tessera {
@@ -84,14 +85,13 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }
 
 Status BindPacked(Binder& b, int64_t layer, std::string_view matrix, PackedMatrixTensors* out) {
-  TS_RETURN_IF_ERROR(
-      b.BindRaw(PackedTensorName(layer, matrix, "data"), DType::kU8, true, &out->data));
-  TS_RETURN_IF_ERROR(
-      b.BindRaw(PackedTensorName(layer, matrix, "row_scale"), DType::kF32, false, &out->row_scale));
-  TS_RETURN_IF_ERROR(b.BindRaw(PackedTensorName(layer, matrix, "row_offset"), DType::kI32, false,
-                               &out->row_offset));
-  return b.BindRaw(PackedTensorName(layer, matrix, "block_scale"), DType::kBF16, false,
-                   &out->block_scale);
+  const TensorInfo** fields[] = {&out->data, &out->row_scale, &out->row_offset, &out->block_scale};
+  for (size_t i = 0; i < std::size(kPackedParts); ++i) {
+    // The panels are always there; scales and offsets only in the formats that have them.
+    TS_RETURN_IF_ERROR(b.BindRaw(PackedTensorName(layer, matrix, kPackedParts[i].name),
+                                 kPackedParts[i].dtype, i == 0, fields[i]));
+  }
+  return Status::Ok();
 }
 
 }  // namespace

@@ -69,6 +69,15 @@ struct PackedMatrixTensors {
   const TensorInfo* row_offset = nullptr;   // I32, or null
   const TensorInfo* block_scale = nullptr;  // BF16, or null
 };
+// The buffers of a packed matrix as a package names and types them, in the field order above.
+struct PackedPart {
+  const char* name;
+  DType dtype;
+};
+inline constexpr PackedPart kPackedParts[4] = {{"data", DType::kU8},
+                                               {"row_scale", DType::kF32},
+                                               {"row_offset", DType::kI32},
+                                               {"block_scale", DType::kBF16}};
 struct PackedLayerTensors {
   PackedMatrixTensors qkv;  // q, k, v stacked
   PackedMatrixTensors o_proj;

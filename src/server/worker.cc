@@ -136,26 +136,15 @@ class Worker {
       TS_ASSIGN_OR_RETURN(PromptAssembler assembler, PromptAssembler::Create(*tmpl, *m->tokenizer));
       m->assembler.emplace(std::move(assembler));
     }
-    const GenerationConfig& g = m->ckpt->generation;
-    m->defaults.do_sample = g.do_sample;
-    m->defaults.temperature = g.temperature;
-    m->defaults.top_k = g.top_k;
-    m->defaults.top_p = g.top_p;
-    m->defaults.min_p = g.min_p;
-    m->defaults.repetition_penalty = g.repetition_penalty;
-    const auto& eos = !g.eos_token_ids.empty() ? g.eos_token_ids : m->ckpt->config.eos_token_ids;
-    for (int64_t id : eos) {
-      if (id >= 0 && id < m->ckpt->config.vocab_size)
-        m->stop_ids.push_back(static_cast<int32_t>(id));
-    }
+    m->defaults = SamplingDefaultsFor(m->ckpt->generation);
+    m->stop_ids = StopIds(*m->ckpt);
     TS_ASSIGN_OR_RETURN(Placement placement,
                         ParsePlacement(options_.placement, m->ckpt->config.num_layers));
     // A checkpoint given by path runs from its package, converted on first use.
-    bool cpu_only = true;
-    for (const PlacementStage& stage : placement.stages) cpu_only &= stage.backend == "cpu";
     std::string note;
-    TS_ASSIGN_OR_RETURN(m->ckpt, CheckpointForRun(entry.dir, std::move(m->ckpt), cpu_only,
-                                                  WeightFormat::kAuto, &note));
+    TS_ASSIGN_OR_RETURN(m->ckpt,
+                        CheckpointForRun(entry.dir, std::move(m->ckpt), placement.OnlyOn("cpu"),
+                                         WeightFormat::kAuto, &note));
     if (!note.empty()) std::fprintf(stderr, "tessera worker: %s\n", note.c_str());
     ModelExecutor::Options exec_options;
     exec_options.max_slots = 1;  // one sequence at a time today; batching adds slots

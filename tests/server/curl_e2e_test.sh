@@ -136,25 +136,15 @@ for i in 1 2 3; do
   curl -sN "${AUTH[@]}" -H 'Content-Type: application/json' -d "$long_req" "$BASE/v1/chat/completions" > "$WORK/long$i" &
   pids+=($!)
 done
-deadline=$((SECONDS + 30))
-while [ $SECONDS -lt $deadline ]; do
-  curl -s "$BASE/ready" > "$WORK/ready"
-  [ "$(json_get "$WORK/ready" 'd.active+","+d.queued')" = "1,2" ] && break
-  sleep 0.05
-done
-check "1 active + 2 queued" "1,2" "$(json_get "$WORK/ready" 'd.active+","+d.queued')"
+wait_load "1,2" 30
+check "1 active + 2 queued" "1,2" "$(load_now)"
 code=$(curl -s -D "$WORK/headers" -o "$WORK/body" -w '%{http_code}' "${AUTH[@]}" -H 'Content-Type: application/json' -d "$CHAT" "$BASE/v1/chat/completions")
 check "4th concurrent request -> 429" 429 "$code"
 check "429 has Retry-After" 1 "$(grep -ci '^retry-after: [0-9]' "$WORK/headers")"
 kill "${pids[@]}" 2> /dev/null; wait "${pids[@]}" 2> /dev/null
 # Client disconnects cancel generation: the queue drains well before 3000 tokens each.
-deadline=$((SECONDS + 30))
-while [ $SECONDS -lt $deadline ]; do
-  curl -s "$BASE/ready" > "$WORK/ready"
-  [ "$(json_get "$WORK/ready" 'd.active+","+d.queued')" = "0,0" ] && break
-  sleep 0.05
-done
-check "disconnected clients are cancelled and the queue drains" "0,0" "$(json_get "$WORK/ready" 'd.active+","+d.queued')"
+wait_load "0,0" 30
+check "disconnected clients are cancelled and the queue drains" "0,0" "$(load_now)"
 
 # ------------------------------- non-streamed requests are cancelled when the client leaves
 # 3000 tokens of the slow model take tens of seconds; a client that hangs up must free its
