@@ -42,6 +42,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+  // Convert-on-first-use writes packages beside a writable source (<dir>.tessera-<format>);
+  // a test that ran a checkpoint here as its source leaves them next to this directory.
+  const std::filesystem::path self(path_);
+  const std::string prefix = self.filename().string() + ".tessera-";
+  std::filesystem::directory_iterator it(self.parent_path(), ec), end;
+  std::vector<std::filesystem::path> packages;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().rfind(prefix, 0) == 0) packages.push_back(it->path());
+  }
+  for (const auto& p : packages) std::filesystem::remove_all(p, ec);
 }
 
 void WriteFile(const std::string& path, const std::string& contents) {
@@ -98,9 +108,18 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
     pollfd fds[3];
     int n = 0;
     int out_idx = -1, err_idx = -1, in_idx = -1;
-    if (out_open) { fds[n] = {out_pipe[0], POLLIN, 0}; out_idx = n++; }
-    if (err_open) { fds[n] = {err_pipe[0], POLLIN, 0}; err_idx = n++; }
-    if (in_fd >= 0) { fds[n] = {in_fd, POLLOUT, 0}; in_idx = n++; }
+    if (out_open) {
+      fds[n] = {out_pipe[0], POLLIN, 0};
+      out_idx = n++;
+    }
+    if (err_open) {
+      fds[n] = {err_pipe[0], POLLIN, 0};
+      err_idx = n++;
+    }
+    if (in_fd >= 0) {
+      fds[n] = {in_fd, POLLOUT, 0};
+      in_idx = n++;
+    }
     if (::poll(fds, n, -1) < 0) {
       if (errno == EINTR) continue;
       break;

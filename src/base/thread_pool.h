@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace tessera {
@@ -41,7 +42,7 @@ class ThreadPool {
       return;
     }
     struct Ctx {
-      Fn* fn;
+      std::remove_reference_t<Fn>* fn;  // Fn is a reference type for lvalue callables
       int64_t n;
     } ctx{&fn, n};
     Run(

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -186,6 +188,8 @@ std::span<const uint8_t> PartBytes(const PackedMatrix& m, int part) {
 Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat format,
                                      const std::string& path) {
   const std::vector<PlannedTensor> plan = PlanTensors(source.tensors, format);
+  // Layers are packed one at a time (one in memory), each matrix's panels on every core.
+  ThreadPool pool(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"},
                             {"tessera_package", std::to_string(kPackageFormatVersion)},
@@ -231,7 +235,7 @@ Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat form
       bytes = p.copy->data;
     } else if (p.layer < 0) {
       if (!head) {
-        auto packed = LoadCpuHeadMatrix(source, format);
+        auto packed = LoadCpuHeadMatrix(source, format, &pool);
         if (!packed) {
           status = packed.status();
           break;
@@ -243,7 +247,7 @@ Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat form
     } else {
       if (p.layer != layer_index) {
         layer.reset();  // one layer in memory at a time
-        auto packed = LoadCpuLayerWeights(source, p.layer, format);
+        auto packed = LoadCpuLayerWeights(source, p.layer, format, &pool);
         if (!packed) {
           status = packed.status();
           break;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -285,6 +286,31 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
 INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,
                          ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512),
                          IsaName);
+
+// Weight quantization at load: every value, including exact ties (k + 0.5), values that
+// clamp, NaN and infinities, equals the scalar definition; lengths hit every tail.
+TEST_P(IsaTest, QuantizeWeightsMatchesScalar) {
+  std::mt19937 rng(31);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 100, 257}) {
+    for (auto [lo, hi] : {std::pair{-127.0f, 127.0f}, std::pair{-8.0f, 7.0f}}) {
+      for (float d : {1.0f, 0.37f, -0.2f, 1e-3f}) {
+        std::vector<float> x = RandomVector(rng, static_cast<size_t>(n), 150.0f * std::fabs(d));
+        for (int64_t i = 0; i < n; i += 3)
+          x[static_cast<size_t>(i)] = (static_cast<float>(i % 19) - 9.5f) * d;
+        if (n > 4) {
+          x[1] = std::nanf("");
+          x[2] = std::numeric_limits<float>::infinity();
+          x[4] = -std::numeric_limits<float>::infinity();
+        }
+        std::vector<int8_t> got(static_cast<size_t>(n) + 1, 42),
+            want(static_cast<size_t>(n) + 1, 42);
+        k_->quantize_weights(x.data(), n, d, lo, hi, got.data());
+        ref().quantize_weights(x.data(), n, d, lo, hi, want.data());
+        EXPECT_EQ(got, want) << "n=" << n << " d=" << d << " hi=" << hi;  // incl. the guard byte
+      }
+    }
+  }
+}
 
 // ---- packing and quantization (ISA independent) ----
 

@@ -79,7 +79,8 @@ class CpuBackend final : public Backend {
     TS_ASSIGN_OR_RETURN(head_format_, ResolveCpuWeightFormat(ckpt, options_.weights));
     if (layers_.empty()) format_ = head_format_;
     TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
-    TS_ASSIGN_OR_RETURN(lm_head_, LoadCpuHeadMatrix(ckpt, head_format_));
+    // The head is one large matrix: its panels are packed on the pool.
+    TS_ASSIGN_OR_RETURN(lm_head_, LoadCpuHeadMatrix(ckpt, head_format_, &pool_));
     TS_RETURN_IF_ERROR(AllocateScratch());
     return Status::Ok();
   }

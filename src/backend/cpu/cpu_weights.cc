@@ -14,20 +14,38 @@ Status WidenOptional(const TensorInfo* t, std::vector<float>* out) {
   return t ? WidenToF32(*t, out) : Status::Ok();
 }
 
-// Stacks row-major matrices that share a column count and packs them as one.
-Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> parts, WeightFormat f) {
-  std::vector<float> all, one;
+// Stacks row-major matrices that share a column count and packs them as one, widening 16
+// rows at a time straight from the checkpoint's bytes (no fp32 copy of a whole matrix).
+Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> parts, WeightFormat f,
+                                   ThreadPool* pool) {
+  std::vector<const TensorInfo*> stack;
+  std::vector<int64_t> first_row;  // stacked row where each part starts
   int64_t rows = 0, cols = 0;
   for (const TensorInfo* t : parts) {
     if (t == nullptr || t->shape.size() != 2) return Internal("cpu backend: expected a matrix");
     if (cols != 0 && t->shape[1] != cols)
       return Internal("cpu backend: stacked matrices differ in width");
-    TS_RETURN_IF_ERROR(WidenToF32(*t, &one));
-    all.insert(all.end(), one.begin(), one.end());
+    stack.push_back(t);
+    first_row.push_back(rows);
     rows += t->shape[0];
     cols = t->shape[1];
   }
-  return PackMatrix(all, rows, cols, f);
+  auto source = [&](int64_t first, int64_t count, std::span<float> out) -> Status {
+    // A range may span the boundary between two parts (q | k | v); copy each piece.
+    size_t done = 0;
+    for (size_t i = 0; i < stack.size() && count > 0; ++i) {
+      const int64_t begin = first_row[i], end = begin + stack[i]->shape[0];
+      if (first >= end) continue;
+      const int64_t n = std::min(count, end - first);
+      const auto values = static_cast<size_t>(n * cols);
+      TS_RETURN_IF_ERROR(WidenRowsToF32(*stack[i], first - begin, n, out.subspan(done, values)));
+      done += values;
+      first += n;
+      count -= n;
+    }
+    return count == 0 ? Status::Ok() : Internal("cpu backend: stacked rows out of range");
+  };
+  return PackMatrixFrom(source, rows, cols, f, pool);
 }
 
 std::span<const uint8_t> BytesOf(const TensorInfo* t) {
@@ -120,7 +138,7 @@ Expected<WeightFormat> ResolveCpuWeightFormat(const Checkpoint& ckpt, WeightForm
 }
 
 Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t layer,
-                                              WeightFormat format) {
+                                              WeightFormat format, ThreadPool* pool) {
   const ModelDims& d = ckpt.tensors.dims;
   if (layer < 0 || layer >= d.layers) return Internal("cpu backend: layer index out of range");
   const LayerTensors& src = ckpt.tensors.layers[static_cast<size_t>(layer)];
@@ -143,10 +161,10 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
       CpuLayerMatrix(L, m) = std::move(view);
     }
   } else {
-    TS_ASSIGN_OR_RETURN(L.qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format));
-    TS_ASSIGN_OR_RETURN(L.o_proj, PackStacked({src.o_proj}, format));
-    TS_ASSIGN_OR_RETURN(L.gate_up, PackStacked({src.gate_proj, src.up_proj}, format));
-    TS_ASSIGN_OR_RETURN(L.down_proj, PackStacked({src.down_proj}, format));
+    TS_ASSIGN_OR_RETURN(L.qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format, pool));
+    TS_ASSIGN_OR_RETURN(L.o_proj, PackStacked({src.o_proj}, format, pool));
+    TS_ASSIGN_OR_RETURN(L.gate_up, PackStacked({src.gate_proj, src.up_proj}, format, pool));
+    TS_ASSIGN_OR_RETURN(L.down_proj, PackStacked({src.down_proj}, format, pool));
   }
   if (src.q_bias || src.k_bias || src.v_bias) {
     // A missing part of the stacked bias is zero.
@@ -165,13 +183,14 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
   return L;
 }
 
-Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat format) {
+Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat format,
+                                         ThreadPool* pool) {
   const ModelDims& d = ckpt.tensors.dims;
   if (const auto& packed = ckpt.tensors.packed) {
     return ViewPacked(ckpt, packed->lm_head, format, {d.vocab, d.hidden}, "lm_head");
   }
   if (ckpt.tensors.lm_head == nullptr) return Internal("cpu backend: checkpoint has no LM head");
-  return PackStacked({ckpt.tensors.lm_head}, format);
+  return PackStacked({ckpt.tensors.lm_head}, format, pool);
 }
 
 }  // namespace tessera

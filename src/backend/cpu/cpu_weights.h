@@ -57,8 +57,12 @@ inline const PackedMatrix& CpuLayerMatrix(const CpuLayerWeights& layer, CpuMatri
 // error that says how to get one.
 Expected<WeightFormat> ResolveCpuWeightFormat(const Checkpoint& ckpt, WeightFormat requested);
 
+// Packing from a source checkpoint spreads each matrix's panels over `pool` when one is given
+// (it must be idle: not called from inside one of its own jobs). Views of a package never
+// need it.
 Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t layer,
-                                              WeightFormat format);
-Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat format);
+                                              WeightFormat format, ThreadPool* pool = nullptr);
+Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat format,
+                                         ThreadPool* pool = nullptr);
 
 }  // namespace tessera

@@ -98,6 +98,11 @@ struct KernelTable {
   // block_sums[b] = sum of q over inputs [32b, 32b + 32).
   void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* scale,
                        int32_t* block_sums) = nullptr;
+  // Weight quantization at load (any n): q[i] = clamp(round-half-away(x[i] / d), lo, hi)
+  // with NaN -> 0, for d != 0 and -127 <= lo <= hi <= 127. Identical on every ISA and to
+  // std::round per element (the reference packer's definition).
+  void (*quantize_weights)(const float* x, int64_t n, float d, float lo, float hi,
+                           int8_t* q) = nullptr;
   // y = x / sqrt(mean(x^2) + eps) * w over n values; y[n..n_padded) = 0. y may equal x.
   void (*rms_norm)(const float* x, const float* w, int64_t n, int64_t n_padded, float eps,
                    float* y) = nullptr;

@@ -393,6 +393,37 @@ void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
   }
 }
 
+// Eight at a time as kernels_scalar.cc's QuantizeWeightsScalar (NaN -> 0, clamp, truncate,
+// then the half-away correction); the tail is scalar with the same steps.
+void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
+  const __m256 vd = _mm256_set1_ps(d), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256 half = _mm256_set1_ps(0.5f), minus_half = _mm256_set1_ps(-0.5f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), vd);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> 0
+    v = _mm256_min_ps(_mm256_max_ps(v, vlo), vhi);
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_sub_ps(v, t);
+    t = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), one));
+    t = _mm256_sub_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, minus_half, _CMP_LE_OQ), one));
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_cvttps_epi32(t));
+    for (int j = 0; j < 8; ++j) q[i + j] = static_cast<int8_t>(lanes[j]);
+  }
+  for (; i < n; ++i) {
+    float v = x[i] / d;
+    if (v != v) v = 0.0f;
+    v = std::min(std::max(v, lo), hi);
+    float t = static_cast<float>(static_cast<int32_t>(v));
+    const float frac = v - t;
+    if (frac >= 0.5f) t += 1.0f;
+    if (frac <= -0.5f) t -= 1.0f;
+    q[i] = static_cast<int8_t>(t);
+  }
+}
+
 }  // namespace
 
 const KernelTable& Avx2Kernels() {
@@ -406,6 +437,7 @@ const KernelTable& Avx2Kernels() {
     t.attention = Attention;
     t.to_bf16 = ToBf16;
     t.quantize_row = QuantizeRow;
+    t.quantize_weights = QuantizeWeights;
     t.rms_norm = RmsNorm;
     t.rope = Rope;
     t.swiglu = Swiglu;

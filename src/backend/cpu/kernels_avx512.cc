@@ -673,6 +673,25 @@ void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* sco
   }
 }
 
+// Sixteen at a time as kernels_scalar.cc's QuantizeWeightsScalar; the tail is masked (its
+// zero inputs are never stored).
+void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
+  const __m512 vd = _mm512_set1_ps(d), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 half = _mm512_set1_ps(0.5f), minus_half = _mm512_set1_ps(-0.5f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask(n - i);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), vd);
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  // NaN -> 0
+    v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 frac = _mm512_sub_ps(v, t);
+    t = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ), t, one);
+    t = _mm512_mask_sub_ps(t, _mm512_cmp_ps_mask(frac, minus_half, _CMP_LE_OQ), t, one);
+    _mm512_mask_cvtepi32_storeu_epi8(q + i, mask, _mm512_cvttps_epi32(t));
+  }
+}
+
 }  // namespace
 
 const KernelTable& Avx512Kernels() {
@@ -688,6 +707,7 @@ const KernelTable& Avx512Kernels() {
     t.attention_blocked = AttentionBlocked;
     t.to_bf16 = ToBf16;
     t.quantize_row = QuantizeRow;
+    t.quantize_weights = QuantizeWeights;
     t.rms_norm = RmsNorm;
     t.rope = Rope;
     t.swiglu = Swiglu;

@@ -151,6 +151,14 @@ void AttentionScalar(const AttentionArgs& a, int64_t tb, int64_t te, float* scor
   }
 }
 
+// The definition: std::round per element (half away from zero), then the clamp.
+void QuantizeWeightsScalar(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] / d;
+    q[i] = std::isnan(v) ? 0 : static_cast<int8_t>(std::clamp(std::round(v), lo, hi));
+  }
+}
+
 }  // namespace
 
 const KernelTable& ScalarKernels() {
@@ -164,6 +172,7 @@ const KernelTable& ScalarKernels() {
     t.attention = AttentionScalar;
     t.to_bf16 = ToBf16Scalar;
     t.quantize_row = QuantizeRowScalar;
+    t.quantize_weights = QuantizeWeightsScalar;
     t.rms_norm = RmsNormScalar;
     t.rope = RopeScalar;
     t.swiglu = SwigluScalar;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/kernels.h"
 #include "base/half.h"
 
 namespace tessera {
@@ -48,6 +50,12 @@ Status CheckShape(size_t n, int64_t rows, int64_t cols) {
   return Status::Ok();
 }
 
+// The quantizers' rounding: half away from zero, as std::round. NaN (a broken checkpoint)
+// becomes 0 rather than an undefined float-to-int conversion.
+inline float RoundHalfAwayReference(float v) {
+  return std::isnan(v) ? 0.0f : std::round(v);
+}
+
 void PackInt8(std::span<const float> w, PackedMatrix* m) {
   auto* q = reinterpret_cast<int8_t*>(m->data.mutable_data());
   float* row_scale = m->row_scale.mutable_data();
@@ -59,7 +67,7 @@ void PackInt8(std::span<const float> w, PackedMatrix* m) {
     float scale = absmax / 127.0f;
     int32_t sum = 0;
     for (int64_t c = 0; c < m->cols; ++c) {
-      float v = scale > 0.0f ? std::round(row[c] / scale) : 0.0f;
+      float v = scale > 0.0f ? RoundHalfAwayReference(row[c] / scale) : 0.0f;
       int qi = static_cast<int>(std::clamp(v, -127.0f, 127.0f));
       q[GroupedIndex(*m, r, c, 4)] = static_cast<int8_t>(qi);
       sum += qi;
@@ -87,7 +95,7 @@ void PackInt4(std::span<const float> w, PackedMatrix* m) {
       float d = Bf16ToFloat(scale_bits);
       block_scale[Int4ScaleIndex(*m, r, b)] = scale_bits;
       for (int64_t c = c0; c < c1; ++c) {
-        float v = d != 0.0f ? std::round(row[c] / d) : 0.0f;
+        float v = d != 0.0f ? RoundHalfAwayReference(row[c] / d) : 0.0f;
         int qi = static_cast<int>(std::clamp(v, -8.0f, 7.0f));
         bool high = false;
         size_t idx = Int4ByteIndex(*m, r, c, &high);
@@ -99,18 +107,16 @@ void PackInt4(std::span<const float> w, PackedMatrix* m) {
   }
 }
 
-}  // namespace
-
-Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_t cols,
-                                  WeightFormat format) {
-  TS_RETURN_IF_ERROR(CheckShape(w.size(), rows, cols));
+// A matrix with every buffer allocated and zeroed. A failed allocation is an error, never a
+// write through a null pointer later.
+Expected<PackedMatrix> AllocatePacked(size_t values, int64_t rows, int64_t cols,
+                                      WeightFormat format) {
+  TS_RETURN_IF_ERROR(CheckShape(values, rows, cols));
   if (format == WeightFormat::kAuto) {
     return Internal("PackMatrix: kAuto must be resolved to a concrete format first");
   }
   PackedMatrix m;
   InitGeometry(&m, rows, cols, format);
-  // Every buffer is allocated (zeroed) before packing; a failed allocation is an error, never
-  // a write through a null pointer.
   const PackedMatrixSizes sizes = PackedSizesFor(format, rows, cols);
   m.data.Allocate(sizes.data_bytes);
   m.row_scale.Allocate(sizes.row_scale);
@@ -122,6 +128,14 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
                              std::to_string(cols) + " weight matrix (" +
                              std::to_string(sizes.data_bytes) + " bytes)");
   }
+  return m;
+}
+
+}  // namespace
+
+Expected<PackedMatrix> PackMatrixReference(std::span<const float> w, int64_t rows, int64_t cols,
+                                           WeightFormat format) {
+  TS_ASSIGN_OR_RETURN(PackedMatrix m, AllocatePacked(w.size(), rows, cols, format));
   switch (format) {
     case WeightFormat::kF32: {
       auto* out = reinterpret_cast<float*>(m.data.mutable_data());
@@ -150,6 +164,138 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
       break;
   }
   return Internal("PackMatrix: kAuto must be resolved to a concrete format first");
+}
+
+namespace {
+
+// ---- the fast packer: one panel at a time, in layout order, no index arithmetic per element
+// beyond shifts. Each writes panel p of m from src = rows [16p, 16p + n) (fp32, row-major,
+// m->cols wide); the buffers were zeroed by AllocatePacked, and rows >= n stay padding. ----
+
+void PackPanelF32(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
+  float* out = reinterpret_cast<float*>(m->data.mutable_data()) + p * m->padded_cols * kPanelRows;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = src + r * m->cols;
+    for (int64_t c = 0; c < m->cols; ++c) out[c * kPanelRows + r] = row[c];
+  }
+}
+
+void PackPanelBf16(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
+  uint16_t* out =
+      reinterpret_cast<uint16_t*>(m->data.mutable_data()) + p * m->padded_cols * kPanelRows;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = src + r * m->cols;
+    // [Kp/2][16][2]: the pair j of row r starts at (16j + r) * 2.
+    for (int64_t c = 0; c < m->cols; ++c)
+      out[(c >> 1) * 32 + r * 2 + (c & 1)] = FloatToBf16(row[c]);
+  }
+}
+
+// The ISA's weight quantizer (kernels.h); the per-element std::round was most of the time
+// spent loading a checkpoint as INT8/INT4.
+void QuantizeSpan(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
+  static const KernelTable* const kernels = KernelsFor(SelectCpuIsa());
+  kernels->quantize_weights(x, n, d, lo, hi, q);
+}
+
+void PackPanelInt8(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
+  int8_t* out = reinterpret_cast<int8_t*>(m->data.mutable_data()) + p * m->padded_cols * kPanelRows;
+  std::vector<int8_t> q(static_cast<size_t>(m->padded_cols), 0);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = src + r * m->cols;
+    float absmax = 0.0f;
+    for (int64_t c = 0; c < m->cols; ++c) absmax = std::max(absmax, std::fabs(row[c]));
+    const float scale = absmax / 127.0f;
+    if (scale > 0.0f) QuantizeSpan(row, m->cols, scale, -127.0f, 127.0f, q.data());
+    int32_t sum = 0;
+    for (int64_t c = 0; c < m->cols; ++c) sum += scale > 0.0f ? q[static_cast<size_t>(c)] : 0;
+    // [Kp/4][16][4]: the quad j of row r starts at (16j + r) * 4.
+    if (scale > 0.0f) {
+      for (int64_t j = 0; j < m->padded_cols / 4; ++j)
+        std::memcpy(out + j * 64 + r * 4, &q[static_cast<size_t>(4 * j)], 4);
+    }
+    m->row_scale.mutable_data()[p * kPanelRows + r] = scale;
+    m->row_offset.mutable_data()[p * kPanelRows + r] = -128 * sum;
+  }
+}
+
+void PackPanelInt4(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
+  const int64_t blocks = m->padded_cols / kInt4Block;
+  uint8_t* out = m->data.mutable_data() + p * blocks * 256;
+  uint16_t* scales = m->block_scale.mutable_data() + p * blocks * kPanelRows;
+  std::memset(out, 0x88, static_cast<size_t>(blocks * 256));  // padding is q = 0 (nibble 8)
+  int8_t q[kInt4Block];
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = src + r * m->cols;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t c0 = b * kInt4Block, c1 = std::min(m->cols, c0 + kInt4Block);
+      float extreme = 0.0f;
+      for (int64_t c = c0; c < c1; ++c) {
+        if (std::fabs(row[c]) > std::fabs(extreme)) extreme = row[c];
+      }
+      const uint16_t scale_bits = FloatToBf16(extreme / -8.0f);
+      const float d = Bf16ToFloat(scale_bits);
+      scales[b * kPanelRows + r] = scale_bits;
+      std::memset(q, 0, sizeof(q));
+      if (d != 0.0f) QuantizeSpan(row + c0, c1 - c0, d, -8.0f, 7.0f, q);
+      // [4][16][4] per block: inputs 8j + e (low nibble) and 8j + 4 + e (high nibble) of row r
+      // share the byte (16j + r) * 4 + e.
+      uint8_t* block = out + b * 256 + r * 4;
+      for (int j = 0; j < 4; ++j) {
+        for (int e = 0; e < 4; ++e) {
+          block[j * 64 + e] =
+              static_cast<uint8_t>((q[8 * j + e] + 8) | ((q[8 * j + 4 + e] + 8) << 4));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Expected<PackedMatrix> PackMatrixFrom(const PackRowSource& source, int64_t rows, int64_t cols,
+                                      WeightFormat format, ThreadPool* pool) {
+  const size_t values = rows > 0 && cols > 0 ? static_cast<size_t>(rows * cols) : 0;
+  TS_ASSIGN_OR_RETURN(PackedMatrix m, AllocatePacked(values, rows, cols, format));
+  void (*pack_panel)(const float*, int64_t, int64_t, PackedMatrix*) =
+      format == WeightFormat::kF32    ? PackPanelF32
+      : format == WeightFormat::kBF16 ? PackPanelBf16
+      : format == WeightFormat::kInt8 ? PackPanelInt8
+                                      : PackPanelInt4;
+  const int threads = pool ? pool->size() : 1;
+  std::vector<Status> failed(static_cast<size_t>(threads));
+  auto pack_range = [&](int64_t begin, int64_t end, int thread) {
+    std::vector<float> panel_rows(static_cast<size_t>(kPanelRows * cols));
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t first = p * kPanelRows, n = std::min(kPanelRows, rows - first);
+      Status st =
+          source(first, n, std::span<float>(panel_rows.data(), static_cast<size_t>(n * cols)));
+      if (!st.ok()) {
+        failed[static_cast<size_t>(thread)] = std::move(st);
+        return;
+      }
+      pack_panel(panel_rows.data(), n, p, &m);
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(m.panels(), pack_range);
+  } else {
+    pack_range(0, m.panels(), 0);
+  }
+  for (Status& st : failed) TS_RETURN_IF_ERROR(st);
+  return m;
+}
+
+Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_t cols,
+                                  WeightFormat format) {
+  TS_RETURN_IF_ERROR(CheckShape(w.size(), rows, cols));
+  return PackMatrixFrom(
+      [&](int64_t first, int64_t count, std::span<float> out) {
+        std::memcpy(out.data(), w.data() + first * cols, out.size_bytes());
+        (void)count;
+        return Status::Ok();
+      },
+      rows, cols, format);
 }
 
 PackedMatrixSizes PackedSizesFor(WeightFormat format, int64_t rows, int64_t cols) {

@@ -26,12 +26,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
 
 #include "backend/backend.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 
 namespace tessera {
 
@@ -137,6 +139,23 @@ struct PackedMatrix {
 // Packs a row-major fp32 matrix. `format` must be kF32, kBF16, kInt8 or kInt4.
 Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_t cols,
                                   WeightFormat format);
+
+// Fills out ([count][cols] fp32, row-major) with rows [first, first + count) of the matrix
+// being packed. Called for disjoint ranges, from several threads at once when packing uses a
+// pool, so it must be safe to call concurrently.
+using PackRowSource = std::function<Status(int64_t first, int64_t count, std::span<float> out)>;
+
+// Packs panel by panel (16 rows at a time) from `source`, so no fp32 copy of the whole matrix
+// is ever made (the LM head of a 151936-word vocabulary would need 0.5-1.5 GB); panels are
+// spread over `pool` when one is given (it must not be running a job already). Produces the
+// same bytes as PackMatrixReference.
+Expected<PackedMatrix> PackMatrixFrom(const PackRowSource& source, int64_t rows, int64_t cols,
+                                      WeightFormat format, ThreadPool* pool = nullptr);
+
+// The plain element-by-element packer that defines the layouts and the quantization above.
+// Kept as the reference the fast packer is tested against; slow, not used for loading.
+Expected<PackedMatrix> PackMatrixReference(std::span<const float> w, int64_t rows, int64_t cols,
+                                           WeightFormat format);
 
 // Element counts of each buffer of a packed [rows, cols] matrix in `format` (0 for buffers the
 // format does not use). PackMatrix allocates exactly these; ViewPackedMatrix checks them.
