@@ -227,7 +227,11 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
                                   {3, 1, 6, 40, 33},
                                   {14, 2, 64, 0, 70},
                                   {9, 3, 64, 21, 40},
-                                  {16, 8, 128, 3, 19}}) {
+                                  {16, 8, 128, 3, 19},
+                                  // decode steps (one row) of grouped heads at longer contexts
+                                  {9, 3, 64, 300, 1},
+                                  {14, 2, 64, 1000, 1},
+                                  {16, 8, 128, 77, 1}}) {
     SCOPED_TRACE("heads=" + std::to_string(c.heads) + " hd=" + std::to_string(c.head_dim));
     const int64_t kv_stride = c.kv_heads * c.head_dim, positions = c.start_pos + c.rows;
     const int64_t q_stride = c.heads * c.head_dim + 3;  // a stride wider than the heads

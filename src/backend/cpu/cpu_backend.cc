@@ -175,11 +175,12 @@ class CpuBackend final : public Backend {
     return Status::Ok();
   }
 
-  // Prompt blocks use the blocked kernel where there is one; decode keeps the per-head one,
-  // which spreads a single row over more tasks.
-  bool UseBlockedAttention(int64_t rows) const {
-    return k_.attention_blocked != nullptr && keys_t_.size() > 0 && rows >= 4;
-  }
+  // The blocked kernel wherever there is one, decode included: it reads each cached key and
+  // value once for every query head of its group, where the per-head kernel reads them once
+  // per head. Measured per decode step (bf16, 2 threads, alternating kernels token by token in
+  // one process): smollm2-135m 1.04x faster at 32-160 positions, 1.32x at 1024, 1.77x at 3000;
+  // qwen2.5-0.5b 1.01x, 1.10x, 1.44x.
+  bool UseBlockedAttention() const { return k_.attention_blocked != nullptr && keys_t_.size() > 0; }
 
   // Transposed keys of one slot and layer (see AttentionArgs::keys_t).
   float* KeysT(int slot, int64_t layer) {
@@ -266,7 +267,7 @@ class CpuBackend final : public Backend {
     att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
     att.out = attn_.data();
     att.out_stride = q_stride_;
-    if (UseBlockedAttention(n)) {
+    if (UseBlockedAttention()) {
       att.keys_t = KeysT(slot, layer);
       att.keys_t_head_stride = kt_head_stride_;
       pool_.ParallelFor(BlockedAttentionTasks(att), [&](int64_t begin, int64_t end, int thread) {
