@@ -284,6 +284,24 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
     k_->attention_blocked(a, 0, blocked_tasks / 2, block_scores.data());
     k_->attention_blocked(a, blocked_tasks / 2, blocked_tasks, block_scores.data());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(blocked[i], want[i], 2e-5f) << i;
+
+    // Decode rows also split over positions (1 to 5 splits; short contexts leave later
+    // splits empty), then merged.
+    if (c.rows != 1 || k_->attention_decode_split == nullptr) continue;
+    for (int64_t splits = 1; splits <= 5; ++splits) {
+      SCOPED_TRACE("splits=" + std::to_string(splits));
+      std::vector<float> partials(
+          static_cast<size_t>(c.heads * splits * DecodeSplitPartialSize(c.head_dim)), 7.0f);
+      std::vector<float> merged(want.size(), -1.0f);
+      a.out = merged.data();
+      const int64_t split_tasks = c.kv_heads * splits;
+      k_->attention_decode_split(a, splits, 0, split_tasks / 2, block_scores.data(),
+                                 partials.data());
+      k_->attention_decode_split(a, splits, split_tasks / 2, split_tasks, block_scores.data(),
+                                 partials.data());
+      MergeDecodeSplits(a, splits, partials.data());
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(merged[i], want[i], 2e-5f) << i;
+    }
   }
 }
 

@@ -168,11 +168,29 @@ class CpuBackend final : public Backend {
             ? kBlockedAttentionQueries * BlockedAttentionScoreStride(std::max<int64_t>(max_seq_, 1))
             : std::max<int64_t>(max_seq_, 1);
     scores_.Resize(static_cast<size_t>(pool_.size() * scores_per_thread_));
+    split_partials_.Resize(static_cast<size_t>(dims_.heads * MaxDecodeSplits() *
+                                               DecodeSplitPartialSize(dims_.head_dim)));
     if (!xn_.data() || !qkv_.data() || !attn_.data() || !gate_up_.data() || !act_.data() ||
-        !acts_.bf16.data() || !acts_.q8.data() || !scores_.data()) {
+        !acts_.bf16.data() || !acts_.q8.data() || !scores_.data() ||
+        (dims_.heads > 0 && !split_partials_.data())) {
       return ResourceExhausted("cpu backend: out of memory for the forward-pass buffers");
     }
     return Status::Ok();
+  }
+
+  // Decode attention is split over positions when the kv heads alone would leave threads idle
+  // or unevenly loaded (kv_heads not a multiple of the threads): enough (kv head, split) tasks
+  // for every thread twice, each split at least kMinDecodeSplitPositions long; 1: no split.
+  // Measured per decode step (bf16, 2 threads, alternating in one process): smollm2-135m
+  // (3 kv heads) 1.08x faster at 1024 and 3000 positions; qwen2.5-0.5b (2 kv heads, even
+  // without splitting) 0.98-1.0x if split anyway, hence the multiple-of-threads rule.
+  static constexpr int64_t kMinDecodeSplitPositions = 256;
+  int64_t MaxDecodeSplits() const {
+    return dims_.kv_heads > 0 ? (2 * pool_.size() + dims_.kv_heads - 1) / dims_.kv_heads : 1;
+  }
+  int64_t DecodeSplits(int64_t positions) const {
+    if (k_.attention_decode_split == nullptr || dims_.kv_heads % pool_.size() == 0) return 1;
+    return std::clamp<int64_t>(positions / kMinDecodeSplitPositions, 1, MaxDecodeSplits());
   }
 
   // The blocked kernel wherever there is one, decode included: it reads each cached key and
@@ -267,7 +285,17 @@ class CpuBackend final : public Backend {
     att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
     att.out = attn_.data();
     att.out_stride = q_stride_;
-    if (UseBlockedAttention()) {
+    const int64_t splits = n == 1 && UseBlockedAttention() ? DecodeSplits(pos + 1) : 1;
+    if (splits > 1) {
+      att.keys_t = KeysT(slot, layer);
+      att.keys_t_head_stride = kt_head_stride_;
+      pool_.ParallelFor(d.kv_heads * splits, [&](int64_t begin, int64_t end, int thread) {
+        k_.attention_decode_split(att, splits, begin, end,
+                                  scores_.data() + thread * scores_per_thread_,
+                                  split_partials_.data());
+      });
+      MergeDecodeSplits(att, splits, split_partials_.data());
+    } else if (UseBlockedAttention()) {
       att.keys_t = KeysT(slot, layer);
       att.keys_t_head_stride = kt_head_stride_;
       pool_.ParallelFor(BlockedAttentionTasks(att), [&](int64_t begin, int64_t end, int thread) {
@@ -319,6 +347,8 @@ class CpuBackend final : public Backend {
   AlignedArray<float> gate_up_;  // [block][2 intermediate]
   AlignedArray<float> act_;      // [block][inter_stride], zero padded
   AlignedArray<float> scores_;   // [threads][scores_per_thread_]
+  // [heads][MaxDecodeSplits()][DecodeSplitPartialSize(head_dim)], see AttentionSplitFn.
+  AlignedArray<float> split_partials_;
   int64_t scores_per_thread_ = 0;
   // [slot][layer][kv_head][RoundUp(max_seq, 16) / 16][head_dim][16]; empty when unused.
   AlignedArray<float> keys_t_;

@@ -1,5 +1,8 @@
 #include "backend/cpu/kernels.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace tessera {
 
 const KernelTable* KernelsFor(CpuIsa isa) {
@@ -26,6 +29,27 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
       k.quantize_row(x + r * stride, stride, acts->q8.data() + r * stride, acts->q_scale.data() + r,
                      acts->q_block_sum.data() + r * blocks);
     }
+  }
+}
+
+void MergeDecodeSplits(const AttentionArgs& a, int64_t splits, const float* partials) {
+  const int64_t size = DecodeSplitPartialSize(a.head_dim);
+  for (int64_t h = 0; h < a.heads; ++h) {
+    const float* part = partials + h * splits * size;
+    float most = -INFINITY;
+    for (int64_t s = 0; s < splits; ++s) most = std::max(most, part[s * size]);
+    float* out = a.out + h * a.head_dim;
+    std::fill(out, out + a.head_dim, 0.0f);
+    float sum = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) {
+      const float* p = part + s * size;
+      if (p[0] == -INFINITY) continue;  // an empty split
+      const float w = std::exp(p[0] - most);
+      sum += w * p[1];
+      for (int64_t i = 0; i < a.head_dim; ++i) out[i] += w * p[2 + i];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < a.head_dim; ++i) out[i] *= inv;
   }
 }
 

@@ -69,6 +69,25 @@ inline int64_t BlockedAttentionScoreStride(int64_t positions) {
   return (positions + 31) / 32 * 32;
 }
 
+// Decode attention (one query row) split over positions, so that a model with few kv heads
+// still spreads a step's attention over every thread: task = (kv head g, split s), g =
+// task % kv_heads, covering positions [s * span, min((s + 1) * span, count)) with span =
+// DecodeSplitSpan(count, splits). Each task writes, for every query head h of its group, a
+// partial [max score, softmax sum relative to that max, unnormalized output (head_dim)] at
+// partials + (h * splits + s) * DecodeSplitPartialSize(head_dim); MergeDecodeSplits combines
+// them into a.out. Scratch per task as for attention_blocked.
+using AttentionSplitFn = void (*)(const AttentionArgs& args, int64_t splits, int64_t task_begin,
+                                  int64_t task_end, float* scores, float* partials);
+inline int64_t DecodeSplitSpan(int64_t count, int64_t splits) {
+  return ((count + splits - 1) / splits + 31) / 32 * 32;
+}
+inline int64_t DecodeSplitPartialSize(int64_t head_dim) {
+  return 2 + head_dim;
+}
+// out_h = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s with M = max_s m_s, for every head
+// (empty splits, whose max is -inf, drop out). Scalar: heads x splits x head_dim work per step.
+void MergeDecodeSplits(const AttentionArgs& a, int64_t splits, const float* partials);
+
 // Maps a task index to (row, head) so that consecutive tasks alternate early and late rows.
 inline void AttentionTask(const AttentionArgs& a, int64_t task, int64_t* row, int64_t* head) {
   int64_t pair = task / a.heads;
@@ -92,6 +111,8 @@ struct KernelTable {
   // Same result as `attention` (within fp32 rounding) over BlockedAttentionTasks tasks, reading
   // keys_t; AVX-512 only (null elsewhere), for head_dim <= 128.
   AttentionFn attention_blocked = nullptr;
+  // Decode attention split over positions (see AttentionSplitFn); with attention_blocked.
+  AttentionSplitFn attention_decode_split = nullptr;
   // Activation preparation. n is a multiple of 32; q/bf16 outputs hold n values.
   void (*to_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;  // round to nearest even
   // scale = max|x| / 127 (1 when x is all zero), q = nearbyint(x * 127 / max|x|),

@@ -566,14 +566,17 @@ void ScoreQueries(const float* kt, int64_t head_dim, const float* const* q, floa
     ScoreStep<1, NQ>(kt + (t / 16) * head_dim * 16, head_dim, q, scale, scores, stride, t);
 }
 
-// Softmax numerators of one query over [0, count), zero on [count, padded); returns the sum.
-float SoftmaxRow(float* s, int64_t count, int64_t padded) {
+// Softmax numerators of one query over [0, count), zero on [count, padded); returns the sum
+// (and the max they are relative to, when asked).
+float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out = nullptr) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int64_t t = 0; t < count; t += 16) {
     vmax = _mm512_max_ps(
         vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), TailMask(count - t), s + t));
   }
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  const float most = _mm512_reduce_max_ps(vmax);
+  if (max_out != nullptr) *max_out = most;
+  const __m512 m = _mm512_set1_ps(most);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t t = 0; t < padded; t += 16) {
     __mmask16 live = t < count ? TailMask(count - t) : static_cast<__mmask16>(0);
@@ -673,6 +676,57 @@ void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* sco
   }
 }
 
+// One query row, positions split (see AttentionSplitFn). Same steps as AttentionBlocked on
+// the split's positions, with the values left unnormalized (sums of 1) for the merge.
+void AttentionDecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
+                          float* scores, float* partials) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t count = a.start_pos + 1;
+  const int64_t span = DecodeSplitSpan(count, splits);
+  const int64_t stride = BlockedAttentionScoreStride(span);
+  const int64_t size = DecodeSplitPartialSize(a.head_dim);
+  constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
+  const float ones[kTile] = {1, 1, 1, 1, 1, 1, 1, 1};
+  for (int64_t task = tb; task < te; ++task) {
+    const int64_t g = task % a.kv_heads, split = task / a.kv_heads;
+    const int64_t t0 = split * span, n = std::min(count, t0 + span) - t0;
+    for (int64_t q0 = 0; q0 < group; q0 += kTile) {
+      const int nq = static_cast<int>(std::min<int64_t>(kTile, group - q0));
+      const float* q[kTile];
+      float* out[kTile];
+      for (int j = 0; j < nq; ++j) {
+        const int64_t head = g * group + q0 + j;
+        q[j] = a.q + head * a.head_dim;
+        out[j] = partials + (head * splits + split) * size;
+      }
+      if (n <= 0) {  // past the last position: an empty split
+        for (int j = 0; j < nq; ++j) out[j][0] = -INFINITY;
+        continue;
+      }
+      const float* kt = a.keys_t + g * a.keys_t_head_stride + (t0 / 16) * a.head_dim * 16;
+      ScoreQueriesUpTo<kTile>(nq, kt, a.head_dim, q, a.scale, scores, stride, n);
+      const int64_t padded = (n + 15) / 16 * 16;
+      float* values_out[kTile];
+      for (int j = 0; j < nq; ++j) {
+        out[j][1] = SoftmaxRow(scores + j * stride, n, padded, &out[j][0]);
+        values_out[j] = out[j] + 2;
+      }
+      const float* values = a.values + t0 * a.kv_stride + g * a.head_dim;
+      const int nv_max = a.head_dim <= 64 ? 6 : 3;
+      for (int j0 = 0; j0 < nq; j0 += nv_max) {
+        const int nv = std::min(nv_max, nq - j0);
+        if (a.head_dim <= 64) {
+          WeightValuesUpTo<4, 6>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
+                                 n, ones, values_out + j0);
+        } else {
+          WeightValuesUpTo<8, 3>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
+                                 n, ones, values_out + j0);
+        }
+      }
+    }
+  }
+}
+
 // Sixteen at a time as kernels_scalar.cc's QuantizeWeightsScalar; the tail is masked (its
 // zero inputs are never stored).
 void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
@@ -705,6 +759,7 @@ const KernelTable& Avx512Kernels() {
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;
     t.attention_blocked = AttentionBlocked;
+    t.attention_decode_split = AttentionDecodeSplit;
     t.to_bf16 = ToBf16;
     t.quantize_row = QuantizeRow;
     t.quantize_weights = QuantizeWeights;
