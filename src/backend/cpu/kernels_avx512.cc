@@ -55,12 +55,15 @@ inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m512 v) 
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-// ---- tile kernels: Tile<NP, MR>(args, first panel, first row) ----
+// ---- tile kernels: Tile<NP, MR, kDecode>(args, first panel, first row) ----
+// kDecode marks the one-row GEMV of a decode step (x->rows == 1), which streams each panel
+// once; prompt rows never take it, whatever their tile size, so a prompt row's arithmetic does
+// not depend on how the rows were tiled or chunked.
 
 struct F32Kernel {
   static constexpr int kMR = 6;
   static constexpr int kPrefillPanels = 2;
-  template <int NP, int MR>
+  template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const float* w[NP];
@@ -90,9 +93,11 @@ struct Bf16WidenedKernel {
   // registers for 8 rows per tile: each widened weight vector then feeds 8 FMAs.
   static constexpr int kMR = 8;
   // 3 panels x 8 rows: 24 accumulators, each widened weight vector feeds 8 FMAs and each
-  // broadcast 3 (measured +4 % over 2 panels on 576x1536, 128 rows, one thread).
+  // broadcast 3 (measured +4 % over 2 panels on 576x1536, 128 rows, one thread). 2 panels x
+  // 12 rows (4 widening ops per 48 FMAs instead of 6) looked 3-5 % faster on one thread but
+  // measured 1-2.5 % slower per layer in the model on 2 threads (layers alternating tiles).
   static constexpr int kPrefillPanels = 3;
-  template <int NP, int MR>
+  template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
@@ -101,8 +106,8 @@ struct Bf16WidenedKernel {
     const float* x[MR];
     for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
     const __m512i high_mask = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
-    // Few rows (decode): separate even/odd accumulators keep enough independent FMA chains.
-    constexpr int kSets = MR <= 2 ? 2 : 1;
+    // Decode: separate even/odd accumulators keep enough independent FMA chains.
+    constexpr int kSets = kDecode ? 2 : 1;
     __m512 acc[kSets][NP][MR];
     for (int s = 0; s < kSets; ++s)
       for (int i = 0; i < NP; ++i)
@@ -111,7 +116,7 @@ struct Bf16WidenedKernel {
       __m512 even[NP], odd[NP];
       for (int i = 0; i < NP; ++i) {
         // Decode streams each panel once: ask for the line 2 KiB ahead.
-        if constexpr (MR == 1)
+        if constexpr (kDecode)
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (k + 64) * 16), _MM_HINT_T0);
         __m512i v = _mm512_loadu_si512(w[i] + k * 16);
         even[i] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
@@ -139,7 +144,7 @@ struct Bf16WidenedKernel {
 struct Bf16DotKernel {
   static constexpr int kMR = 6;
   static constexpr int kPrefillPanels = 2;
-  template <int NP, int MR>
+  template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
@@ -166,7 +171,7 @@ struct Bf16DotKernel {
 struct Int8Kernel {
   static constexpr int kMR = 6;
   static constexpr int kPrefillPanels = 2;
-  template <int NP, int MR>
+  template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const auto* base = reinterpret_cast<const int8_t*>(a.w->data.data());
@@ -183,7 +188,7 @@ struct Int8Kernel {
     for (int64_t k = 0; k < kp; k += 4) {
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) {
-        if constexpr (MR == 1)
+        if constexpr (kDecode)
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (k + 128) * 16), _MM_HINT_T0);
         wv[i] = _mm512_loadu_si512(w[i] + k * 16);
       }
@@ -206,7 +211,7 @@ struct Int8Kernel {
 struct Int4Kernel {
   static constexpr int kMR = 4;
   static constexpr int kPrefillPanels = 2;
-  template <int NP, int MR>
+  template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
     const uint8_t* w[NP];
@@ -226,7 +231,7 @@ struct Int4Kernel {
     for (int i = 0; i < NP; ++i)
       for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
-      if constexpr (MR == 1) {
+      if constexpr (kDecode) {
         // Decode streams each panel once: ask for the bytes 8 blocks (2 KiB) ahead.
         for (int i = 0; i < NP; ++i) {
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256), _MM_HINT_T0);
@@ -278,7 +283,7 @@ template <class K, int NP, int MR>
 void TileRemainder(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left) {
   if constexpr (MR > 0) {
     if (left == MR) {
-      K::template Tile<NP, MR>(a, p0, m0);
+      K::template Tile<NP, MR, false>(a, p0, m0);
     } else {
       TileRemainder<K, NP, MR - 1>(a, p0, m0, left);
     }
@@ -289,7 +294,7 @@ template <class K, int NP>
 void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
   const int64_t rows = a.x->rows;
   int64_t m = 0;
-  for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<NP, K::kMR>(a, p0, m);
+  for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<NP, K::kMR, false>(a, p0, m);
   if (m < rows) TileRemainder<K, NP, K::kMR - 1>(a, p0, m, rows - m);
 }
 
@@ -299,8 +304,8 @@ template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
   if (a.x->rows == 1) {
-    for (; p + 4 <= pe; p += 4) K::template Tile<4, 1>(a, p, 0);
-    for (; p < pe; ++p) K::template Tile<1, 1>(a, p, 0);
+    for (; p + 4 <= pe; p += 4) K::template Tile<4, 1, true>(a, p, 0);
+    for (; p < pe; ++p) K::template Tile<1, 1, true>(a, p, 0);
     return;
   }
   if constexpr (K::kPrefillPanels == 3) {
