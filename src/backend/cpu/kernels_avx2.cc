@@ -5,6 +5,10 @@
 //         in pairs to int16 (at most 2 * 127 * 127, no saturation), then vpmaddwd by 1.
 //   INT4  nibbles (unsigned q + 8) times signed activations with vpmaddubsw (at most
 //         2 * 15 * 127), vpmaddwd by 1; the block accumulator starts at -8 * block sum.
+// Decode tiles (one row, which stream each panel once) prefetch 2 KiB ahead in the panel:
+// per decode step on qwen2.5-0.5b (TESSERA_CPU_ISA=avx2, 2 threads, alternating layer by
+// layer in one process) BF16 1.27x, INT8 1.27x and INT4 1.32x faster than without. A
+// prefetch past the end of the array is harmless (a hint, never a fault).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -47,7 +51,7 @@ inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m256 lo,
 
 struct F32Kernel {
   static constexpr int kMR = 4;
-  template <int MR>
+  template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const float* w = reinterpret_cast<const float*>(a.w->data.data()) + p * kp * 16;
@@ -68,43 +72,54 @@ struct F32Kernel {
 };
 
 struct Bf16Kernel {
-  static constexpr int kMR = 3;
-  template <int MR>
+  // Prompt tiles keep one accumulator per (half panel, row) for both inputs of each bf16
+  // pair, so 5 rows fit in the 16 registers (10 accumulators, 4 widened halves, 2 broadcasts);
+  // the earlier 3-row tile with 4 accumulators per row needed 18 and spilled.
+  static constexpr int kMR = 5;
+  template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const uint16_t* w = reinterpret_cast<const uint16_t*>(a.w->data.data()) + p * kp * 16;
     const float* x[MR];
     for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
     const __m256i high_mask = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
-    __m256 acc[MR][4];
-    for (int j = 0; j < MR; ++j)
-      for (int e = 0; e < 4; ++e) acc[j][e] = _mm256_setzero_ps();
+    // Decode: even and odd inputs in separate accumulators, four independent FMA chains.
+    constexpr int kSets = kDecode ? 2 : 1;
+    __m256 acc[kSets][MR][2];
+    for (int s = 0; s < kSets; ++s)
+      for (int j = 0; j < MR; ++j) acc[s][j][0] = acc[s][j][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kp; k += 2) {
+      if constexpr (kDecode)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (k + 64) * 16), _MM_HINT_T0);
       __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
       __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16));
-      // [0]/[1]: rows 0-7 for inputs k / k+1; [2]/[3]: rows 8-15.
-      __m256 wv[4] = {_mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
-                      _mm256_castsi256_ps(_mm256_and_si256(v0, high_mask)),
-                      _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)),
-                      _mm256_castsi256_ps(_mm256_and_si256(v1, high_mask))};
+      // even/odd: inputs k / k+1; [0]: rows 0-7, [1]: rows 8-15.
+      const __m256 even[2] = {_mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
+                              _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16))};
+      const __m256 odd[2] = {_mm256_castsi256_ps(_mm256_and_si256(v0, high_mask)),
+                             _mm256_castsi256_ps(_mm256_and_si256(v1, high_mask))};
       for (int j = 0; j < MR; ++j) {
         __m256 x0 = _mm256_set1_ps(x[j][k]), x1 = _mm256_set1_ps(x[j][k + 1]);
-        acc[j][0] = _mm256_fmadd_ps(wv[0], x0, acc[j][0]);
-        acc[j][1] = _mm256_fmadd_ps(wv[1], x1, acc[j][1]);
-        acc[j][2] = _mm256_fmadd_ps(wv[2], x0, acc[j][2]);
-        acc[j][3] = _mm256_fmadd_ps(wv[3], x1, acc[j][3]);
+        for (int h = 0; h < 2; ++h) {
+          acc[0][j][h] = _mm256_fmadd_ps(even[h], x0, acc[0][j][h]);
+          acc[kSets - 1][j][h] = _mm256_fmadd_ps(odd[h], x1, acc[kSets - 1][j][h]);
+        }
       }
     }
     for (int j = 0; j < MR; ++j) {
-      StorePanel(a, m0 + j, p, _mm256_add_ps(acc[j][0], acc[j][1]),
-                 _mm256_add_ps(acc[j][2], acc[j][3]));
+      __m256 lo = acc[0][j][0], hi = acc[0][j][1];
+      if constexpr (kSets == 2) {
+        lo = _mm256_add_ps(lo, acc[1][j][0]);
+        hi = _mm256_add_ps(hi, acc[1][j][1]);
+      }
+      StorePanel(a, m0 + j, p, lo, hi);
     }
   }
 };
 
 struct Int8Kernel {
   static constexpr int kMR = 4;
-  template <int MR>
+  template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const int8_t* w = reinterpret_cast<const int8_t*>(a.w->data.data()) + p * kp * 16;
@@ -114,6 +129,8 @@ struct Int8Kernel {
     __m256i lo[MR], hi[MR];
     for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
     for (int64_t k = 0; k < kp; k += 4) {
+      if constexpr (kDecode)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (k + 128) * 16), _MM_HINT_T0);
       __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
       __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
       for (int j = 0; j < MR; ++j) {
@@ -137,7 +154,7 @@ struct Int8Kernel {
 
 struct Int4Kernel {
   static constexpr int kMR = 3;
-  template <int MR>
+  template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
     const uint8_t* w = a.w->data.data() + p * blocks * 256;
@@ -153,6 +170,10 @@ struct Int4Kernel {
     __m256 acc_lo[MR], acc_hi[MR];
     for (int j = 0; j < MR; ++j) acc_lo[j] = acc_hi[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
+      if constexpr (kDecode) {
+        for (int c = 0; c < 4; ++c)
+          _mm_prefetch(reinterpret_cast<const char*>(w + (b + 8) * 256 + 64 * c), _MM_HINT_T0);
+      }
       __m256i blo[MR], bhi[MR];
       for (int j = 0; j < MR; ++j) blo[j] = bhi[j] = _mm256_set1_epi32(-8 * xsum[j][b]);
       for (int q = 0; q < 4; ++q) {
@@ -196,19 +217,25 @@ template <class K, int MR>
 void TileRemainder(const MatmulArgs& a, int64_t p, int64_t m0, int64_t left) {
   if constexpr (MR > 0) {
     if (left == MR) {
-      K::template Tile<MR>(a, p, m0);
+      K::template Tile<MR, false>(a, p, m0);
     } else {
       TileRemainder<K, MR - 1>(a, p, m0, left);
     }
   }
 }
 
+// Decode (one row) takes the kDecode tiles; prompt rows never do, whatever their tile size,
+// so a prompt row's arithmetic does not depend on how the rows were tiled or chunked.
 template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   const int64_t rows = a.x->rows;
+  if (rows == 1) {
+    for (int64_t p = pb; p < pe; ++p) K::template Tile<1, true>(a, p, 0);
+    return;
+  }
   for (int64_t p = pb; p < pe; ++p) {
     int64_t m = 0;
-    for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<K::kMR>(a, p, m);
+    for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<K::kMR, false>(a, p, m);
     if (m < rows) TileRemainder<K, K::kMR - 1>(a, p, m, rows - m);
   }
 }
