@@ -342,7 +342,8 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,
-                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512),
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni,
+                                           CpuIsa::kAvx512),
                          IsaName);
 
 // Weight quantization at load: every value, including exact ties (k + 0.5), values that
@@ -452,9 +453,25 @@ TEST(PackMatrix, RejectsMismatchedShapesAndAuto) {
   EXPECT_FALSE(PackMatrix(w, 2, 5, WeightFormat::kAuto));
 }
 
-TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyDownwards) {
+TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyForSupportedFamilies) {
   EXPECT_TRUE(CpuSupports(CpuIsa::kScalar));
-  EXPECT_EQ(ParseCpuIsa("avx2"), CpuIsa::kAvx2);
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512}) {
+    EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa)), isa);
+    // A family is selectable exactly when the machine runs it, and then its table is that
+    // family's; every other family needs AVX2.
+    setenv("TESSERA_CPU_ISA", std::string(CpuIsaName(isa)).c_str(), 1);
+    EXPECT_EQ(SelectCpuIsa(), CpuSupports(isa) ? isa : DetectCpuIsa()) << CpuIsaName(isa);
+    if (CpuSupports(isa)) {
+      ASSERT_NE(KernelsFor(isa), nullptr);
+      EXPECT_EQ(KernelsFor(isa)->isa, isa);
+      if (isa != CpuIsa::kScalar) {
+        EXPECT_TRUE(CpuSupports(CpuIsa::kAvx2));
+      }
+    } else {
+      EXPECT_EQ(KernelsFor(isa), nullptr);
+    }
+  }
+  unsetenv("TESSERA_CPU_ISA");
   EXPECT_FALSE(ParseCpuIsa("sse9"));
   setenv("TESSERA_CPU_ISA", "scalar", 1);
   EXPECT_EQ(SelectCpuIsa(), CpuIsa::kScalar);

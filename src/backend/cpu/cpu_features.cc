@@ -10,6 +10,8 @@ std::string_view CpuIsaName(CpuIsa isa) {
       return "scalar";
     case CpuIsa::kAvx2:
       return "avx2";
+    case CpuIsa::kAvx2Vnni:
+      return "avx2vnni";
     case CpuIsa::kAvx512:
       return "avx512";
   }
@@ -19,29 +21,59 @@ std::string_view CpuIsaName(CpuIsa isa) {
 std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
   if (name == "scalar") return CpuIsa::kScalar;
   if (name == "avx2") return CpuIsa::kAvx2;
+  if (name == "avx2vnni") return CpuIsa::kAvx2Vnni;
   if (name == "avx512") return CpuIsa::kAvx512;
   return std::nullopt;
 }
 
-CpuIsa DetectCpuIsa() {
-  static const CpuIsa detected = [] {
+namespace {
+
+struct CpuFlags {
+  bool avx2 = false;
+  bool avx_vnni = false;
+  bool avx512 = false;
+};
+
+const CpuFlags& Flags() {
+  static const CpuFlags flags = [] {
+    CpuFlags f;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
-    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
-    if (avx512) return CpuIsa::kAvx512;
-    if (avx2) return CpuIsa::kAvx2;
+    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    f.avx_vnni = f.avx2 && __builtin_cpu_supports("avxvnni");
+    f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
 #endif
-    return CpuIsa::kScalar;
+    return f;
   }();
-  return detected;
+  return flags;
+}
+
+}  // namespace
+
+CpuIsa DetectCpuIsa() {
+  const CpuFlags& f = Flags();
+  if (f.avx512) return CpuIsa::kAvx512;
+  if (f.avx_vnni) return CpuIsa::kAvx2Vnni;
+  if (f.avx2) return CpuIsa::kAvx2;
+  return CpuIsa::kScalar;
 }
 
 bool CpuSupports(CpuIsa isa) {
-  return static_cast<int>(isa) <= static_cast<int>(DetectCpuIsa());
+  const CpuFlags& f = Flags();
+  switch (isa) {
+    case CpuIsa::kScalar:
+      return true;
+    case CpuIsa::kAvx2:
+      return f.avx2;
+    case CpuIsa::kAvx2Vnni:
+      return f.avx_vnni;
+    case CpuIsa::kAvx512:
+      return f.avx512;
+  }
+  return false;
 }
 
 CpuIsa SelectCpuIsa() {

@@ -11,20 +11,22 @@
 
 namespace tessera {
 
-// Kernel families, lowest first. kAvx512 means F+BW+VL+DQ+BF16+VNNI and FMA (the whole set
-// kernels_avx512.cc is compiled for); kAvx2 means AVX2+FMA+F16C.
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Kernel families, in order of preference. kAvx512 means F+BW+VL+DQ+BF16+VNNI and FMA (the
+// whole set kernels_avx512.cc is compiled for); kAvx2 means AVX2+FMA+F16C; kAvx2Vnni is kAvx2
+// plus AVX-VNNI (the 256-bit vpdpbusd of Intel's Alder Lake and later client CPUs, which lack
+// AVX-512). Not a strict ladder: many AVX-512 CPUs have no AVX-VNNI.
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx2Vnni = 2, kAvx512 = 3 };
 
-std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512"
+std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx2vnni", "avx512"
 std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
 
 // The best family this machine runs (probed once, cached).
 CpuIsa DetectCpuIsa();
 bool CpuSupports(CpuIsa isa);
 
-// DetectCpuIsa(), lowered to the family named by the environment variable TESSERA_CPU_ISA
-// (scalar|avx2|avx512) when that is set to a family the machine supports. An unknown name or
-// a family the CPU lacks is ignored (the detected family is used), never an abort.
+// DetectCpuIsa(), or the family named by the environment variable TESSERA_CPU_ISA
+// (scalar|avx2|avx2vnni|avx512) when that is set to a family the machine supports. An unknown
+// name or a family the CPU lacks is ignored (the detected family is used), never an abort.
 CpuIsa SelectCpuIsa();
 
 }  // namespace tessera

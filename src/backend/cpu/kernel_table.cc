@@ -12,6 +12,8 @@ const KernelTable* KernelsFor(CpuIsa isa) {
       return &ScalarKernels();
     case CpuIsa::kAvx2:
       return &Avx2Kernels();
+    case CpuIsa::kAvx2Vnni:
+      return &Avx2VnniKernels();
     case CpuIsa::kAvx512:
       return &Avx512Kernels();
   }

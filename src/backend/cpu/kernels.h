@@ -160,6 +160,7 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
 // Per-family tables (defined in kernels_<family>.cc).
 const KernelTable& ScalarKernels();
 const KernelTable& Avx2Kernels();
+const KernelTable& Avx2VnniKernels();  // Avx2Kernels with AVX-VNNI INT8 / INT4 matmuls
 const KernelTable& Avx512Kernels();
 
 }  // namespace tessera

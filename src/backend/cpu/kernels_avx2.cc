@@ -15,38 +15,20 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_avx2_common.h"
 
 namespace tessera {
 namespace {
 
-inline int32_t Load32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+using avx2::Load32;
+using avx2::MatmulDriver;
+using avx2::StorePanel;
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-// Writes one panel (two halves of 8) for row m with bias / accumulation; rows past the
-// matrix's end are dropped.
-inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m256 lo, __m256 hi) {
-  alignas(32) float v[16];
-  _mm256_store_ps(v, lo);
-  _mm256_store_ps(v + 8, hi);
-  const int64_t n0 = panel * kPanelRows;
-  const int64_t valid = std::min<int64_t>(16, a.w->rows - n0);
-  float* y = a.y + m * a.ldy + n0;
-  for (int64_t r = 0; r < valid; ++r) {
-    float out = v[r];
-    if (a.bias) out += a.bias[n0 + r];
-    y[r] = a.accumulate ? y[r] + out : out;
-  }
 }
 
 struct F32Kernel {
@@ -152,93 +134,16 @@ struct Int8Kernel {
   }
 };
 
-struct Int4Kernel {
-  static constexpr int kMR = 3;
-  template <int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
-    const int64_t blocks = a.w->padded_cols / kInt4Block;
-    const uint8_t* w = a.w->data.data() + p * blocks * 256;
-    const uint16_t* scales = a.w->block_scale.data() + p * blocks * 16;
-    const int8_t* x[MR];
-    const int32_t* xsum[MR];
-    for (int j = 0; j < MR; ++j) {
-      x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
-      xsum[j] = a.x->q_block_sum.data() + (m0 + j) * blocks;
-    }
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
-    __m256 acc_lo[MR], acc_hi[MR];
-    for (int j = 0; j < MR; ++j) acc_lo[j] = acc_hi[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b) {
-      if constexpr (kDecode) {
-        for (int c = 0; c < 4; ++c)
-          _mm_prefetch(reinterpret_cast<const char*>(w + (b + 8) * 256 + 64 * c), _MM_HINT_T0);
-      }
-      __m256i blo[MR], bhi[MR];
-      for (int j = 0; j < MR; ++j) blo[j] = bhi[j] = _mm256_set1_epi32(-8 * xsum[j][b]);
-      for (int q = 0; q < 4; ++q) {
-        const uint8_t* src = w + (b * 4 + q) * 64;
-        __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-        __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
-        __m256i n0 = _mm256_and_si256(v0, low_nibbles);
-        __m256i n1 = _mm256_and_si256(v1, low_nibbles);
-        __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low_nibbles);
-        __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low_nibbles);
-        for (int j = 0; j < MR; ++j) {
-          const int8_t* xq = x[j] + b * kInt4Block + q * 8;
-          __m256i xl = _mm256_set1_epi32(Load32(xq)), xh = _mm256_set1_epi32(Load32(xq + 4));
-          __m256i sum0 =
-              _mm256_add_epi16(_mm256_maddubs_epi16(n0, xl), _mm256_maddubs_epi16(h0, xh));
-          __m256i sum1 =
-              _mm256_add_epi16(_mm256_maddubs_epi16(n1, xl), _mm256_maddubs_epi16(h1, xh));
-          blo[j] = _mm256_add_epi32(blo[j], _mm256_madd_epi16(sum0, ones));
-          bhi[j] = _mm256_add_epi32(bhi[j], _mm256_madd_epi16(sum1, ones));
-        }
-      }
-      __m256i bits =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16)));
-      __m256i bits_hi = _mm256_cvtepu16_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16 + 8)));
-      __m256 sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
-      __m256 sc1 = _mm256_castsi256_ps(_mm256_slli_epi32(bits_hi, 16));
-      for (int j = 0; j < MR; ++j) {
-        acc_lo[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blo[j]), sc0, acc_lo[j]);
-        acc_hi[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bhi[j]), sc1, acc_hi[j]);
-      }
-    }
-    for (int j = 0; j < MR; ++j) {
-      __m256 sx = _mm256_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]);
-      StorePanel(a, m0 + j, p, _mm256_mul_ps(acc_lo[j], sx), _mm256_mul_ps(acc_hi[j], sx));
-    }
+// vpmaddubsw of the nibbles (unsigned q + 8) with the signed activations, pairs summed to
+// int16 (at most 2 * 15 * 127 each), then to int32 with vpmaddwd by 1.
+struct MaddubsInt4Dot {
+  static __m256i Accumulate(__m256i acc, __m256i lo, __m256i hi, __m256i x_lo, __m256i x_hi) {
+    const __m256i sum =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(sum, _mm256_set1_epi16(1)));
   }
 };
-
-template <class K, int MR>
-void TileRemainder(const MatmulArgs& a, int64_t p, int64_t m0, int64_t left) {
-  if constexpr (MR > 0) {
-    if (left == MR) {
-      K::template Tile<MR, false>(a, p, m0);
-    } else {
-      TileRemainder<K, MR - 1>(a, p, m0, left);
-    }
-  }
-}
-
-// Decode (one row) takes the kDecode tiles; prompt rows never do, whatever their tile size,
-// so a prompt row's arithmetic does not depend on how the rows were tiled or chunked.
-template <class K>
-void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  const int64_t rows = a.x->rows;
-  if (rows == 1) {
-    for (int64_t p = pb; p < pe; ++p) K::template Tile<1, true>(a, p, 0);
-    return;
-  }
-  for (int64_t p = pb; p < pe; ++p) {
-    int64_t m = 0;
-    for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<K::kMR, false>(a, p, m);
-    if (m < rows) TileRemainder<K, K::kMR - 1>(a, p, m, rows - m);
-  }
-}
+using Int4Kernel = avx2::Int4Kernel<MaddubsInt4Dot, 3>;
 
 void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<F32Kernel>(a, pb, pe);
