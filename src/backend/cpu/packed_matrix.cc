@@ -192,7 +192,8 @@ void PackPanelBf16(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
 }
 
 // The ISA's weight quantizer (kernels.h); the per-element std::round was most of the time
-// spent loading a checkpoint as INT8/INT4.
+// spent loading a checkpoint as INT8/INT4. Every family gives identical bytes, so the family
+// chosen at the first call serves the process.
 void QuantizeSpan(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
   static const KernelTable* const kernels = KernelsFor(SelectCpuIsa());
   kernels->quantize_weights(x, n, d, lo, hi, q);
