@@ -4,6 +4,9 @@
 # greedy equality with `tessera generate`.
 #   curl_e2e_test.sh TESSERA WORK TINY_MODEL SLOW_MODEL STORIES_MODEL
 TESSERA=$1 WORK=$2 TINY=$3 SLOW=$4 STORIES=$5
+# Absolute model paths: some are symlinked from inside $WORK, where a relative target dangles.
+WORK=$(realpath -m "$WORK") TINY=$(realpath -m "$TINY") SLOW=$(realpath -m "$SLOW")
+STORIES=$(realpath -m "$STORIES")
 mkdir -p "$WORK"
 . "$(dirname "$0")/server_lib.sh"
 trap 'kill $(jobs -p) 2> /dev/null' EXIT
