@@ -285,10 +285,12 @@ class CpuBackend final : public Backend {
     att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
     att.out = attn_.data();
     att.out_stride = q_stride_;
-    const int64_t splits = n == 1 && UseBlockedAttention() ? DecodeSplits(pos + 1) : 1;
-    if (splits > 1) {
+    if (UseBlockedAttention()) {
       att.keys_t = KeysT(slot, layer);
       att.keys_t_head_stride = kt_head_stride_;
+    }
+    const int64_t splits = n == 1 && UseBlockedAttention() ? DecodeSplits(pos + 1) : 1;
+    if (splits > 1) {
       pool_.ParallelFor(d.kv_heads * splits, [&](int64_t begin, int64_t end, int thread) {
         k_.attention_decode_split(att, splits, begin, end,
                                   scores_.data() + thread * scores_per_thread_,
@@ -296,8 +298,6 @@ class CpuBackend final : public Backend {
       });
       MergeDecodeSplits(att, splits, split_partials_.data());
     } else if (UseBlockedAttention()) {
-      att.keys_t = KeysT(slot, layer);
-      att.keys_t_head_stride = kt_head_stride_;
       pool_.ParallelFor(BlockedAttentionTasks(att), [&](int64_t begin, int64_t end, int thread) {
         k_.attention_blocked(att, begin, end, scores_.data() + thread * scores_per_thread_);
       });

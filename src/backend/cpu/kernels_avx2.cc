@@ -325,8 +325,9 @@ void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
   }
 }
 
-// Eight at a time as kernels_scalar.cc's QuantizeWeightsScalar (NaN -> 0, clamp, truncate,
-// then the half-away correction); the tail is scalar with the same steps.
+// Eight at a time, the same values as kernels_scalar.cc's definition (NaN -> 0, clamp, which
+// does not change the rounded value, truncate, then the half-away correction, exact for
+// |v| <= 127); the tail goes to the scalar definition itself.
 void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
   const __m256 vd = _mm256_set1_ps(d), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   const __m256 half = _mm256_set1_ps(0.5f), minus_half = _mm256_set1_ps(-0.5f);
@@ -344,16 +345,7 @@ void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_cvttps_epi32(t));
     for (int j = 0; j < 8; ++j) q[i + j] = static_cast<int8_t>(lanes[j]);
   }
-  for (; i < n; ++i) {
-    float v = x[i] / d;
-    if (v != v) v = 0.0f;
-    v = std::min(std::max(v, lo), hi);
-    float t = static_cast<float>(static_cast<int32_t>(v));
-    const float frac = v - t;
-    if (frac >= 0.5f) t += 1.0f;
-    if (frac <= -0.5f) t -= 1.0f;
-    q[i] = static_cast<int8_t>(t);
-  }
+  if (i < n) ScalarKernels().quantize_weights(x + i, n - i, d, lo, hi, q + i);
 }
 
 }  // namespace

@@ -628,6 +628,24 @@ void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t he
   }
 }
 
+// out_j for nq queries (scores of query j at p + j * stride), in sub-tiles whose
+// accumulators stay in registers: 6 queries x 4 chunks (head_dim <= 64) or 3 x 8.
+void WeightValuesTiled(int nq, const float* values, int64_t kv_stride, int64_t head_dim,
+                       const float* p, int64_t stride, int64_t count, const float* sums,
+                       float* const* out) {
+  const int nv_max = head_dim <= 64 ? 6 : 3;
+  for (int j0 = 0; j0 < nq; j0 += nv_max) {
+    const int nv = std::min(nv_max, nq - j0);
+    if (head_dim <= 64) {
+      WeightValuesUpTo<4, 6>(nv, values, kv_stride, head_dim, p + j0 * stride, stride, count,
+                             sums + j0, out + j0);
+    } else {
+      WeightValuesUpTo<8, 3>(nv, values, kv_stride, head_dim, p + j0 * stride, stride, count,
+                             sums + j0, out + j0);
+    }
+  }
+}
+
 template <int NQ>
 void ScoreQueriesUpTo(int nq, const float* kt, int64_t head_dim, const float* const* q, float scale,
                       float* scores, int64_t stride, int64_t count) {
@@ -665,18 +683,7 @@ void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* sco
       float sums[kTile];
       const int64_t padded = (most + 15) / 16 * 16;
       for (int j = 0; j < nq; ++j) sums[j] = SoftmaxRow(scores + j * stride, count[j], padded);
-      // Sub-tiles of values: 6 queries x 4 chunks or 3 x 8 stay in registers.
-      const int nv_max = a.head_dim <= 64 ? 6 : 3;
-      for (int j0 = 0; j0 < nq; j0 += nv_max) {
-        const int nv = std::min(nv_max, nq - j0);
-        if (a.head_dim <= 64) {
-          WeightValuesUpTo<4, 6>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
-                                 most, sums + j0, out + j0);
-        } else {
-          WeightValuesUpTo<8, 3>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
-                                 most, sums + j0, out + j0);
-        }
-      }
+      WeightValuesTiled(nq, values, a.kv_stride, a.head_dim, scores, stride, most, sums, out);
     }
   }
 }
@@ -717,17 +724,7 @@ void AttentionDecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, in
         values_out[j] = out[j] + 2;
       }
       const float* values = a.values + t0 * a.kv_stride + g * a.head_dim;
-      const int nv_max = a.head_dim <= 64 ? 6 : 3;
-      for (int j0 = 0; j0 < nq; j0 += nv_max) {
-        const int nv = std::min(nv_max, nq - j0);
-        if (a.head_dim <= 64) {
-          WeightValuesUpTo<4, 6>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
-                                 n, ones, values_out + j0);
-        } else {
-          WeightValuesUpTo<8, 3>(nv, values, a.kv_stride, a.head_dim, scores + j0 * stride, stride,
-                                 n, ones, values_out + j0);
-        }
-      }
+      WeightValuesTiled(nq, values, a.kv_stride, a.head_dim, scores, stride, n, ones, values_out);
     }
   }
 }

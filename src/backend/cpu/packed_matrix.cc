@@ -201,22 +201,21 @@ void QuantizeSpan(const float* x, int64_t n, float d, float lo, float hi, int8_t
 
 void PackPanelInt8(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
   int8_t* out = reinterpret_cast<int8_t*>(m->data.mutable_data()) + p * m->padded_cols * kPanelRows;
-  std::vector<int8_t> q(static_cast<size_t>(m->padded_cols), 0);
+  std::vector<int8_t> q(static_cast<size_t>(m->padded_cols), 0);  // padding inputs stay 0
   for (int64_t r = 0; r < n; ++r) {
     const float* row = src + r * m->cols;
     float absmax = 0.0f;
     for (int64_t c = 0; c < m->cols; ++c) absmax = std::max(absmax, std::fabs(row[c]));
     const float scale = absmax / 127.0f;
-    if (scale > 0.0f) QuantizeSpan(row, m->cols, scale, -127.0f, 127.0f, q.data());
-    int32_t sum = 0;
-    for (int64_t c = 0; c < m->cols; ++c) sum += scale > 0.0f ? q[static_cast<size_t>(c)] : 0;
-    // [Kp/4][16][4]: the quad j of row r starts at (16j + r) * 4.
-    if (scale > 0.0f) {
-      for (int64_t j = 0; j < m->padded_cols / 4; ++j)
-        std::memcpy(out + j * 64 + r * 4, &q[static_cast<size_t>(4 * j)], 4);
-    }
     m->row_scale.mutable_data()[p * kPanelRows + r] = scale;
+    if (scale == 0.0f) continue;  // an all-zero row: weights and offset stay 0
+    QuantizeSpan(row, m->cols, scale, -127.0f, 127.0f, q.data());
+    int32_t sum = 0;
+    for (int64_t c = 0; c < m->cols; ++c) sum += q[static_cast<size_t>(c)];
     m->row_offset.mutable_data()[p * kPanelRows + r] = -128 * sum;
+    // [Kp/4][16][4]: the quad j of row r starts at (16j + r) * 4.
+    for (int64_t j = 0; j < m->padded_cols / 4; ++j)
+      std::memcpy(out + j * 64 + r * 4, &q[static_cast<size_t>(4 * j)], 4);
   }
 }
 
@@ -291,9 +290,8 @@ Expected<PackedMatrix> PackMatrix(std::span<const float> w, int64_t rows, int64_
                                   WeightFormat format) {
   TS_RETURN_IF_ERROR(CheckShape(w.size(), rows, cols));
   return PackMatrixFrom(
-      [&](int64_t first, int64_t count, std::span<float> out) {
+      [&](int64_t first, int64_t /*count*/, std::span<float> out) {
         std::memcpy(out.data(), w.data() + first * cols, out.size_bytes());
-        (void)count;
         return Status::Ok();
       },
       rows, cols, format);
