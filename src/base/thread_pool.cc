@@ -28,6 +28,7 @@ inline bool SpinOnce(int iteration) {
 
 ThreadPool::ThreadPool(int threads) {
   int n = threads < 1 ? 0 : threads - 1;
+  shares_ = std::make_unique<Share[]>(static_cast<size_t>(n + 1));
   workers_.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) workers_.emplace_back([this, i] { WorkerLoop(i + 1); });
 }
@@ -56,6 +57,22 @@ void ThreadPool::Run(void (*fn)(void*, int, int), void* ctx) {
     int left = pending_.load(std::memory_order_acquire);
     if (left == 0) break;
     if (!SpinOnce(spin)) pending_.wait(left, std::memory_order_acquire);
+  }
+}
+
+bool ThreadPool::ClaimChunk(int owner, bool front, int64_t* chunk) {
+  std::atomic<uint64_t>& range = shares_[static_cast<size_t>(owner)].range;
+  uint64_t v = range.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t f = static_cast<int64_t>(v >> 32);
+    const int64_t b = static_cast<int64_t>(v & 0xffffffffu);
+    if (f >= b) return false;
+    const uint64_t next = front ? PackShare(f + 1, b) : PackShare(f, b - 1);
+    // Claims need only atomicity; the dispatch itself orders the chunks' work.
+    if (range.compare_exchange_weak(v, next, std::memory_order_relaxed)) {
+      *chunk = front ? f : b - 1;
+      return true;
+    }
   }
 }
 

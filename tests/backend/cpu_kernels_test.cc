@@ -22,6 +22,27 @@ std::vector<float> RandomVector(std::mt19937& rng, size_t n, float scale = 1.0f)
   return v;
 }
 
+// A packed matrix and `tokens` rows of random activations in [-2, 2] for it, each row
+// zero padded to the matrix's padded_cols.
+struct PackedCase {
+  PackedMatrix w;
+  std::vector<float> x;  // [tokens][w.padded_cols]
+};
+PackedCase MakePackedCase(std::mt19937& rng, const std::vector<float>& w, int64_t rows,
+                          int64_t cols, int64_t tokens, WeightFormat f) {
+  PackedCase c;
+  auto packed = PackMatrix(w, rows, cols, f);
+  EXPECT_TRUE(packed);
+  if (packed) c.w = std::move(*packed);
+  const int64_t stride = c.w.padded_cols;
+  c.x.assign(static_cast<size_t>(tokens * stride), 0.0f);
+  for (int64_t m = 0; m < tokens; ++m) {
+    auto row = RandomVector(rng, static_cast<size_t>(cols), 2.0f);
+    std::copy(row.begin(), row.end(), c.x.begin() + m * stride);
+  }
+  return c;
+}
+
 class IsaTest : public ::testing::TestWithParam<CpuIsa> {
  protected:
   void SetUp() override {
@@ -137,20 +158,14 @@ TEST_P(IsaTest, PromptRowsAreIndependentOfChunking) {
   const std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
   for (WeightFormat f :
        {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
-    auto packed = PackMatrix(w, rows, cols, f);
-    ASSERT_TRUE(packed);
-    const int64_t stride = packed->padded_cols;
-    std::vector<float> x(static_cast<size_t>(tokens * stride), 0.0f);
-    for (int64_t m = 0; m < tokens; ++m) {
-      auto row = RandomVector(rng, static_cast<size_t>(cols), 2.0f);
-      std::copy(row.begin(), row.end(), x.begin() + m * stride);
-    }
+    const PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, f);
+    const int64_t stride = c.w.padded_cols;
     auto run = [&](int64_t first, int64_t count, std::vector<float>* y) {
       ActivationBlock acts;
       acts.Reserve(count, stride);
-      PrepareActivations(*k_, x.data() + first * stride, count, stride, f, &acts);
-      MatmulArgs a{packed.operator->(), &acts, y->data() + first * rows, rows, false, nullptr};
-      k_->Matmul(f)(a, 0, packed->panels());
+      PrepareActivations(*k_, c.x.data() + first * stride, count, stride, f, &acts);
+      MatmulArgs a{&c.w, &acts, y->data() + first * rows, rows, false, nullptr};
+      k_->Matmul(f)(a, 0, c.w.panels());
     };
     std::vector<float> whole(static_cast<size_t>(tokens * rows)), chunked = whole;
     run(0, tokens, &whole);
@@ -159,6 +174,37 @@ TEST_P(IsaTest, PromptRowsAreIndependentOfChunking) {
     run(15, 22, &chunked);
     EXPECT_EQ(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(float)), 0)
         << WeightFormatName(f);
+  }
+}
+
+// Balanced dispatches hand out panel ranges that change from call to call: every panel's
+// outputs must be the same bits whichever range (and so whichever tile width) covered it.
+TEST_P(IsaTest, PanelOutputsAreIndependentOfPanelRanges) {
+  std::mt19937 rng(43);
+  const int64_t rows = 16 * 23, cols = 200;  // 23 panels: tiles of 4, 3, 2 and 1 all occur
+  const std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
+  for (int64_t tokens : {1, 5}) {
+    for (WeightFormat f :
+         {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+      const PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, f);
+      ActivationBlock acts;
+      acts.Reserve(tokens, c.w.padded_cols);
+      PrepareActivations(*k_, c.x.data(), tokens, c.w.padded_cols, f, &acts);
+      auto run = [&](const std::vector<int64_t>& cuts, std::vector<float>* y) {
+        MatmulArgs a{&c.w, &acts, y->data(), rows, false, nullptr};
+        for (size_t i = 0; i + 1 < cuts.size(); ++i) k_->Matmul(f)(a, cuts[i], cuts[i + 1]);
+      };
+      std::vector<float> whole(static_cast<size_t>(tokens * rows)), split = whole, singles = whole;
+      run({0, 23}, &whole);
+      run({0, 3, 5, 6, 13, 23}, &split);
+      std::vector<int64_t> each;
+      for (int64_t p = 0; p <= 23; ++p) each.push_back(p);
+      run(each, &singles);
+      EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0)
+          << WeightFormatName(f) << " tokens " << tokens;
+      EXPECT_EQ(std::memcmp(whole.data(), singles.data(), whole.size() * sizeof(float)), 0)
+          << WeightFormatName(f) << " tokens " << tokens;
+    }
   }
 }
 

@@ -298,13 +298,17 @@ void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
   if (m < rows) TileRemainder<K, NP, K::kMR - 1>(a, p0, m, rows - m);
 }
 
-// Decode uses 4 panels at a time (independent chains, shared broadcasts); prefill
+// Decode uses 4 panels at a time (independent chains, shared broadcasts), then a pair; prefill
 // K::kPrefillPanels (3 for BF16, else 2), then pairs and singles for the remainder.
 template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
   if (a.x->rows == 1) {
     for (; p + 4 <= pe; p += 4) K::template Tile<4, 1, true>(a, p, 0);
+    if (p + 2 <= pe) {
+      K::template Tile<2, 1, true>(a, p, 0);
+      p += 2;
+    }
     for (; p < pe; ++p) K::template Tile<1, 1, true>(a, p, 0);
     return;
   }
@@ -757,6 +761,10 @@ const KernelTable& Avx512Kernels() {
     t.matmul_f32 = MatmulF32;
     t.matmul_bf16 = MatmulBf16;
     t.matmul_bf16_dot = MatmulBf16Dot;
+    t.prompt_panels_bf16 = Bf16WidenedKernel::kPrefillPanels;
+    static_assert(F32Kernel::kPrefillPanels == Int8Kernel::kPrefillPanels &&
+                  Int8Kernel::kPrefillPanels == Int4Kernel::kPrefillPanels);
+    t.prompt_panels_other = Int8Kernel::kPrefillPanels;
     t.matmul_int8 = MatmulInt8;
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;
