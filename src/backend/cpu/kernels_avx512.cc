@@ -55,7 +55,25 @@ inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m512 v) 
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-// ---- tile kernels: Tile<NP, MR, kDecode>(args, first panel, first row) ----
+// Prompt tiles pull the next panel group toward L2 while they compute on the current one, a
+// line per weight-load step, so that the group's first row tile does not wait on DRAM: by the
+// time the current group's NP-th row tile ends, the next group has been requested. Measured
+// on one thread, 128 rows through BF16 576x1536 and 576x3072 matrices streaming from memory:
+// 126-133 -> 140-143 GFLOP/s, the rate of a cache-resident matrix; in the model (prompt layers
+// at 512 tokens, 2 threads, alternating layer by layer) 1.02x / 1.03x BF16, 1.02x / 1.05x INT8,
+// 1.01x / 1.03x INT4 faster on smollm2-135m / qwen2.5-0.5b.
+struct NextPanels {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  void Step() {
+    if (next < end) {
+      _mm_prefetch(next, _MM_HINT_T1);
+      next += 64;
+    }
+  }
+};
+
+// ---- tile kernels: Tile<NP, MR, kDecode>(args, first panel, first row, next panels) ----
 // kDecode marks the one-row GEMV of a decode step (x->rows == 1), which streams each panel
 // once; prompt rows never take it, whatever their tile size, so a prompt row's arithmetic does
 // not depend on how the rows were tiled or chunked.
@@ -64,7 +82,7 @@ struct F32Kernel {
   static constexpr int kMR = 6;
   static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
     const float* w[NP];
     for (int i = 0; i < NP; ++i)
@@ -75,6 +93,7 @@ struct F32Kernel {
     for (int i = 0; i < NP; ++i)
       for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kp; ++k) {
+      if constexpr (!kDecode) next->Step();
       __m512 wv[NP];
       for (int i = 0; i < NP; ++i) wv[i] = _mm512_loadu_ps(w[i] + k * 16);
       for (int j = 0; j < MR; ++j) {
@@ -98,7 +117,7 @@ struct Bf16WidenedKernel {
   // measured 1-2.5 % slower per layer in the model on 2 threads (layers alternating tiles).
   static constexpr int kPrefillPanels = 3;
   template <int NP, int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
     const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
     const uint16_t* w[NP];
@@ -113,6 +132,7 @@ struct Bf16WidenedKernel {
       for (int i = 0; i < NP; ++i)
         for (int j = 0; j < MR; ++j) acc[s][i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kp; k += 2) {
+      if constexpr (!kDecode) next->Step();
       __m512 even[NP], odd[NP];
       for (int i = 0; i < NP; ++i) {
         // Decode streams each panel once: ask for the line 2 KiB ahead.
@@ -145,7 +165,7 @@ struct Bf16DotKernel {
   static constexpr int kMR = 6;
   static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
     const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
     const uint16_t* w[NP];
@@ -156,6 +176,7 @@ struct Bf16DotKernel {
     for (int i = 0; i < NP; ++i)
       for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kp; k += 2) {
+      if constexpr (!kDecode) next->Step();
       __m512bh wv[NP];
       for (int i = 0; i < NP; ++i) wv[i] = (__m512bh)_mm512_loadu_si512(w[i] + k * 16);
       for (int j = 0; j < MR; ++j) {
@@ -172,7 +193,7 @@ struct Int8Kernel {
   static constexpr int kMR = 6;
   static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
     const auto* base = reinterpret_cast<const int8_t*>(a.w->data.data());
     const int8_t* w[NP];
@@ -186,6 +207,7 @@ struct Int8Kernel {
       for (int j = 0; j < MR; ++j) acc[i][j] = offset;
     }
     for (int64_t k = 0; k < kp; k += 4) {
+      if constexpr (!kDecode) next->Step();
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) {
         if constexpr (kDecode)
@@ -212,7 +234,7 @@ struct Int4Kernel {
   static constexpr int kMR = 4;
   static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0) {
+  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
     const uint8_t* w[NP];
     const uint16_t* scales[NP];
@@ -246,6 +268,7 @@ struct Int4Kernel {
         for (int i = 0; i < NP; ++i) block_acc[i][j] = start;
       }
       for (int q = 0; q < 4; ++q) {
+        if constexpr (!kDecode) next->Step();
         __m512i lo[NP], hi[NP];
         for (int i = 0; i < NP; ++i) {
           __m512i v = _mm512_loadu_si512(w[i] + (b * 4 + q) * 64);
@@ -280,22 +303,28 @@ struct Int4Kernel {
 
 // Rows m0.. of panels [p0, p0 + NP): full MR tiles, then one tile of the remaining rows.
 template <class K, int NP, int MR>
-void TileRemainder(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left) {
+void TileRemainder(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left, NextPanels* next) {
   if constexpr (MR > 0) {
     if (left == MR) {
-      K::template Tile<NP, MR, false>(a, p0, m0);
+      K::template Tile<NP, MR, false>(a, p0, m0, next);
     } else {
-      TileRemainder<K, NP, MR - 1>(a, p0, m0, left);
+      TileRemainder<K, NP, MR - 1>(a, p0, m0, left, next);
     }
   }
 }
 
+// Every row through panels [p0, p0 + NP), prefetching panels [p0 + NP, p0 + 2 NP) meanwhile.
 template <class K, int NP>
 void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
   const int64_t rows = a.x->rows;
+  const int64_t panels = a.w->panels();
+  const size_t panel_bytes = a.w->data.size() / static_cast<size_t>(panels);
+  const char* data = reinterpret_cast<const char*>(a.w->data.data());
+  NextPanels next{data + static_cast<size_t>(std::min(p0 + NP, panels)) * panel_bytes,
+                  data + static_cast<size_t>(std::min(p0 + 2 * NP, panels)) * panel_bytes};
   int64_t m = 0;
-  for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<NP, K::kMR, false>(a, p0, m);
-  if (m < rows) TileRemainder<K, NP, K::kMR - 1>(a, p0, m, rows - m);
+  for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<NP, K::kMR, false>(a, p0, m, &next);
+  if (m < rows) TileRemainder<K, NP, K::kMR - 1>(a, p0, m, rows - m, &next);
 }
 
 // Decode uses 4 panels at a time (independent chains, shared broadcasts), then a pair; prefill
@@ -304,12 +333,12 @@ template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
   if (a.x->rows == 1) {
-    for (; p + 4 <= pe; p += 4) K::template Tile<4, 1, true>(a, p, 0);
+    for (; p + 4 <= pe; p += 4) K::template Tile<4, 1, true>(a, p, 0, nullptr);
     if (p + 2 <= pe) {
-      K::template Tile<2, 1, true>(a, p, 0);
+      K::template Tile<2, 1, true>(a, p, 0, nullptr);
       p += 2;
     }
-    for (; p < pe; ++p) K::template Tile<1, 1, true>(a, p, 0);
+    for (; p < pe; ++p) K::template Tile<1, 1, true>(a, p, 0, nullptr);
     return;
   }
   if constexpr (K::kPrefillPanels == 3) {
