@@ -626,7 +626,10 @@ float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out = nullp
 }
 
 // out_j = (sum_t p_j[t] v_t) / sums[j] for NV queries; CH chunks of 16 values per head.
-template <int CH, int NV>
+// kMasked handles a head_dim that is not a multiple of 16. Unmasked is its own instantiation
+// because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
+// which made this loop 2.3x slower than the score loop of the same FLOPs.
+template <int CH, int NV, bool kMasked>
 void WeightValues(const float* values, int64_t kv_stride, int64_t head_dim, const float* p,
                   int64_t stride, int64_t count, const float* sums, float* const* out) {
   __m512 acc[NV][CH];
@@ -634,11 +637,14 @@ void WeightValues(const float* values, int64_t kv_stride, int64_t head_dim, cons
     for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
   for (int64_t t = 0; t < count; ++t) {
     const float* v = values + t * kv_stride;
-    __m512 w[NV];
-    for (int j = 0; j < NV; ++j) w[j] = _mm512_set1_ps(p[j * stride + t]);
+    __m512 vc[CH];
     for (int c = 0; c < CH; ++c) {
-      __m512 vc = _mm512_maskz_loadu_ps(TailMask(head_dim - c * 16), v + c * 16);
-      for (int j = 0; j < NV; ++j) acc[j][c] = _mm512_fmadd_ps(w[j], vc, acc[j][c]);
+      vc[c] = kMasked ? _mm512_maskz_loadu_ps(TailMask(head_dim - c * 16), v + c * 16)
+                      : _mm512_loadu_ps(v + c * 16);
+    }
+    for (int j = 0; j < NV; ++j) {
+      const __m512 w = _mm512_set1_ps(p[j * stride + t]);
+      for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_fmadd_ps(w, vc[c], acc[j][c]);
     }
   }
   for (int j = 0; j < NV; ++j) {
@@ -655,8 +661,13 @@ void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t he
                       const float* p, int64_t stride, int64_t count, const float* sums,
                       float* const* out) {
   if constexpr (NV > 0) {
-    if (nv == NV)
-      return WeightValues<CH, NV>(values, kv_stride, head_dim, p, stride, count, sums, out);
+    if (nv == NV) {
+      if (head_dim == CH * 16) {
+        return WeightValues<CH, NV, false>(values, kv_stride, head_dim, p, stride, count, sums,
+                                           out);
+      }
+      return WeightValues<CH, NV, true>(values, kv_stride, head_dim, p, stride, count, sums, out);
+    }
     WeightValuesUpTo<CH, NV - 1>(nv, values, kv_stride, head_dim, p, stride, count, sums, out);
   }
 }
@@ -666,7 +677,10 @@ void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t he
 void WeightValuesTiled(int nq, const float* values, int64_t kv_stride, int64_t head_dim,
                        const float* p, int64_t stride, int64_t count, const float* sums,
                        float* const* out) {
-  const int nv_max = head_dim <= 64 ? 6 : 3;
+  // Sub-tiles of equal size (8 queries: 4 + 4, not 6 + 2): measured 1.01x per prompt layer.
+  const int nv_cap = head_dim <= 64 ? 6 : 3;
+  const int parts = (nq + nv_cap - 1) / nv_cap;
+  const int nv_max = (nq + parts - 1) / parts;
   for (int j0 = 0; j0 < nq; j0 += nv_max) {
     const int nv = std::min(nv_max, nq - j0);
     if (head_dim <= 64) {
