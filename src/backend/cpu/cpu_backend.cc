@@ -248,47 +248,70 @@ class CpuBackend final : public Backend {
                               run);
   }
 
+  // fn(r) for r in [0, n): on the pool for a block of prompt rows, inline for a decode row
+  // (a dispatch would cost more than the row). Rows must be independent.
+  template <typename Fn>
+  void ForRows(int64_t n, Fn&& fn) {
+    if (n == 1) {
+      fn(int64_t{0});
+      return;
+    }
+    pool_.ParallelFor(n, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) fn(r);
+    });
+  }
+
+  // xn_ rows = RMSNorm(x rows) * w.
+  void NormRows(const float* x, const std::vector<float>& w, int64_t n) {
+    ForRows(n, [&](int64_t r) {
+      k_.rms_norm(x + r * dims_.hidden, w.data(), dims_.hidden, hidden_stride_, eps_,
+                  xn_.data() + r * hidden_stride_);
+    });
+  }
+
+  // Row r of the block at positions [pos, ...) after the qkv matmul: q/k norms (Qwen3), RoPE
+  // on q and k, then k and v into the KV cache (and k into the transposed key cache).
+  void PositionAndCacheRow(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos,
+                           int64_t r) {
+    const ModelDims& d = dims_;
+    const int64_t half = d.head_dim / 2;
+    float* q = qkv_.data() + r * (d.q_dim + 2 * d.kv_dim);
+    float* k = q + d.q_dim;
+    const float* v = k + d.kv_dim;
+    if (d.qk_norm) {
+      for (int64_t h = 0; h < d.heads; ++h) {
+        k_.rms_norm(q + h * d.head_dim, L.q_norm.data(), d.head_dim, d.head_dim, eps_,
+                    q + h * d.head_dim);
+      }
+      for (int64_t h = 0; h < d.kv_heads; ++h) {
+        k_.rms_norm(k + h * d.head_dim, L.k_norm.data(), d.head_dim, d.head_dim, eps_,
+                    k + h * d.head_dim);
+      }
+    }
+    const int64_t p = pos + r;
+    const float* cs = rope_cos_.data() + p * half;
+    const float* sn = rope_sin_.data() + p * half;
+    k_.rope(q, d.heads, d.head_dim, cs, sn);
+    k_.rope(k, d.kv_heads, d.head_dim, cs, sn);
+    std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, p));
+    std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, p));
+    if (!keys_t_.size()) return;
+    float* kt = KeysT(slot, layer) + (p / 16) * d.head_dim * 16 + p % 16;
+    for (int64_t g = 0; g < d.kv_heads; ++g) {
+      for (int64_t i = 0; i < d.head_dim; ++i)
+        kt[g * kt_head_stride_ + i * 16] = k[g * d.head_dim + i];
+    }
+  }
+
   // n tokens of one slot at positions [pos, pos + n) through one layer; x: [n][hidden].
   void LayerBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
                   float* x) {
     const ModelDims& d = dims_;
     const int64_t qkv_n = d.q_dim + 2 * d.kv_dim;
-    for (int64_t r = 0; r < n; ++r) {
-      k_.rms_norm(x + r * d.hidden, L.input_norm.data(), d.hidden, hidden_stride_, eps_,
-                  xn_.data() + r * hidden_stride_);
-    }
+    NormRows(x, L.input_norm, n);
     Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_n, false,
            L.qkv_bias.empty() ? nullptr : L.qkv_bias.data());
-    const int64_t half = d.head_dim / 2;
-    for (int64_t r = 0; r < n; ++r) {
-      float* q = qkv_.data() + r * qkv_n;
-      float* k = q + d.q_dim;
-      const float* v = k + d.kv_dim;
-      if (d.qk_norm) {
-        for (int64_t h = 0; h < d.heads; ++h) {
-          k_.rms_norm(q + h * d.head_dim, L.q_norm.data(), d.head_dim, d.head_dim, eps_,
-                      q + h * d.head_dim);
-        }
-        for (int64_t h = 0; h < d.kv_heads; ++h) {
-          k_.rms_norm(k + h * d.head_dim, L.k_norm.data(), d.head_dim, d.head_dim, eps_,
-                      k + h * d.head_dim);
-        }
-      }
-      const float* cs = rope_cos_.data() + (pos + r) * half;
-      const float* sn = rope_sin_.data() + (pos + r) * half;
-      k_.rope(q, d.heads, d.head_dim, cs, sn);
-      k_.rope(k, d.kv_heads, d.head_dim, cs, sn);
-      std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, pos + r));
-      std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, pos + r));
-      if (!keys_t_.size()) continue;
-      const int64_t p = pos + r;
-      float* kt = KeysT(slot, layer) + (p / 16) * d.head_dim * 16 + p % 16;
-      for (int64_t g = 0; g < d.kv_heads; ++g) {
-        for (int64_t i = 0; i < d.head_dim; ++i) {
-          kt[g * kt_head_stride_ + i * 16] = k[g * d.head_dim + i];
-        }
-      }
-    }
+    ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, slot, pos, r); });
     AttentionArgs att;
     att.q = qkv_.data();
     att.q_stride = qkv_n;
@@ -331,17 +354,12 @@ class CpuBackend final : public Backend {
     Matmul(L.o_proj, attn_.data(), n, q_stride_, x, d.hidden, true,
            L.o_bias.empty() ? nullptr : L.o_bias.data());
 
-    for (int64_t r = 0; r < n; ++r) {
-      k_.rms_norm(x + r * d.hidden, L.post_attn_norm.data(), d.hidden, hidden_stride_, eps_,
-                  xn_.data() + r * hidden_stride_);
-    }
+    NormRows(x, L.post_attn_norm, n);
     Matmul(L.gate_up, xn_.data(), n, hidden_stride_, gate_up_.data(), 2 * d.intermediate, false,
            nullptr);
-    pool_.ParallelFor(n, [&](int64_t begin, int64_t end, int) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float* g = gate_up_.data() + r * 2 * d.intermediate;
-        k_.swiglu(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
-      }
+    ForRows(n, [&](int64_t r) {
+      const float* g = gate_up_.data() + r * 2 * d.intermediate;
+      k_.swiglu(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
     });
     Matmul(L.down_proj, act_.data(), n, inter_stride_, x, d.hidden, true, nullptr);
   }
