@@ -225,16 +225,16 @@ class CpuBackend final : public Backend {
   // equal static shares, alternating layer by layer in one process (2 threads): decode layers
   // 0.98-1.025x, the decode LM head 1.03-1.09x; prompt layers (512 tokens) BF16 1.01-1.03x,
   // INT8 1.09-1.11x. Prompt chunks are one tile group of panels (grain 2-3 panels measured
-  // 1-2 % faster than 6). Decode chunks are 4 panels (the decode tile) while that is at most
-  // kDecodeChunkBytes, else 2 or 1: small enough that the threads end close together, large
-  // enough that a claim costs nothing against the microseconds a chunk streams.
-  static constexpr size_t kDecodeChunkBytes = 128 << 10;
+  // 1-2 % faster than 6). Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes,
+  // or pairs of panels when 4 would be over twice that (a lone panel streams 18 % slower
+  // than a pair or four: one prefetch stream instead of several). Against plain 4-panel
+  // chunks (128 KiB cap, else 2, else 1), alternating: decode layers 1.00-1.05x, decode LM
+  // head 0.99-1.13x (the most for INT4, whose 4-panel chunks were only 28 KiB).
+  static constexpr size_t kDecodeChunkBytes = 96 << 10;
   static int64_t DecodeGrain(const PackedMatrix& w) {
     const size_t panel = w.bytes() / static_cast<size_t>(std::max<int64_t>(w.panels(), 1));
-    for (int64_t g : {4, 2}) {
-      if (static_cast<size_t>(g) * panel <= kDecodeChunkBytes) return g;
-    }
-    return 1;
+    if (4 * panel > 2 * kDecodeChunkBytes) return 2;
+    return 4 * std::max<int64_t>(1, static_cast<int64_t>(kDecodeChunkBytes / (4 * panel)));
   }
 
   // y[rows][ldy] (+)= W x for x [rows][x_stride], split over the pool by panels.
