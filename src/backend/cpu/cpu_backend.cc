@@ -224,8 +224,8 @@ class CpuBackend final : public Backend {
   // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced). Measured against
   // equal static shares, alternating layer by layer in one process (2 threads): decode layers
   // 0.98-1.025x, the decode LM head 1.03-1.09x; prompt layers (512 tokens) BF16 1.01-1.03x,
-  // INT8 1.09-1.11x. Prompt chunks are one tile group of panels (grain 2-3 panels measured
-  // 1-2 % faster than 6). Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes,
+  // INT8 1.09-1.11x. Prompt chunks are one tile's panels (chunks of one tile measured 1-2 %
+  // faster than of 6 panels). Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes,
   // or pairs of panels when 4 would be over twice that (a lone panel streams 18 % slower
   // than a pair or four: one prefetch stream instead of several). Against plain 4-panel
   // chunks (128 KiB cap, else 2, else 1), alternating: decode layers 1.00-1.05x, decode LM
@@ -244,8 +244,7 @@ class CpuBackend final : public Backend {
     MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias};
     MatmulFn fn = k_.Matmul(w.format);
     auto run = [&](int64_t begin, int64_t end, int) { fn(args, begin, end); };
-    pool_.ParallelForBalanced(w.panels(), rows == 1 ? DecodeGrain(w) : k_.PromptPanels(w.format),
-                              run);
+    pool_.ParallelForBalanced(w.panels(), rows == 1 ? DecodeGrain(w) : k_.prompt_panels, run);
   }
 
   // fn(r) for r in [0, n): on the pool for a block of prompt rows, inline for a decode row

@@ -134,13 +134,9 @@ struct KernelTable {
   // out[i] = silu(gate[i]) * up[i]; out may equal gate.
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
 
-  // Panels the matmul kernels tile together for prompt rows (BF16, other formats): a balanced
-  // dispatch hands out chunks of this many panels, so no chunk ends in a narrower tile.
-  int64_t prompt_panels_bf16 = 1;
-  int64_t prompt_panels_other = 1;
-  int64_t PromptPanels(WeightFormat f) const {
-    return f == WeightFormat::kBF16 ? prompt_panels_bf16 : prompt_panels_other;
-  }
+  // Panels the matmul kernels tile together for prompt rows: a balanced dispatch hands out
+  // chunks of this many panels, so no chunk ends in a narrower tile.
+  int64_t prompt_panels = 1;
 
   MatmulFn Matmul(WeightFormat f) const {
     switch (f) {

@@ -3,8 +3,8 @@
 //
 // Matmuls keep 16 outputs per register (one panel) and broadcast activation groups, so no
 // horizontal sums are needed. Tiles are NP panels x MR rows: decode (one row) uses several
-// panels to overlap independent accumulation chains; prefill uses 2-3 panels x 4-8 rows, so
-// each weight load feeds 4-8 rows. Per format:
+// panels to overlap independent accumulation chains; prefill uses 2 panels x 4-12 rows, so
+// each weight load feeds 4-12 rows. Per format:
 //   F32   fp32 FMA.
 //   BF16  weights widened to fp32 (shift / mask) and fp32 FMA, exact products. The
 //         vdpbf16ps variant (bf16-rounded activations) exists for comparison only: it
@@ -74,13 +74,14 @@ struct NextPanels {
 };
 
 // ---- tile kernels: Tile<NP, MR, kDecode>(args, first panel, first row, next panels) ----
+// Prompt tiles are kPromptPanels panels x K::kMR rows.
+constexpr int kPromptPanels = 2;
 // kDecode marks the one-row GEMV of a decode step (x->rows == 1), which streams each panel
 // once; prompt rows never take it, whatever their tile size, so a prompt row's arithmetic does
 // not depend on how the rows were tiled or chunked.
 
 struct F32Kernel {
   static constexpr int kMR = 6;
-  static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -109,13 +110,12 @@ struct F32Kernel {
 // BF16 weights widened to fp32: each 32-bit lane holds (w[k], w[k+1]) of one row.
 struct Bf16WidenedKernel {
   // One accumulator per (panel, row) takes both halves of each bf16 pair, which frees
-  // registers for 8 rows per tile: each widened weight vector then feeds 8 FMAs.
-  static constexpr int kMR = 8;
-  // 3 panels x 8 rows: 24 accumulators, each widened weight vector feeds 8 FMAs and each
-  // broadcast 3 (measured +4 % over 2 panels on 576x1536, 128 rows, one thread). 2 panels x
-  // 12 rows (4 widening ops per 48 FMAs instead of 6) looked 3-5 % faster on one thread but
-  // measured 1-2.5 % slower per layer in the model on 2 threads (layers alternating tiles).
-  static constexpr int kPrefillPanels = 3;
+  // registers for 12 rows per tile: 2 panels x 12 rows, 24 accumulators, each widened weight
+  // vector feeds 12 FMAs (4 widening ops per 48 FMAs; 3 panels x 8 rows needs 6). Measured
+  // against 3 x 8 with the next-panel prefetch, alternating layer by layer in the model
+  // (2 threads, 512 prompt tokens): 1.004-1.015x. Before that prefetch it measured 1-2.5 %
+  // slower, hence 3 x 8 until then.
+  static constexpr int kMR = 12;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -163,7 +163,6 @@ struct Bf16WidenedKernel {
 // BF16 x BF16 -> FP32 with vdpbf16ps; the caller rounded the activations into x->bf16.
 struct Bf16DotKernel {
   static constexpr int kMR = 6;
-  static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -191,7 +190,6 @@ struct Bf16DotKernel {
 
 struct Int8Kernel {
   static constexpr int kMR = 6;
-  static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -232,7 +230,6 @@ struct Int8Kernel {
 
 struct Int4Kernel {
   static constexpr int kMR = 4;
-  static constexpr int kPrefillPanels = 2;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
@@ -328,7 +325,7 @@ void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
 }
 
 // Decode uses 4 panels at a time (independent chains, shared broadcasts), then a pair; prefill
-// K::kPrefillPanels (3 for BF16, else 2), then pairs and singles for the remainder.
+// kPromptPanels (the tile width every kernel's registers were sized for), then singles.
 template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
@@ -341,10 +338,7 @@ void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
     for (; p < pe; ++p) K::template Tile<1, 1, true>(a, p, 0, nullptr);
     return;
   }
-  if constexpr (K::kPrefillPanels == 3) {
-    for (; p + 3 <= pe; p += 3) PanelGroupAllRows<K, 3>(a, p);
-  }
-  for (; p + 2 <= pe; p += 2) PanelGroupAllRows<K, 2>(a, p);
+  for (; p + kPromptPanels <= pe; p += kPromptPanels) PanelGroupAllRows<K, kPromptPanels>(a, p);
   for (; p < pe; ++p) PanelGroupAllRows<K, 1>(a, p);
 }
 
@@ -804,10 +798,7 @@ const KernelTable& Avx512Kernels() {
     t.matmul_f32 = MatmulF32;
     t.matmul_bf16 = MatmulBf16;
     t.matmul_bf16_dot = MatmulBf16Dot;
-    t.prompt_panels_bf16 = Bf16WidenedKernel::kPrefillPanels;
-    static_assert(F32Kernel::kPrefillPanels == Int8Kernel::kPrefillPanels &&
-                  Int8Kernel::kPrefillPanels == Int4Kernel::kPrefillPanels);
-    t.prompt_panels_other = Int8Kernel::kPrefillPanels;
+    t.prompt_panels = kPromptPanels;
     t.matmul_int8 = MatmulInt8;
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;
