@@ -240,7 +240,7 @@ class CpuBackend final : public Backend {
   // y[rows][ldy] (+)= W x for x [rows][x_stride], split over the pool by panels.
   void Matmul(const PackedMatrix& w, const float* x, int64_t rows, int64_t x_stride, float* y,
               int64_t ldy, bool accumulate, const float* bias) {
-    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_);
+    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_, &pool_);
     MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias};
     MatmulFn fn = k_.Matmul(w.format);
     auto run = [&](int64_t begin, int64_t end, int) { fn(args, begin, end); };

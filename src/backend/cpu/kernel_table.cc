@@ -21,16 +21,23 @@ const KernelTable* KernelsFor(CpuIsa isa) {
 }
 
 void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
-                        WeightFormat format, ActivationBlock* acts) {
+                        WeightFormat format, ActivationBlock* acts, ThreadPool* pool) {
   acts->rows = rows;
   acts->stride = stride;
   acts->f32 = x;
-  if (format == WeightFormat::kInt8 || format == WeightFormat::kInt4) {
-    const int64_t blocks = stride / kInt4Block;
-    for (int64_t r = 0; r < rows; ++r) {
+  if (format != WeightFormat::kInt8 && format != WeightFormat::kInt4) return;
+  const int64_t blocks = stride / kInt4Block;
+  auto quantize = [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
       k.quantize_row(x + r * stride, stride, acts->q8.data() + r * stride, acts->q_scale.data() + r,
                      acts->q_block_sum.data() + r * blocks);
     }
+  };
+  // A prompt block's rows (128 x up to 4864 values) are worth spreading; one decode row is not.
+  if (pool != nullptr && rows > 1) {
+    pool->ParallelFor(rows, quantize);
+  } else {
+    quantize(0, rows, 0);
   }
 }
 

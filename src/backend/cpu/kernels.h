@@ -157,9 +157,10 @@ const KernelTable* KernelsFor(CpuIsa isa);
 
 // Fills the activation block for `format` from rows of x ([rows][stride], zero padded):
 // int8 quantization for INT8/INT4, nothing more for F32/BF16. The block keeps
-// a pointer to x, which must outlive the matmuls that read it.
+// a pointer to x, which must outlive the matmuls that read it. Rows are quantized on `pool`
+// when one is given (it must not be running a job already).
 void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
-                        WeightFormat format, ActivationBlock* acts);
+                        WeightFormat format, ActivationBlock* acts, ThreadPool* pool = nullptr);
 
 // Per-family tables (defined in kernels_<family>.cc).
 const KernelTable& ScalarKernels();
