@@ -264,13 +264,23 @@ struct Int4Kernel {
         __m512i start = _mm512_set1_epi32(-8 * xsum[j][b]);
         for (int i = 0; i < NP; ++i) block_acc[i][j] = start;
       }
+      // Decode keeps each high nibble in place (16 x its value) in an accumulator of its own,
+      // shifted down once per block: one op per 64 bytes fewer than shift-and-mask, and the
+      // same integers. Measured 1.00-1.035x per decode layer and LM head (alternating in one
+      // process); prompt tiles have no registers to spare for the second set.
+      __m512i hi_acc[NP][MR];
+      if constexpr (kDecode) {
+        for (int i = 0; i < NP; ++i)
+          for (int j = 0; j < MR; ++j) hi_acc[i][j] = _mm512_setzero_si512();
+      }
       for (int q = 0; q < 4; ++q) {
         if constexpr (!kDecode) next->Step();
         __m512i lo[NP], hi[NP];
         for (int i = 0; i < NP; ++i) {
           __m512i v = _mm512_loadu_si512(w[i] + (b * 4 + q) * 64);
           lo[i] = _mm512_and_si512(v, low_nibbles);
-          hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+          hi[i] = kDecode ? _mm512_andnot_si512(low_nibbles, v)
+                          : _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
         }
         for (int j = 0; j < MR; ++j) {
           const int8_t* xq = x[j] + b * kInt4Block + q * 8;
@@ -278,9 +288,19 @@ struct Int4Kernel {
           __m512i x_hi = BroadcastGroup(xq + 4);
           for (int i = 0; i < NP; ++i) {
             block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], lo[i], x_lo);
-            block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], hi[i], x_hi);
+            if constexpr (kDecode) {
+              hi_acc[i][j] = _mm512_dpbusd_epi32(hi_acc[i][j], hi[i], x_hi);
+            } else {
+              block_acc[i][j] = _mm512_dpbusd_epi32(block_acc[i][j], hi[i], x_hi);
+            }
           }
         }
+      }
+      if constexpr (kDecode) {
+        // hi_acc is exactly 16 x the high nibbles' sum (at most 16 x 15 x 127 x 16 per lane).
+        for (int i = 0; i < NP; ++i)
+          for (int j = 0; j < MR; ++j)
+            block_acc[i][j] = _mm512_add_epi32(block_acc[i][j], _mm512_srai_epi32(hi_acc[i][j], 4));
       }
       for (int i = 0; i < NP; ++i) {
         __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[i] + b * 16));
