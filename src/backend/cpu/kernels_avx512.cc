@@ -251,12 +251,18 @@ struct Int4Kernel {
       for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       if constexpr (kDecode) {
-        // Decode streams each panel once: ask for the bytes 8 blocks (2 KiB) ahead.
+        // Decode streams each panel once: ask for the bytes 8 blocks (2 KiB) ahead, and for the
+        // panel's scales (a line holds two blocks' worth) 16 blocks ahead. The scale prefetch
+        // measured 1.02-1.03x per decode layer and LM head on qwen2.5-0.5b (0.98-0.99x on
+        // smollm2-135m, whose INT4 weights mostly stay in L3), alternating in one process.
         for (int i = 0; i < NP; ++i) {
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256 + 64), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256 + 128), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(w[i] + (b + 8) * 256 + 192), _MM_HINT_T0);
+          if (b % 2 == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(scales[i] + (b + 16) * 16), _MM_HINT_T0);
+          }
         }
       }
       __m512i block_acc[NP][MR];
