@@ -46,9 +46,9 @@ class ThreadPool {
       fn(int64_t{0}, n, 0);
       return;
     }
-    if (chunks > kMaxBalancedChunks) {  // keep chunk indices in 32 bits
-      grain = (n + kMaxBalancedChunks - 1) / kMaxBalancedChunks;
-      ParallelForBalanced(n, grain, fn);
+    if (chunks > kMaxBalancedChunks) {  // keep chunk indices in 32 bits, chunks whole grains
+      const int64_t grains = (chunks + kMaxBalancedChunks - 1) / kMaxBalancedChunks;
+      ParallelForBalanced(n, grain * grains, fn);
       return;
     }
     const int threads = size();
@@ -80,6 +80,8 @@ class ThreadPool {
 
   // Calls fn(ctx, thread, size()) once on every thread (thread 0 is the caller) and returns
   // when all calls have returned. Not reentrant: one dispatch at a time, from one thread.
+  // fn must not throw (workers would still be using ctx while the caller unwound); the
+  // ParallelFor variants pass the same rule on to their callables.
   void Run(void (*fn)(void* ctx, int thread, int threads), void* ctx);
 
   // Splits [0, n) into size() contiguous ranges of near-equal length and calls

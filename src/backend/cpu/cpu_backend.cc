@@ -120,10 +120,7 @@ class CpuBackend final : public Backend {
     }
     for (int64_t done = 0; done < n_rows;) {
       int64_t n = std::min(kMaxBlockRows, n_rows - done);
-      for (int64_t r = 0; r < n; ++r) {
-        k_.rms_norm(hidden.data() + (done + r) * dims_.hidden, final_norm_.data(), dims_.hidden,
-                    hidden_stride_, eps_, xn_.data() + r * hidden_stride_);
-      }
+      NormRows(hidden.data() + done * dims_.hidden, final_norm_, n);
       Matmul(lm_head_, xn_.data(), n, hidden_stride_, logits.data() + done * dims_.vocab,
              dims_.vocab, false, nullptr);
       done += n;
@@ -221,15 +218,12 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced). Measured against
-  // equal static shares, alternating layer by layer in one process (2 threads): decode layers
-  // 0.98-1.025x, the decode LM head 1.03-1.09x; prompt layers (512 tokens) BF16 1.01-1.03x,
-  // INT8 1.09-1.11x. Prompt chunks are one tile's panels (chunks of one tile measured 1-2 %
-  // faster than of 6 panels). Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes,
-  // or pairs of panels when 4 would be over twice that (a lone panel streams 18 % slower
-  // than a pair or four: one prefetch stream instead of several). Against plain 4-panel
-  // chunks (128 KiB cap, else 2, else 1), alternating: decode layers 1.00-1.05x, decode LM
-  // head 0.99-1.13x (the most for INT4, whose 4-panel chunks were only 28 KiB).
+  // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced): two threads given
+  // equal static shares routinely finished 10-20 % apart. Prompt chunks are one tile's panels.
+  // Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes (small enough that the
+  // threads end close together, large enough that claims cost nothing), or pairs when four
+  // would be over twice that; never a lone panel, which streams 18 % slower (one prefetch
+  // stream instead of several). Measurements: docs/backends.md.
   static constexpr size_t kDecodeChunkBytes = 96 << 10;
   static int64_t DecodeGrain(const PackedMatrix& w) {
     const size_t panel = w.bytes() / static_cast<size_t>(std::max<int64_t>(w.panels(), 1));

@@ -95,6 +95,15 @@ inline void AttentionTask(const AttentionArgs& a, int64_t task, int64_t* row, in
   *row = (pair % 2 == 0) ? pair / 2 : a.rows - 1 - pair / 2;
 }
 
+// Asks for the cache line `ahead` bytes past p (for reading, into L1). The address is formed
+// as an integer because it may lie past the end of the array: a prefetch never faults, but
+// pointer arithmetic past the end would be undefined behaviour.
+inline void PrefetchAhead(const void* p, int64_t ahead) {
+  __builtin_prefetch(
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(ahead)),
+      0, 3);
+}
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
   MatmulFn matmul_f32 = nullptr;

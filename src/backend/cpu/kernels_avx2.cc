@@ -71,8 +71,7 @@ struct Bf16Kernel {
     for (int s = 0; s < kSets; ++s)
       for (int j = 0; j < MR; ++j) acc[s][j][0] = acc[s][j][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kp; k += 2) {
-      if constexpr (kDecode)
-        _mm_prefetch(reinterpret_cast<const char*>(w + (k + 64) * 16), _MM_HINT_T0);
+      if constexpr (kDecode) PrefetchAhead(w, (k + 64) * 16 * int64_t{sizeof(*w)});
       __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
       __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16));
       // even/odd: inputs k / k+1; [0]: rows 0-7, [1]: rows 8-15.
@@ -111,8 +110,7 @@ struct Int8Kernel {
     __m256i lo[MR], hi[MR];
     for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
     for (int64_t k = 0; k < kp; k += 4) {
-      if constexpr (kDecode)
-        _mm_prefetch(reinterpret_cast<const char*>(w + (k + 128) * 16), _MM_HINT_T0);
+      if constexpr (kDecode) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
       __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
       __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
       for (int j = 0; j < MR; ++j) {

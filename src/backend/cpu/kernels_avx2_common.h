@@ -95,8 +95,7 @@ struct Int4Kernel {
     for (int j = 0; j < MR; ++j) acc_lo[j] = acc_hi[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       if constexpr (kDecode) {
-        for (int c = 0; c < 4; ++c)
-          _mm_prefetch(reinterpret_cast<const char*>(w + (b + 8) * 256 + 64 * c), _MM_HINT_T0);
+        for (int c = 0; c < 4; ++c) PrefetchAhead(w, (b + 8) * 256 + 64 * c);
       }
       __m256i blo[MR], bhi[MR];
       for (int j = 0; j < MR; ++j) blo[j] = bhi[j] = _mm256_set1_epi32(-8 * xsum[j][b]);

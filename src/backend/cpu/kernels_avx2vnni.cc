@@ -37,8 +37,7 @@ struct Int8VnniKernel {
       hi[j] = off_hi;
     }
     for (int64_t k = 0; k < kp; k += 4) {
-      if constexpr (kDecode)
-        _mm_prefetch(reinterpret_cast<const char*>(w + (k + 128) * 16), _MM_HINT_T0);
+      if constexpr (kDecode) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
       // [k/4][16 rows][4]: rows 0-7 in the first 32 bytes, rows 8-15 in the next.
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));

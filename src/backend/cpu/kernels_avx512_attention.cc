@@ -1,0 +1,340 @@
+// AVX-512 attention kernels: per-head attention over the KV cache, the blocked kernel for
+// prompt blocks and decode (a kv head's whole query group per task, reading the transposed
+// key cache), and decode attention split over positions. Compiled with the AVX-512 flags and
+// reached only through the kernel table (kernels_avx512.cc) once cpu_features.cc has checked
+// the CPU.
+// GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation, which trips
+// -Wuninitialized inside the intrinsics themselves (GCC bug 105593); silenced for this file.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_avx512_common.h"
+
+namespace tessera::avx512 {
+namespace {
+
+// Head vectors up to 256 values stay in registers across the positions.
+constexpr int kMaxHeadChunks = 16;
+
+// r[i] = sum of the 16 lanes of v[i], for 16 vectors at once.
+inline __m512 SumEach16(const __m512* v) {
+  __m512 u[4];
+  for (int g = 0; g < 4; ++g) {
+    const __m512* a = v + 4 * g;
+    // Per 128-bit lane: pairwise sums of a0/a1 and a2/a3 interleaved ...
+    __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+    __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
+    // ... then each lane holds [a0, a1, a2, a3] summed over that lane.
+    u[g] = _mm512_add_ps(_mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Add the four 128-bit lanes: lane k of the result gathers vectors 4k..4k+3.
+  __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t chunks = (a.head_dim + 15) / 16;
+  if (chunks > kMaxHeadChunks) return ScalarKernels().attention(a, tb, te, scores);
+  for (int64_t task = tb; task < te; ++task) {
+    int64_t m = 0, h = 0;
+    AttentionTask(a, task, &m, &h);
+    const float* q = a.q + m * a.q_stride + h * a.head_dim;
+    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t count = a.start_pos + m + 1;
+    __m512 qv[kMaxHeadChunks];
+    for (int64_t c = 0; c < chunks; ++c)
+      qv[c] = _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), q + c * 16);
+    const __m512 scale = _mm512_set1_ps(a.scale);
+    float max_score = -INFINITY;
+    // Sixteen positions at a time: sixteen dot-product vectors reduced together by one
+    // transpose-add tree, instead of a horizontal sum per position.
+    int64_t t = 0;
+    for (; t + 16 <= count; t += 16) {
+      __m512 acc[16];
+      for (int i = 0; i < 16; ++i) {
+        const float* k = a.keys + (t + i) * a.kv_stride + kv_off;
+        acc[i] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < chunks; ++c) {
+          acc[i] = _mm512_fmadd_ps(
+              qv[c], _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), k + c * 16), acc[i]);
+        }
+      }
+      __m512 s16 = _mm512_mul_ps(SumEach16(acc), scale);
+      _mm512_storeu_ps(scores + t, s16);
+      max_score = std::max(max_score, _mm512_reduce_max_ps(s16));
+    }
+    for (; t < count; ++t) {
+      const float* k = a.keys + t * a.kv_stride + kv_off;
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t c = 0; c < chunks; ++c) {
+        acc = _mm512_fmadd_ps(
+            qv[c], _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), k + c * 16), acc);
+      }
+      float s = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
+      scores[t] = s;
+      max_score = std::max(max_score, s);
+    }
+    const __m512 vmax = _mm512_set1_ps(max_score);
+    __m512 vsum = _mm512_setzero_ps();
+    for (int64_t t = 0; t < count; t += 16) {
+      __mmask16 mk = TailMask(count - t);
+      __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, scores + t), vmax));
+      e = _mm512_maskz_mov_ps(mk, e);
+      vsum = _mm512_add_ps(vsum, e);
+      _mm512_mask_storeu_ps(scores + t, mk, e);
+    }
+    __m512 out[kMaxHeadChunks];
+    for (int64_t c = 0; c < chunks; ++c) out[c] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < count; ++t) {
+      const float* v = a.values + t * a.kv_stride + kv_off;
+      __m512 p = _mm512_set1_ps(scores[t]);
+      for (int64_t c = 0; c < chunks; ++c) {
+        out[c] = _mm512_fmadd_ps(
+            p, _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), v + c * 16), out[c]);
+      }
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+    float* o = a.out + m * a.out_stride + h * a.head_dim;
+    for (int64_t c = 0; c < chunks; ++c) {
+      _mm512_mask_storeu_ps(o + c * 16, TailMask(a.head_dim - c * 16), _mm512_mul_ps(out[c], inv));
+    }
+  }
+}
+
+// ---- blocked attention (prefill) ----
+// A task takes one kv head and up to 16 query rows, i.e. rows x group queries, in tiles of 8
+// queries (ordered by row, so a tile's last query sees the most keys):
+//   scores: 2 transposed key blocks (32 positions) x NQ queries per step, each key vector
+//           loaded once for NQ broadcast-FMAs, as in the matmul tiles;
+//   softmax per query over its own causal range (later lanes masked to zero);
+//   values: each value vector loaded once per sub-tile of NV queries.
+
+// scores[j][t..t + 16 * NP) = scale * q_j . k_t for positions t.. (one or two key blocks).
+template <int NP, int NQ>
+void ScoreStep(const float* kt, int64_t head_dim, const float* const* q, float scale, float* scores,
+               int64_t stride, int64_t t) {
+  __m512 acc[NP][NQ];
+  for (int i = 0; i < NP; ++i)
+    for (int j = 0; j < NQ; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < head_dim; ++d) {
+    __m512 kv[NP];
+    for (int i = 0; i < NP; ++i) kv[i] = _mm512_loadu_ps(kt + (i * head_dim + d) * 16);
+    for (int j = 0; j < NQ; ++j) {
+      __m512 b = _mm512_set1_ps(q[j][d]);
+      for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_fmadd_ps(kv[i], b, acc[i][j]);
+    }
+  }
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int j = 0; j < NQ; ++j)
+    for (int i = 0; i < NP; ++i)
+      _mm512_storeu_ps(scores + j * stride + t + 16 * i, _mm512_mul_ps(acc[i][j], vs));
+}
+
+template <int NQ>
+void ScoreQueries(const float* kt, int64_t head_dim, const float* const* q, float scale,
+                  float* scores, int64_t stride, int64_t count) {
+  int64_t t = 0;
+  for (; t + 16 < count; t += 32) {
+    ScoreStep<2, NQ>(kt + (t / 16) * head_dim * 16, head_dim, q, scale, scores, stride, t);
+  }
+  if (t < count)
+    ScoreStep<1, NQ>(kt + (t / 16) * head_dim * 16, head_dim, q, scale, scores, stride, t);
+}
+
+// Softmax numerators of one query over [0, count), zero on [count, padded); returns the sum
+// (and the max they are relative to, when asked).
+float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out = nullptr) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < count; t += 16) {
+    vmax = _mm512_max_ps(
+        vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), TailMask(count - t), s + t));
+  }
+  const float most = _mm512_reduce_max_ps(vmax);
+  if (max_out != nullptr) *max_out = most;
+  const __m512 m = _mm512_set1_ps(most);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t t = 0; t < padded; t += 16) {
+    __mmask16 live = t < count ? TailMask(count - t) : static_cast<__mmask16>(0);
+    __m512 e = _mm512_maskz_mov_ps(live, Exp(_mm512_sub_ps(_mm512_loadu_ps(s + t), m)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_storeu_ps(s + t, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// out_j = (sum_t p_j[t] v_t) / sums[j] for NV queries; CH chunks of 16 values per head.
+// kMasked handles a head_dim that is not a multiple of 16. Unmasked is its own instantiation
+// because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
+// which made this loop 2.3x slower than the score loop of the same FLOPs.
+template <int CH, int NV, bool kMasked>
+void WeightValues(const float* values, int64_t kv_stride, int64_t head_dim, const float* p,
+                  int64_t stride, int64_t count, const float* sums, float* const* out) {
+  __m512 acc[NV][CH];
+  for (int j = 0; j < NV; ++j)
+    for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < count; ++t) {
+    const float* v = values + t * kv_stride;
+    __m512 vc[CH];
+    for (int c = 0; c < CH; ++c) {
+      vc[c] = kMasked ? _mm512_maskz_loadu_ps(TailMask(head_dim - c * 16), v + c * 16)
+                      : _mm512_loadu_ps(v + c * 16);
+    }
+    for (int j = 0; j < NV; ++j) {
+      const __m512 w = _mm512_set1_ps(p[j * stride + t]);
+      for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_fmadd_ps(w, vc[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < NV; ++j) {
+    const __m512 inv = _mm512_set1_ps(1.0f / sums[j]);
+    for (int c = 0; c < CH; ++c) {
+      _mm512_mask_storeu_ps(out[j] + c * 16, TailMask(head_dim - c * 16),
+                            _mm512_mul_ps(acc[j][c], inv));
+    }
+  }
+}
+
+template <int CH, int NV>
+void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t head_dim,
+                      const float* p, int64_t stride, int64_t count, const float* sums,
+                      float* const* out) {
+  if constexpr (NV > 0) {
+    if (nv == NV) {
+      if (head_dim == CH * 16) {
+        return WeightValues<CH, NV, false>(values, kv_stride, head_dim, p, stride, count, sums,
+                                           out);
+      }
+      return WeightValues<CH, NV, true>(values, kv_stride, head_dim, p, stride, count, sums, out);
+    }
+    WeightValuesUpTo<CH, NV - 1>(nv, values, kv_stride, head_dim, p, stride, count, sums, out);
+  }
+}
+
+// out_j for nq queries (scores of query j at p + j * stride), in sub-tiles whose
+// accumulators stay in registers: 6 queries x 4 chunks (head_dim <= 64) or 3 x 8.
+void WeightValuesTiled(int nq, const float* values, int64_t kv_stride, int64_t head_dim,
+                       const float* p, int64_t stride, int64_t count, const float* sums,
+                       float* const* out) {
+  // Sub-tiles of equal size (8 queries: 4 + 4, not 6 + 2): measured 1.01x per prompt layer.
+  const int nv_cap = head_dim <= 64 ? 6 : 3;
+  const int parts = (nq + nv_cap - 1) / nv_cap;
+  const int nv_max = (nq + parts - 1) / parts;
+  for (int j0 = 0; j0 < nq; j0 += nv_max) {
+    const int nv = std::min(nv_max, nq - j0);
+    if (head_dim <= 64) {
+      WeightValuesUpTo<4, 6>(nv, values, kv_stride, head_dim, p + j0 * stride, stride, count,
+                             sums + j0, out + j0);
+    } else {
+      WeightValuesUpTo<8, 3>(nv, values, kv_stride, head_dim, p + j0 * stride, stride, count,
+                             sums + j0, out + j0);
+    }
+  }
+}
+
+template <int NQ>
+void ScoreQueriesUpTo(int nq, const float* kt, int64_t head_dim, const float* const* q, float scale,
+                      float* scores, int64_t stride, int64_t count) {
+  if constexpr (NQ > 0) {
+    if (nq == NQ) return ScoreQueries<NQ>(kt, head_dim, q, scale, scores, stride, count);
+    ScoreQueriesUpTo<NQ - 1>(nq, kt, head_dim, q, scale, scores, stride, count);
+  }
+}
+
+void Blocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t blocks = (a.rows + kAttentionBlockRows - 1) / kAttentionBlockRows;
+  const int64_t stride = BlockedAttentionScoreStride(a.start_pos + a.rows);
+  constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
+  for (int64_t task = tb; task < te; ++task) {
+    const int64_t g = task % a.kv_heads, pair = task / a.kv_heads;
+    const int64_t block = pair % 2 == 0 ? pair / 2 : blocks - 1 - pair / 2;
+    const int64_t r0 = block * kAttentionBlockRows;
+    const int64_t queries = std::min(kAttentionBlockRows, a.rows - r0) * group;
+    const float* kt = a.keys_t + g * a.keys_t_head_stride;
+    const float* values = a.values + g * a.head_dim;
+    for (int64_t q0 = 0; q0 < queries; q0 += kTile) {
+      const int nq = static_cast<int>(std::min<int64_t>(kTile, queries - q0));
+      const float* q[kTile];
+      float* out[kTile];
+      int64_t count[kTile];
+      for (int j = 0; j < nq; ++j) {
+        const int64_t row = r0 + (q0 + j) / group, head = g * group + (q0 + j) % group;
+        q[j] = a.q + row * a.q_stride + head * a.head_dim;
+        out[j] = a.out + row * a.out_stride + head * a.head_dim;
+        count[j] = a.start_pos + row + 1;
+      }
+      const int64_t most = count[nq - 1];
+      ScoreQueriesUpTo<kTile>(nq, kt, a.head_dim, q, a.scale, scores, stride, most);
+      float sums[kTile];
+      const int64_t padded = (most + 15) / 16 * 16;
+      for (int j = 0; j < nq; ++j) sums[j] = SoftmaxRow(scores + j * stride, count[j], padded);
+      WeightValuesTiled(nq, values, a.kv_stride, a.head_dim, scores, stride, most, sums, out);
+    }
+  }
+}
+
+// One query row, positions split (see AttentionSplitFn). Same steps as AttentionBlocked on
+// the split's positions, with the values left unnormalized (sums of 1) for the merge.
+void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te, float* scores,
+                 float* partials) {
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t count = a.start_pos + 1;
+  const int64_t span = DecodeSplitSpan(count, splits);
+  const int64_t stride = BlockedAttentionScoreStride(span);
+  const int64_t size = DecodeSplitPartialSize(a.head_dim);
+  constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
+  const float ones[kTile] = {1, 1, 1, 1, 1, 1, 1, 1};
+  for (int64_t task = tb; task < te; ++task) {
+    const int64_t g = task % a.kv_heads, split = task / a.kv_heads;
+    const int64_t t0 = split * span, n = std::min(count, t0 + span) - t0;
+    for (int64_t q0 = 0; q0 < group; q0 += kTile) {
+      const int nq = static_cast<int>(std::min<int64_t>(kTile, group - q0));
+      const float* q[kTile];
+      float* out[kTile];
+      for (int j = 0; j < nq; ++j) {
+        const int64_t head = g * group + q0 + j;
+        q[j] = a.q + head * a.head_dim;
+        out[j] = partials + (head * splits + split) * size;
+      }
+      if (n <= 0) {  // past the last position: an empty split
+        for (int j = 0; j < nq; ++j) out[j][0] = -INFINITY;
+        continue;
+      }
+      const float* kt = a.keys_t + g * a.keys_t_head_stride + (t0 / 16) * a.head_dim * 16;
+      ScoreQueriesUpTo<kTile>(nq, kt, a.head_dim, q, a.scale, scores, stride, n);
+      const int64_t padded = (n + 15) / 16 * 16;
+      float* values_out[kTile];
+      for (int j = 0; j < nq; ++j) {
+        out[j][1] = SoftmaxRow(scores + j * stride, n, padded, &out[j][0]);
+        values_out[j] = out[j] + 2;
+      }
+      const float* values = a.values + t0 * a.kv_stride + g * a.head_dim;
+      WeightValuesTiled(nq, values, a.kv_stride, a.head_dim, scores, stride, n, ones, values_out);
+    }
+  }
+}
+
+}  // namespace
+
+void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  PerHead(a, tb, te, scores);
+}
+void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  Blocked(a, tb, te, scores);
+}
+void AttentionDecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
+                          float* scores, float* partials) {
+  DecodeSplit(a, splits, tb, te, scores, partials);
+}
+
+}  // namespace tessera::avx512
