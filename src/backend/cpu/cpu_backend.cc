@@ -241,14 +241,10 @@ class CpuBackend final : public Backend {
     pool_.ParallelForBalanced(w.panels(), rows == 1 ? DecodeGrain(w) : k_.prompt_panels, run);
   }
 
-  // fn(r) for r in [0, n): on the pool for a block of prompt rows, inline for a decode row
-  // (a dispatch would cost more than the row). Rows must be independent.
+  // fn(r) for r in [0, n) on the pool (a single decode row runs inline, as ParallelFor does
+  // for one index). Rows must be independent.
   template <typename Fn>
   void ForRows(int64_t n, Fn&& fn) {
-    if (n == 1) {
-      fn(int64_t{0});
-      return;
-    }
     pool_.ParallelFor(n, [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) fn(r);
     });

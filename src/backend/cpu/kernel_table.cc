@@ -33,8 +33,9 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
                      acts->q_block_sum.data() + r * blocks);
     }
   };
-  // A prompt block's rows (128 x up to 4864 values) are worth spreading; one decode row is not.
-  if (pool != nullptr && rows > 1) {
+  // A prompt block's rows (128 x up to 4864 values) are worth spreading; ParallelFor runs a
+  // single decode row inline.
+  if (pool != nullptr) {
     pool->ParallelFor(rows, quantize);
   } else {
     quantize(0, rows, 0);
