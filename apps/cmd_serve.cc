@@ -112,10 +112,6 @@ Expected<std::vector<ModelEntry>> InstalledServableModels() {
   return found;
 }
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 std::string GenerateApiKey() {
   std::random_device rd;
   static const char kHex[] = "0123456789abcdef";
@@ -147,21 +143,26 @@ int RunServeCommand(int argc, char** argv) {
   args.AddFlag("no-prewarm", "do not load the default model before the first request");
   args.AddInt("request-timeout",
               "seconds a request may take before it is cut and the worker restarted", 120);
-  args.AddInt("socket-timeout", "seconds a client may stay silent mid-request", 120);
+  args.AddInt("socket-timeout",
+              "seconds for a whole request (head and body) to arrive, and for a stalled write",
+              120);
+  args.AddInt("header-timeout", "seconds for a request's head to arrive", 10);
   args.AddInt("max-active", "requests running at once per worker", 1);
   args.AddInt("max-queued", "requests waiting per worker before 429", 2);
   args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
   args.AddInt("max-body-bytes", "largest request body", 1 << 20);
-  args.AddFlag("no-auth", "serve without an API key (only on a loopback address)");
+  args.AddFlag("no-auth",
+               "serve without an API key (only when every address of --host is loopback)");
   args.AddList("allow-origin",
                "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
   args.AddString("tls-cert", "PEM certificate: serve HTTPS (with --tls-key)");
   args.AddString("tls-key", "PEM private key for --tls-cert");
   args.AddInt("http-threads",
-              "connections served at once (an idle keep-alive connection holds one until "
-              "--keep-alive-timeout)",
-              64);
-  args.AddInt("keep-alive-timeout", "seconds an idle keep-alive connection is kept open", 2);
+              "event-loop threads of the HTTP front end (connections cost none while idle)", 1);
+  args.AddInt("keep-alive-timeout", "seconds an idle keep-alive connection is kept open", 5);
+  args.AddInt("max-connections", "open connections in total (beyond: 503 and close)", 1024);
+  args.AddInt("max-connections-per-client",
+              "open connections per client address (beyond: 429 and close)", 64);
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("serve", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -220,7 +221,9 @@ int RunServeCommand(int argc, char** argv) {
                          Bound{"max-active", 1, 64}, Bound{"max-queued", 0, 1024},
                          Bound{"rate-limit", 0, 1000000}, Bound{"max-body-bytes", 1024, 64 << 20},
                          Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20},
-                         Bound{"http-threads", 1, 1024}, Bound{"keep-alive-timeout", 1, 3600}}) {
+                         Bound{"http-threads", 1, 64}, Bound{"keep-alive-timeout", 1, 3600},
+                         Bound{"header-timeout", 1, 3600}, Bound{"max-connections", 1, 1000000},
+                         Bound{"max-connections-per-client", 1, 1000000}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
       return ReportError("serve",
@@ -236,17 +239,15 @@ int RunServeCommand(int argc, char** argv) {
   options.max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
   options.http_threads = static_cast<int>(args.GetInt("http-threads"));
   options.keep_alive_timeout_s = static_cast<int>(args.GetInt("keep-alive-timeout"));
+  options.header_timeout_s = static_cast<int>(args.GetInt("header-timeout"));
+  options.max_connections = static_cast<int>(args.GetInt("max-connections"));
+  options.max_connections_per_client = static_cast<int>(args.GetInt("max-connections-per-client"));
   options.allow_origins = args.GetList("allow-origin");
   if (args.Has("tls-cert")) options.tls_cert = args.GetString("tls-cert");
   if (args.Has("tls-key")) options.tls_key = args.GetString("tls-key");
   if (args.GetFlag("no-auth")) {
-    if (!IsLoopback(options.host)) {
-      return ReportError(
-          "serve",
-          InvalidArgument("--no-auth is allowed only on a loopback address (127.0.0.1, ::1); "
-                          "--host is " +
-                          options.host));
-    }
+    // Checked on the addresses the host resolves to, when the server binds (RunServer).
+    options.require_loopback = true;
   } else if (const char* env = std::getenv("TESSERA_API_KEY"); env != nullptr && *env != '\0') {
     options.api_key = env;
   } else {

@@ -23,6 +23,7 @@ PACKAGES=(
   "libgmock-dev=1.12.1*"
   "libbenchmark-dev=1.7.1*"
   "libcpp-httplib-dev=0.11.4*"
+  "libboost1.81-dev=1.81.0*"
   "libssl-dev=3.0.*"
   "libcurl4-openssl-dev=7.88.1*"
   "curl=7.88.1*"

@@ -1,8 +1,9 @@
-// `tessera serve`'s HTTP side: an OpenAI-compatible HTTP/1.1 (optionally TLS) server that
-// validates requests, admits them through a bounded queue and hands them to the supervised
-// inference worker; it never runs a model itself. Protections are on by default: bearer auth,
-// a per-client rate limit, body and JSON limits, socket timeouts, request deadlines, closed
-// CORS. One JSON access-log line per request goes to stderr.
+// `tessera serve`: the event-driven HTTP/1.1 front end (http_front_end.h) in front of the
+// OpenAI-compatible API (api_service.h), which validates requests, admits them through a
+// bounded queue and hands them to the supervised inference worker; this process never runs a
+// model itself. Protections are on by default: bearer auth, a per-client rate limit, body,
+// head and JSON limits, read deadlines, connection caps, request deadlines, closed CORS. One
+// JSON access-log line per request goes to stderr.
 //
 //   ServeOptions options;
 //   options.models = {{"stories", "/models/stories260k"}};
@@ -20,30 +21,33 @@
 namespace tessera::server {
 
 struct ServeOptions {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";        // a name: every address it resolves to is bound
   int port = 8000;                       // 0: any free port (printed at start)
   std::vector<ModelEntry> models;        // the first is the default
   std::string executable;                // this binary, for the worker
   std::vector<std::string> worker_args;  // placement, context, residency, prewarm flags
-  std::string api_key;                   // empty: no authentication (--no-auth, loopback only)
+  std::string api_key;                   // empty: no authentication (--no-auth)
+  // --no-auth: refuse to start unless every address the host resolves to is loopback.
+  bool require_loopback = false;
   std::vector<std::string> allow_origins;
   int max_active = 1;
   int max_queued = 2;
   int rate_limit_per_minute = 30;  // 0: off
   size_t max_body_bytes = 1u << 20;
   int request_timeout_s = 120;
-  int socket_timeout_s = 120;
-  std::string tls_cert;  // both set: HTTPS
+  int socket_timeout_s = 120;  // the whole request (head + body); a write without progress
+  int header_timeout_s = 10;   // the whole request head
+  std::string tls_cert;        // both set: HTTPS
   std::string tls_key;
-  // Each open connection holds one of `http_threads` while it is served and while it idles
-  // between keep-alive requests (at most keep_alive_timeout_s); connections beyond that wait
-  // for a free thread.
-  int http_threads = 64;
-  int keep_alive_timeout_s = 2;
+  int http_threads = 1;  // event-loop threads; connections cost none while idle or waiting
+  int keep_alive_timeout_s = 5;
+  int max_connections = 1024;
+  int max_connections_per_client = 64;
 };
 
 // Runs until SIGTERM/SIGINT, then drains: new requests get 503, in-flight ones may finish
-// within the request timeout, then the worker is stopped. Returns the exit code.
+// within the request timeout, then the worker is stopped (exit code 0). A second signal while
+// draining stops at once (exit code 1). Returns the exit code.
 int RunServer(const ServeOptions& options);
 
 }  // namespace tessera::server

@@ -295,8 +295,9 @@ std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const json& body,
 json UsageJson(const JobOutcome& outcome) {
   int64_t prompt = outcome.done      ? outcome.done->prompt_tokens
                    : outcome.started ? outcome.started->prompt_tokens
-                                     : 0;
-  int64_t completion = outcome.done ? outcome.done->completion_tokens : 0;
+                                     : outcome.refused_prompt_tokens;
+  int64_t completion =
+      outcome.done ? outcome.done->completion_tokens : outcome.completion_tokens_so_far;
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion}};
@@ -312,6 +313,19 @@ json StatsJson(const JobOutcome& outcome, double queue_ms) {
     stats["prefill_tok_s"] = d.prefill_tok_s;
     stats["decode_tok_s"] = d.decode_tok_s;
     stats["model_load_ms"] = d.load_ms;
+  } else {
+    const bool any = outcome.ttft_ms_seen >= 0;
+    const double decode_ms = any ? outcome.elapsed_ms_seen - outcome.ttft_ms_seen : 0;
+    const int64_t n = outcome.completion_tokens_so_far;
+    stats["partial"] = true;
+    stats["ttft_ms"] = any ? json(outcome.ttft_ms_seen) : json(nullptr);
+    stats["prefill_ms"] = nullptr;
+    stats["decode_ms"] = any ? json(decode_ms) : json(nullptr);
+    stats["prefill_tok_s"] = nullptr;
+    stats["decode_tok_s"] =
+        any && n > 1 && decode_ms > 0 ? json(1000.0 * static_cast<double>(n - 1) / decode_ms)
+                                      : json(nullptr);
+    stats["model_load_ms"] = nullptr;
   }
   if (outcome.started) {
     const ResolvedSamplingParams& s = outcome.started->sampling;
@@ -439,11 +453,13 @@ json TextChunk(const ResponseMeta& meta, const std::string& text, const std::str
           {"choices", json::array({choice})}};
 }
 
+json ModelBody(const std::string& name, int64_t created) {
+  return {{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "tessera"}};
+}
+
 json ModelsListBody(const std::vector<std::string>& names, int64_t created) {
   json data = json::array();
-  for (const std::string& n : names) {
-    data.push_back({{"id", n}, {"object", "model"}, {"created", created}, {"owned_by", "tessera"}});
-  }
+  for (const std::string& n : names) data.push_back(ModelBody(n, created));
   return {{"object", "list"}, {"data", data}};
 }
 

@@ -64,6 +64,12 @@ struct JobOutcome {
   std::string text;
   std::vector<TokenLogprobEntry> logprobs;
   std::optional<DoneMessage> done;
+  // Until Done arrives (a job cut short by a timeout, crash or disconnect): the tokens the
+  // worker reported so far, and the server's own clock on them.
+  int64_t completion_tokens_so_far = 0;
+  int64_t refused_prompt_tokens = 0;  // a prompt the worker refused as too long
+  double ttft_ms_seen = -1;           // from submitting the job to its first token; -1: none
+  double elapsed_ms_seen = 0;         // from submitting the job to its last message
 };
 
 struct ResponseMeta {
@@ -75,6 +81,8 @@ struct ResponseMeta {
 };
 
 nlohmann::json UsageJson(const JobOutcome& outcome);
+// Every stats field is present: from the worker's Done, or (a job cut short) the server's own
+// measurements, with null where nothing was measured, and "partial": true.
 nlohmann::json StatsJson(const JobOutcome& outcome, double queue_ms);
 nlohmann::json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries);
 
@@ -89,7 +97,8 @@ nlohmann::json TextChunk(const ResponseMeta& meta, const std::string& text,
                          const std::string& finish_reason,
                          const std::vector<TokenLogprobEntry>* logprobs);
 
-// The models list of GET /v1/models.
+// The models list of GET /v1/models, and one model (GET /v1/models/{id}).
 nlohmann::json ModelsListBody(const std::vector<std::string>& names, int64_t created);
+nlohmann::json ModelBody(const std::string& name, int64_t created);
 
 }  // namespace tessera::server

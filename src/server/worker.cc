@@ -46,6 +46,7 @@ struct ResidentModel {
 struct JobFailure {
   JobErrorKind kind;
   std::string message;
+  int64_t prompt_tokens = 0;  // for kContextLength
 };
 
 class Worker {
@@ -163,7 +164,7 @@ class Worker {
   }
 
   void Fail(uint64_t job_id, const JobFailure& f) {
-    Send(EncodeJobError({job_id, f.kind, f.message}));
+    Send(EncodeJobError({job_id, f.kind, f.message, f.prompt_tokens}));
   }
 
   // Between tokens: has the server asked to cancel `job_id` (or gone away)? Other frames are
@@ -311,7 +312,8 @@ class Worker {
       return JobFailure{JobErrorKind::kContextLength,
                         "the prompt is " + std::to_string(prompt_len) + " tokens but the model '" +
                             m.name + "' has a context of " + std::to_string(context) +
-                            " tokens, which must also hold the reply; shorten the prompt"};
+                            " tokens, which must also hold the reply; shorten the prompt",
+                        prompt_len};
     }
     for (int32_t id : prompt_ids) {
       if (id < 0 || id >= m.ckpt->config.vocab_size) {
@@ -351,9 +353,11 @@ class Worker {
         step_logits.assign(logits.begin(), logits.end());
       };
     }
+    int64_t generated = 0;
     req.on_token = [&](int32_t id) {
       DeltaMessage delta;
       delta.job_id = job.job_id;
+      delta.completion_tokens = ++generated;
       const bool is_stop_id =
           std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
       if (!is_stop_id && id < m.tokenizer->vocab_size()) {
@@ -377,7 +381,9 @@ class Worker {
         if (id < m.tokenizer->vocab_size()) (void)logprob_detok.Push(id);
         delta.logprobs.push_back(std::move(entry));
       }
-      if (!delta.text.empty() || !delta.logprobs.empty()) Send(EncodeDelta(delta));
+      // Sent for every token, also one whose text is held back (a possible stop string):
+      // the count lets an error after it still report the usage so far.
+      Send(EncodeDelta(delta));
       if (stopped_by_string) return false;
       if (closed_ || CancelRequested(job.job_id)) {
         cancelled = true;
@@ -399,7 +405,7 @@ class Worker {
       StopStringFilter::Step step = filter.Push(detok.Finish());
       std::string tail = step.text + filter.Finish();
       stopped_by_string = step.stopped;
-      if (!tail.empty()) Send(EncodeDelta({job.job_id, tail, {}}));
+      if (!tail.empty()) Send(EncodeDelta({job.job_id, tail, {}, generated}));
     }
     DoneMessage done;
     done.job_id = job.job_id;

@@ -333,6 +333,7 @@ std::string EncodeDelta(const DeltaMessage& m) {
       w.F32(t.logprob);
     }
   }
+  w.I64(m.completion_tokens);
   return w.Take();
 }
 
@@ -355,6 +356,7 @@ Expected<DeltaMessage> DecodeDelta(std::string_view payload) {
     }
     m.logprobs.push_back(std::move(e));
   }
+  m.completion_tokens = r.I64();
   return Checked(r, std::move(m));
 }
 
@@ -394,6 +396,7 @@ std::string EncodeJobError(const JobErrorMessage& m) {
   w.U64(m.job_id);
   w.U8(static_cast<uint8_t>(m.kind));
   w.Str(m.message);
+  w.I64(m.prompt_tokens);
   return w.Take();
 }
 
@@ -403,6 +406,7 @@ Expected<JobErrorMessage> DecodeJobError(std::string_view payload) {
   m.job_id = r.U64();
   uint8_t kind = r.U8();
   m.message = r.Str();
+  m.prompt_tokens = r.I64();
   if (r.ok() && (kind < static_cast<uint8_t>(JobErrorKind::kInvalidRequest) ||
                  kind > static_cast<uint8_t>(JobErrorKind::kInternal))) {
     return Corrupt("worker message: unknown error kind " + std::to_string(kind));

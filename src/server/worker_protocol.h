@@ -88,6 +88,8 @@ struct DeltaMessage {
   uint64_t job_id = 0;
   std::string text;
   std::vector<TokenLogprobEntry> logprobs;  // one per token of this delta, when asked
+  // Tokens generated so far (this one included): errors after a delta still report usage.
+  int64_t completion_tokens = 0;
 };
 
 struct DoneMessage {
@@ -115,6 +117,7 @@ struct JobErrorMessage {
   uint64_t job_id = 0;
   JobErrorKind kind = JobErrorKind::kInternal;
   std::string message;
+  int64_t prompt_tokens = 0;  // known for kContextLength (the prompt that did not fit)
 };
 
 struct TokensMessage {

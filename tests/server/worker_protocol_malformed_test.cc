@@ -18,10 +18,10 @@ std::vector<std::string> Samples() {
   job.stop = {"x"};
   job.sampling.temperature = 1.0;
   return {EncodeJobRequest(job),
-          EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}}),
+          EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3}),
           EncodeStarted({}),
           EncodeDone({}),
-          EncodeJobError({1, JobErrorKind::kInternal, "m"}),
+          EncodeJobError({1, JobErrorKind::kContextLength, "m", 9}),
           EncodeTokens({1, {1, 2, 3}}),
           EncodeText({1, "t"})};
 }

@@ -43,10 +43,11 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
 }
 
 TEST(WorkerProtocol, EventsRoundTrip) {
-  DeltaMessage d{9, "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}}};
+  DeltaMessage d{9, "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}}, 17};
   auto delta = DecodeDelta(EncodeDelta(d));
   ASSERT_TRUE(delta);
   EXPECT_EQ(delta->text, "text");
+  EXPECT_EQ(delta->completion_tokens, 17);
   ASSERT_EQ(delta->logprobs.size(), 1u);
   EXPECT_EQ(delta->logprobs[0].top[1].token, "b");
   EXPECT_FLOAT_EQ(delta->logprobs[0].top[1].logprob, -1.5f);
@@ -74,9 +75,10 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   EXPECT_EQ(got_done->finish_reason, "stop");
   EXPECT_EQ(got_done->ttft_ms, 1.5);
 
-  auto err = DecodeJobError(EncodeJobError({5, JobErrorKind::kContextLength, "too long"}));
+  auto err = DecodeJobError(EncodeJobError({5, JobErrorKind::kContextLength, "too long", 4097}));
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind, JobErrorKind::kContextLength);
+  EXPECT_EQ(err->prompt_tokens, 4097);
   EXPECT_EQ(DecodeTokens(EncodeTokens({1, {4, 5}}))->ids, (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(DecodeText(EncodeText({1, "x"}))->text, "x");
   EXPECT_EQ(DecodeReady(EncodeReady({"m"}))->model, "m");

@@ -1,0 +1,343 @@
+// ApiService's generation and tokenizer jobs: validated and admitted on the event loop, then
+// run on a job thread that waits for the worker and answers through the exchange.
+#include <algorithm>
+#include <chrono>
+
+#include "server/api_service.h"
+#include "server/api_service_internal.h"
+
+namespace tessera::server {
+
+using namespace api_internal;  // NOLINT: this service's own helpers
+
+
+// A job admitted to the worker: the admission slot and the routing are released exactly once,
+// by the destructor, whichever way the request ends.
+struct ApiService::ActiveJob {
+  ApiService* service = nullptr;
+  uint64_t ticket = 0;
+  uint64_t job_id = 0;
+  bool submitted = false;
+  bool finished = false;     // a terminal message arrived (or the worker died)
+  bool client_gone = false;  // the client went away while it waited
+  bool chat = false;         // which endpoint (names the param of a too-long prompt)
+  Clock::time_point admitted_at;
+  Clock::time_point submitted_at;
+  Clock::time_point deadline;
+  std::shared_ptr<HttpExchange> exchange;
+  std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
+
+  ~ActiveJob() {
+    if (service == nullptr) return;
+    if (submitted) {
+      if (!finished) {
+        // Cancel and wait (bounded) for the worker to stop, so the next job starts clean.
+        service->supervisor_.Cancel(job_id);
+        const auto limit = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+        while (auto ev = channel->Wait(limit)) {
+          if (ev->worker_died) break;
+          auto type = PeekMessageType(ev->frame);
+          if (type && (*type == MessageType::kDone || *type == MessageType::kJobError)) break;
+        }
+      }
+      service->supervisor_.Release(job_id);
+    }
+    service->admission_.Leave(ticket, MsBetween(admitted_at, Clock::now()) / 1000.0);
+  }
+};
+
+// ---- on the event loop: validate, then join the queue (a full queue costs no thread)
+
+void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
+  auto body = ParseJsonBody(call->request.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return SendError(*call, *e);
+  const json& doc = std::get<json>(body);
+  auto parsed = chat ? ParseChatRequest(doc, model_names_.front())
+                     : ParseCompletionRequest(doc, model_names_.front());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(*call, *e);
+  GenerationRequest request = std::move(std::get<GenerationRequest>(parsed));
+  if (!KnownModel(request.job.model)) return SendError(*call, ModelNotFound(request.job.model));
+  call->exchange->Note([&](AccessRecord& r) { r.model = request.job.model; });
+  AdmissionQueue::Entry entry = admission_.Enter();
+  if (!entry.admitted) return SendError(*call, QueueFull(entry.retry_after_s), 0,
+                                        {{"Retry-After", std::to_string(entry.retry_after_s)}});
+  jobs_.Post([this, call, request = std::move(request), ticket = entry.ticket, chat]() mutable {
+    RunGeneration(*call, std::move(request), ticket, chat);
+  });
+}
+
+void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
+  auto body = ParseJsonBody(call->request.body);
+  if (auto* e = std::get_if<ApiError>(&body)) return SendError(*call, *e);
+  const json& doc = std::get<json>(body);
+  auto parsed = tokenize ? ParseTokenizeRequest(doc, model_names_.front())
+                         : ParseDetokenizeRequest(doc, model_names_.front());
+  if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(*call, *e);
+  JobRequest request = std::move(std::get<JobRequest>(parsed));
+  if (!KnownModel(request.model)) return SendError(*call, ModelNotFound(request.model));
+  call->exchange->Note([&](AccessRecord& r) { r.model = request.model; });
+  AdmissionQueue::Entry entry = admission_.Enter();
+  if (!entry.admitted) return SendError(*call, QueueFull(entry.retry_after_s), 0,
+                                        {{"Retry-After", std::to_string(entry.retry_after_s)}});
+  jobs_.Post([this, call, request = std::move(request), ticket = entry.ticket]() mutable {
+    RunTokenJob(*call, std::move(request), ticket);
+  });
+}
+
+// ---- on a job thread
+
+// Waits for the ticket's turn and a ready worker, then submits. On failure fills `error` and
+// returns null; a client that leaves meanwhile gives up its place (ClientGone).
+std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, JobRequest& job,
+                                                         uint64_t ticket, double* queue_ms,
+                                                         ApiError* error,
+                                                         std::vector<HttpHeader>* extra) {
+  const auto deadline = call.arrived + std::chrono::seconds(options_.request_timeout_s);
+  HttpExchange& exchange = *call.exchange;
+  const AdmissionQueue::Turn turn = admission_.WaitTurn(
+      ticket, deadline, [&exchange] { return exchange.client_gone(); }, kClientCheckInterval);
+  *queue_ms = MsBetween(call.arrived, Clock::now());
+  if (turn != AdmissionQueue::Turn::kRun) {
+    *error = turn == AdmissionQueue::Turn::kAbandoned ? ClientGone() : DeadlinePassed();
+    return nullptr;
+  }
+  auto active = std::make_unique<ActiveJob>();
+  active->service = this;
+  active->ticket = ticket;
+  active->admitted_at = Clock::now();
+  active->deadline = deadline;
+  active->exchange = call.exchange;
+  while (!supervisor_.WaitReady(std::min(deadline, Clock::now() + kClientCheckInterval))) {
+    if (Clock::now() >= deadline || supervisor_.state() == "stopped") {
+      *error = WorkerUnavailable();
+      extra->push_back({"Retry-After", "2"});
+      return nullptr;
+    }
+    if (exchange.client_gone()) {
+      *error = ClientGone();
+      return nullptr;
+    }
+  }
+  job.job_id = ++job_counter_;
+  active->job_id = job.job_id;
+  active->submitted_at = Clock::now();
+  if (!supervisor_.Submit(job, active->channel).ok()) {
+    *error = WorkerUnavailable();
+    extra->push_back({"Retry-After", "2"});
+    return nullptr;
+  }
+  active->submitted = true;
+  return active;
+}
+
+// The job's next message. Null when the deadline passed (the worker is then killed: the only
+// way to stop a stuck kernel) or the client left (~ActiveJob cancels the job); `error` says
+// which.
+std::optional<WorkerEvent> ApiService::WaitEvent(ActiveJob& job, ApiError* error) {
+  while (true) {
+    if (job.exchange->client_gone()) {
+      job.client_gone = true;
+      *error = ClientGone();
+      return std::nullopt;
+    }
+    const auto until = std::min(job.deadline, Clock::now() + kClientCheckInterval);
+    if (auto ev = job.channel->Wait(until)) return ev;
+    if (Clock::now() >= job.deadline) {
+      supervisor_.KillWorker();
+      job.finished = true;
+      *error = DeadlinePassed();
+      return std::nullopt;
+    }
+  }
+}
+
+// Reads one event into `outcome`: kFailed (with `error`) when the job failed, the deadline
+// passed or the client left; kDone once Done arrived.
+ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error,
+                                       DeltaMessage* delta) {
+  auto ev = WaitEvent(job, error);
+  outcome.elapsed_ms_seen = MsBetween(job.submitted_at, Clock::now());
+  if (!ev) return Step::kFailed;
+  if (ev->worker_died) {
+    job.finished = true;
+    *error = WorkerDied();
+    return Step::kFailed;
+  }
+  auto type = PeekMessageType(ev->frame);
+  if (!type) return Step::kProgress;
+  switch (*type) {
+    case MessageType::kStarted:
+      if (auto m = DecodeStarted(ev->frame)) outcome.started = *m;
+      return Step::kProgress;
+    case MessageType::kDelta:
+      if (auto m = DecodeDelta(ev->frame)) {
+        if (outcome.ttft_ms_seen < 0) outcome.ttft_ms_seen = outcome.elapsed_ms_seen;
+        outcome.completion_tokens_so_far =
+            std::max(outcome.completion_tokens_so_far, m->completion_tokens);
+        outcome.text += m->text;
+        outcome.logprobs.insert(outcome.logprobs.end(), m->logprobs.begin(), m->logprobs.end());
+        if (delta != nullptr) *delta = std::move(*m);
+      }
+      return Step::kProgress;
+    case MessageType::kDone:
+      job.finished = true;
+      if (auto m = DecodeDone(ev->frame)) outcome.done = *m;
+      return Step::kDone;
+    case MessageType::kJobError:
+      job.finished = true;
+      if (auto m = DecodeJobError(ev->frame)) {
+        *error = FromJobError(*m, job.chat);
+        outcome.refused_prompt_tokens = m->prompt_tokens;
+      } else {
+        *error = ServerError(500, "internal_error", "internal error");
+      }
+      return Step::kFailed;
+    default:
+      return Step::kProgress;
+  }
+}
+
+void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat) {
+  ResponseMeta meta;
+  meta.id = (chat ? "chatcmpl-" : "cmpl-") + call.exchange->request_id();
+  meta.model = request.job.model;
+  meta.created = UnixNow();
+  meta.logprobs = request.job.logprobs;
+  ApiError error;
+  std::vector<HttpHeader> extra;
+  std::unique_ptr<ActiveJob> job = Admit(call, request.job, ticket, &meta.queue_ms, &error, &extra);
+  if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
+  job->chat = chat;
+  JobOutcome outcome;
+  // Wait for Started (or an error) first, so a request the worker refuses (a prompt longer
+  // than the context) still gets its 4xx status rather than a 200 stream.
+  while (!outcome.started) {
+    Step step = NextEvent(*job, outcome, &error, nullptr);
+    if (step == Step::kFailed) return SendJobError(call, error, outcome, meta.queue_ms);
+    if (step == Step::kDone) break;
+  }
+  if (!request.stream) {
+    Step step = Step::kProgress;
+    while (!outcome.done &&
+           (step = NextEvent(*job, outcome, &error, nullptr)) == Step::kProgress) {
+    }
+    if (step == Step::kFailed) return SendJobError(call, error, outcome, meta.queue_ms);
+    call.exchange->Note([&](AccessRecord& r) { FillRecord(r, outcome, meta.queue_ms); });
+    json body = chat ? ChatCompletionBody(meta, outcome) : TextCompletionBody(meta, outcome);
+    return SendJson(call, 200, std::move(body), meta.queue_ms);
+  }
+  StreamEvents(call, *job, outcome, meta, chat, request.include_usage);
+}
+
+// Writes the whole stream. A failure after the headers travels as an SSE error event.
+void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
+                              const ResponseMeta& meta, bool chat, bool include_usage) {
+  HttpExchange& ex = *call.exchange;
+  std::vector<HttpHeader> headers = call.cors;
+  headers.push_back({"Cache-Control", "no-cache"});
+  ex.BeginStream(200, std::move(headers), "text/event-stream");
+  auto send = [&](const json& j) { return ex.StreamWrite("data: " + Dump(j) + "\n\n"); };
+  bool open =
+      chat ? send(ChatChunk(meta, {{"role", "assistant"}, {"content", ""}}, "", nullptr)) : true;
+  ApiError error;
+  Step step = outcome.done ? Step::kDone : Step::kProgress;
+  while (open && step == Step::kProgress) {
+    DeltaMessage delta;
+    step = NextEvent(job, outcome, &error, &delta);
+    if (step != Step::kProgress || (delta.text.empty() && delta.logprobs.empty())) continue;
+    const std::vector<TokenLogprobEntry>* lp = meta.logprobs ? &delta.logprobs : nullptr;
+    open = send(chat ? ChatChunk(meta, {{"content", delta.text}}, "", lp)
+                     : TextChunk(meta, delta.text, "", lp));
+  }
+  auto note_finish = [&](const std::string& finish) {
+    ex.Note([&](AccessRecord& r) {
+      FillRecord(r, outcome, meta.queue_ms);
+      r.finish = finish;
+    });
+  };
+  if (!open || job.client_gone || ex.client_gone()) {
+    note_finish("client_disconnected");  // ~ActiveJob cancels the generation
+    ex.EndStream();
+    return;
+  }
+  if (step == Step::kFailed) {
+    note_finish(error.code);
+    send(JobErrorBody(error, outcome, meta.queue_ms));
+    ex.EndStream();
+    return;
+  }
+  const std::string finish = outcome.done ? outcome.done->finish_reason : "stop";
+  json stats = ServerStats(meta.queue_ms);
+  stats.update(StatsJson(outcome, meta.queue_ms));
+  json last = chat ? ChatChunk(meta, json::object(), finish, nullptr)
+                   : TextChunk(meta, "", finish, nullptr);
+  last["usage"] = UsageJson(outcome);
+  last["x_tessera_stats"] = stats;
+  send(last);
+  if (include_usage) {
+    json usage = {{"id", meta.id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", meta.created},
+                  {"model", meta.model},
+                  {"choices", json::array()},
+                  {"usage", UsageJson(outcome)},
+                  {"x_tessera_stats", stats}};
+    send(usage);
+  }
+  ex.StreamWrite("data: [DONE]\n\n");
+  note_finish(outcome.done ? outcome.done->finish_reason : "");
+  ex.EndStream();
+}
+
+// Tokenizer endpoints report the ids they took or produced as prompt tokens.
+static json TokenUsage(size_t n) {
+  return {{"prompt_tokens", n}, {"completion_tokens", 0}, {"total_tokens", n}};
+}
+
+void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
+  ApiError error;
+  double queue_ms = 0;
+  std::vector<HttpHeader> extra;
+  std::unique_ptr<ActiveJob> job = Admit(call, request, ticket, &queue_ms, &error, &extra);
+  if (!job) return SendError(call, error, queue_ms, std::move(extra));
+  while (true) {
+    auto ev = WaitEvent(*job, &error);
+    if (!ev) return SendError(call, error, queue_ms);
+    if (ev->worker_died) {
+      job->finished = true;
+      return SendError(call, WorkerDied(), queue_ms);
+    }
+    auto type = PeekMessageType(ev->frame);
+    if (!type) continue;
+    if (*type == MessageType::kJobError) {
+      job->finished = true;
+      auto m = DecodeJobError(ev->frame);
+      return SendError(
+          call, m ? FromJobError(*m, false) : ServerError(500, "internal_error", "internal error"),
+          queue_ms);
+    }
+    if (*type == MessageType::kTokens) {
+      job->finished = true;
+      auto m = DecodeTokens(ev->frame);
+      if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
+      const size_t n = m->ids.size();
+      call.exchange->Note([&](AccessRecord& r) { r.prompt_tokens = static_cast<int64_t>(n); });
+      return SendJson(
+          call, 200,
+          {{"model", request.model}, {"tokens", m->ids}, {"count", n}, {"usage", TokenUsage(n)}},
+          queue_ms);
+    }
+    if (*type == MessageType::kText) {
+      job->finished = true;
+      auto m = DecodeText(ev->frame);
+      if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
+      return SendJson(call, 200,
+                      {{"model", request.model},
+                       {"prompt", m->text},
+                       {"usage", TokenUsage(request.ids.size())}},
+                      queue_ms);
+    }
+  }
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,314 @@
+#include "server/api_service.h"
+
+#include "server/api_service_internal.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace tessera::server {
+namespace {
+
+using namespace api_internal;  // NOLINT: this service's own helpers
+
+enum class Route { kHealth, kReady, kModels, kModel, kChat, kCompletions, kTokenize,
+                   kDetokenize, kNone };
+
+Route RouteOf(const std::string& path) {
+  if (path == "/health") return Route::kHealth;
+  if (path == "/ready") return Route::kReady;
+  if (path == "/v1/models") return Route::kModels;
+  if (ModelIdFromPath(path)) return Route::kModel;
+  if (path == "/v1/chat/completions") return Route::kChat;
+  if (path == "/v1/completions") return Route::kCompletions;
+  if (path == "/tokenize") return Route::kTokenize;
+  if (path == "/detokenize") return Route::kDetokenize;
+  return Route::kNone;
+}
+
+bool IsGetRoute(Route r) {
+  return r == Route::kHealth || r == Route::kReady || r == Route::kModels || r == Route::kModel;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ job threads
+
+JobThreads::JobThreads(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this] {
+      while (true) {
+        std::function<void()> task;
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+          if (tasks_.empty()) return;
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        }
+        task();
+      }
+    });
+  }
+}
+
+void JobThreads::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void JobThreads::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+// ------------------------------------------------------------------------------ service
+
+ApiService::ApiService(const ServeOptions& options)
+    : options_(options),
+      supervisor_({options.executable, options.worker_args}),
+      admission_(options.max_active, options.max_queued),
+      rate_limiter_(options.rate_limit_per_minute),
+      // Every admitted job (running or queued) has its thread; Enter() bounds how many.
+      jobs_(options.max_active + options.max_queued) {
+  for (const ModelEntry& m : options.models) model_names_.push_back(m.name);
+  created_ = UnixNow();
+  started_at_ = Clock::now();
+}
+
+ApiService::~ApiService() { jobs_.Stop(); }
+
+json ApiService::ServerStats(double queue_wait_ms) const {
+  return {{"queue_wait_ms", queue_wait_ms},
+          {"active", admission_.active()},
+          {"queued", admission_.waiting()},
+          {"worker_state", supervisor_.state()},
+          {"worker_restarts", supervisor_.restarts()},
+          {"uptime_s", MsBetween(started_at_, Clock::now()) / 1000.0}};
+}
+
+// Every JSON answer carries usage and x_tessera_stats; a body without its own gets zero usage
+// and the server's stats.
+HttpResponse ApiService::JsonResponse(const Call& call, int status, json body,
+                                      double queue_wait_ms) const {
+  if (!body.contains("usage")) body["usage"] = ZeroUsage();
+  if (!body.contains("x_tessera_stats")) body["x_tessera_stats"] = ServerStats(queue_wait_ms);
+  HttpResponse r = HttpResponse::Json(status, Dump(body));
+  r.headers = call.cors;
+  return r;
+}
+
+void ApiService::SendJson(Call& call, int status, json body, double queue_wait_ms) {
+  call.exchange->Respond(JsonResponse(call, status, std::move(body), queue_wait_ms));
+}
+
+void ApiService::SendError(Call& call, const ApiError& e, double queue_wait_ms,
+                           std::vector<HttpHeader> extra) {
+  if (AbnormalEnd(e)) call.exchange->Note([&](AccessRecord& r) { r.finish = e.code; });
+  HttpResponse r = JsonResponse(call, e.status, ErrorBody(e), queue_wait_ms);
+  for (HttpHeader& h : extra) r.headers.push_back(std::move(h));
+  call.exchange->Respond(std::move(r));
+}
+
+// An error once the worker had the job: the usage so far and the full stats object (the
+// job's and the server's) go with it.
+json ApiService::JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) const {
+  json body = ErrorBody(e);
+  body["usage"] = UsageJson(outcome);
+  json stats = ServerStats(queue_ms);
+  stats.update(StatsJson(outcome, queue_ms));
+  body["x_tessera_stats"] = std::move(stats);
+  return body;
+}
+
+void ApiService::SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome,
+                              double queue_ms) {
+  call.exchange->Note([&](AccessRecord& r) {
+    FillRecord(r, outcome, queue_ms);
+    if (AbnormalEnd(e)) r.finish = e.code;
+  });
+  call.exchange->Respond(JsonResponse(call, e.status, JobErrorBody(e, outcome, queue_ms)));
+}
+
+bool ApiService::OriginAllowed(std::string_view origin) const {
+  for (const std::string& o : options_.allow_origins) {
+    if (o == "*" || o == origin) return true;
+  }
+  return false;
+}
+
+std::vector<HttpHeader> ApiService::CorsHeaders(const HttpRequest& head) const {
+  const std::string_view origin = head.Header("Origin");
+  if (origin.empty() || !OriginAllowed(origin)) return {};
+  return {{"Access-Control-Allow-Origin", std::string(origin)}, {"Vary", "Origin"}};
+}
+
+bool ApiService::KnownModel(const std::string& name) const {
+  return std::find(model_names_.begin(), model_names_.end(), name) != model_names_.end();
+}
+
+HttpResponse ApiService::ProtocolError(int status, const std::string& code,
+                                       const std::string& message) {
+  ApiError e;
+  e.status = status;
+  e.code = code;
+  e.message = message;
+  if (status >= 500) e.type = "server_error";
+  json body = ErrorBody(e);
+  body["usage"] = ZeroUsage();
+  body["x_tessera_stats"] = ServerStats(0);
+  return HttpResponse::Json(status, Dump(body));
+}
+
+// ---- protections that need only the head
+
+std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
+  Call call{head, nullptr, CorsHeaders(head), Clock::now()};
+  auto refuse = [&](const ApiError& e, std::vector<HttpHeader> extra = {}) {
+    HttpResponse r = JsonResponse(call, e.status, ErrorBody(e));
+    for (HttpHeader& h : extra) r.headers.push_back(std::move(h));
+    return r;
+  };
+  if (head.method == "OPTIONS") {
+    if (call.cors.empty()) {
+      ApiError e = InvalidField("",
+                                "cross-origin requests from this origin are not allowed; start the "
+                                "server with --allow-origin to permit one");
+      e.status = 403;
+      e.code = "cors_origin_denied";
+      return refuse(e);
+    }
+    HttpResponse r;
+    r.status = 204;
+    r.content_type.clear();
+    r.headers = call.cors;
+    r.SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    r.SetHeader("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    r.SetHeader("Access-Control-Max-Age", "600");
+    return r;
+  }
+  const Route route = RouteOf(head.path);
+  if (route == Route::kHealth || route == Route::kReady) {
+    if (head.method == "GET" || head.method == "HEAD") return std::nullopt;
+  } else {
+    if (draining_) return refuse(ServerError(503, "shutting_down", "the server is shutting down"));
+    if (options_.rate_limit_per_minute > 0) {
+      int retry_after = 0;
+      if (!rate_limiter_.Allow(head.remote_addr, &retry_after)) {
+        ApiError e =
+            InvalidField("", "rate limit of " + std::to_string(options_.rate_limit_per_minute) +
+                                 " requests per minute exceeded; retry after " +
+                                 std::to_string(retry_after) + " s");
+        e.status = 429;
+        e.type = "rate_limit_error";
+        e.code = "rate_limit_exceeded";
+        return refuse(e, {{"Retry-After", std::to_string(retry_after)}});
+      }
+    }
+    if (!options_.api_key.empty()) {
+      const std::string_view auth = head.Header("Authorization");
+      const auto token = BearerToken(auth);
+      if (!token || !ConstantTimeEquals(*token, options_.api_key)) {
+        ApiError e = InvalidField(
+            "", auth.empty() ? "missing API key; send 'Authorization: Bearer <key>'"
+                             : "incorrect API key (send 'Authorization: Bearer <key>')");
+        e.status = 401;
+        e.code = "invalid_api_key";
+        return refuse(e, {{"WWW-Authenticate", "Bearer"}});
+      }
+    }
+  }
+  if (route == Route::kNone) {
+    ApiError e = InvalidField("", "no such endpoint: " + head.path);
+    e.status = 404;
+    e.code = "not_found";
+    return refuse(e);
+  }
+  const bool get_route = IsGetRoute(route);
+  const bool method_ok = get_route ? head.method == "GET" || head.method == "HEAD"
+                                   : head.method == "POST";
+  if (!method_ok) {
+    ApiError e = InvalidField("", head.method + " is not allowed on " + head.path + "; use " +
+                                      (get_route ? "GET" : "POST"));
+    e.status = 405;
+    e.code = "method_not_allowed";
+    return refuse(e, {{"Allow", get_route ? "GET, HEAD" : "POST"}});
+  }
+  return std::nullopt;
+}
+
+// ---- routes
+
+void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  auto call = std::make_shared<Call>();
+  call->cors = CorsHeaders(request);
+  call->request = std::move(request);
+  call->exchange = std::move(exchange);
+  call->arrived = Clock::now();
+  switch (RouteOf(call->request.path)) {
+    case Route::kHealth:
+      return SendJson(*call, 200, {{"status", "ok"}});
+    case Route::kReady: {
+      const bool ready = supervisor_.ready() && !draining_;
+      // Queue occupancy lets a client (and the tests) see load before it is refused.
+      return SendJson(*call, ready ? 200 : 503,
+                      {{"status", draining_ ? std::string("draining") : supervisor_.state()},
+                       {"active", admission_.active()},
+                       {"queued", admission_.waiting()}});
+    }
+    case Route::kModels:
+      return SendJson(*call, 200, ModelsListBody(model_names_, created_));
+    case Route::kModel: {
+      const std::string id = *ModelIdFromPath(call->request.path);
+      if (!KnownModel(id)) return SendError(*call, ModelNotFound(id));
+      return SendJson(*call, 200, ModelBody(id, created_));
+    }
+    case Route::kChat:
+      return Generation(std::move(call), /*chat=*/true);
+    case Route::kCompletions:
+      return Generation(std::move(call), /*chat=*/false);
+    case Route::kTokenize:
+      return TokenJob(std::move(call), /*tokenize=*/true);
+    case Route::kDetokenize:
+      return TokenJob(std::move(call), /*tokenize=*/false);
+    case Route::kNone:
+      break;
+  }
+  ApiError e = InvalidField("", "no such endpoint");
+  e.status = 404;
+  e.code = "not_found";
+  SendError(*call, e);
+}
+
+void ApiService::Completed(const HttpRequest& head, const std::string& request_id, int status,
+                           const AccessRecord& rec, double total_ms) {
+  json line = {{"ts", UnixNow()},
+               {"id", request_id},
+               {"client", head.remote_addr},
+               {"method", head.method},
+               {"path", head.path},
+               {"status", status},
+               {"model", rec.model},
+               {"prompt_tokens", rec.prompt_tokens},
+               {"completion_tokens", rec.completion_tokens},
+               {"queue_ms", rec.queue_ms},
+               {"ttft_ms", rec.ttft_ms},
+               {"total_ms", total_ms}};
+  std::string finish = rec.finish;
+  if (status == 499 && finish.empty()) finish = "client_disconnected";
+  if (!finish.empty()) line["finish_reason"] = finish;
+  std::string text = "access " + Dump(line) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,120 @@
+// The OpenAI-compatible API behind the HTTP front end: protections that need only the request
+// head (CORS, draining, rate limit, bearer auth, routes) run in Screen(), before the body is
+// read; Handle() validates the body, admits generation and tokenizer jobs through the bounded
+// queue on the event loop (a full queue is a 429 at once, costing no thread) and runs each
+// admitted job on one of max_active + max_queued job threads, which wait for the worker and
+// answer through the request's HttpExchange, streamed or whole.
+//
+//   ApiService service(options);                 // options: ServeOptions (http_server.h)
+//   auto fe = HttpFrontEnd::Create(fe_options, &service);
+//   service.supervisor().Start();
+//   ... (*fe)->Run() ...
+//   service.StartDraining();  service.admission().WaitIdle(deadline);
+//   (*fe)->Stop();  service.Stop();              // joins the job threads
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/guards.h"
+#include "server/http_exchange.h"
+#include "server/http_server.h"
+#include "server/openai_api.h"
+#include "server/worker_supervisor.h"
+
+namespace tessera::server {
+
+// A fixed set of threads that run queued tasks in order; Stop() runs what is queued, then
+// joins.
+class JobThreads {
+ public:
+  explicit JobThreads(int threads);
+  ~JobThreads() { Stop(); }
+  void Post(std::function<void()> task);
+  void Stop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class ApiService final : public HttpHandler {
+ public:
+  explicit ApiService(const ServeOptions& options);
+  ~ApiService() override;
+
+  WorkerSupervisor& supervisor() { return supervisor_; }
+  AdmissionQueue& admission() { return admission_; }
+  void StartDraining() { draining_ = true; }
+  // Joins the job threads (after the front end stopped and the worker was stopped).
+  void Stop() { jobs_.Stop(); }
+
+  std::optional<HttpResponse> Screen(const HttpRequest& head) override;
+  void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
+  HttpResponse ProtocolError(int status, const std::string& code,
+                             const std::string& message) override;
+  void Completed(const HttpRequest& head, const std::string& request_id, int status,
+                 const AccessRecord& record, double total_ms) override;
+
+ private:
+  // One request being answered: its head, where the answer goes, and its CORS headers.
+  struct Call {
+    HttpRequest request;
+    std::shared_ptr<HttpExchange> exchange;
+    std::vector<HttpHeader> cors;
+    Clock::time_point arrived;
+  };
+  struct ActiveJob;
+  enum class Step { kProgress, kDone, kFailed };
+
+  nlohmann::json ServerStats(double queue_wait_ms) const;
+  HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
+                            double queue_wait_ms = 0) const;
+  void SendJson(Call& call, int status, nlohmann::json body, double queue_wait_ms = 0);
+  void SendError(Call& call, const ApiError& e, double queue_wait_ms = 0,
+                 std::vector<HttpHeader> extra = {});
+  void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome,
+                    double queue_ms);
+  nlohmann::json JobErrorBody(const ApiError& e, const JobOutcome& outcome,
+                              double queue_ms) const;
+  bool OriginAllowed(std::string_view origin) const;
+  std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
+  bool KnownModel(const std::string& name) const;
+
+  void Generation(std::shared_ptr<Call> call, bool chat);
+  void TokenJob(std::shared_ptr<Call> call, bool tokenize);
+  // On a job thread: the blocking part of each.
+  void RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat);
+  void RunTokenJob(Call& call, JobRequest request, uint64_t ticket);
+  std::unique_ptr<ActiveJob> Admit(Call& call, JobRequest& job, uint64_t ticket,
+                                   double* queue_ms, ApiError* error,
+                                   std::vector<HttpHeader>* extra);
+  std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
+  Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error,
+                 DeltaMessage* delta);
+  void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
+                    const ResponseMeta& meta, bool chat, bool include_usage);
+
+  const ServeOptions& options_;
+  WorkerSupervisor supervisor_;
+  AdmissionQueue admission_;
+  RateLimiter rate_limiter_;
+  std::vector<std::string> model_names_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> job_counter_{0};
+  int64_t created_ = 0;
+  Clock::time_point started_at_;
+  JobThreads jobs_;
+};
+
+}  // namespace tessera::server

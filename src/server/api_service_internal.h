@@ -1,0 +1,157 @@
+// Internal to ApiService (api_service.cc, api_jobs.cc): the error objects it answers with
+// and small helpers.
+#pragma once
+
+#include <cctype>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/api_service.h"
+
+namespace tessera::server::api_internal {
+
+using nlohmann::json;
+
+inline std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+inline double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+inline int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// How often a job that waits (in the queue, for the worker, for the next token) looks whether
+// its client is still connected (the front end notices it on the event loop).
+constexpr auto kClientCheckInterval = std::chrono::milliseconds(50);
+
+inline json ZeroUsage() { return {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}}; }
+
+inline ApiError ServerError(int status, const std::string& code, const std::string& message) {
+  ApiError e;
+  e.status = status;
+  e.type = "server_error";
+  e.code = code;
+  e.message = message;
+  return e;
+}
+
+// What a request whose client went away is answered (nobody reads it; the access log shows
+// the status, 499 as nginx logs it).
+inline ApiError ClientGone() {
+  ApiError e = ServerError(499, "client_disconnected",
+                           "the client closed the connection before the answer was ready; the "
+                           "request was cancelled");
+  e.type = "invalid_request_error";
+  return e;
+}
+
+inline ApiError ModelNotFound(const std::string& name) {
+  ApiError e = InvalidField(
+      "model",
+      "the model '" + name + "' does not exist or is not served here; GET /v1/models lists them");
+  e.status = 404;
+  e.code = "model_not_found";
+  return e;
+}
+
+inline ApiError FromJobError(const JobErrorMessage& m, bool chat) {
+  ApiError e;
+  e.message = m.message;
+  switch (m.kind) {
+    case JobErrorKind::kInvalidRequest:
+      break;
+    case JobErrorKind::kContextLength:
+      e.code = "context_length_exceeded";
+      e.param = chat ? "messages" : "prompt";
+      break;
+    case JobErrorKind::kModelNotFound:
+      e.status = 404;
+      e.code = "model_not_found";
+      e.param = "model";
+      break;
+    case JobErrorKind::kInternal:
+      e = ServerError(500, "internal_error", m.message);
+      break;
+  }
+  return e;
+}
+
+inline ApiError WorkerDied() {
+  return ServerError(502, "worker_crashed",
+                     "the inference worker stopped while handling this request; it is being "
+                     "restarted, retry shortly");
+}
+
+inline ApiError DeadlinePassed() {
+  return ServerError(504, "timeout",
+                     "the request took longer than the server's request timeout and was stopped");
+}
+
+inline ApiError WorkerUnavailable() {
+  return ServerError(503, "worker_unavailable", "the inference worker is not ready; retry shortly");
+}
+
+inline ApiError QueueFull(int retry_after_s) {
+  ApiError e = ServerError(429, "queue_full",
+                           "the server is busy (the queue is full); retry after " +
+                               std::to_string(retry_after_s) + " s");
+  e.type = "rate_limit_error";
+  return e;
+}
+
+// The ways a request can be cut short, as the access log names them.
+inline bool AbnormalEnd(const ApiError& e) {
+  return e.code == "client_disconnected" || e.code == "worker_crashed" || e.code == "timeout";
+}
+
+// "/v1/models/{id}": the id, percent-decoded (ids such as org/name may come encoded).
+inline std::optional<std::string> ModelIdFromPath(std::string_view path) {
+  constexpr std::string_view kPrefix = "/v1/models/";
+  if (path.substr(0, kPrefix.size()) != kPrefix || path.size() == kPrefix.size()) return {};
+  std::string id;
+  for (size_t i = kPrefix.size(); i < path.size(); ++i) {
+    if (path[i] == '%' && i + 2 < path.size() && std::isxdigit(path[i + 1]) &&
+        std::isxdigit(path[i + 2])) {
+      id.push_back(static_cast<char>(std::stoi(std::string(path.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      id.push_back(path[i]);
+    }
+  }
+  return id;
+}
+
+// The bearer token of an Authorization value; the scheme is case-insensitive (RFC 7235).
+inline std::optional<std::string_view> BearerToken(std::string_view auth) {
+  constexpr size_t kScheme = 6;  // "Bearer"
+  if (auth.size() <= kScheme + 1 || !EqualsIgnoreCase(auth.substr(0, kScheme), "Bearer") ||
+      auth[kScheme] != ' ') {
+    return {};
+  }
+  std::string_view token = auth.substr(kScheme + 1);
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  return token;
+}
+
+// What the access log keeps of a job.
+inline void FillRecord(AccessRecord& r, const JobOutcome& outcome, double queue_ms) {
+  r.queue_ms = queue_ms;
+  const json usage = UsageJson(outcome);
+  r.prompt_tokens = usage["prompt_tokens"].get<int64_t>();
+  r.completion_tokens = usage["completion_tokens"].get<int64_t>();
+  if (outcome.done) {
+    r.ttft_ms = outcome.done->ttft_ms;
+    r.finish = outcome.done->finish_reason;
+  } else if (outcome.ttft_ms_seen >= 0) {
+    r.ttft_ms = outcome.ttft_ms_seen;
+  }
+}
+
+}  // namespace tessera::server::api_internal
