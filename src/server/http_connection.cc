@@ -195,6 +195,9 @@ void Connection::Start() {
     if (self->state_ == State::kClosed) return;
     if (ec) return self->CloseNow();
     self->state_ = State::kIdle;
+    // The first request must begin within the keep-alive time, like every later one.
+    self->ArmReadTimer(Clock::now() +
+                       std::chrono::seconds(self->shared_->options.keep_alive_timeout_s));
     self->Process();
   });
 }

@@ -44,6 +44,15 @@ test('models.list', async (client) => {
   assert.deepEqual(ids, ['tiny', 'stories']);
 });
 
+test('models.retrieve', async (client) => {
+  const m = await client.models.retrieve('stories');
+  assert.equal(m.id, 'stories');
+  assert.equal(m.object, 'model');
+  assert.equal(m.owned_by, 'tessera');
+  await assert.rejects(client.models.retrieve('no-such-model'),
+                       (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
+});
+
 test('chat non-streamed', async (client) => {
   const r = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 6 });
   assert.equal(r.object, 'chat.completion');
