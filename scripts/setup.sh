@@ -27,6 +27,7 @@ PACKAGES=(
   "libssl-dev=3.0.*"
   "libcurl4-openssl-dev=7.88.1*"
   "curl=7.88.1*"
+  "wrk=4.1.0*"
   "openssl=3.0.*"
 )
 
