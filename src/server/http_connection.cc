@@ -560,8 +560,10 @@ void Connection::AfterResponse() {
   Process();
 }
 
+// A client that is "gone" only because it stopped sending (a half-close) still gets what is
+// answered; only a connection that failed or closed does not.
 void Connection::SendResponse(const std::shared_ptr<ExchangeState>& ex, HttpResponse response) {
-  if (ex != current_ || state_ == State::kClosed || ex->gone) {
+  if (ex != current_ || state_ == State::kClosed) {
     ex->status = response.status;
     ex->finished = true;
     Log(*ex);
@@ -575,7 +577,7 @@ void Connection::SendStreamHead(const std::shared_ptr<ExchangeState>& ex, int st
                                 std::vector<HttpHeader> headers, const std::string& content_type) {
   ex->answered = true;
   ex->status = status;
-  if (ex != current_ || state_ == State::kClosed || ex->gone) return;
+  if (ex != current_ || state_ == State::kClosed) return;
   // HTTP/1.1: chunked. HTTP/1.0 has no chunked coding: the end of the stream is the close.
   chunked_out_ = version_ == 11;
   close_after_ = !chunked_out_ || !keep_alive_ || shared_->stopping;
@@ -583,7 +585,7 @@ void Connection::SendStreamHead(const std::shared_ptr<ExchangeState>& ex, int st
 }
 
 void Connection::SendStreamData(const std::shared_ptr<ExchangeState>& ex, std::string data) {
-  if (ex != current_ || state_ == State::kClosed || ex->gone || data.empty()) return;
+  if (ex != current_ || state_ == State::kClosed || data.empty()) return;
   if (pending_.size() > kMaxUnsentBytes) {
     MarkGone();
     return CloseNow();
@@ -598,7 +600,7 @@ void Connection::SendStreamData(const std::shared_ptr<ExchangeState>& ex, std::s
 
 void Connection::SendStreamEnd(const std::shared_ptr<ExchangeState>& ex) {
   ex->finished = true;
-  if (ex != current_ || state_ == State::kClosed || ex->gone) {
+  if (ex != current_ || state_ == State::kClosed) {
     Log(*ex);
     if (ex == current_ && state_ != State::kClosed) CloseNow();
     return;
