@@ -10,7 +10,6 @@ namespace tessera::server {
 
 using namespace api_internal;  // NOLINT: this service's own helpers
 
-
 // A job admitted to the worker: the admission slot and the routing are released exactly once,
 // by the destructor, whichever way the request ends.
 struct ApiService::ActiveJob {
@@ -48,6 +47,21 @@ struct ApiService::ActiveJob {
 
 // ---- on the event loop: validate, then join the queue (a full queue costs no thread)
 
+std::optional<uint64_t> ApiService::EnterQueue(Call& call, const std::string& model) {
+  if (!KnownModel(model)) {
+    SendError(call, ModelNotFound(model));
+    return std::nullopt;
+  }
+  call.exchange->Note([&](AccessRecord& r) { r.model = model; });
+  AdmissionQueue::Entry entry = admission_.Enter();
+  if (!entry.admitted) {
+    SendError(call, QueueFull(entry.retry_after_s), 0,
+              {{"Retry-After", std::to_string(entry.retry_after_s)}});
+    return std::nullopt;
+  }
+  return entry.ticket;
+}
+
 void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
   auto body = ParseJsonBody(call->request.body);
   if (auto* e = std::get_if<ApiError>(&body)) return SendError(*call, *e);
@@ -56,12 +70,9 @@ void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
                      : ParseCompletionRequest(doc, model_names_.front());
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(*call, *e);
   GenerationRequest request = std::move(std::get<GenerationRequest>(parsed));
-  if (!KnownModel(request.job.model)) return SendError(*call, ModelNotFound(request.job.model));
-  call->exchange->Note([&](AccessRecord& r) { r.model = request.job.model; });
-  AdmissionQueue::Entry entry = admission_.Enter();
-  if (!entry.admitted) return SendError(*call, QueueFull(entry.retry_after_s), 0,
-                                        {{"Retry-After", std::to_string(entry.retry_after_s)}});
-  jobs_.Post([this, call, request = std::move(request), ticket = entry.ticket, chat]() mutable {
+  const std::optional<uint64_t> ticket = EnterQueue(*call, request.job.model);
+  if (!ticket) return;
+  jobs_.Post([this, call, request = std::move(request), ticket = *ticket, chat]() mutable {
     RunGeneration(*call, std::move(request), ticket, chat);
   });
 }
@@ -74,12 +85,9 @@ void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
                          : ParseDetokenizeRequest(doc, model_names_.front());
   if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(*call, *e);
   JobRequest request = std::move(std::get<JobRequest>(parsed));
-  if (!KnownModel(request.model)) return SendError(*call, ModelNotFound(request.model));
-  call->exchange->Note([&](AccessRecord& r) { r.model = request.model; });
-  AdmissionQueue::Entry entry = admission_.Enter();
-  if (!entry.admitted) return SendError(*call, QueueFull(entry.retry_after_s), 0,
-                                        {{"Retry-After", std::to_string(entry.retry_after_s)}});
-  jobs_.Post([this, call, request = std::move(request), ticket = entry.ticket]() mutable {
+  const std::optional<uint64_t> ticket = EnterQueue(*call, request.model);
+  if (!ticket) return;
+  jobs_.Post([this, call, request = std::move(request), ticket = *ticket]() mutable {
     RunTokenJob(*call, std::move(request), ticket);
   });
 }
@@ -218,8 +226,7 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   }
   if (!request.stream) {
     Step step = Step::kProgress;
-    while (!outcome.done &&
-           (step = NextEvent(*job, outcome, &error, nullptr)) == Step::kProgress) {
+    while (!outcome.done && (step = NextEvent(*job, outcome, &error, nullptr)) == Step::kProgress) {
     }
     if (step == Step::kFailed) return SendJobError(call, error, outcome, meta.queue_ms);
     call.exchange->Note([&](AccessRecord& r) { FillRecord(r, outcome, meta.queue_ms); });

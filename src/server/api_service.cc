@@ -11,8 +11,17 @@ namespace {
 
 using namespace api_internal;  // NOLINT: this service's own helpers
 
-enum class Route { kHealth, kReady, kModels, kModel, kChat, kCompletions, kTokenize,
-                   kDetokenize, kNone };
+enum class Route {
+  kHealth,
+  kReady,
+  kModels,
+  kModel,
+  kChat,
+  kCompletions,
+  kTokenize,
+  kDetokenize,
+  kNone
+};
 
 Route RouteOf(const std::string& path) {
   if (path == "/health") return Route::kHealth;
@@ -86,7 +95,9 @@ ApiService::ApiService(const ServeOptions& options)
   started_at_ = Clock::now();
 }
 
-ApiService::~ApiService() { jobs_.Stop(); }
+ApiService::~ApiService() {
+  jobs_.Stop();
+}
 
 json ApiService::ServerStats(double queue_wait_ms) const {
   return {{"queue_wait_ms", queue_wait_ms},
@@ -235,8 +246,8 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
     return refuse(e);
   }
   const bool get_route = IsGetRoute(route);
-  const bool method_ok = get_route ? head.method == "GET" || head.method == "HEAD"
-                                   : head.method == "POST";
+  const bool method_ok =
+      get_route ? head.method == "GET" || head.method == "HEAD" : head.method == "POST";
   if (!method_ok) {
     ApiError e = InvalidField("", head.method + " is not allowed on " + head.path + "; use " +
                                       (get_route ? "GET" : "POST"));

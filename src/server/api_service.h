@@ -83,27 +83,25 @@ class ApiService final : public HttpHandler {
   void SendJson(Call& call, int status, nlohmann::json body, double queue_wait_ms = 0);
   void SendError(Call& call, const ApiError& e, double queue_wait_ms = 0,
                  std::vector<HttpHeader> extra = {});
-  void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome,
-                    double queue_ms);
-  nlohmann::json JobErrorBody(const ApiError& e, const JobOutcome& outcome,
-                              double queue_ms) const;
+  void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome, double queue_ms);
+  nlohmann::json JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) const;
   bool OriginAllowed(std::string_view origin) const;
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;
 
+  // The model must be served and the queue must have room; else the answer is sent here.
+  std::optional<uint64_t> EnterQueue(Call& call, const std::string& model);
   void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
   // On a job thread: the blocking part of each.
   void RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat);
   void RunTokenJob(Call& call, JobRequest request, uint64_t ticket);
-  std::unique_ptr<ActiveJob> Admit(Call& call, JobRequest& job, uint64_t ticket,
-                                   double* queue_ms, ApiError* error,
-                                   std::vector<HttpHeader>* extra);
+  std::unique_ptr<ActiveJob> Admit(Call& call, JobRequest& job, uint64_t ticket, double* queue_ms,
+                                   ApiError* error, std::vector<HttpHeader>* extra);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
-  Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error,
-                 DeltaMessage* delta);
-  void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
-                    const ResponseMeta& meta, bool chat, bool include_usage);
+  Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, DeltaMessage* delta);
+  void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta,
+                    bool chat, bool include_usage);
 
   const ServeOptions& options_;
   WorkerSupervisor supervisor_;

@@ -14,7 +14,9 @@ namespace tessera::server::api_internal {
 
 using nlohmann::json;
 
-inline std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+inline std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 inline double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -30,7 +32,9 @@ inline int64_t UnixNow() {
 // its client is still connected (the front end notices it on the event loop).
 constexpr auto kClientCheckInterval = std::chrono::milliseconds(50);
 
-inline json ZeroUsage() { return {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}}; }
+inline json ZeroUsage() {
+  return {{"prompt_tokens", 0}, {"completion_tokens", 0}, {"total_tokens", 0}};
+}
 
 inline ApiError ServerError(int status, const std::string& code, const std::string& message) {
   ApiError e;

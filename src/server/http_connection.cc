@@ -284,8 +284,8 @@ void Connection::StartRequest() {
   close_after_ = false;
   const auto& o = shared_->options;
   request_deadline_ = current_->start + std::chrono::seconds(o.socket_timeout_s);
-  ArmReadTimer(std::min(request_deadline_,
-                        current_->start + std::chrono::seconds(o.header_timeout_s)));
+  ArmReadTimer(
+      std::min(request_deadline_, current_->start + std::chrono::seconds(o.header_timeout_s)));
 }
 
 bool Connection::OnHead() {
@@ -405,9 +405,8 @@ void Connection::DoRead() {
   if (answering && state_ == State::kHandling && in_.size() >= kMaxBufferedWhileAnswering) return;
   reading_ = true;
   auto buffer = in_.prepare(kReadChunk);
-  transport_->ReadSome(buffer, [self = shared_from_this()](const error_code& ec, size_t n) {
-    self->OnRead(ec, n);
-  });
+  transport_->ReadSome(
+      buffer, [self = shared_from_this()](const error_code& ec, size_t n) { self->OnRead(ec, n); });
 }
 
 void Connection::OnRead(const error_code& ec, size_t n) {
@@ -460,9 +459,8 @@ void Connection::OnReadTimer() {
 // ------------------------------------------------------------------------------ writing
 
 std::string Connection::SerializeHead(int status, const std::vector<HttpHeader>& headers,
-                                      const std::string& content_type,
-                                      std::optional<size_t> length, bool chunked,
-                                      bool close) const {
+                                      const std::string& content_type, std::optional<size_t> length,
+                                      bool chunked, bool close) const {
   std::string out = version_ == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
   out += std::to_string(status) + " " + ReasonPhrase(status) + "\r\n";
   out += "Date: " + HttpDate() + "\r\n";
@@ -492,11 +490,10 @@ void Connection::Reply(HttpResponse response, bool close) {
   current_->status = response.status;
   close_after_ = close || !keep_alive_ || shared_->stopping;
   const bool body = !head_only_ && response.status != 204 && response.status != 304;
-  std::string bytes = SerializeHead(response.status, response.headers,
-                                    body || head_only_ ? response.content_type : std::string(),
-                                    body || head_only_ ? std::optional<size_t>(response.body.size())
-                                                       : std::nullopt,
-                                    false, close_after_);
+  std::string bytes = SerializeHead(
+      response.status, response.headers, body || head_only_ ? response.content_type : std::string(),
+      body || head_only_ ? std::optional<size_t>(response.body.size()) : std::nullopt, false,
+      close_after_);
   if (body) bytes += response.body;
   Queue(std::move(bytes));
 }
@@ -530,10 +527,9 @@ void Connection::DoWrite() {
     self->MarkGone();  // the client stopped reading
     self->CloseNow();
   });
-  transport_->Write(asio::buffer(inflight_), [self = shared_from_this()](const error_code& ec,
-                                                                        size_t) {
-    self->OnWrite(ec, 0);
-  });
+  transport_->Write(
+      asio::buffer(inflight_),
+      [self = shared_from_this()](const error_code& ec, size_t) { self->OnWrite(ec, 0); });
 }
 
 void Connection::OnWrite(const error_code& ec, size_t) {
@@ -615,8 +611,8 @@ void Connection::SendStreamEnd(const std::shared_ptr<ExchangeState>& ex) {
 void Connection::Abandoned(const std::shared_ptr<ExchangeState>& ex) {
   if (ex->finished) return;
   if (!ex->answered) {
-    HttpResponse r = shared_->handler->ProtocolError(500, "internal_error",
-                                                     "internal error: the request was not answered");
+    HttpResponse r = shared_->handler->ProtocolError(
+        500, "internal_error", "internal error: the request was not answered");
     return SendResponse(ex, std::move(r));
   }
   // A stream that was never ended: end it where the framing allows, else close.

@@ -31,13 +31,13 @@ struct HttpHeader {
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
 struct HttpRequest {
-  std::string method;      // as sent, e.g. "GET"
-  std::string target;      // as sent, e.g. "/v1/models?x=1"
-  std::string path;        // the target's path (origin form), without the query
-  int version = 11;        // 10 or 11
+  std::string method;  // as sent, e.g. "GET"
+  std::string target;  // as sent, e.g. "/v1/models?x=1"
+  std::string path;    // the target's path (origin form), without the query
+  int version = 11;    // 10 or 11
   std::vector<HttpHeader> headers;
-  std::string body;        // empty until the whole request has been read
-  bool has_body = false;   // the head announced a body (Content-Length > 0 or chunked)
+  std::string body;         // empty until the whole request has been read
+  bool has_body = false;    // the head announced a body (Content-Length > 0 or chunked)
   std::string remote_addr;  // numeric
   int remote_port = 0;
 

@@ -1,8 +1,8 @@
 #include "server/http_front_end.h"
 
 #include <algorithm>
-#include <boost/asio/post.hpp>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <random>
 #include <thread>
@@ -69,8 +69,8 @@ class FrontEndImpl final : public HttpFrontEnd {
       }
       tls_.emplace(ssl::context::tls_server);
       tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                        ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                        ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+                        ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                        ssl::context::single_dh_use);
       error_code ec;
       tls_->use_certificate_chain_file(o.tls_cert, ec);
       if (!ec) tls_->use_private_key_file(o.tls_key, ssl::context::pem, ec);
@@ -84,8 +84,8 @@ class FrontEndImpl final : public HttpFrontEnd {
     auto results = resolver.resolve(o.host, std::to_string(o.port),
                                     tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) {
-      return InvalidArgument("cannot resolve --host '" + o.host + "': " +
-                             (ec ? ec.message() : std::string("no address")));
+      return InvalidArgument("cannot resolve --host '" + o.host +
+                             "': " + (ec ? ec.message() : std::string("no address")));
     }
     std::vector<tcp::endpoint> endpoints;
     for (const auto& r : results) {

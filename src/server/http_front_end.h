@@ -38,15 +38,15 @@ struct HttpFrontEndOptions {
   bool require_loopback = false;   // refuse to start unless every bound address is loopback
   std::string tls_cert;            // both set: HTTPS only
   std::string tls_key;
-  int threads = 1;                 // event-loop threads
-  int header_timeout_s = 10;       // the whole request head, from its first byte
-  int socket_timeout_s = 120;      // the whole request (head + body); a stalled write
-  int keep_alive_timeout_s = 2;    // idle between requests (and before the first one)
+  int threads = 1;               // event-loop threads
+  int header_timeout_s = 10;     // the whole request head, from its first byte
+  int socket_timeout_s = 120;    // the whole request (head + body); a stalled write
+  int keep_alive_timeout_s = 2;  // idle between requests (and before the first one)
   size_t max_header_bytes = 16 * 1024;
   size_t max_header_fields = 100;
   size_t max_body_bytes = 1u << 20;
-  int max_connections = 1024;            // beyond: 503 and close
-  int max_connections_per_client = 64;   // per remote address; beyond: 429 and close
+  int max_connections = 1024;           // beyond: 503 and close
+  int max_connections_per_client = 64;  // per remote address; beyond: 429 and close
 };
 
 struct HttpFrontEndStats {

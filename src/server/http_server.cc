@@ -90,8 +90,10 @@ int RunServer(const ServeOptions& options) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGUSR1) return;
-    std::fprintf(stderr, "tessera serve: %s received; finishing in-flight requests (send it again "
-                 "to stop at once)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    std::fprintf(stderr,
+                 "tessera serve: %s received; finishing in-flight requests (send it again "
+                 "to stop at once)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
     service.StartDraining();
     drainer = std::thread([&] {
       service.admission().WaitIdle(Clock::now() + std::chrono::seconds(options.request_timeout_s));

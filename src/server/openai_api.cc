@@ -322,9 +322,9 @@ json StatsJson(const JobOutcome& outcome, double queue_ms) {
     stats["prefill_ms"] = nullptr;
     stats["decode_ms"] = any ? json(decode_ms) : json(nullptr);
     stats["prefill_tok_s"] = nullptr;
-    stats["decode_tok_s"] =
-        any && n > 1 && decode_ms > 0 ? json(1000.0 * static_cast<double>(n - 1) / decode_ms)
-                                      : json(nullptr);
+    stats["decode_tok_s"] = any && n > 1 && decode_ms > 0
+                                ? json(1000.0 * static_cast<double>(n - 1) / decode_ms)
+                                : json(nullptr);
     stats["model_load_ms"] = nullptr;
   }
   if (outcome.started) {

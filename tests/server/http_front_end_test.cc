@@ -43,9 +43,8 @@ class TestHandler : public HttpHandler {
       return;
     }
     if (request.path == "/drop") return;  // never answered: the front end answers 500
-    exchange->Respond(HttpResponse::Json(
-        200, "{\"path\":\"" + request.path + "\",\"body\":" + std::to_string(request.body.size()) +
-                 "}"));
+    exchange->Respond(HttpResponse::Json(200, "{\"path\":\"" + request.path + "\",\"body\":" +
+                                                  std::to_string(request.body.size()) + "}"));
   }
   HttpResponse ProtocolError(int status, const std::string& code, const std::string&) override {
     return HttpResponse::Json(status, "{\"code\":\"" + code + "\"}");
@@ -239,12 +238,14 @@ TEST_F(FrontEndTest, LimitsAndFraming) {
 TEST_F(FrontEndTest, ContinueOnlyAfterTheChecks) {
   StartServer();
   int fd = Connect();
-  SendAll(fd, "POST /deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  SendAll(fd,
+          "POST /deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
   std::string out = ReadUntilClose(fd, 5);
   ::close(fd);
   EXPECT_EQ(Statuses(out), std::vector<int>{401});
   fd = Connect();
-  SendAll(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  SendAll(fd,
+          "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
   // The 100 arrives before any body byte is sent.
   std::string first;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
