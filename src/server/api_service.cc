@@ -43,30 +43,34 @@ bool IsGetRoute(Route r) {
 
 // ------------------------------------------------------------------------------ job threads
 
-JobThreads::JobThreads(int threads) {
-  for (int i = 0; i < std::max(1, threads); ++i) {
-    threads_.emplace_back([this] {
-      while (true) {
-        std::function<void()> task;
-        {
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-          if (tasks_.empty()) return;
-          task = std::move(tasks_.front());
-          tasks_.pop_front();
-        }
-        task();
-      }
-    });
+JobThreads::JobThreads(int max_threads) : max_threads_(std::max(1, max_threads)) {}
+
+void JobThreads::Post(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  tasks_.push_back(std::move(task));
+  // Threads are started as they are needed, up to the bound: a server configured for a long
+  // queue holds no idle threads it has never used.
+  if (idle_ < tasks_.size() && threads_.size() < max_threads_) {
+    threads_.emplace_back([this] { Loop(); });
+  } else {
+    cv_.notify_one();
   }
 }
 
-void JobThreads::Post(std::function<void()> task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back(std::move(task));
+void JobThreads::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    ++idle_;
+    cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+    --idle_;
+    if (tasks_.empty()) return;
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
   }
-  cv_.notify_one();
 }
 
 void JobThreads::Stop() {
@@ -75,6 +79,7 @@ void JobThreads::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  // Post() no longer adds threads once stopping_ is set, so the list is stable here.
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }

@@ -31,19 +31,23 @@
 
 namespace tessera::server {
 
-// A fixed set of threads that run queued tasks in order; Stop() runs what is queued, then
-// joins.
+// At most `max_threads` threads, started as needed, that run posted tasks in order; Stop()
+// runs what is queued, then joins. Tasks posted after Stop() are dropped.
 class JobThreads {
  public:
-  explicit JobThreads(int threads);
+  explicit JobThreads(int max_threads);
   ~JobThreads() { Stop(); }
   void Post(std::function<void()> task);
   void Stop();
 
  private:
+  void Loop();
+
+  const size_t max_threads_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  size_t idle_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -1,5 +1,10 @@
 #include "server/guards.h"
 
+#include <condition_variable>
+#include <mutex>
+
+#include "server/api_service.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -128,3 +133,33 @@ TEST(JsonNestingDepth, CountsOutsideStrings) {
 
 }  // namespace
 }  // namespace tessera::server
+
+// ---- JobThreads (api_service.h): bounded, started on demand, every task runs.
+TEST(JobThreads, RunsEveryTaskWithAtMostTheBoundAtOnce) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0, most = 0, done = 0;
+  bool release = false;
+  {
+    tessera::server::JobThreads jobs(2);
+    for (int i = 0; i < 5; ++i) {
+      jobs.Post([&] {
+        std::unique_lock<std::mutex> lock(mu);
+        most = std::max(most, ++running);
+        cv.notify_all();
+        cv.wait_for(lock, std::chrono::seconds(10), [&] { return release; });
+        --running;
+        ++done;
+        cv.notify_all();
+      });
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    // Two start (the bound); the other three wait for a free thread.
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return running == 2; }));
+    release = true;
+    cv.notify_all();
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return done == 5; }));
+  }
+  EXPECT_EQ(most, 2);
+  EXPECT_EQ(done, 5);
+}
