@@ -40,17 +40,48 @@ std::string RopeTypeOf(const json& value) {
   return "";
 }
 
-// Plain RoPE is all tessera implements: rope_scaling must be absent or null (an explicit
-// {"rope_type": "default"} means the same). Newer transformers write rope_parameters
-// instead of rope_theta; only its "default" type is accepted, and its rope_theta is used.
-Status CheckRope(const JsonObjectReader& cfg, double* rope_theta) {
+// The fields of a "llama3" scaling object (`where` is "rope_scaling" or "rope_parameters").
+Expected<Llama3RopeScaling> ParseLlama3Scaling(const json& value, const char* where) {
+  JsonObjectReader r(value, kConfig, std::string(where) + ".");
+  Llama3RopeScaling s;
+  for (const char* key :
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    if (!r.Has(key)) {
+      return r.FieldError(ErrorCode::kCorrupt, key, "is missing; rope_type \"llama3\" needs it");
+    }
+  }
+  TS_ASSIGN_OR_RETURN(auto factor, r.OptionalFiniteDouble("factor", 1.0, kMaxDouble));
+  TS_ASSIGN_OR_RETURN(auto low, r.OptionalFiniteDouble("low_freq_factor", 0, kMaxDouble));
+  TS_ASSIGN_OR_RETURN(auto high, r.OptionalFiniteDouble("high_freq_factor", 0, kMaxDouble));
+  TS_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                      r.RequiredPositiveInt("original_max_position_embeddings"));
+  s.factor = *factor;
+  s.low_freq_factor = *low;
+  s.high_freq_factor = *high;
+  if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor)) {
+    return r.FieldError(ErrorCode::kCorrupt, "high_freq_factor",
+                        "must be greater than low_freq_factor (> 0); found low " +
+                            JsonForMessage(json(s.low_freq_factor)) + ", high " +
+                            JsonForMessage(json(s.high_freq_factor)));
+  }
+  return s;
+}
+
+// Plain RoPE and Llama 3's frequency scaling are what tessera implements: rope_scaling must be
+// absent, null, "default" or "llama3". Newer transformers write rope_parameters instead of
+// rope_theta (and of rope_scaling); "default" and "llama3" are accepted there, and its
+// rope_theta is used.
+Status CheckRope(const JsonObjectReader& cfg, double* rope_theta,
+                 std::optional<Llama3RopeScaling>* llama3) {
   if (const json* scaling = cfg.Get("rope_scaling")) {
     std::string type = RopeTypeOf(*scaling);
-    if (type != "default") {
+    if (type == "llama3") {
+      TS_ASSIGN_OR_RETURN(*llama3, ParseLlama3Scaling(*scaling, "rope_scaling"));
+    } else if (type != "default") {
       return cfg.FieldError(
           ErrorCode::kUnsupported, "rope_scaling",
           (type.empty() ? JsonForMessage(*scaling) : "type " + QuoteForMessage(type)) +
-              " is not supported; only plain RoPE (rope_scaling null)");
+              " is not supported; only plain RoPE (null or \"default\") and \"llama3\"");
     }
   }
   if (const json* params = cfg.Get("rope_parameters")) {
@@ -59,10 +90,12 @@ Status CheckRope(const JsonObjectReader& cfg, double* rope_theta) {
                             "must be an object, found " + JsonForMessage(*params));
     }
     std::string type = RopeTypeOf(*params);
-    if (!type.empty() && type != "default") {
+    if (type == "llama3") {
+      TS_ASSIGN_OR_RETURN(*llama3, ParseLlama3Scaling(*params, "rope_parameters"));
+    } else if (!type.empty() && type != "default") {
       return cfg.FieldError(ErrorCode::kUnsupported, "rope_parameters",
                             "rope_type " + QuoteForMessage(type) +
-                                " is not supported; only \"default\" (plain RoPE)");
+                                " is not supported; only \"default\" (plain RoPE) and \"llama3\"");
     }
     JsonObjectReader rope(*params, kConfig, "rope_parameters.");
     TS_ASSIGN_OR_RETURN(auto theta, rope.OptionalFiniteDouble("rope_theta", 0, kMaxDouble));
@@ -165,7 +198,7 @@ Expected<ModelConfig> ParseModelConfig(std::string_view config_json) {
   c.rms_norm_eps = eps.value_or(1e-6);
   TS_ASSIGN_OR_RETURN(auto theta, cfg.OptionalFiniteDouble("rope_theta", 0, kMaxDouble));
   c.rope_theta = theta.value_or(10000.0);
-  TS_RETURN_IF_ERROR(CheckRope(cfg, &c.rope_theta));
+  TS_RETURN_IF_ERROR(CheckRope(cfg, &c.rope_theta, &c.rope_llama3));
   if (!(c.rms_norm_eps > 0)) {
     return cfg.FieldError(ErrorCode::kCorrupt, "rms_norm_eps",
                           "must be greater than 0, found " + JsonForMessage(json(c.rms_norm_eps)));

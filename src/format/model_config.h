@@ -19,6 +19,16 @@ namespace tessera {
 enum class ModelFamily { kLlama, kQwen2, kQwen3 };
 std::string_view ModelFamilyName(ModelFamily family);  // "llama", "qwen2", "qwen3"
 
+// RoPE frequency scaling as Llama 3.1/3.2 publish it (rope_scaling {"rope_type": "llama3"}):
+// wavelengths longer than original_max_position_embeddings / low_freq_factor are divided by
+// `factor`, shorter than original / high_freq_factor are kept, and the band between is blended.
+struct Llama3RopeScaling {
+  double factor = 1.0;  // >= 1
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;  // > low_freq_factor
+  int64_t original_max_position_embeddings = 8192;
+};
+
 struct ModelConfig {
   ModelFamily family = ModelFamily::kLlama;
   int64_t hidden_size = 0;
@@ -31,6 +41,7 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  std::optional<Llama3RopeScaling> rope_llama3;  // set for rope_type "llama3"
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (always true for qwen2)
   bool qk_norm = false;         // per-head q_norm/k_norm (qwen3)
@@ -38,7 +49,9 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
 };
 
-// Refuses: unknown model_type; rope_scaling other than null; hidden_act other than silu;
+// Refuses: unknown model_type; rope_scaling other than null, "default" or a complete, valid
+// "llama3" (factor >= 1, 0 < low_freq_factor < high_freq_factor, original_max_position_embeddings
+// > 0; each missing or invalid field is named); hidden_act other than silu;
 // mlp_bias true; missing or non-positive sizes; num_heads not divisible by num_kv_heads;
 // hidden_size != num_heads * head_dim where head_dim is implied; NaN/inf/non-positive eps
 // or theta; sliding-window attention switched on.
@@ -46,7 +59,8 @@ struct ModelConfig {
 // num_key_value_heads = num_attention_heads); max_position_embeddings is required, and so is
 // head_dim for qwen3. Sizes must fit in int32; bos/eos ids must be below vocab_size.
 // rope_scaling {"rope_type": "default"} and the newer rope_parameters {"rope_type":
-// "default", "rope_theta": x} mean plain RoPE and are accepted (x overrides rope_theta).
+// "default", "rope_theta": x} mean plain RoPE and are accepted (x overrides rope_theta);
+// "llama3" is accepted in either place.
 // Duplicate keys anywhere in the file are refused.
 Expected<ModelConfig> ParseModelConfig(std::string_view config_json);
 

@@ -75,13 +75,22 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
   cfg["max_position_embeddings"] = s.max_position;
   cfg["rms_norm_eps"] = s.rms_norm_eps;
   cfg["rope_theta"] = s.rope_theta;
-  cfg["rope_scaling"] = nullptr;
+  if (s.rope_llama3) {
+    cfg["rope_scaling"] = {
+        {"factor", s.rope_llama3->factor},
+        {"high_freq_factor", s.rope_llama3->high_freq_factor},
+        {"low_freq_factor", s.rope_llama3->low_freq_factor},
+        {"original_max_position_embeddings", s.rope_llama3->original_max_position_embeddings},
+        {"rope_type", "llama3"}};
+  } else {
+    cfg["rope_scaling"] = nullptr;
+  }
   cfg["hidden_act"] = "silu";
   cfg["tie_word_embeddings"] = s.tied;
   if (s.family != ModelFamily::kQwen2) cfg["attention_bias"] = s.attention_bias;
   cfg["bos_token_id"] = s.bos_token_id;
   cfg["eos_token_id"] = s.eos_token_id;
-  cfg["torch_dtype"] = s.dtype == DType::kBF16 ? "bfloat16"
+  cfg["torch_dtype"] = s.dtype == DType::kBF16  ? "bfloat16"
                        : s.dtype == DType::kF16 ? "float16"
                                                 : "float32";
   TS_RETURN_IF_ERROR(WriteText(dir + "/config.json", cfg.dump(2) + "\n"));
@@ -157,6 +166,7 @@ struct PresetRow {
   int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_position;
   bool tied;
   double theta, eps;
+  bool llama3_rope = false;  // Llama 3.2's rope_scaling: factor 32, low 1, high 4, original 8192
 };
 
 // Shapes from the published config.json files of each model.
@@ -164,9 +174,12 @@ constexpr PresetRow kPresets[] = {
     {"smollm2-135m", ModelFamily::kLlama, 576, 1536, 30, 9, 3, 64, 49152, 8192, true, 1e5, 1e-5},
     {"smollm2-360m", ModelFamily::kLlama, 960, 2560, 32, 15, 5, 64, 49152, 8192, true, 1e5, 1e-5},
     {"qwen2.5-0.5b", ModelFamily::kQwen2, 896, 4864, 24, 14, 2, 64, 151936, 32768, true, 1e6, 1e-6},
-    {"qwen2.5-1.5b", ModelFamily::kQwen2, 1536, 8960, 28, 12, 2, 128, 151936, 32768, true, 1e6, 1e-6},
+    {"qwen2.5-1.5b", ModelFamily::kQwen2, 1536, 8960, 28, 12, 2, 128, 151936, 32768, true, 1e6,
+     1e-6},
     {"qwen3-0.6b", ModelFamily::kQwen3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, true, 1e6, 1e-6},
     {"qwen3-1.7b", ModelFamily::kQwen3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, true, 1e6, 1e-6},
+    {"llama3.2-1b", ModelFamily::kLlama, 2048, 8192, 16, 32, 8, 64, 128256, 131072, true, 5e5, 1e-5,
+     true},
 };
 
 }  // namespace
@@ -193,6 +206,7 @@ Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name) {
     s.tied = p.tied;
     s.rope_theta = p.theta;
     s.rms_norm_eps = p.eps;
+    if (p.llama3_rope) s.rope_llama3 = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
     s.dtype = DType::kBF16;
     return s;
   }

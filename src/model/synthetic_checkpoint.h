@@ -3,11 +3,12 @@
 // model.safetensors.index.json). Used by the tests and by `tessera synth`.
 //
 //   SyntheticModelSpec spec;
-//   spec.family = ModelFamily::kQwen3; spec.layers = 2; spec.kv_heads = 1; spec.dtype = DType::kBF16;
-//   TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint("/tmp/tiny-qwen3", spec));
+//   spec.family = ModelFamily::kQwen3; spec.layers = 2; spec.kv_heads = 1; spec.dtype =
+//   DType::kBF16; TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint("/tmp/tiny-qwen3", spec));
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,7 @@ struct SyntheticModelSpec {
   bool tied = true;
   bool attention_bias = false;  // llama/qwen3 only; qwen2 always has q/k/v biases
   double rope_theta = 10000.0;
+  std::optional<Llama3RopeScaling> rope_llama3;  // written as rope_scaling {"rope_type": "llama3"}
   double rms_norm_eps = 1e-6;
   DType dtype = DType::kF32;  // F32, F16 or BF16
   int shards = 1;             // > 1 writes an index and that many shard files
@@ -42,7 +44,8 @@ struct SyntheticModelSpec {
 Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
 
 // Real models' exact shapes, for benchmarks without downloads: "smollm2-135m", "smollm2-360m",
-// "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b". BF16 like the published weights.
+// "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b", "llama3.2-1b" (with its llama3
+// RoPE scaling). BF16 like the published weights.
 Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name);
 std::vector<std::string> SyntheticPresetNames();
 

@@ -42,11 +42,30 @@ Vec Norm(const Vec& x, const Vec& w, double eps) {
   return y;
 }
 
+// The rotation frequency of pair i, written here from the published formulas, not shared with
+// the runtime: plain theta^(-2i/hd), and for rope_type "llama3" transformers'
+// _compute_llama3_parameters (smooth factor computed everywhere, bands chosen by wavelength).
+double Frequency(const ModelConfig& c, size_t i, size_t hd) {
+  const double base =
+      1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(hd));
+  if (!c.rope_llama3) return base;
+  const Llama3RopeScaling& s = *c.rope_llama3;
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const double wavelen = 2.0 * 3.14159265358979323846 / base;
+  const double scaled = wavelen > old_context / s.low_freq_factor ? base / s.factor : base;
+  const double smooth =
+      (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const double smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
+  const bool medium =
+      !(wavelen < old_context / s.high_freq_factor) && !(wavelen > old_context / s.low_freq_factor);
+  return medium ? smoothed : scaled;
+}
+
 // rotate_half RoPE of one head slice [off, off + hd) at position pos.
-void Rope(Vec& v, size_t off, size_t hd, size_t pos, double theta) {
+void Rope(Vec& v, size_t off, size_t hd, size_t pos, const ModelConfig& c) {
   size_t half = hd / 2;
   for (size_t i = 0; i < half; ++i) {
-    double freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    double freq = Frequency(c, i, hd);
     double c = std::cos(pos * freq), s = std::sin(pos * freq);
     double a = v[off + i], b = v[off + i + half];
     v[off + i] = a * c - b * s;
@@ -83,7 +102,7 @@ std::vector<std::vector<double>> NaiveForward(const Checkpoint& ckpt,
           head = Norm(head, qn, eps);
           std::copy(head.begin(), head.end(), q[t].begin() + h * hd);
         }
-        Rope(q[t], h * hd, hd, t, c.rope_theta);
+        Rope(q[t], h * hd, hd, t, c);
       }
       for (size_t h = 0; h < nkv; ++h) {
         if (!kn.empty()) {
@@ -91,7 +110,7 @@ std::vector<std::vector<double>> NaiveForward(const Checkpoint& ckpt,
           head = Norm(head, kn, eps);
           std::copy(head.begin(), head.end(), k[t].begin() + h * hd);
         }
-        Rope(k[t], h * hd, hd, t, c.rope_theta);
+        Rope(k[t], h * hd, hd, t, c);
       }
     }
     Mat attn(n, Vec(nh * hd, 0.0));

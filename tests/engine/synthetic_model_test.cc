@@ -33,13 +33,15 @@ struct Case {
   DType dtype;
   int shards;
   bool attention_bias = false;
+  bool llama3_rope = false;  // Llama 3's RoPE scaling, with every band in use at these lengths
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(ModelFamilyName(c.family)) + (c.tied ? "_tied" : "_untied") + "_gqa" +
          std::to_string(c.gqa) + "_" + std::string(DTypeName(c.dtype)) + "_shards" +
-         std::to_string(c.shards) + (c.attention_bias ? "_bias" : "");
+         std::to_string(c.shards) + (c.attention_bias ? "_bias" : "") +
+         (c.llama3_rope ? "_llama3rope" : "");
 }
 
 SyntheticModelSpec SpecFor(const Case& c) {
@@ -58,6 +60,11 @@ SyntheticModelSpec SpecFor(const Case& c) {
   s.attention_bias = c.attention_bias;
   s.rope_theta = c.family == ModelFamily::kLlama ? 10000.0 : 1000000.0;
   s.seed = 7 + static_cast<uint64_t>(c.gqa) * 3 + static_cast<uint64_t>(c.family) * 11;
+  if (c.llama3_rope) {
+    // head_dim 8, theta 1e4: wavelengths 6.3, 63, 628, 6283. With an original context of 8,
+    // 6.3 lies in the blended band (between 8/4 and 8/1) and the others are divided by 8.
+    s.rope_llama3 = Llama3RopeScaling{8.0, 1.0, 4.0, 8};
+  }
   return s;
 }
 
@@ -85,7 +92,8 @@ TEST_P(SyntheticModel, MatchesNaiveOracleAndHybridPlacement) {
   auto oracle = test::NaiveForward(**ckpt, kTokens);
   double max_diff = 0;
   for (size_t t = 0; t < kTokens.size(); ++t) {
-    for (size_t v = 0; v < 128; ++v) max_diff = std::max(max_diff, std::abs(single[t * 128 + v] - oracle[t][v]));
+    for (size_t v = 0; v < 128; ++v)
+      max_diff = std::max(max_diff, std::abs(single[t * 128 + v] - oracle[t][v]));
   }
   EXPECT_LT(max_diff, 2e-4) << "reference backend vs naive oracle";
   // Hybrid placement: identical bits, not merely close.
@@ -105,6 +113,8 @@ std::vector<Case> AllCases() {
   }
   cases.push_back({ModelFamily::kLlama, false, 2, DType::kF32, 1, /*attention_bias=*/true});
   cases.push_back({ModelFamily::kQwen3, true, 2, DType::kBF16, 1, /*attention_bias=*/true});
+  cases.push_back({ModelFamily::kLlama, true, 4, DType::kF32, 1, false, /*llama3_rope=*/true});
+  cases.push_back({ModelFamily::kLlama, false, 2, DType::kBF16, 1, false, /*llama3_rope=*/true});
   return cases;
 }
 
@@ -152,7 +162,8 @@ TEST(SyntheticModel, Bf16CheckpointEqualsF32OfTheSameRoundedWeights) {
   auto f32_ckpt = OpenCheckpoint(f32_dir);
   ASSERT_TRUE(f32_ckpt) << f32_ckpt.status().message();
   auto logits = [&](std::shared_ptr<const Checkpoint> ck) {
-    auto exec = ModelExecutor::Load(ck, *ParsePlacement("reference", spec.layers), ExecOptions(1, 32, 512));
+    auto exec =
+        ModelExecutor::Load(ck, *ParsePlacement("reference", spec.layers), ExecOptions(1, 32, 512));
     std::vector<float> last(128);
     EXPECT_TRUE((*exec)->Forward(0, 0, kTokens, last).ok());
     return last;
@@ -201,6 +212,44 @@ TEST(SyntheticModel, SeededSamplingIsReproducible) {
   auto g1 = GenerateGreedy(**exec, 0, greedy);
   ASSERT_TRUE(g1);
   EXPECT_EQ(g1->generated_ids.size(), 10u);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Llama 3's RoPE scaling on the cpu backend (F32) against the reference, and the scaling
+// really changes the logits (so the oracle comparison above is not blind to it).
+TEST(SyntheticModel, Llama3RopeOnCpuMatchesReferenceAndChangesTheLogits) {
+  test::TempDir tmp;
+  Case c{ModelFamily::kLlama, true, 2, DType::kF32, 1, false, true};
+  SyntheticModelSpec scaled = SpecFor(c);
+  SyntheticModelSpec plain = scaled;
+  plain.rope_llama3.reset();
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("scaled"), scaled).ok());
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("plain"), plain).ok());
+  auto logits = [&](const std::string& dir, const std::string& placement) {
+    auto ckpt = OpenCheckpoint(dir);
+    EXPECT_TRUE(ckpt) << ckpt.status().message();
+    auto exec = ModelExecutor::Load(*ckpt, *ParsePlacement(placement, scaled.layers),
+                                    ExecOptions(1, 32, 16));
+    EXPECT_TRUE(exec) << exec.status().message();
+    std::vector<float> last(128), all(kTokens.size() * 128);
+    EXPECT_TRUE((*exec)->Forward(0, 0, kTokens, last, all).ok());
+    return all;
+  };
+  const std::vector<float> ref = logits(tmp.File("scaled"), "reference");
+  const std::vector<float> cpu = logits(tmp.File("scaled"), "cpu");
+  const std::vector<float> unscaled = logits(tmp.File("plain"), "reference");
+  double cpu_diff = 0, scaling_effect = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    cpu_diff = std::max(cpu_diff, static_cast<double>(std::abs(cpu[i] - ref[i])));
+    scaling_effect = std::max(scaling_effect, static_cast<double>(std::abs(unscaled[i] - ref[i])));
+  }
+  EXPECT_LE(cpu_diff, 1e-4);
+  EXPECT_GT(scaling_effect, 1e-3);
 }
 
 }  // namespace

@@ -84,7 +84,25 @@ TEST(MalformedConfig, RopeScalingSet) {
                      ErrorCode::kUnsupported, {"rope_scaling", "'linear'"});
   ExpectOneLineError(
       ParseWith("rope_scaling", R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1})"),
-      ErrorCode::kUnsupported, {"rope_scaling", "'llama3'"});
+      ErrorCode::kCorrupt, {"rope_scaling.high_freq_factor", "missing"});
+  const std::string llama3_ok =
+      R"("rope_type": "llama3", "original_max_position_embeddings": 8192)";
+  ExpectOneLineError(ParseWith("rope_scaling", "{" + llama3_ok +
+                                                   R"(, "factor": 0.5, "low_freq_factor": 1,
+                                                   "high_freq_factor": 4})"),
+                     ErrorCode::kCorrupt, {"rope_scaling.factor"});
+  ExpectOneLineError(ParseWith("rope_scaling", "{" + llama3_ok +
+                                                   R"(, "factor": 8, "low_freq_factor": 4,
+                                                   "high_freq_factor": 4})"),
+                     ErrorCode::kCorrupt, {"rope_scaling.high_freq_factor", "low_freq_factor"});
+  ExpectOneLineError(ParseWith("rope_scaling", R"({"rope_type": "llama3", "factor": 8,
+                                  "low_freq_factor": 1, "high_freq_factor": 4,
+                                  "original_max_position_embeddings": -3})"),
+                     ErrorCode::kCorrupt, {"rope_scaling.original_max_position_embeddings"});
+  ExpectOneLineError(ParseWith("rope_parameters", R"({"rope_type": "llama3", "factor": "big",
+                                  "low_freq_factor": 1, "high_freq_factor": 4,
+                                  "original_max_position_embeddings": 8192})"),
+                     ErrorCode::kCorrupt, {"rope_parameters.factor"});
   ExpectOneLineError(ParseWith("rope_scaling", "5"), ErrorCode::kUnsupported, {"rope_scaling"});
   ExpectOneLineError(ParseWith("rope_parameters", R"({"rope_type": "yarn", "factor": 4})"),
                      ErrorCode::kUnsupported, {"rope_parameters", "'yarn'"});

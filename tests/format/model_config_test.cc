@@ -243,5 +243,32 @@ TEST(JsonUtil, DuplicateKeysCanBeAllowed) {
   EXPECT_TRUE(ParseJsonDocument(R"({"a": {"a": 1}, "b": {"a": 2}})", "t.json"));
 }
 
+TEST(ModelConfig, Llama3RopeScalingIsReadFromEitherPlace) {
+  const std::string base = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+      "max_position_embeddings": 128, )";
+  auto a = ParseModelConfig(base + R"("rope_theta": 500000.0, "rope_scaling": {"factor": 32.0,
+      "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+      "rope_type": "llama3"}})");
+  ASSERT_TRUE(a) << a.status().message();
+  ASSERT_TRUE(a->rope_llama3.has_value());
+  EXPECT_EQ(a->rope_llama3->factor, 32.0);
+  EXPECT_EQ(a->rope_llama3->low_freq_factor, 1.0);
+  EXPECT_EQ(a->rope_llama3->high_freq_factor, 4.0);
+  EXPECT_EQ(a->rope_llama3->original_max_position_embeddings, 8192);
+  EXPECT_EQ(a->rope_theta, 500000.0);
+  auto b = ParseModelConfig(base + R"("rope_parameters": {"rope_type": "llama3", "factor": 8,
+      "high_freq_factor": 4, "low_freq_factor": 1, "original_max_position_embeddings": 4096,
+      "rope_theta": 250000.0}})");
+  ASSERT_TRUE(b) << b.status().message();
+  ASSERT_TRUE(b->rope_llama3.has_value());
+  EXPECT_EQ(b->rope_llama3->factor, 8.0);
+  EXPECT_EQ(b->rope_llama3->original_max_position_embeddings, 4096);
+  EXPECT_EQ(b->rope_theta, 250000.0);
+  auto plain = ParseModelConfig(base + R"("rope_scaling": null})");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->rope_llama3.has_value());
+}
+
 }  // namespace
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels.h"
 #include "base/thread_pool.h"
 #include "model/kv_cache.h"
+#include "model/rope.h"
 #include "model/tensor_convert.h"
 
 namespace tessera {
@@ -68,7 +69,7 @@ class CpuBackend final : public Backend {
       if (keys_t_.size() == 0)
         return ResourceExhausted("cpu backend: cannot allocate the key cache");
     }
-    BuildRopeTable(ckpt.config.rope_theta, kv.max_seq);
+    rope_ = RopeTable::Build(ckpt.config, dims_.head_dim, kv.max_seq);
     max_seq_ = kv.max_seq;
     TS_RETURN_IF_ERROR(AllocateScratch());
     return Status::Ok();
@@ -203,21 +204,6 @@ class CpuBackend final : public Backend {
            (static_cast<int64_t>(slot) * range_.size() + layer) * dims_.kv_heads * kt_head_stride_;
   }
 
-  // cos/sin of pos * theta^(-2i/head_dim), computed in double (as the reference does).
-  void BuildRopeTable(double theta, int64_t max_seq) {
-    const int64_t half = dims_.head_dim / 2;
-    rope_cos_.assign(static_cast<size_t>(max_seq * half), 0.0f);
-    rope_sin_.assign(static_cast<size_t>(max_seq * half), 0.0f);
-    for (int64_t p = 0; p < max_seq; ++p) {
-      for (int64_t i = 0; i < half; ++i) {
-        double angle = static_cast<double>(p) *
-                       std::pow(theta, -2.0 * static_cast<double>(i) / dims_.head_dim);
-        rope_cos_[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
-        rope_sin_[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
-      }
-    }
-  }
-
   // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced): two threads given
   // equal static shares routinely finished 10-20 % apart. Prompt chunks are one tile's panels.
   // Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes (small enough that the
@@ -263,7 +249,6 @@ class CpuBackend final : public Backend {
   void PositionAndCacheRow(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos,
                            int64_t r) {
     const ModelDims& d = dims_;
-    const int64_t half = d.head_dim / 2;
     float* q = qkv_.data() + r * (d.q_dim + 2 * d.kv_dim);
     float* k = q + d.q_dim;
     const float* v = k + d.kv_dim;
@@ -278,8 +263,8 @@ class CpuBackend final : public Backend {
       }
     }
     const int64_t p = pos + r;
-    const float* cs = rope_cos_.data() + p * half;
-    const float* sn = rope_sin_.data() + p * half;
+    const float* cs = rope_.cos_at(p);
+    const float* sn = rope_.sin_at(p);
     k_.rope(q, d.heads, d.head_dim, cs, sn);
     k_.rope(k, d.kv_heads, d.head_dim, cs, sn);
     std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, p));
@@ -365,9 +350,9 @@ class CpuBackend final : public Backend {
   LayerRange range_;
   std::vector<CpuLayerWeights> layers_;
   KvCache kv_;
-  std::vector<float> rope_cos_, rope_sin_;  // [max_seq, head_dim / 2]
-  std::vector<float> final_norm_;           // [hidden]
-  PackedMatrix lm_head_;                    // [vocab, hidden]
+  RopeTable rope_;                 // shared with every backend (model/rope.h)
+  std::vector<float> final_norm_;  // [hidden]
+  PackedMatrix lm_head_;           // [vocab, hidden]
   // Block scratch, sized at load (kMaxBlockRows rows each).
   AlignedArray<float> xn_;       // [block][hidden_stride], normed input, zero padded
   AlignedArray<float> qkv_;      // [block][q_dim + 2 kv_dim]

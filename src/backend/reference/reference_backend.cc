@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/rope.h"
 #include "model/tensor_convert.h"
 
 namespace tessera {
@@ -97,7 +98,7 @@ class ReferenceBackend final : public Backend {
       TS_RETURN_IF_ERROR(WidenToF32(*src.down_proj, &L.down_proj));
     }
     TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
-    BuildRopeTable(ckpt.config.rope_theta, kv.max_seq);
+    rope_ = RopeTable::Build(ckpt.config, dims_.head_dim, kv.max_seq);
     // Scratch for one token, sized once here.
     xn_.resize(static_cast<size_t>(dims_.hidden));
     q_.resize(static_cast<size_t>(dims_.q_dim));
@@ -170,26 +171,11 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
-  // cos/sin of pos * theta^(-2i/head_dim), computed in double.
-  void BuildRopeTable(double theta, int64_t max_seq) {
-    int64_t half = dims_.head_dim / 2;
-    rope_cos_.resize(static_cast<size_t>(max_seq * half));
-    rope_sin_.resize(static_cast<size_t>(max_seq * half));
-    for (int64_t p = 0; p < max_seq; ++p) {
-      for (int64_t i = 0; i < half; ++i) {
-        double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / dims_.head_dim);
-        double angle = static_cast<double>(p) * inv_freq;
-        rope_cos_[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
-        rope_sin_[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
-      }
-    }
-  }
-
   // rotate_half RoPE on one head vector: pairs (x[i], x[i + half]).
   void ApplyRope(float* x, int64_t pos) const {
-    int64_t half = dims_.head_dim / 2;
-    const float* cs = rope_cos_.data() + pos * half;
-    const float* sn = rope_sin_.data() + pos * half;
+    const int64_t half = rope_.half();
+    const float* cs = rope_.cos_at(pos);
+    const float* sn = rope_.sin_at(pos);
     for (int64_t i = 0; i < half; ++i) {
       float a = x[i], b = x[i + half];
       x[i] = a * cs[i] - b * sn[i];
@@ -266,9 +252,9 @@ class ReferenceBackend final : public Backend {
   LayerRange range_;
   std::vector<RefLayer> layers_;
   KvCache kv_;
-  std::vector<float> rope_cos_, rope_sin_;  // [max_seq, head_dim / 2]
-  std::vector<float> final_norm_;           // [hidden]
-  std::vector<float> lm_head_;              // [vocab, hidden]
+  RopeTable rope_;                 // shared with every backend (model/rope.h)
+  std::vector<float> final_norm_;  // [hidden]
+  std::vector<float> lm_head_;     // [vocab, hidden]
   // Per-token scratch, sized at load.
   std::vector<float> xn_, q_, attn_, proj_, gate_, up_, head_xn_;
   std::vector<double> scores_;  // [max_seq]
