@@ -174,18 +174,20 @@ Connection::Connection(std::shared_ptr<FrontEndShared> shared, std::unique_ptr<T
       write_timer_(strand_) {}
 
 Connection::~Connection() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->live_mu);
+    shared_->live.erase(this);
+  }
+  shared_->live_cv.notify_all();
+}
+
+void Connection::Register() {
   std::lock_guard<std::mutex> lock(shared_->live_mu);
-  shared_->live.erase(this);
+  shared_->live[this] = weak_from_this();
 }
 
 void Connection::Start() {
-  {
-    std::weak_ptr<Connection> weak = shared_from_this();
-    std::lock_guard<std::mutex> lock(shared_->live_mu);
-    shared_->live[this] = [weak] {
-      if (auto self = weak.lock()) asio::post(self->strand_, [self] { self->CloseNow(); });
-    };
-  }
+  Register();
   if (shared_->stopping) return CloseNow();
   state_ = State::kHandshake;
   if (transport_->tls()) {
@@ -203,13 +205,7 @@ void Connection::Start() {
 }
 
 void Connection::Refuse(int status, const std::string& code, const std::string& message) {
-  {
-    std::weak_ptr<Connection> weak = shared_from_this();
-    std::lock_guard<std::mutex> lock(shared_->live_mu);
-    shared_->live[this] = [weak] {
-      if (auto self = weak.lock()) asio::post(self->strand_, [self] { self->CloseNow(); });
-    };
-  }
+  Register();
   asio::post(strand_, [self = shared_from_this(), status, code, message] {
     if (self->transport_->tls()) return self->CloseNow();  // no handshake for a refusal
     self->state_ = State::kHead;
@@ -661,6 +657,19 @@ void Connection::BeginClose() {
 void Connection::Linger() {
   if (input_ended_) return CloseNow();
   DoRead();
+}
+
+void Connection::CloseWhenIdle() {
+  switch (state_) {
+    case State::kHandling:
+      close_after_ = true;  // AfterResponse closes once the answer is written
+      return;
+    case State::kClosing:
+    case State::kClosed:
+      return;
+    default:
+      return CloseNow();  // idle, or a request not yet read: a draining server takes no more
+  }
 }
 
 void Connection::CloseNow() {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,9 +71,10 @@ struct FrontEndShared {
   // Per client address: open connections (for the per-client cap).
   std::mutex clients_mu;
   std::map<std::string, int> per_client;
-  // Every live connection, so Stop() can close them.
+  // Every live connection, so Stop() can close them; live_cv is notified as each one ends.
   std::mutex live_mu;
-  std::map<const void*, std::function<void()>> live;  // connection -> "abort on its strand"
+  std::condition_variable live_cv;
+  std::map<const void*, std::weak_ptr<class Connection>> live;
 };
 
 // Holds one unit of the per-client and total connection counts while a connection lives.
@@ -114,6 +116,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Start();
   // A connection over a cap: answer `status` at once and close (nothing is read).
   void Refuse(int status, const std::string& code, const std::string& message);
+  // On the strand (posted by the front end): close now.
+  void CloseNow();
+  // On the strand (posted by a draining front end): close now if no request is being answered,
+  // else right after its answer has been written.
+  void CloseWhenIdle();
 
   // Posted onto the strand by the exchange.
   void SendResponse(const std::shared_ptr<ExchangeState>& ex, HttpResponse response);
@@ -154,7 +161,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Log(ExchangeState& ex);
   void BeginClose();
   void Linger();
-  void CloseNow();
+  void Register();
 
   std::shared_ptr<FrontEndShared> shared_;
   std::unique_ptr<Transport> transport_;

@@ -53,6 +53,7 @@ class FrontEndImpl final : public HttpFrontEnd {
  public:
   FrontEndImpl(const HttpFrontEndOptions& options, HttpHandler* handler)
       : ioc_(std::max(1, options.threads)), shared_(std::make_shared<FrontEndShared>()) {
+    // (tls_ is set in Init.)
     shared_->options = options;
     shared_->handler = handler;
     std::random_device rd;
@@ -147,22 +148,21 @@ class FrontEndImpl final : public HttpFrontEnd {
   }
 
   void Stop() override {
-    if (shared_->stopping.exchange(true)) return;
-    for (size_t i = 0; i < acceptors_.size(); ++i) {
-      asio::post(acceptors_[i]->get_executor(), [this, i] {
-        error_code ignored;
-        acceptors_[i]->close(ignored);
-        retry_[i]->cancel();
-      });
-    }
-    std::vector<std::function<void()>> aborts;
-    {
-      std::lock_guard<std::mutex> lock(shared_->live_mu);
-      for (auto& [conn, abort] : shared_->live) aborts.push_back(abort);
-    }
-    for (auto& abort : aborts) abort();
+    if (stopped_.exchange(true)) return;
+    StopAccepting();
+    ForEachConnection([](const std::shared_ptr<Connection>& c) { c->CloseNow(); });
     // The posted closes run if a loop thread gets to them; the rest close as the loop ends.
     asio::post(ioc_, [this] { ioc_.stop(); });
+  }
+
+  void Shutdown(std::chrono::milliseconds grace) override {
+    StopAccepting();
+    ForEachConnection([](const std::shared_ptr<Connection>& c) { c->CloseWhenIdle(); });
+    {
+      std::unique_lock<std::mutex> lock(shared_->live_mu);
+      shared_->live_cv.wait_for(lock, grace, [this] { return shared_->live.empty(); });
+    }
+    Stop();
   }
 
   HttpFrontEndStats stats() const override {
@@ -174,6 +174,29 @@ class FrontEndImpl final : public HttpFrontEnd {
   }
 
  private:
+  void StopAccepting() {
+    if (shared_->stopping.exchange(true)) return;
+    for (size_t i = 0; i < acceptors_.size(); ++i) {
+      asio::post(acceptors_[i]->get_executor(), [this, i] {
+        error_code ignored;
+        acceptors_[i]->close(ignored);
+        retry_[i]->cancel();
+      });
+    }
+  }
+
+  // Runs `action` on each live connection's strand.
+  void ForEachConnection(const std::function<void(const std::shared_ptr<Connection>&)>& action) {
+    std::vector<std::shared_ptr<Connection>> conns;
+    {
+      std::lock_guard<std::mutex> lock(shared_->live_mu);
+      for (auto& [key, weak] : shared_->live) {
+        if (auto c = weak.lock()) conns.push_back(std::move(c));
+      }
+    }
+    for (auto& c : conns) asio::post(c->strand(), [c, action] { action(c); });
+  }
+
   void Accept(size_t i) {
     acceptors_[i]->async_accept(asio::make_strand(ioc_),
                                 [this, i](const error_code& ec, tcp::socket socket) {
@@ -232,13 +255,14 @@ class FrontEndImpl final : public HttpFrontEnd {
     }
   }
 
+  std::optional<ssl::context> tls_;  // before ioc_: outlives the connections it ends
   asio::io_context ioc_;
   std::shared_ptr<FrontEndShared> shared_;
-  std::optional<ssl::context> tls_;
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;
   std::vector<std::unique_ptr<asio::steady_timer>> retry_;
   std::vector<std::string> addresses_;
   int port_ = 0;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace

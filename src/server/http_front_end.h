@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -71,6 +72,10 @@ class HttpFrontEnd {
   virtual void Run() = 0;
   // Stops accepting, closes every connection and ends Run(). Safe from any thread.
   virtual void Stop() = 0;
+  // Stops accepting, closes idle connections at once and the others as soon as the answer in
+  // progress has been written, waits (at most `grace`) for all of them to end, then Stop().
+  // Safe from any thread but the event loop's.
+  virtual void Shutdown(std::chrono::milliseconds grace) = 0;
   virtual HttpFrontEndStats stats() const = 0;
 };
 

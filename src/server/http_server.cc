@@ -97,7 +97,8 @@ int RunServer(const ServeOptions& options) {
     service.StartDraining();
     drainer = std::thread([&] {
       service.admission().WaitIdle(Clock::now() + std::chrono::seconds(options.request_timeout_s));
-      front_end.Stop();
+      // The last answers may still be on their way out: let them be written, then stop.
+      front_end.Shutdown(std::chrono::seconds(10));
     });
     sigwait(&signals, &sig);
     if (sig == SIGUSR1) return;

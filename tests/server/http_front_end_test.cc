@@ -10,10 +10,12 @@
 
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -43,6 +45,12 @@ class TestHandler : public HttpHandler {
       return;
     }
     if (request.path == "/drop") return;  // never answered: the front end answers 500
+    if (request.path == "/late") {        // answered when the test says so
+      std::lock_guard<std::mutex> lock(mu_);
+      late_ = exchange;
+      late_cv_.notify_all();
+      return;
+    }
     exchange->Respond(HttpResponse::Json(200, "{\"path\":\"" + request.path + "\",\"body\":" +
                                                   std::to_string(request.body.size()) + "}"));
   }
@@ -51,6 +59,12 @@ class TestHandler : public HttpHandler {
   }
   void Completed(const HttpRequest&, const std::string&, int, const AccessRecord&,
                  double) override {}
+  // The exchange of the last "/late" request, once it has arrived.
+  std::shared_ptr<HttpExchange> WaitLate() {
+    std::unique_lock<std::mutex> lock(mu_);
+    late_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return late_ != nullptr; });
+    return std::exchange(late_, nullptr);
+  }
   void JoinAll() {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::thread& t : threads_) t.join();
@@ -59,6 +73,8 @@ class TestHandler : public HttpHandler {
 
  private:
   std::mutex mu_;
+  std::condition_variable late_cv_;
+  std::shared_ptr<HttpExchange> late_;
   std::vector<std::thread> threads_;
 };
 
@@ -283,6 +299,29 @@ TEST_F(FrontEndTest, StreamsAreChunkedForHttp11AndCloseDelimitedForHttp10) {
   EXPECT_EQ(v10.rfind("HTTP/1.0 200", 0), 0u) << v10;
   EXPECT_EQ(v10.find("chunked"), std::string::npos);
   EXPECT_NE(v10.find("\r\n\r\npart0;part1;part2;<closed>"), std::string::npos) << v10;
+}
+
+TEST_F(FrontEndTest, ShutdownLetsTheAnswerInProgressBeWrittenThenCloses) {
+  StartServer();
+  int busy = Connect();
+  int idle = Connect();
+  SendAll(busy, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::shared_ptr<HttpExchange> late = handler_.WaitLate();
+  ASSERT_NE(late, nullptr);
+  std::thread shutdown([this] { fe_->Shutdown(std::chrono::seconds(10)); });
+  // The idle connection is closed at once; the busy one waits for its answer.
+  EXPECT_EQ(ReadUntilClose(idle, 5), "<closed>");
+  late->BeginStream(200, {}, "text/plain");
+  late->StreamWrite(std::string(100000, 'x'));
+  late->StreamWrite("end");
+  late->EndStream();
+  late.reset();
+  const std::string out = ReadUntilClose(busy, 10);
+  shutdown.join();
+  EXPECT_EQ(Statuses(out), std::vector<int>{200});
+  EXPECT_NE(out.find("end\r\n0\r\n\r\n<closed>"), std::string::npos) << out.substr(0, 200);
+  ::close(busy);
+  ::close(idle);
 }
 
 TEST_F(FrontEndTest, AnExchangeDroppedUnansweredIsAnswered500) {
