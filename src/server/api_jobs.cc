@@ -45,14 +45,10 @@ struct ApiService::ActiveJob {
   }
 };
 
-// ---- on the event loop: validate, then join the queue (a full queue costs no thread)
+// ---- on the event loop: join the queue (a full queue is a 429 at once and costs no thread);
+// the body is parsed on the job thread, so a large one never stalls the event loop.
 
-std::optional<uint64_t> ApiService::EnterQueue(Call& call, const std::string& model) {
-  if (!KnownModel(model)) {
-    SendError(call, ModelNotFound(model));
-    return std::nullopt;
-  }
-  call.exchange->Note([&](AccessRecord& r) { r.model = model; });
+std::optional<uint64_t> ApiService::EnterQueue(Call& call) {
   AdmissionQueue::Entry entry = admission_.Enter();
   if (!entry.admitted) {
     SendError(call, QueueFull(entry.retry_after_s), 0,
@@ -62,33 +58,49 @@ std::optional<uint64_t> ApiService::EnterQueue(Call& call, const std::string& mo
   return entry.ticket;
 }
 
+// A request body parsed as JSON, then by `parse`, or the error to answer.
+template <class Request, class Parse>
+std::variant<Request, ApiError> ParseBody(const std::string& body, Parse parse) {
+  auto doc = ParseJsonBody(body);
+  if (auto* e = std::get_if<ApiError>(&doc)) return *e;
+  return parse(std::get<json>(doc));
+}
+
 void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
-  auto body = ParseJsonBody(call->request.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return SendError(*call, *e);
-  const json& doc = std::get<json>(body);
-  auto parsed = chat ? ParseChatRequest(doc, model_names_.front())
-                     : ParseCompletionRequest(doc, model_names_.front());
-  if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(*call, *e);
-  GenerationRequest request = std::move(std::get<GenerationRequest>(parsed));
-  const std::optional<uint64_t> ticket = EnterQueue(*call, request.job.model);
+  const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
-  jobs_.Post([this, call, request = std::move(request), ticket = *ticket, chat]() mutable {
-    RunGeneration(*call, std::move(request), ticket, chat);
+  jobs_.Post([this, call, ticket = *ticket, chat] {
+    auto parsed = ParseBody<GenerationRequest>(call->request.body, [&](const json& doc) {
+      return chat ? ParseChatRequest(doc, model_names_.front())
+                  : ParseCompletionRequest(doc, model_names_.front());
+    });
+    auto* request = std::get_if<GenerationRequest>(&parsed);
+    if (request && !KnownModel(request->job.model)) parsed = ModelNotFound(request->job.model);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      admission_.Withdraw(ticket);
+      return SendError(*call, *e);
+    }
+    call->exchange->Note([&](AccessRecord& r) { r.model = request->job.model; });
+    RunGeneration(*call, std::move(*request), ticket, chat);
   });
 }
 
 void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
-  auto body = ParseJsonBody(call->request.body);
-  if (auto* e = std::get_if<ApiError>(&body)) return SendError(*call, *e);
-  const json& doc = std::get<json>(body);
-  auto parsed = tokenize ? ParseTokenizeRequest(doc, model_names_.front())
-                         : ParseDetokenizeRequest(doc, model_names_.front());
-  if (auto* e = std::get_if<ApiError>(&parsed)) return SendError(*call, *e);
-  JobRequest request = std::move(std::get<JobRequest>(parsed));
-  const std::optional<uint64_t> ticket = EnterQueue(*call, request.model);
+  const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
-  jobs_.Post([this, call, request = std::move(request), ticket = *ticket]() mutable {
-    RunTokenJob(*call, std::move(request), ticket);
+  jobs_.Post([this, call, ticket = *ticket, tokenize] {
+    auto parsed = ParseBody<JobRequest>(call->request.body, [&](const json& doc) {
+      return tokenize ? ParseTokenizeRequest(doc, model_names_.front())
+                      : ParseDetokenizeRequest(doc, model_names_.front());
+    });
+    auto* request = std::get_if<JobRequest>(&parsed);
+    if (request && !KnownModel(request->model)) parsed = ModelNotFound(request->model);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      admission_.Withdraw(ticket);
+      return SendError(*call, *e);
+    }
+    call->exchange->Note([&](AccessRecord& r) { r.model = request->model; });
+    RunTokenJob(*call, std::move(*request), ticket);
   });
 }
 

@@ -93,8 +93,8 @@ class ApiService final : public HttpHandler {
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;
 
-  // The model must be served and the queue must have room; else the answer is sent here.
-  std::optional<uint64_t> EnterQueue(Call& call, const std::string& model);
+  // A ticket if the queue has room; else the 429 is sent here.
+  std::optional<uint64_t> EnterQueue(Call& call);
   void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
   // On a job thread: the blocking part of each.

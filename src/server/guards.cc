@@ -72,6 +72,14 @@ void AdmissionQueue::Leave(uint64_t, double seconds) {
   cv_.notify_all();
 }
 
+void AdmissionQueue::Withdraw(uint64_t ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), ticket), waiting_.end());
+  }
+  cv_.notify_all();
+}
+
 bool AdmissionQueue::WaitIdle(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_until(lock, deadline, [&] { return active_ == 0 && waiting_.empty(); });

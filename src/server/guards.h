@@ -47,6 +47,8 @@ class AdmissionQueue {
                 Clock::duration check_every);
   // Frees the slot of a ticket that ran; `seconds` feeds the Retry-After estimate.
   void Leave(uint64_t ticket, double seconds);
+  // Takes back a ticket that entered but will not run (its request turned out invalid).
+  void Withdraw(uint64_t ticket);
   // Blocks until nothing runs or waits, or the deadline; returns whether idle.
   bool WaitIdle(Clock::time_point deadline);
   int active() const;

@@ -149,6 +149,11 @@ class FrontEndImpl final : public HttpFrontEnd {
 
   void Stop() override {
     if (stopped_.exchange(true)) return;
+    {
+      // Wakes a Shutdown() that waits for connections: they will not end on a stopped loop.
+      std::lock_guard<std::mutex> lock(shared_->live_mu);
+    }
+    shared_->live_cv.notify_all();
     StopAccepting();
     ForEachConnection([](const std::shared_ptr<Connection>& c) { c->CloseNow(); });
     // The posted closes run if a loop thread gets to them; the rest close as the loop ends.
@@ -160,7 +165,7 @@ class FrontEndImpl final : public HttpFrontEnd {
     ForEachConnection([](const std::shared_ptr<Connection>& c) { c->CloseWhenIdle(); });
     {
       std::unique_lock<std::mutex> lock(shared_->live_mu);
-      shared_->live_cv.wait_for(lock, grace, [this] { return shared_->live.empty(); });
+      shared_->live_cv.wait_for(lock, grace, [this] { return shared_->live.empty() || stopped_; });
     }
     Stop();
   }

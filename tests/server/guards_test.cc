@@ -163,3 +163,18 @@ TEST(JobThreads, RunsEveryTaskWithAtMostTheBoundAtOnce) {
   EXPECT_EQ(most, 2);
   EXPECT_EQ(done, 5);
 }
+
+TEST(AdmissionQueue, AWithdrawnTicketGivesUpItsPlace) {
+  tessera::server::AdmissionQueue queue(1, 2);
+  auto a = queue.Enter();
+  auto b = queue.Enter();
+  ASSERT_TRUE(a.admitted && b.admitted);
+  EXPECT_EQ(queue.waiting(), 2);
+  queue.Withdraw(a.ticket);  // its request was invalid: it never runs
+  EXPECT_EQ(queue.waiting(), 1);
+  EXPECT_TRUE(
+      queue.WaitTurn(b.ticket, std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(queue.active(), 1);
+  queue.Leave(b.ticket, 0.1);
+  EXPECT_TRUE(queue.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+}
