@@ -286,8 +286,7 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     return;
   }
   const std::string finish = outcome.done ? outcome.done->finish_reason : "stop";
-  json stats = ServerStats(meta.queue_ms);
-  stats.update(StatsJson(outcome, meta.queue_ms));
+  const json stats = FullStats(outcome, meta.queue_ms);
   json last = chat ? ChatChunk(meta, json::object(), finish, nullptr)
                    : TextChunk(meta, "", finish, nullptr);
   last["usage"] = UsageJson(outcome);

@@ -113,6 +113,13 @@ json ApiService::ServerStats(double queue_wait_ms) const {
           {"uptime_s", MsBetween(started_at_, Clock::now()) / 1000.0}};
 }
 
+// The job's stats (StatsJson) and the server's, in one object.
+json ApiService::FullStats(const JobOutcome& outcome, double queue_ms) const {
+  json stats = ServerStats(queue_ms);
+  stats.update(StatsJson(outcome, queue_ms));
+  return stats;
+}
+
 // Every JSON answer carries usage and x_tessera_stats; a body without its own gets zero usage
 // and the server's stats.
 HttpResponse ApiService::JsonResponse(const Call& call, int status, json body,
@@ -141,9 +148,7 @@ void ApiService::SendError(Call& call, const ApiError& e, double queue_wait_ms,
 json ApiService::JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) const {
   json body = ErrorBody(e);
   body["usage"] = UsageJson(outcome);
-  json stats = ServerStats(queue_ms);
-  stats.update(StatsJson(outcome, queue_ms));
-  body["x_tessera_stats"] = std::move(stats);
+  body["x_tessera_stats"] = FullStats(outcome, queue_ms);
   return body;
 }
 

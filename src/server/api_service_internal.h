@@ -147,9 +147,9 @@ inline std::optional<std::string_view> BearerToken(std::string_view auth) {
 // What the access log keeps of a job.
 inline void FillRecord(AccessRecord& r, const JobOutcome& outcome, double queue_ms) {
   r.queue_ms = queue_ms;
-  const json usage = UsageJson(outcome);
-  r.prompt_tokens = usage["prompt_tokens"].get<int64_t>();
-  r.completion_tokens = usage["completion_tokens"].get<int64_t>();
+  const UsageCounts usage = CountUsage(outcome);
+  r.prompt_tokens = usage.prompt_tokens;
+  r.completion_tokens = usage.completion_tokens;
   if (outcome.done) {
     r.ttft_ms = outcome.done->ttft_ms;
     r.finish = outcome.done->finish_reason;

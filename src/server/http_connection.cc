@@ -209,10 +209,7 @@ void Connection::Refuse(int status, const std::string& code, const std::string& 
   asio::post(strand_, [self = shared_from_this(), status, code, message] {
     if (self->transport_->tls()) return self->CloseNow();  // no handshake for a refusal
     self->state_ = State::kHead;
-    self->current_ = std::make_shared<ExchangeState>();
-    self->current_->start = Clock::now();
-    self->current_->head.remote_addr = self->client_;
-    self->current_->head.remote_port = self->client_port_;
+    self->NewExchange();
     HttpResponse r = self->shared_->handler->ProtocolError(status, code, message);
     r.SetHeader("Retry-After", "1");
     self->Reply(std::move(r), /*close=*/true);
@@ -262,17 +259,21 @@ void Connection::Process() {
   if (state_ == State::kHandling || state_ == State::kClosing) DoRead();
 }
 
+void Connection::NewExchange() {
+  current_ = std::make_shared<ExchangeState>();
+  current_->start = Clock::now();
+  current_->head.remote_addr = client_;
+  current_->head.remote_port = client_port_;
+}
+
 void Connection::StartRequest() {
   state_ = State::kHead;
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(shared_->options.max_header_bytes));
   parser_->body_limit(boost::none);  // checked in OnHead, after Screen()
   parser_->eager(false);             // stop after the head
-  current_ = std::make_shared<ExchangeState>();
-  current_->start = Clock::now();
+  NewExchange();
   current_->id = shared_->id_prefix + std::to_string(++shared_->next_id);
-  current_->head.remote_addr = client_;
-  current_->head.remote_port = client_port_;
   version_ = 11;
   keep_alive_ = true;
   head_only_ = false;
@@ -485,22 +486,17 @@ void Connection::Reply(HttpResponse response, bool close) {
   current_->finished = true;
   current_->status = response.status;
   close_after_ = close || !keep_alive_ || shared_->stopping;
-  const bool body = !head_only_ && response.status != 204 && response.status != 304;
+  // 204/304 have no body and no length; a HEAD answer has the length but not the body.
+  const bool framed = response.status != 204 && response.status != 304;
   std::string bytes = SerializeHead(
-      response.status, response.headers, body || head_only_ ? response.content_type : std::string(),
-      body || head_only_ ? std::optional<size_t>(response.body.size()) : std::nullopt, false,
-      close_after_);
-  if (body) bytes += response.body;
+      response.status, response.headers, framed ? response.content_type : std::string(),
+      framed ? std::optional<size_t>(response.body.size()) : std::nullopt, false, close_after_);
+  if (framed && !head_only_) bytes += response.body;
   Queue(std::move(bytes));
 }
 
 void Connection::ProtocolReply(int status, const std::string& code, const std::string& message) {
-  if (!current_) {
-    current_ = std::make_shared<ExchangeState>();
-    current_->start = Clock::now();
-    current_->head.remote_addr = client_;
-    current_->head.remote_port = client_port_;
-  }
+  if (!current_) NewExchange();
   Reply(shared_->handler->ProtocolError(status, code, message), /*close=*/true);
 }
 

@@ -136,6 +136,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class State { kHandshake, kIdle, kHead, kBody, kHandling, kClosing, kClosed };
 
   void Process();
+  // A fresh current_ for the request now starting (or answered without a head).
+  void NewExchange();
   void StartRequest();
   bool OnHead();
   void OnRequestComplete();

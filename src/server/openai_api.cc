@@ -292,15 +292,21 @@ std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const json& body,
   return job;
 }
 
-json UsageJson(const JobOutcome& outcome) {
-  int64_t prompt = outcome.done      ? outcome.done->prompt_tokens
-                   : outcome.started ? outcome.started->prompt_tokens
-                                     : outcome.refused_prompt_tokens;
-  int64_t completion =
+UsageCounts CountUsage(const JobOutcome& outcome) {
+  UsageCounts u;
+  u.prompt_tokens = outcome.done      ? outcome.done->prompt_tokens
+                    : outcome.started ? outcome.started->prompt_tokens
+                                      : outcome.refused_prompt_tokens;
+  u.completion_tokens =
       outcome.done ? outcome.done->completion_tokens : outcome.completion_tokens_so_far;
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+  return u;
+}
+
+json UsageJson(const JobOutcome& outcome) {
+  const UsageCounts u = CountUsage(outcome);
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
 json StatsJson(const JobOutcome& outcome, double queue_ms) {

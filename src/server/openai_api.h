@@ -80,6 +80,12 @@ struct ResponseMeta {
   bool logprobs = false;
 };
 
+// Prompt and completion tokens so far: from Done, else Started and the running count.
+struct UsageCounts {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+UsageCounts CountUsage(const JobOutcome& outcome);
 nlohmann::json UsageJson(const JobOutcome& outcome);
 // Every stats field is present: from the worker's Done, or (a job cut short) the server's own
 // measurements, with null where nothing was measured, and "partial": true.

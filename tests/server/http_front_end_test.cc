@@ -116,10 +116,16 @@ class FrontEndTest : public ::testing::Test {
 
   // Everything the server sends until it closes, or until `seconds` pass.
   static std::string ReadUntilClose(int fd, double seconds = 5) {
+    return ReadUntil(fd, "", seconds);
+  }
+
+  // What the server sends until `marker` has arrived (empty: until it closes, marked
+  // "<closed>"), or until `seconds` pass.
+  static std::string ReadUntil(int fd, const std::string& marker, double seconds) {
     std::string out;
     const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
     char buf[8192];
-    while (Clock::now() < deadline) {
+    while (Clock::now() < deadline && (marker.empty() || out.find(marker) == std::string::npos)) {
       pollfd p{fd, POLLIN, 0};
       const int left = static_cast<int>(
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
@@ -269,16 +275,7 @@ TEST_F(FrontEndTest, ContinueOnlyAfterTheChecks) {
   SendAll(fd,
           "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
   // The 100 arrives before any body byte is sent.
-  std::string first;
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  char buf[256];
-  while (first.find("\r\n\r\n") == std::string::npos && Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    first.append(buf, static_cast<size_t>(n));
-  }
+  const std::string first = ReadUntil(fd, "\r\n\r\n", 5);
   EXPECT_EQ(first.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << first;
   SendAll(fd, "hello");
   ::shutdown(fd, SHUT_WR);
@@ -338,19 +335,7 @@ TEST_F(FrontEndTest, ConnectionsOverThePerClientCapAreRefused429) {
   // Both are served: one request each proves the server has accepted them.
   SendAll(a, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
   SendAll(b, "GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
-  for (int fd : {a, b}) {
-    std::string got;
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    char buf[1024];
-    while (got.find("}") == std::string::npos && Clock::now() < deadline) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      got.append(buf, static_cast<size_t>(n));
-    }
-    EXPECT_EQ(Statuses(got), std::vector<int>{200});
-  }
+  for (int fd : {a, b}) EXPECT_EQ(Statuses(ReadUntil(fd, "}", 5)), std::vector<int>{200});
   const std::string third = Exchange("GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(Statuses(third), std::vector<int>{429}) << third;
   EXPECT_NE(third.find("Retry-After: 1"), std::string::npos);
