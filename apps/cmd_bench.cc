@@ -114,7 +114,7 @@ int Run(int argc, char** argv) {
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
   if (!exec) return ReportError("bench", exec.status());
   const double load_s = Seconds(t_load);
-  const int64_t vocab = (*exec)->dims().vocab;
+  const int64_t vocab = (*exec)->spec().vocab;
   std::vector<float> logits(static_cast<size_t>(vocab));
 
   std::map<int64_t, std::vector<double>> prefill;  // tok/s per length

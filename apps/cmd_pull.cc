@@ -63,7 +63,7 @@ int RunPullCommand(int argc, char** argv) {
   }
   auto catalog = BuiltinCatalog();
   if (!catalog) return ReportError("pull", catalog.status());
-  auto spec = ParseModelSpec(name, **catalog);
+  auto spec = ParseModelRef(name, **catalog);
   if (!spec) return ReportError("pull", spec.status());
   // One knob for every command (pull, list, rm, resolve): $TESSERA_MODELS.
   auto models_dir = ModelsDir();

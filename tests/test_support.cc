@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -160,6 +163,33 @@ ProcessResult RunTessera(const std::vector<std::string>& args, const std::string
   std::vector<std::string> argv{TesseraBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProcess(argv, input);
+}
+
+std::vector<int32_t> RandomTokens(size_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return t;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return m;
+}
+
+double Top1Agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  const size_t n = a.size() / static_cast<size_t>(vocab);
+  size_t same = 0;
+  for (size_t t = 0; t < n; ++t) {
+    auto ra = a.begin() + static_cast<ptrdiff_t>(t * vocab),
+         rb = b.begin() + static_cast<ptrdiff_t>(t * vocab);
+    same += std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
+  }
+  return static_cast<double>(same) / static_cast<double>(n);
 }
 
 }  // namespace tessera::test

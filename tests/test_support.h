@@ -6,6 +6,7 @@
 //   auto r = tessera::test::RunTessera({"generate", "--model", dir}, "");
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,8 @@ void WriteFile(const std::string& path, const std::string& contents);
 std::string ReadFile(const std::string& path);
 
 struct ProcessResult {
-  int exit_code = -1;       // -1 when killed by a signal
-  int signal = 0;           // the signal that ended it, or 0
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;      // the signal that ended it, or 0
   std::string out;
   std::string err;
 };
@@ -45,5 +46,11 @@ struct ProcessResult {
 ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& input);
 // Runs the tessera binary with the given arguments.
 ProcessResult RunTessera(const std::vector<std::string>& args, const std::string& input = "");
+
+// Comparing logits: n token ids below vocab from a seeded generator; the largest |a - b|; the
+// fraction of rows ([n][vocab] each) whose arg-max agrees.
+std::vector<int32_t> RandomTokens(size_t n, int64_t vocab, uint32_t seed);
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);
+double Top1Agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab);
 
 }  // namespace tessera::test

@@ -38,8 +38,8 @@ struct BackendOptions {
 };
 
 struct KvCacheConfig {
-  int max_slots = 1;     // concurrent sequences, each with its own KV region
-  int64_t max_seq = 0;   // positions per slot
+  int max_slots = 1;    // concurrent sequences, each with its own KV region
+  int64_t max_seq = 0;  // positions per slot
 };
 
 // Consecutive positions of one sequence; a batch concatenates chunks of several sequences
@@ -78,6 +78,14 @@ class Backend {
   // Final norm + LM head: hidden [n_rows, hidden_size] -> logits [n_rows, vocab_size].
   virtual Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
                                std::span<float> logits) = 0;
+
+  // The largest position <= wanted from which `slot`'s sequence can continue without running
+  // earlier tokens again. A KV cache rewinds to any position; a recurrent state only resumes
+  // from its live position or a snapshot (model/recurrent_state.h).
+  virtual int64_t ResumablePosition(int slot, int64_t wanted) const {
+    (void)slot;
+    return wanted;
+  }
 
   // Bytes of weights resident (for the placement log and bandwidth figures).
   virtual size_t resident_weight_bytes() const = 0;

@@ -82,7 +82,7 @@ bool LooksLikePath(std::string_view text) {
          text.starts_with("../") || text.starts_with("~/");
 }
 
-Expected<ModelSpec> ParseModelSpec(std::string_view text, const Catalog& catalog) {
+Expected<ModelRef> ParseModelRef(std::string_view text, const Catalog& catalog) {
   if (text.empty()) {
     return InvalidArgument("the model name is empty; " + std::string(kNameRules));
   }
@@ -94,7 +94,7 @@ Expected<ModelSpec> ParseModelSpec(std::string_view text, const Catalog& catalog
     return InvalidArgument(QuoteForMessage(text) +
                            " is a path, but a model name is expected here; " + kNameRules);
   }
-  ModelSpec spec;
+  ModelRef spec;
   std::string_view name = text;
   size_t at = text.rfind('@');
   if (at != std::string_view::npos) {

@@ -3,7 +3,7 @@
 // message that says what a name may contain.
 //
 //   TS_RETURN_IF_ERROR(ValidateRepoId("Qwen/Qwen3-0.6B"));
-//   TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec("qwen3-0.6b@main", *catalog));
+//   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef("qwen3-0.6b@main", *catalog));
 //   std::string dir = models_dir + "/" + spec.store_name;   // safe: validated
 #pragma once
 
@@ -34,7 +34,7 @@ bool IsCommitId(std::string_view revision);
 // '..'); such arguments name a directory, never a model.
 bool LooksLikePath(std::string_view text);
 
-struct ModelSpec {
+struct ModelRef {
   std::string store_name;  // directory under the models dir: a catalog id or "Org--Name"
   std::string repo;        // hub repository
   std::string revision;    // as requested, or the catalog's, or "main"
@@ -44,6 +44,6 @@ struct ModelSpec {
 
 // NAME (a catalog id) or ORG/REPO, either optionally followed by @REVISION. A repository that
 // is in the catalog is stored under its catalog id.
-Expected<ModelSpec> ParseModelSpec(std::string_view text, const Catalog& catalog);
+Expected<ModelRef> ParseModelRef(std::string_view text, const Catalog& catalog);
 
 }  // namespace tessera

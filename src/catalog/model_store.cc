@@ -226,7 +226,7 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
     return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
   }
-  TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(name_or_path, catalog));
+  TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
   const std::string stored = models_dir + "/" + spec.store_name;
   if (IsCheckpointDir(stored)) {
@@ -322,7 +322,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
 }
 
 Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& catalog) {
-  TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(name, catalog));
+  TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name, catalog));
   if (spec.revision_given) {
     return InvalidArgument("rm takes a name without @REVISION; a model is stored once");
   }

@@ -128,8 +128,10 @@ struct PlannedTensor {
 
 std::vector<PlannedTensor> PlanTensors(const ModelTensors& t, WeightFormat format) {
   std::vector<PlannedTensor> plan;
-  auto copy = [&](const TensorInfo* info) {
-    if (info) plan.push_back({info->name, info->dtype, info->data.size(), 0, info});
+  auto copy = [&](const TensorRef& ref) {
+    if (const TensorInfo* info = ref.info) {
+      plan.push_back({info->name, info->dtype, info->data.size(), 0, info});
+    }
   };
   auto packed = [&](int64_t layer, CpuMatrix m, MatrixShape shape) {
     PackedMatrixSizes sizes = PackedSizesFor(format, shape.rows, shape.cols);
@@ -146,15 +148,16 @@ std::vector<PlannedTensor> PlanTensors(const ModelTensors& t, WeightFormat forma
   copy(t.final_norm);
   for (size_t i = 0; i < t.layers.size(); ++i) {
     const LayerTensors& L = t.layers[i];
-    for (const TensorInfo* info : {L.input_norm, L.q_bias, L.k_bias, L.v_bias, L.o_bias, L.q_norm,
-                                   L.k_norm, L.post_attn_norm}) {
-      copy(info);
+    for (const TensorRef* ref : {&L.input_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.o_bias,
+                                 &L.q_norm, &L.k_norm, &L.attn_out_norm, &L.conv1d, &L.dt_bias,
+                                 &L.a_log, &L.delta_norm, &L.post_attn_norm, &L.mlp_out_norm}) {
+      copy(*ref);
     }
     for (CpuMatrix m : kCpuLayerMatrices) {
-      packed(static_cast<int64_t>(i), m, CpuMatrixShape(t.dims, m));
+      packed(static_cast<int64_t>(i), m, CpuMatrixShape(t.spec, static_cast<int64_t>(i), m));
     }
   }
-  packed(-1, CpuMatrix::kQkv, {t.dims.vocab, t.dims.hidden});
+  packed(-1, CpuMatrix::kQkv, {t.spec.vocab, t.spec.hidden});
   uint64_t offset = 0;
   for (PlannedTensor& p : plan) {
     offset =

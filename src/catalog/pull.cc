@@ -183,7 +183,7 @@ int MetadataProgress(void* user, curl_off_t, curl_off_t now_bytes, curl_off_t, c
   return 0;
 }
 
-Expected<RemoteRevision> FetchRevision(const ModelSpec& spec, const PullOptions& options) {
+Expected<RemoteRevision> FetchRevision(const ModelRef& spec, const PullOptions& options) {
   const std::string what = spec.repo + "@" + spec.revision;
   const std::string url = options.endpoint + "/api/models/" + spec.repo + "/revision/" +
                           UrlEncode(spec.revision) + "?blobs=true";
@@ -545,7 +545,7 @@ PullOptions PullOptionsFromEnvironment() {
   return options;
 }
 
-Expected<PullResult> PullModel(const ModelSpec& spec, const std::string& models_dir,
+Expected<PullResult> PullModel(const ModelRef& spec, const std::string& models_dir,
                                const PullOptions& options) {
   std::error_code ec;
   fs::create_directories(models_dir, ec);

@@ -2,7 +2,7 @@
 // into tessera's store, verified, resumable and never half-installed.
 //
 //   PullOptions options = PullOptionsFromEnvironment();   // HF_ENDPOINT, HF_TOKEN
-//   TS_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec("qwen3-0.6b", *catalog));
+//   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef("qwen3-0.6b", *catalog));
 //   TS_ASSIGN_OR_RETURN(PullResult r, PullModel(spec, models_dir, options));
 //
 // Protocol (what a test server must serve):
@@ -51,7 +51,7 @@ struct PullResult {
 
 // Pulls `spec` into `models_dir`/<store_name>. On any failure the installed copy (if any) is
 // untouched; partial files stay in `models_dir`/.staging-<name> for the next pull to resume.
-Expected<PullResult> PullModel(const ModelSpec& spec, const std::string& models_dir,
+Expected<PullResult> PullModel(const ModelRef& spec, const std::string& models_dir,
                                const PullOptions& options);
 
 // What the hub says one needed file is.

@@ -62,13 +62,15 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
                            " tokens, more than the context of " + std::to_string(exec.max_seq()));
   }
   if (req.reuse_prefix_tokens < 0) return InvalidArgument("reuse_prefix_tokens must be >= 0");
-  // Keep at least one prompt id to run: its logits pick the first generated token.
-  const int64_t reused = std::min(req.reuse_prefix_tokens, prompt_len - 1);
+  // Keep at least one prompt id to run: its logits pick the first generated token. Recurrent
+  // layers resume only from their live state or a snapshot, which may be earlier.
+  const int64_t reused =
+      exec.ResumablePosition(slot, std::min(req.reuse_prefix_tokens, prompt_len - 1));
   GenerateResult result;
-  std::vector<float> logits(static_cast<size_t>(exec.dims().vocab));
+  std::vector<float> logits(static_cast<size_t>(exec.spec().vocab));
   std::optional<Sampler> sampler;
   if (req.sampling && req.sampling->mode == SamplingMode::kSample) {
-    TS_ASSIGN_OR_RETURN(Sampler s, Sampler::Create(*req.sampling, exec.dims().vocab));
+    TS_ASSIGN_OR_RETURN(Sampler s, Sampler::Create(*req.sampling, exec.spec().vocab));
     TS_RETURN_IF_ERROR(s.AcceptPrompt(req.prompt_ids));
     sampler.emplace(std::move(s));
   }

@@ -6,8 +6,9 @@
 
 namespace tessera {
 
-Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
-    std::shared_ptr<const Checkpoint> ckpt, const Placement& placement, const Options& options) {
+Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<const Checkpoint> ckpt,
+                                                             const Placement& placement,
+                                                             const Options& options) {
   std::unique_ptr<ModelExecutor> exec(new ModelExecutor());
   const ModelConfig& cfg = ckpt->config;
   int64_t max_seq = options.max_seq;
@@ -20,6 +21,14 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
                            " positions is more than the model's max_position_embeddings (" +
                            std::to_string(cfg.max_position_embeddings) + "); lower --context");
   }
+  for (const RopeSpec& rope : ckpt->tensors.spec.ropes) {
+    if (rope.max_positions > 0 && max_seq > rope.max_positions) {
+      return InvalidArgument("a context of " + std::to_string(max_seq) + " positions is past the " +
+                             std::to_string(rope.max_positions) +
+                             " the model's short LongRoPE factors cover (its long factors are "
+                             "not implemented); lower --context");
+    }
+  }
   if (options.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
   exec->max_seq_ = max_seq;
   exec->max_batch_tokens_ = options.max_batch_tokens;
@@ -28,12 +37,13 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
   KvCacheConfig kv{options.max_slots, max_seq};
   for (size_t i = 0; i < placement.stages.size(); ++i) {
     const PlacementStage& stage = placement.stages[i];
-    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(stage.backend, options.backend));
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                        CreateBackend(stage.backend, options.backend));
     TS_RETURN_IF_ERROR(backend->LoadLayers(*ckpt, stage.layers, kv));
     if (i + 1 == placement.stages.size()) TS_RETURN_IF_ERROR(backend->LoadHead(*ckpt));
     exec->backends_.push_back(std::move(backend));
   }
-  exec->hidden_.resize(static_cast<size_t>(options.max_batch_tokens * ckpt->tensors.dims.hidden));
+  exec->hidden_.resize(static_cast<size_t>(options.max_batch_tokens * ckpt->tensors.spec.hidden));
   exec->ckpt_ = std::move(ckpt);
   return exec;
 }
@@ -44,15 +54,21 @@ size_t ModelExecutor::resident_weight_bytes() const {
   return n;
 }
 
+int64_t ModelExecutor::ResumablePosition(int slot, int64_t wanted) const {
+  int64_t pos = wanted;
+  for (const auto& b : backends_) pos = std::min(pos, b->ResumablePosition(slot, pos));
+  return pos;
+}
+
 Status ModelExecutor::Embed(std::span<const int32_t> tokens, std::span<float> hidden) {
-  const ModelDims& d = dims();
+  const ModelSpec& d = spec();
   for (size_t i = 0; i < tokens.size(); ++i) {
     int32_t id = tokens[i];
     if (id < 0 || id >= d.vocab) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                              std::to_string(d.vocab - 1) + ")");
     }
-    TS_RETURN_IF_ERROR(WidenRowsToF32(*ckpt_->tensors.embed, id, 1,
+    TS_RETURN_IF_ERROR(WidenRowsToF32(ckpt_->tensors.embed, id, 1,
                                       hidden.subspan(i * d.hidden, static_cast<size_t>(d.hidden))));
   }
   return Status::Ok();
@@ -60,7 +76,7 @@ Status ModelExecutor::Embed(std::span<const int32_t> tokens, std::span<float> hi
 
 Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32_t> tokens,
                               std::span<float> last_logits, std::span<float> all_logits) {
-  const ModelDims& d = dims();
+  const ModelSpec& d = spec();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return InvalidArgument("nothing to run: no tokens");
   if (start_pos < 0 || start_pos + n > max_seq_) {
@@ -77,13 +93,15 @@ Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32
   for (int64_t done = 0; done < n;) {
     int64_t chunk = std::min(max_batch_tokens_, n - done);
     std::span<float> hidden(hidden_.data(), static_cast<size_t>(chunk * d.hidden));
-    TS_RETURN_IF_ERROR(Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
+    TS_RETURN_IF_ERROR(
+        Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
     ForwardBatch batch{{SequenceChunk{slot, start_pos + done, chunk}}};
     for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, hidden));
     if (!all_logits.empty()) {
-      TS_RETURN_IF_ERROR(head.ComputeLogits(
-          hidden, chunk, all_logits.subspan(static_cast<size_t>(done * d.vocab),
-                                            static_cast<size_t>(chunk * d.vocab))));
+      TS_RETURN_IF_ERROR(
+          head.ComputeLogits(hidden, chunk,
+                             all_logits.subspan(static_cast<size_t>(done * d.vocab),
+                                                static_cast<size_t>(chunk * d.vocab))));
     }
     done += chunk;
     if (done == n) {

@@ -39,10 +39,14 @@ class ModelExecutor {
                  std::span<float> last_logits, std::span<float> all_logits = {});
 
   const Checkpoint& checkpoint() const { return *ckpt_; }
-  const ModelDims& dims() const { return ckpt_->tensors.dims; }
+  const ModelSpec& spec() const { return ckpt_->tensors.spec; }
   int64_t max_seq() const { return max_seq_; }
   const Placement& placement() const { return placement_; }
   size_t resident_weight_bytes() const;
+
+  // The largest position <= wanted from which `slot` can continue (every backend agreeing):
+  // `wanted` for attention-only models; for recurrent layers, their live state or a snapshot.
+  int64_t ResumablePosition(int slot, int64_t wanted) const;
 
  private:
   ModelExecutor() = default;

@@ -16,8 +16,17 @@
 
 namespace tessera {
 
-enum class ModelFamily { kLlama, kQwen2, kQwen3 };
-std::string_view ModelFamilyName(ModelFamily family);  // "llama", "qwen2", "qwen3"
+enum class ModelFamily { kLlama, kQwen2, kQwen3, kQwen3_5, kMiniCpm, kGemma3 };
+// "llama", "qwen2", "qwen3", "qwen3_5", "minicpm", "gemma3"
+std::string_view ModelFamilyName(ModelFamily family);
+
+// config.json's layer_types, one per decoder layer.
+enum class LayerType {
+  kFullAttention,     // "full_attention"
+  kSlidingAttention,  // "sliding_attention": attends to the last sliding_window positions
+  kLinearAttention,   // "linear_attention": Gated DeltaNet (qwen3_5)
+};
+enum class HiddenAct { kSilu, kGeluTanh };  // "silu"; "gelu_pytorch_tanh" (gemma3)
 
 // RoPE frequency scaling as Llama 3.1/3.2 publish it (rope_scaling {"rope_type": "llama3"}):
 // wavelengths longer than original_max_position_embeddings / low_freq_factor are divided by
@@ -27,6 +36,24 @@ struct Llama3RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;  // > low_freq_factor
   int64_t original_max_position_embeddings = 8192;
+};
+
+// LongRoPE (rope_scaling {"rope_type": "longrope"}, MiniCPM 4): each frequency divided by its
+// short factor (contexts up to original_max_position_embeddings) and cos/sin multiplied by
+// sqrt(1 + ln(max_position / original) / ln(original)).
+struct LongRopeScaling {
+  std::vector<double> short_factor;  // rotary_dim / 2 values, each > 0
+  std::vector<double> long_factor;
+  int64_t original_max_position_embeddings = 0;
+};
+
+// Gated DeltaNet linear attention (qwen3_5's linear_* fields).
+struct LinearAttentionConfig {
+  int64_t num_key_heads = 0;    // linear_num_key_heads
+  int64_t num_value_heads = 0;  // linear_num_value_heads, a multiple of num_key_heads
+  int64_t key_head_dim = 0;     // linear_key_head_dim
+  int64_t value_head_dim = 0;   // linear_value_head_dim
+  int64_t conv_kernel = 0;      // linear_conv_kernel_dim
 };
 
 struct ModelConfig {
@@ -47,6 +74,31 @@ struct ModelConfig {
   bool qk_norm = false;         // per-head q_norm/k_norm (qwen3)
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
+
+  // The 2026 families. Defaults describe llama/qwen2/qwen3.
+  std::vector<LayerType> layer_types;  // num_layers entries; all full attention by default
+  int64_t sliding_window = 0;          // positions a sliding layer attends to (0: none)
+  double rope_local_theta = 0;         // theta of sliding layers (gemma3 rope_local_base_freq)
+  double partial_rotary_factor = 1.0;  // fraction of each head's dims that RoPE rotates
+  std::optional<LongRopeScaling> rope_longrope;
+  double rope_linear_factor = 1.0;  // rope_type "linear": positions divided by this factor
+  bool attn_output_gate = false;    // q_proj also gives a sigmoid gate per head (qwen3_5)
+  std::optional<double> query_pre_attn_scalar;  // attention scale is its rsqrt (gemma3)
+  HiddenAct hidden_act = HiddenAct::kSilu;
+  bool norm_one_plus_weight = false;  // RMSNorm scales by (1 + w), zero-centred (qwen3_5, gemma3)
+  bool sandwich_norms = false;        // gemma3: pre/post norms around both attention and MLP
+  std::optional<LinearAttentionConfig> linear_attention;
+  // Scales. gemma3's embedding scale is sqrt(hidden_size) rounded to the weights' dtype.
+  double embed_scale = 1.0;  // minicpm scale_emb; gemma3 sqrt(hidden_size)
+  bool embed_scale_rounded_to_weight_dtype = false;
+  double residual_scale = 1.0;  // minicpm scale_depth / sqrt(num_hidden_layers)
+  double logit_scale = 1.0;     // minicpm dim_model_base / hidden_size
+  // Where the decoder's tensors live: "model." or, for a multimodal checkpoint's text model,
+  // "model.language_model." (qwen3_5) / "language_model.model." (gemma3); tensors under
+  // ignored_prefixes (vision tower, MTP head) are present but unused.
+  std::string tensor_prefix = "model.";
+  std::string lm_head_name = "lm_head.weight";
+  std::vector<std::string> ignored_prefixes;
 };
 
 // Refuses: unknown model_type; rope_scaling other than null, "default" or a complete, valid

@@ -6,6 +6,7 @@
 //   TS_ASSIGN_OR_RETURN(auto ckpt, CheckpointTensors::Open(dir));
 //   TS_ASSIGN_OR_RETURN(ModelTensors t, BindModelTensors(config, ckpt));
 //   t.layers[0].q_proj->shape  // [num_heads * head_dim, hidden_size]
+//   t.spec.layer[0].kind       // what the layer computes
 #pragma once
 
 #include <optional>
@@ -16,44 +17,43 @@
 #include "base/status.h"
 #include "format/model_config.h"
 #include "format/safetensors.h"
+#include "model/model_spec.h"
+#include "model/tensor_convert.h"
 
 namespace tessera {
 
-// Derived sizes used everywhere; computed once from the config.
-struct ModelDims {
-  int64_t hidden = 0;        // hidden_size
-  int64_t intermediate = 0;  // intermediate_size
-  int64_t layers = 0;
-  int64_t heads = 0;
-  int64_t kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t q_dim = 0;   // heads * head_dim
-  int64_t kv_dim = 0;  // kv_heads * head_dim
-  int64_t vocab = 0;
-  bool qkv_bias = false;  // q/k/v projections carry a bias
-  bool o_bias = false;    // o_proj carries a bias (llama/qwen3 attention_bias; never qwen2)
-  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (qwen3)
-};
-ModelDims DimsFromConfig(const ModelConfig& config);
-
-// A tensor field is a non-owning pointer into CheckpointTensors; null only for optional
-// fields the architecture does not have (biases, q_norm/k_norm).
+// Tensor fields are TensorRefs into CheckpointTensors (with the spec's folds: (1 + w) norms,
+// MiniCPM's scales, the embedding scale); null for what a layer's kind or the family lacks.
 struct LayerTensors {
-  const TensorInfo* input_norm = nullptr;      // [hidden]
-  const TensorInfo* q_proj = nullptr;          // [q_dim, hidden]
-  const TensorInfo* q_bias = nullptr;          // [q_dim]
-  const TensorInfo* k_proj = nullptr;          // [kv_dim, hidden]
-  const TensorInfo* k_bias = nullptr;          // [kv_dim]
-  const TensorInfo* v_proj = nullptr;          // [kv_dim, hidden]
-  const TensorInfo* v_bias = nullptr;          // [kv_dim]
-  const TensorInfo* o_proj = nullptr;          // [hidden, q_dim]
-  const TensorInfo* o_bias = nullptr;          // [hidden]
-  const TensorInfo* q_norm = nullptr;          // [head_dim]
-  const TensorInfo* k_norm = nullptr;          // [head_dim]
-  const TensorInfo* post_attn_norm = nullptr;  // [hidden]
-  const TensorInfo* gate_proj = nullptr;       // [intermediate, hidden]
-  const TensorInfo* up_proj = nullptr;         // [intermediate, hidden]
-  const TensorInfo* down_proj = nullptr;       // [hidden, intermediate]
+  TensorRef input_norm;  // [hidden], before attention or the DeltaNet
+  // Attention layers (kAttention, kSlidingAttention).
+  TensorRef q_proj;         // [q_proj_rows, hidden]; with an output gate, per head [q | gate]
+  TensorRef q_bias;         // [q_dim]
+  TensorRef k_proj;         // [kv_dim, hidden]
+  TensorRef k_bias;         // [kv_dim]
+  TensorRef v_proj;         // [kv_dim, hidden]
+  TensorRef v_bias;         // [kv_dim]
+  TensorRef o_proj;         // [hidden, q_dim]
+  TensorRef o_bias;         // [hidden]
+  TensorRef q_norm;         // [head_dim]
+  TensorRef k_norm;         // [head_dim]
+  TensorRef attn_out_norm;  // [hidden], on the attention output (gemma3 post_attention_layernorm)
+  // Gated DeltaNet layers.
+  TensorRef in_proj_qkv;  // [conv_width, hidden]: q | k | v
+  TensorRef in_proj_z;    // [v_width, hidden], the output gate
+  TensorRef in_proj_b;    // [value_heads, hidden], beta = sigmoid(b x)
+  TensorRef in_proj_a;    // [value_heads, hidden], decay input
+  TensorRef conv1d;       // [conv_width, 1, conv_kernel], depthwise causal
+  TensorRef dt_bias;      // [value_heads]
+  TensorRef a_log;        // [value_heads]
+  TensorRef delta_norm;   // [value_dim], plain w, per head before the gate
+  TensorRef out_proj;     // [hidden, v_width]
+  // MLP.
+  TensorRef post_attn_norm;  // [hidden], before the MLP (gemma3 pre_feedforward_layernorm)
+  TensorRef gate_proj;       // [intermediate, hidden]
+  TensorRef up_proj;         // [intermediate, hidden]
+  TensorRef down_proj;       // [hidden, intermediate]
+  TensorRef mlp_out_norm;    // [hidden], on the MLP output (gemma3 post_feedforward_layernorm)
 };
 
 // Weights a `tessera convert` package already holds in a backend's packed layout (named by
@@ -79,8 +79,8 @@ inline constexpr PackedPart kPackedParts[4] = {{"data", DType::kU8},
                                                {"row_offset", DType::kI32},
                                                {"block_scale", DType::kBF16}};
 struct PackedLayerTensors {
-  PackedMatrixTensors qkv;  // q, k, v stacked
-  PackedMatrixTensors o_proj;
+  PackedMatrixTensors qkv;      // q, k, v stacked (a DeltaNet layer: qkv, z, b, a)
+  PackedMatrixTensors o_proj;   // (a DeltaNet layer: out_proj)
   PackedMatrixTensors gate_up;  // gate, up stacked
   PackedMatrixTensors down_proj;
 };
@@ -94,14 +94,15 @@ struct PackedModelTensors {
 std::string PackedTensorName(int64_t layer, std::string_view matrix, std::string_view part);
 
 struct ModelTensors {
-  ModelDims dims;
-  const TensorInfo* embed = nullptr;       // [vocab, hidden]
-  const TensorInfo* final_norm = nullptr;  // [hidden]
-  const TensorInfo* lm_head = nullptr;     // [vocab, hidden]; == embed when tied
+  ModelSpec spec;
+  TensorRef embed;       // [vocab, hidden], scaled by spec.embed_scale
+  TensorRef final_norm;  // [hidden], with spec.logit_scale folded in
+  TensorRef lm_head;     // [vocab, hidden]; the embedding's tensor (unscaled) when tied
   std::vector<LayerTensors> layers;
   std::vector<std::string> ignored;  // tensors present but deliberately unused
   // Set for a package with packed weights: then the projection fields of `layers` (q/k/v/o,
-  // gate/up/down) are null, and `lm_head` is null unless tied to `embed`.
+  // in_proj_qkv/z/b/a, out_proj, gate/up/down) are null, and `lm_head` is null unless tied to
+  // `embed`.
   std::optional<PackedModelTensors> packed;
 };
 

@@ -1,26 +1,29 @@
-// The one RoPE of every backend: the inverse frequencies a config asks for (plain, or with
-// Llama 3's frequency scaling) and the cos/sin table the backends read, computed in double
-// and stored as float, so that every backend (and a hybrid placement) rotates identically.
+// The one RoPE of every backend: the spec a config asks for (plain, Llama 3's frequency
+// scaling, linear position scaling, LongRoPE; partial rotary; gemma3's local theta) and the
+// cos/sin table the backends read, computed in double and stored as float, so that every
+// backend (and a hybrid placement) rotates identically.
 //
-//   RopeTable rope = RopeTable::Build(ckpt.config, dims.head_dim, max_seq);
-//   ApplyRotateHalf(q_head, rope.cos_at(pos), rope.sin_at(pos), rope.half());
+//   RopeSpec spec = MakeRopeSpec(config, /*sliding_layers=*/false);
+//   RopeTable rope = RopeTable::Build(spec, max_seq);
+//   // pairs (x[i], x[i + half]) for i < rope.half(), half = spec.rotary_dim / 2
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "format/model_config.h"
+#include "model/model_spec.h"
 
 namespace tessera {
 
-// theta^(-2i/head_dim) for i < head_dim/2, then Llama 3's scaling when the config has it
-// (transformers' _compute_llama3_parameters, in double).
-std::vector<double> RopeInverseFrequencies(const ModelConfig& config, int64_t head_dim);
+// The RoPE of full-attention layers, or (sliding_layers) of gemma3's local layers: theta from
+// rope_local_base_freq and no scaling.
+RopeSpec MakeRopeSpec(const ModelConfig& config, bool sliding_layers);
 
 class RopeTable {
  public:
-  // cos/sin of pos * inv_freq[i] for every pos < max_seq and i < head_dim / 2.
-  static RopeTable Build(const ModelConfig& config, int64_t head_dim, int64_t max_seq);
+  // cos/sin (times attention_factor) of pos * inv_freq[i] for pos < max_seq, i < half().
+  static RopeTable Build(const RopeSpec& spec, int64_t max_seq);
 
   int64_t half() const { return half_; }
   const float* cos_at(int64_t pos) const { return cos_.data() + pos * half_; }

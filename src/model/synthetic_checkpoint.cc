@@ -50,21 +50,47 @@ Status WriteText(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& s) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return IoError("cannot create " + dir + ": " + std::strerror(errno));
-  }
-  if (s.shards < 1) return InvalidArgument("shards must be >= 1");
-  const bool qkv_bias = s.family == ModelFamily::kQwen2 || s.attention_bias;
-  const bool o_bias = s.family != ModelFamily::kQwen2 && s.attention_bias;
-  const bool qk_norm = s.family == ModelFamily::kQwen3;
-  const int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
+namespace {
 
+const char* ArchitectureName(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::kLlama:
+      return "LlamaForCausalLM";
+    case ModelFamily::kQwen2:
+      return "Qwen2ForCausalLM";
+    case ModelFamily::kQwen3:
+      return "Qwen3ForCausalLM";
+    case ModelFamily::kQwen3_5:
+      return "Qwen3_5ForConditionalGeneration";
+    case ModelFamily::kMiniCpm:
+      return "MiniCPMForCausalLM";
+    case ModelFamily::kGemma3:
+      return "Gemma3ForCausalLM";
+  }
+  return "";
+}
+
+bool IsLinearLayer(const SyntheticModelSpec& s, int64_t i) {
+  return s.family == ModelFamily::kQwen3_5 && (i + 1) % s.full_attention_interval != 0;
+}
+bool IsSlidingLayer(const SyntheticModelSpec& s, int64_t i) {
+  return s.family == ModelFamily::kGemma3 && s.sliding_window > 0 &&
+         (i + 1) % s.sliding_window_pattern != 0;
+}
+bool Nested(const SyntheticModelSpec& s) {
+  return s.nested_config && (s.family == ModelFamily::kQwen3_5 || s.family == ModelFamily::kGemma3);
+}
+
+// The text model's config.json fields.
+nlohmann::ordered_json TextConfig(const SyntheticModelSpec& s) {
+  const bool qk_norm = s.family == ModelFamily::kQwen3 || s.family == ModelFamily::kQwen3_5 ||
+                       s.family == ModelFamily::kGemma3;
   nlohmann::ordered_json cfg;
-  cfg["architectures"] = {s.family == ModelFamily::kLlama   ? "LlamaForCausalLM"
-                          : s.family == ModelFamily::kQwen2 ? "Qwen2ForCausalLM"
-                                                            : "Qwen3ForCausalLM"};
-  cfg["model_type"] = std::string(ModelFamilyName(s.family));
+  cfg["architectures"] = {ArchitectureName(s.family)};
+  // qwen3_5 and gemma3 text models say so, nested in a multimodal config or not.
+  std::string type(ModelFamilyName(s.family));
+  if (s.family == ModelFamily::kQwen3_5 || s.family == ModelFamily::kGemma3) type += "_text";
+  cfg["model_type"] = type;
   cfg["hidden_size"] = s.hidden;
   cfg["intermediate_size"] = s.intermediate;
   cfg["num_hidden_layers"] = s.layers;
@@ -75,6 +101,7 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
   cfg["max_position_embeddings"] = s.max_position;
   cfg["rms_norm_eps"] = s.rms_norm_eps;
   cfg["rope_theta"] = s.rope_theta;
+  if (s.partial_rotary_factor != 1.0) cfg["partial_rotary_factor"] = s.partial_rotary_factor;
   if (s.rope_llama3) {
     cfg["rope_scaling"] = {
         {"factor", s.rope_llama3->factor},
@@ -82,17 +109,93 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
         {"low_freq_factor", s.rope_llama3->low_freq_factor},
         {"original_max_position_embeddings", s.rope_llama3->original_max_position_embeddings},
         {"rope_type", "llama3"}};
+  } else if (s.rope_longrope) {
+    cfg["rope_scaling"] = {
+        {"rope_type", "longrope"},
+        {"short_factor", s.rope_longrope->short_factor},
+        {"long_factor", s.rope_longrope->long_factor},
+        {"original_max_position_embeddings", s.rope_longrope->original_max_position_embeddings}};
   } else {
     cfg["rope_scaling"] = nullptr;
   }
-  cfg["hidden_act"] = "silu";
+  if (s.family == ModelFamily::kGemma3) {
+    cfg["hidden_activation"] = "gelu_pytorch_tanh";
+  } else {
+    cfg["hidden_act"] = "silu";
+  }
   cfg["tie_word_embeddings"] = s.tied;
   if (s.family != ModelFamily::kQwen2) cfg["attention_bias"] = s.attention_bias;
+  if (s.family == ModelFamily::kQwen3_5) {
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (int64_t i = 0; i < s.layers; ++i) {
+      types.push_back(IsLinearLayer(s, i) ? "linear_attention" : "full_attention");
+    }
+    cfg["layer_types"] = types;
+    cfg["full_attention_interval"] = s.full_attention_interval;
+    cfg["linear_num_key_heads"] = s.linear_key_heads;
+    cfg["linear_num_value_heads"] = s.linear_value_heads;
+    cfg["linear_key_head_dim"] = s.linear_key_dim;
+    cfg["linear_value_head_dim"] = s.linear_value_dim;
+    cfg["linear_conv_kernel_dim"] = s.linear_conv_kernel;
+    cfg["attn_output_gate"] = true;
+  }
+  if (s.family == ModelFamily::kGemma3) {
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (int64_t i = 0; i < s.layers; ++i) {
+      types.push_back(IsSlidingLayer(s, i) ? "sliding_attention" : "full_attention");
+    }
+    cfg["layer_types"] = types;
+    cfg["sliding_window"] = s.sliding_window > 0 ? s.sliding_window : s.max_position;
+    cfg["rope_local_base_freq"] = s.rope_local_theta;
+    cfg["query_pre_attn_scalar"] =
+        s.query_pre_attn_scalar > 0 ? s.query_pre_attn_scalar : static_cast<double>(s.head_dim);
+    cfg["final_logit_softcapping"] = nullptr;
+    cfg["attn_logit_softcapping"] = nullptr;
+  }
+  if (s.family == ModelFamily::kMiniCpm) {
+    cfg["scale_emb"] = s.scale_emb;
+    cfg["scale_depth"] = s.scale_depth;
+    cfg["dim_model_base"] = s.dim_model_base;
+  }
   cfg["bos_token_id"] = s.bos_token_id;
   cfg["eos_token_id"] = s.eos_token_id;
   cfg["torch_dtype"] = s.dtype == DType::kBF16  ? "bfloat16"
                        : s.dtype == DType::kF16 ? "float16"
                                                 : "float32";
+  return cfg;
+}
+
+}  // namespace
+
+Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& s) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return IoError("cannot create " + dir + ": " + std::strerror(errno));
+  }
+  if (s.shards < 1) return InvalidArgument("shards must be >= 1");
+  if (s.family == ModelFamily::kQwen3_5 &&
+      (s.full_attention_interval < 1 || s.linear_key_heads < 1 ||
+       s.linear_value_heads % s.linear_key_heads != 0)) {
+    return InvalidArgument("qwen3_5 synth: value heads must be a multiple of key heads");
+  }
+  const bool qwen35 = s.family == ModelFamily::kQwen3_5, gemma = s.family == ModelFamily::kGemma3;
+  const bool qkv_bias = s.family == ModelFamily::kQwen2 || s.attention_bias;
+  const bool o_bias = s.family != ModelFamily::kQwen2 && s.attention_bias;
+  const bool qk_norm = s.family == ModelFamily::kQwen3 || qwen35 || gemma;
+  const int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
+  // Zero-centred (1 + w) norms get weights near 0, plain ones near 1: both scale by ~1 +- 0.1.
+  const float norm_offset = qwen35 || gemma ? 0.0f : 1.0f;
+
+  nlohmann::ordered_json cfg = TextConfig(s);
+  if (Nested(s)) {
+    nlohmann::ordered_json outer;
+    outer["architectures"] = {qwen35 ? "Qwen3_5ForConditionalGeneration"
+                                     : "Gemma3ForConditionalGeneration"};
+    outer["model_type"] = qwen35 ? "qwen3_5" : "gemma3";
+    outer["tie_word_embeddings"] = s.tied;
+    outer["text_config"] = cfg;
+    outer["vision_config"] = {{"hidden_size", 16}};
+    cfg = outer;
+  }
   TS_RETURN_IF_ERROR(WriteText(dir + "/config.json", cfg.dump(2) + "\n"));
   nlohmann::ordered_json gen;
   gen["bos_token_id"] = s.bos_token_id;
@@ -111,31 +214,62 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
     tensors.push_back(MakeTensor(name, s.dtype, std::move(shape), v));
   };
   auto inv_sqrt = [](int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
-  add("model.embed_tokens.weight", {s.vocab, s.hidden}, 1.0f);
+  const std::string root = !Nested(s) ? "model."
+                           : qwen35   ? "model.language_model."
+                                      : "language_model.model.";
+  add(root + "embed_tokens.weight", {s.vocab, s.hidden}, 1.0f);
   for (int64_t i = 0; i < s.layers; ++i) {
-    std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {s.hidden}, 0.1f, 1.0f);
-    add(p + "self_attn.q_proj.weight", {q_dim, s.hidden}, inv_sqrt(s.hidden));
-    add(p + "self_attn.k_proj.weight", {kv_dim, s.hidden}, inv_sqrt(s.hidden));
-    add(p + "self_attn.v_proj.weight", {kv_dim, s.hidden}, inv_sqrt(s.hidden));
-    add(p + "self_attn.o_proj.weight", {s.hidden, q_dim}, inv_sqrt(q_dim));
-    if (qkv_bias) {
-      add(p + "self_attn.q_proj.bias", {q_dim}, 0.2f);
-      add(p + "self_attn.k_proj.bias", {kv_dim}, 0.2f);
-      add(p + "self_attn.v_proj.bias", {kv_dim}, 0.2f);
+    std::string p = root + "layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {s.hidden}, 0.1f, norm_offset);
+    if (IsLinearLayer(s, i)) {
+      const int64_t qk = s.linear_key_heads * s.linear_key_dim;
+      const int64_t v = s.linear_value_heads * s.linear_value_dim;
+      const std::string a = p + "linear_attn.";
+      add(a + "in_proj_qkv.weight", {2 * qk + v, s.hidden}, inv_sqrt(s.hidden));
+      add(a + "in_proj_z.weight", {v, s.hidden}, inv_sqrt(s.hidden));
+      add(a + "in_proj_b.weight", {s.linear_value_heads, s.hidden}, inv_sqrt(s.hidden));
+      add(a + "in_proj_a.weight", {s.linear_value_heads, s.hidden}, inv_sqrt(s.hidden));
+      add(a + "conv1d.weight", {2 * qk + v, 1, s.linear_conv_kernel}, 0.5f);
+      add(a + "dt_bias", {s.linear_value_heads}, 0.5f, 0.5f);
+      add(a + "A_log", {s.linear_value_heads}, 1.0f, 0.5f);  // A = e^x in [0.6, 4.5]
+      add(a + "norm.weight", {s.linear_value_dim}, 0.1f, 1.0f);
+      add(a + "out_proj.weight", {s.hidden, v}, inv_sqrt(v));
+    } else {
+      const int64_t q_rows = qwen35 ? 2 * q_dim : q_dim;  // qwen3_5: per head [query | gate]
+      add(p + "self_attn.q_proj.weight", {q_rows, s.hidden}, inv_sqrt(s.hidden));
+      add(p + "self_attn.k_proj.weight", {kv_dim, s.hidden}, inv_sqrt(s.hidden));
+      add(p + "self_attn.v_proj.weight", {kv_dim, s.hidden}, inv_sqrt(s.hidden));
+      add(p + "self_attn.o_proj.weight", {s.hidden, q_dim}, inv_sqrt(q_dim));
+      if (qkv_bias) {
+        add(p + "self_attn.q_proj.bias", {q_dim}, 0.2f);
+        add(p + "self_attn.k_proj.bias", {kv_dim}, 0.2f);
+        add(p + "self_attn.v_proj.bias", {kv_dim}, 0.2f);
+      }
+      if (o_bias) add(p + "self_attn.o_proj.bias", {s.hidden}, 0.2f);
+      if (qk_norm) {
+        add(p + "self_attn.q_norm.weight", {s.head_dim}, 0.1f, norm_offset);
+        add(p + "self_attn.k_norm.weight", {s.head_dim}, 0.1f, norm_offset);
+      }
     }
-    if (o_bias) add(p + "self_attn.o_proj.bias", {s.hidden}, 0.2f);
-    if (qk_norm) {
-      add(p + "self_attn.q_norm.weight", {s.head_dim}, 0.1f, 1.0f);
-      add(p + "self_attn.k_norm.weight", {s.head_dim}, 0.1f, 1.0f);
+    add(p + "post_attention_layernorm.weight", {s.hidden}, 0.1f, norm_offset);
+    if (gemma) {
+      add(p + "pre_feedforward_layernorm.weight", {s.hidden}, 0.1f, norm_offset);
+      add(p + "post_feedforward_layernorm.weight", {s.hidden}, 0.1f, norm_offset);
     }
-    add(p + "post_attention_layernorm.weight", {s.hidden}, 0.1f, 1.0f);
     add(p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, inv_sqrt(s.hidden));
     add(p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, inv_sqrt(s.hidden));
     add(p + "mlp.down_proj.weight", {s.hidden, s.intermediate}, inv_sqrt(s.intermediate));
   }
-  add("model.norm.weight", {s.hidden}, 0.1f, 1.0f);
-  if (!s.tied) add("lm_head.weight", {s.vocab, s.hidden}, inv_sqrt(s.hidden));
+  add(root + "norm.weight", {s.hidden}, 0.1f, norm_offset);
+  const std::string head = Nested(s) && gemma ? "language_model.lm_head.weight" : "lm_head.weight";
+  if (!s.tied) add(head, {s.vocab, s.hidden}, inv_sqrt(s.hidden));
+  if (Nested(s)) {
+    // What a multimodal checkpoint carries beside the text model (unused, listed as ignored).
+    add(qwen35 ? "model.visual.patch_embed.proj.weight" : "vision_tower.patch_embed.weight",
+        {16, 12}, 0.1f);
+    if (!qwen35) add("multi_modal_projector.mm_input_projection_weight", {16, s.hidden}, 0.1f);
+  }
+  if (qwen35) add("mtp.fc.weight", {s.hidden, 2 * s.hidden}, 0.1f);
 
   if (s.shards == 1) return WriteSafetensors(dir + "/model.safetensors", tensors);
 
@@ -180,7 +314,51 @@ constexpr PresetRow kPresets[] = {
     {"qwen3-1.7b", ModelFamily::kQwen3, 2048, 6144, 28, 16, 8, 128, 151936, 40960, true, 1e6, 1e-6},
     {"llama3.2-1b", ModelFamily::kLlama, 2048, 8192, 16, 32, 8, 64, 128256, 131072, true, 5e5, 1e-5,
      true},
+    // The 2026 families; their own fields are set in FamilyPresetFields.
+    {"qwen3.5-0.8b", ModelFamily::kQwen3_5, 1024, 3584, 24, 8, 2, 256, 248320, 262144, true, 1e7,
+     1e-6},
+    {"qwen3.5-2b", ModelFamily::kQwen3_5, 2048, 6144, 24, 8, 2, 256, 248320, 262144, true, 1e7,
+     1e-6},
+    {"minicpm4-0.5b", ModelFamily::kMiniCpm, 1024, 4096, 24, 16, 2, 64, 73448, 32768, true, 1e4,
+     1e-6},
+    {"minicpm5-2b", ModelFamily::kMiniCpm, 2048, 6144, 42, 16, 2, 128, 73448, 32768, true, 1e4,
+     1e-6},
+    {"gemma3-270m", ModelFamily::kGemma3, 640, 2048, 18, 4, 1, 256, 262144, 32768, true, 1e6, 1e-6},
+    {"gemma3-1b", ModelFamily::kGemma3, 1152, 6912, 26, 4, 1, 256, 262144, 32768, true, 1e6, 1e-6},
 };
+
+// Published values of the fields only these families have: Qwen3.5's DeltaNet (16 key and 16
+// value heads of 128, kernel 4, three linear layers per full one, a quarter of each head
+// rotated), MiniCPM's muP scales, Gemma 3's 512-position windows (five local layers per
+// global one, local theta 1e4, query scale 1/sqrt(256)).
+void FamilyPresetFields(SyntheticModelSpec& s) {
+  switch (s.family) {
+    case ModelFamily::kQwen3_5:
+      s.linear_key_heads = 16;
+      s.linear_value_heads = 16;
+      s.linear_key_dim = 128;
+      s.linear_value_dim = 128;
+      s.linear_conv_kernel = 4;
+      s.full_attention_interval = 4;
+      s.partial_rotary_factor = 0.25;
+      s.nested_config = true;
+      break;
+    case ModelFamily::kMiniCpm:
+      s.scale_emb = 12.0;
+      s.scale_depth = 1.4;
+      s.dim_model_base = 256.0;
+      break;
+    case ModelFamily::kGemma3:
+      s.sliding_window = 512;
+      s.sliding_window_pattern = 6;
+      s.rope_local_theta = 10000.0;
+      s.query_pre_attn_scalar = 256.0;
+      s.nested_config = false;
+      break;
+    default:
+      break;
+  }
+}
 
 }  // namespace
 
@@ -207,6 +385,7 @@ Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name) {
     s.rope_theta = p.theta;
     s.rms_norm_eps = p.eps;
     if (p.llama3_rope) s.rope_llama3 = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+    FamilyPresetFields(s);
     s.dtype = DType::kBF16;
     return s;
   }

@@ -39,13 +39,37 @@ struct SyntheticModelSpec {
   uint64_t seed = 1;
   int64_t bos_token_id = 1;
   int64_t eos_token_id = 2;
+
+  // qwen3_5: every full_attention_interval-th layer is (gated) full attention, the others
+  // Gated DeltaNet of these sizes; written as published (text_config nested, weights under
+  // model.language_model., a vision tower and MTP head that are present but unused).
+  int64_t full_attention_interval = 4;
+  int64_t linear_key_heads = 2;
+  int64_t linear_value_heads = 4;
+  int64_t linear_key_dim = 8;
+  int64_t linear_value_dim = 12;
+  int64_t linear_conv_kernel = 4;
+  double partial_rotary_factor = 1.0;  // written when != 1 (qwen3_5 presets: 0.25)
+  // gemma3: every sliding_window_pattern-th layer is global, the others sliding.
+  int64_t sliding_window = 0;
+  int64_t sliding_window_pattern = 6;
+  double rope_local_theta = 10000.0;
+  double query_pre_attn_scalar = 0;  // 0: head_dim
+  // minicpm (muP scales) and its LongRoPE.
+  double scale_emb = 1.0;
+  double scale_depth = 1.0;
+  double dim_model_base = 1.0;
+  std::optional<LongRopeScaling> rope_longrope;
+  // Norm weights: w = norm_offset + 0.1 U(-1, 1); zero-centred families get 0 (so 1 + w ~ 1).
+  bool nested_config = true;  // qwen3_5 / gemma3: the multimodal layout (false: *_text)
 };
 
 Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
 
 // Real models' exact shapes, for benchmarks without downloads: "smollm2-135m", "smollm2-360m",
 // "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b", "llama3.2-1b" (with its llama3
-// RoPE scaling). BF16 like the published weights.
+// RoPE scaling), "qwen3.5-0.8b", "qwen3.5-2b", "minicpm4-0.5b", "minicpm5-2b", "gemma3-270m",
+// "gemma3-1b". BF16 like the published weights.
 Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name);
 std::vector<std::string> SyntheticPresetNames();
 

@@ -50,14 +50,38 @@ Status WidenRowsToF32(const TensorInfo& tensor, int64_t first_row, int64_t n_row
   uint64_t row_size = tensor.num_elements / rows;
   if (first_row < 0 || n_rows < 0 || static_cast<uint64_t>(first_row + n_rows) > rows) {
     return OutOfRange("rows [" + std::to_string(first_row) + ", " +
-                      std::to_string(first_row + n_rows) + ") are outside tensor '" +
-                      tensor.name + "' with " + std::to_string(rows) + " rows");
+                      std::to_string(first_row + n_rows) + ") are outside tensor '" + tensor.name +
+                      "' with " + std::to_string(rows) + " rows");
   }
   size_t n = static_cast<size_t>(n_rows) * row_size;
   if (out.size() != n) return InvalidArgument("output span has the wrong size");
   size_t esize = DTypeSize(tensor.dtype);
   return WidenElements(tensor.dtype, tensor.data.data() + first_row * row_size * esize, n,
                        out.data());
+}
+
+namespace {
+
+void Fold(const TensorRef& t, std::span<float> values) {
+  if (!t.folded()) return;
+  for (float& v : values) v = (v + t.offset) * t.scale;
+}
+
+}  // namespace
+
+Status WidenToF32(const TensorRef& tensor, std::vector<float>* out) {
+  if (!tensor) return Internal("widening an absent tensor");
+  TS_RETURN_IF_ERROR(WidenToF32(*tensor.info, out));
+  Fold(tensor, *out);
+  return Status::Ok();
+}
+
+Status WidenRowsToF32(const TensorRef& tensor, int64_t first_row, int64_t n_rows,
+                      std::span<float> out) {
+  if (!tensor) return Internal("widening an absent tensor");
+  TS_RETURN_IF_ERROR(WidenRowsToF32(*tensor.info, first_row, n_rows, out));
+  Fold(tensor, out);
+  return Status::Ok();
 }
 
 }  // namespace tessera

@@ -153,7 +153,7 @@ class Worker {
     TS_ASSIGN_OR_RETURN(m->exec, ModelExecutor::Load(m->ckpt, placement, exec_options));
     // Prewarm: one forward pass touches every weight page and sizes every buffer, so the
     // first request does not pay for it.
-    std::vector<float> logits(static_cast<size_t>(m->exec->dims().vocab));
+    std::vector<float> logits(static_cast<size_t>(m->exec->spec().vocab));
     const int32_t warm_id = static_cast<int32_t>(m->ckpt->generation.bos_token_id.value_or(0));
     TS_RETURN_IF_ERROR(m->exec->Forward(0, 0, std::span<const int32_t>(&warm_id, 1), logits));
     return m;

@@ -268,15 +268,72 @@ TEST_P(IsaTest, RmsNormMatchesScalar) {
 
 TEST_P(IsaTest, RopeMatchesScalar) {
   std::mt19937 rng(8);
-  for (int64_t head_dim : {2, 8, 12, 40, 64, 128}) {
-    for (int64_t heads : {1, 3}) {
-      std::vector<float> x = RandomVector(rng, static_cast<size_t>(heads * head_dim));
-      std::vector<float> cs = RandomVector(rng, static_cast<size_t>(head_dim / 2));
-      std::vector<float> sn = RandomVector(rng, static_cast<size_t>(head_dim / 2));
-      std::vector<float> a = x, b = x;
-      ref().rope(a.data(), heads, head_dim, cs.data(), sn.data());
-      k_->rope(b.data(), heads, head_dim, cs.data(), sn.data());
-      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6f) << head_dim << " " << i;
+  for (int64_t head_dim : {2, 8, 12, 40, 64, 128, 256}) {
+    // Whole heads, and partial rotary (the first quarter, as Qwen3.5 rotates; pass-through
+    // dims must come out untouched).
+    for (int64_t rotary : {head_dim, std::max<int64_t>(2, head_dim / 4 / 2 * 2)}) {
+      for (int64_t heads : {1, 3}) {
+        std::vector<float> x = RandomVector(rng, static_cast<size_t>(heads * head_dim));
+        std::vector<float> cs = RandomVector(rng, static_cast<size_t>(rotary / 2));
+        std::vector<float> sn = RandomVector(rng, static_cast<size_t>(rotary / 2));
+        std::vector<float> a = x, b = x;
+        ref().rope(a.data(), heads, head_dim, rotary, cs.data(), sn.data());
+        k_->rope(b.data(), heads, head_dim, rotary, cs.data(), sn.data());
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_NEAR(a[i], b[i], 1e-6f) << head_dim << " " << i;
+          if (static_cast<int64_t>(i) % head_dim >= rotary) {
+            EXPECT_EQ(b[i], x[i]);
+          }
+        }
+        if (rotary < head_dim) {
+          EXPECT_NE(a, x);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(IsaTest, GegluMatchesScalarAndTheTanhFormula) {
+  std::mt19937 rng(19);
+  for (int64_t n : {1, 7, 8, 17, 80, 1536}) {
+    std::vector<float> g = RandomVector(rng, static_cast<size_t>(n), 8.0f);
+    std::vector<float> u = RandomVector(rng, static_cast<size_t>(n), 2.0f);
+    g[0] = -40.0f;
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    ref().geglu(g.data(), u.data(), n, a.data());
+    k_->geglu(g.data(), u.data(), n, b.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t j = static_cast<size_t>(i);
+      const double x = g[j];
+      const double tanh_form =
+          0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[j];
+      EXPECT_NEAR(a[j], tanh_form, 1e-5 * (1 + std::fabs(tanh_form))) << n << " " << i;
+      EXPECT_NEAR(a[j], b[j], 4e-6f * (1 + std::fabs(a[j]))) << n << " " << i;
+    }
+  }
+}
+
+TEST_P(IsaTest, DeltaNetStepMatchesScalar) {
+  std::mt19937 rng(23);
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{4, 8}, {16, 24}, {128, 128}}) {
+    std::vector<float> state = RandomVector(rng, static_cast<size_t>(dk * dv), 0.5f);
+    std::vector<float> other = state;
+    std::vector<float> out_a(static_cast<size_t>(dv)), out_b(static_cast<size_t>(dv));
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> q = RandomVector(rng, static_cast<size_t>(dk), 0.3f);
+      std::vector<float> k = RandomVector(rng, static_cast<size_t>(dk), 0.3f);
+      std::vector<float> v = RandomVector(rng, static_cast<size_t>(dv));
+      const float beta = 0.3f + 0.1f * static_cast<float>(step), decay = 0.9f;
+      ref().deltanet_step(state.data(), q.data(), k.data(), v.data(), beta, decay, dk, dv,
+                          out_a.data());
+      k_->deltanet_step(other.data(), q.data(), k.data(), v.data(), beta, decay, dk, dv,
+                        out_b.data());
+      for (size_t j = 0; j < out_a.size(); ++j) {
+        EXPECT_NEAR(out_a[j], out_b[j], 1e-5f * (1 + std::fabs(out_a[j]))) << dk << " " << j;
+      }
+      for (size_t i = 0; i < state.size(); ++i) {
+        EXPECT_NEAR(state[i], other[i], 1e-5f * (1 + std::fabs(state[i]))) << dk << " " << i;
+      }
     }
   }
 }

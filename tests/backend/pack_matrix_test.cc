@@ -131,10 +131,10 @@ TEST(PackMatrixFast, StackedLayerMatricesMatchTheReference) {
   auto ckpt = OpenCheckpoint(tmp.File("m"));
   ASSERT_TRUE(ckpt) << ckpt.status().message();
   const LayerTensors& src = (*ckpt)->tensors.layers[0];
-  auto concat = [](std::initializer_list<const TensorInfo*> parts) {
+  auto concat = [](std::initializer_list<TensorRef> parts) {
     std::vector<float> all, one;
-    for (const TensorInfo* t : parts) {
-      EXPECT_TRUE(WidenToF32(*t, &one).ok());
+    for (const TensorRef& t : parts) {
+      EXPECT_TRUE(WidenToF32(t, &one).ok());
       all.insert(all.end(), one.begin(), one.end());
     }
     return all;

@@ -88,21 +88,21 @@ TEST(ModelNamesTest, RefusesBadNamesWithAClearMessage) {
                                               std::string("org/a\nb"),
                                               std::string("org/a%2e")};
   for (const std::string& bad : bad_names) {
-    auto spec = ParseModelSpec(bad, catalog);
+    auto spec = ParseModelRef(bad, catalog);
     ASSERT_FALSE(spec) << bad;
     const std::string message = spec.status().message();
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     EXPECT_FALSE(message.empty());
   }
   // Unknown ids name the known ones.
-  auto unknown = ParseModelSpec("gpt-9", catalog);
+  auto unknown = ParseModelRef("gpt-9", catalog);
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.status().message().find("qwen3-0.6b"), std::string::npos);
 }
 
 TEST(ModelNamesTest, ParsesIdsReposAndRevisions) {
   const Catalog& catalog = Builtin();
-  auto id = ParseModelSpec("qwen3-0.6b", catalog);
+  auto id = ParseModelRef("qwen3-0.6b", catalog);
   ASSERT_TRUE(id) << id.status().message();
   EXPECT_EQ(id->repo, "Qwen/Qwen3-0.6B");
   EXPECT_EQ(id->store_name, "qwen3-0.6b");
@@ -110,14 +110,14 @@ TEST(ModelNamesTest, ParsesIdsReposAndRevisions) {
   EXPECT_FALSE(id->revision_given);
 
   // A repository the catalog knows is stored under its id.
-  auto known_repo = ParseModelSpec("Qwen/Qwen3-0.6B@refs/pr/1", catalog);
+  auto known_repo = ParseModelRef("Qwen/Qwen3-0.6B@refs/pr/1", catalog);
   ASSERT_TRUE(known_repo) << known_repo.status().message();
   EXPECT_EQ(known_repo->store_name, "qwen3-0.6b");
   EXPECT_EQ(known_repo->revision, "refs/pr/1");
   EXPECT_TRUE(known_repo->revision_given);
 
   auto other =
-      ParseModelSpec("my-org/My_Model.v2@0123456789abcdef0123456789abcdef01234567", catalog);
+      ParseModelRef("my-org/My_Model.v2@0123456789abcdef0123456789abcdef01234567", catalog);
   ASSERT_TRUE(other) << other.status().message();
   EXPECT_EQ(other->store_name, "my-org--My_Model.v2");
   EXPECT_EQ(other->entry, nullptr);

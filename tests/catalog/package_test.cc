@@ -74,7 +74,11 @@ void ExpectPackageMatchesSource(const std::string& source_dir, const std::string
   ASSERT_TRUE(p.packed.has_value());
   EXPECT_FALSE(s.packed.has_value());
   EXPECT_EQ(p.packed->format, WeightFormatName(format));
-  auto same_bytes = [](const TensorInfo* a, const TensorInfo* b) {
+  auto same_bytes = [](const TensorRef& ra, const TensorRef& rb) {
+    const TensorInfo* a = ra.info;
+    const TensorInfo* b = rb.info;
+    EXPECT_EQ(ra.offset, rb.offset);
+    EXPECT_EQ(ra.scale, rb.scale);
     ASSERT_EQ(a == nullptr, b == nullptr);
     if (a == nullptr) return;
     EXPECT_EQ(a->name, b->name);
@@ -115,7 +119,7 @@ void ExpectPackageMatchesSource(const std::string& source_dir, const std::string
                         {a.k_norm, b.k_norm}}) {
       same_bytes(x, y);
     }
-    EXPECT_EQ(b.q_proj, nullptr);
+    EXPECT_EQ(b.q_proj.info, nullptr);
     auto from_source = LoadCpuLayerWeights(**source, static_cast<int64_t>(i), format);
     auto from_package = LoadCpuLayerWeights(**package, static_cast<int64_t>(i), format);
     ASSERT_TRUE(from_source && from_package) << from_package.status().message();

@@ -21,7 +21,9 @@ ModelExecutor::Options ExecOptions(int slots, int64_t max_seq, int64_t max_batch
   return o;
 }
 
-std::string ModelDir() { return test::SharedDir() + "/models/stories260k"; }
+std::string ModelDir() {
+  return test::SharedDir() + "/models/stories260k";
+}
 
 nlohmann::json References() {
   return nlohmann::json::parse(test::ReadFile(ModelDir() + "/reference_greedy.json"));
@@ -80,9 +82,9 @@ TEST(Stories260kOracle, EveryPositionMatchesTheNaiveForward) {
   ASSERT_TRUE(placement);
   auto exec = ModelExecutor::Load(*ckpt, *placement, ExecOptions(1, 64, 7));
   ASSERT_TRUE(exec) << exec.status().message();
-  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421,
-                                 395, 317, 426, 338, 401, 396, 267};
-  const int64_t vocab = (*exec)->dims().vocab;
+  std::vector<int32_t> tokens = {1,   403, 407, 261, 378, 432, 383, 286, 261, 376,
+                                 298, 315, 421, 395, 317, 426, 338, 401, 396, 267};
+  const int64_t vocab = (*exec)->spec().vocab;
   std::vector<float> last(static_cast<size_t>(vocab));
   std::vector<float> all(tokens.size() * static_cast<size_t>(vocab));
   // Prefill in chunks of 7 (max_batch_tokens) must agree with the whole-sequence oracle.

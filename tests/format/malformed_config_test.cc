@@ -80,8 +80,18 @@ TEST(MalformedConfig, UnknownModelType) {
 }
 
 TEST(MalformedConfig, RopeScalingSet) {
-  ExpectOneLineError(ParseWith("rope_scaling", R"({"type": "linear", "factor": 2.0})"),
-                     ErrorCode::kUnsupported, {"rope_scaling", "'linear'"});
+  ExpectOneLineError(ParseWith("rope_scaling", R"({"type": "dynamic", "factor": 2.0})"),
+                     ErrorCode::kUnsupported, {"rope_scaling", "'dynamic'"});
+  ExpectOneLineError(ParseWith("rope_scaling", R"({"type": "linear"})"), ErrorCode::kCorrupt,
+                     {"rope_scaling.factor", "missing"});
+  ExpectOneLineError(ParseWith("rope_scaling", R"({"type": "linear", "factor": 0.5})"),
+                     ErrorCode::kCorrupt, {"rope_scaling.factor"});
+  ExpectOneLineError(ParseWith("rope_scaling", R"({"factor": 2.0})"), ErrorCode::kUnsupported,
+                     {"rope_scaling", "no rope_type"});
+  // LongRoPE is MiniCPM's; elsewhere it is refused by name.
+  ExpectOneLineError(ParseWith("rope_scaling", R"({"rope_type": "longrope", "short_factor": [1],
+                                  "long_factor": [1], "original_max_position_embeddings": 64})"),
+                     ErrorCode::kCorrupt, {"longrope", "head_dim / 2"});
   ExpectOneLineError(
       ParseWith("rope_scaling", R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1})"),
       ErrorCode::kCorrupt, {"rope_scaling.high_freq_factor", "missing"});
@@ -103,7 +113,7 @@ TEST(MalformedConfig, RopeScalingSet) {
                                   "low_freq_factor": 1, "high_freq_factor": 4,
                                   "original_max_position_embeddings": 8192})"),
                      ErrorCode::kCorrupt, {"rope_parameters.factor"});
-  ExpectOneLineError(ParseWith("rope_scaling", "5"), ErrorCode::kUnsupported, {"rope_scaling"});
+  ExpectOneLineError(ParseWith("rope_scaling", "5"), ErrorCode::kCorrupt, {"rope_scaling"});
   ExpectOneLineError(ParseWith("rope_parameters", R"({"rope_type": "yarn", "factor": 4})"),
                      ErrorCode::kUnsupported, {"rope_parameters", "'yarn'"});
 }

@@ -44,14 +44,15 @@ TEST(Checkpoint, LoadsAValidSyntheticModel) {
   auto ckpt = OpenCheckpoint(tmp.File("m"));
   ASSERT_TRUE(ckpt) << ckpt.status().message();
   EXPECT_EQ((*ckpt)->tensors.layers.size(), 2u);
-  EXPECT_NE((*ckpt)->tensors.layers[0].q_norm, nullptr);
-  EXPECT_EQ((*ckpt)->tensors.lm_head, (*ckpt)->tensors.embed);  // tied
+  EXPECT_NE((*ckpt)->tensors.layers[0].q_norm.info, nullptr);
+  EXPECT_EQ((*ckpt)->tensors.lm_head.info, (*ckpt)->tensors.embed.info);  // tied
 }
 
 TEST(Checkpoint, RefusesAMissingTensor) {
   test::TempDir tmp;
   auto dir = WriteEdited(tmp, {}, [](auto& t) {
-    std::erase_if(t, [](const TensorToWrite& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; });
+    std::erase_if(
+        t, [](const TensorToWrite& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; });
   });
   ExpectRefused(dir, "model.layers.1.mlp.up_proj.weight");
 }
@@ -92,7 +93,8 @@ TEST(Checkpoint, RefusesQwen2WithoutBiases) {
   SyntheticModelSpec spec;
   spec.family = ModelFamily::kQwen2;
   auto dir = WriteEdited(tmp, spec, [](auto& t) {
-    std::erase_if(t, [](const TensorToWrite& x) { return x.name.find(".bias") != std::string::npos; });
+    std::erase_if(t,
+                  [](const TensorToWrite& x) { return x.name.find(".bias") != std::string::npos; });
   });
   ExpectRefused(dir, "q_proj.bias");
 }

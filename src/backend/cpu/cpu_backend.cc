@@ -5,10 +5,13 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_deltanet.h"
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_deltanet.h"
 #include "base/thread_pool.h"
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/rope.h"
 #include "model/tensor_convert.h"
 
@@ -17,6 +20,8 @@ namespace {
 
 // Prompt tokens processed together: each packed weight is read from memory once per block.
 constexpr int64_t kMaxBlockRows = 128;
+// Recurrent snapshots kept per slot (see RecurrentState).
+constexpr int kStateSnapshots = 2;
 
 class CpuBackend final : public Backend {
  public:
@@ -33,13 +38,13 @@ class CpuBackend final : public Backend {
 
   Status LoadLayers(const Checkpoint& ckpt, LayerRange range, const KvCacheConfig& kv) override {
     TS_RETURN_IF_ERROR(SetModel(ckpt));
-    if (range.begin < 0 || range.end > dims_.layers || range.begin >= range.end) {
+    if (range.begin < 0 || range.end > spec_.layers || range.begin >= range.end) {
       return InvalidArgument("layer range [" + std::to_string(range.begin) + ", " +
                              std::to_string(range.end) + ") is not inside the model's " +
-                             std::to_string(dims_.layers) + " layers");
+                             std::to_string(spec_.layers) + " layers");
     }
     if (kv.max_seq <= 0 || kv.max_slots <= 0) return InvalidArgument("cpu backend: empty KV cache");
-    if (dims_.kv_heads <= 0 || dims_.heads % dims_.kv_heads != 0 || dims_.head_dim % 2 != 0) {
+    if (spec_.kv_heads <= 0 || spec_.heads % spec_.kv_heads != 0 || spec_.head_dim % 2 != 0) {
       return Unsupported("cpu backend: heads must be a multiple of kv_heads and head_dim even");
     }
     range_ = range;
@@ -59,17 +64,38 @@ class CpuBackend final : public Backend {
       }
     });
     for (const Status& st : loaded) TS_RETURN_IF_ERROR(st);
-    TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
-    // A second, transposed copy of the keys for the blocked attention kernel.
-    kt_head_stride_ = RoundUp(kv.max_seq, 16) * dims_.head_dim;
-    keys_t_.Resize(0);
-    if (k_.attention_blocked != nullptr && dims_.head_dim <= 128) {
-      keys_t_.Resize(
-          static_cast<size_t>(kv.max_slots * range.size() * dims_.kv_heads * kt_head_stride_));
-      if (keys_t_.size() == 0)
-        return ResourceExhausted("cpu backend: cannot allocate the key cache");
+    // Attention layers index the KV cache, DeltaNet layers the recurrent state.
+    int64_t attention_layers = 0, recurrent_layers = 0;
+    cache_index_.clear();
+    for (const CpuLayerWeights& L : layers_) {
+      cache_index_.push_back(L.spec.is_attention() ? attention_layers++ : recurrent_layers++);
     }
-    rope_ = RopeTable::Build(ckpt.config, dims_.head_dim, kv.max_seq);
+    slots_ = kv.max_slots;
+    attention_layers_ = attention_layers;
+    keys_t_.Resize(0);
+    if (attention_layers > 0) {
+      TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
+      // A second, transposed copy of the keys for the blocked attention kernel.
+      kt_head_stride_ = RoundUp(kv.max_seq, 16) * spec_.head_dim;
+      if (k_.attention_blocked != nullptr && spec_.head_dim <= 128) {
+        keys_t_.Resize(static_cast<size_t>(kv.max_slots * attention_layers * spec_.kv_heads *
+                                           kt_head_stride_));
+        if (keys_t_.size() == 0)
+          return ResourceExhausted("cpu backend: cannot allocate the key cache");
+      }
+    }
+    if (recurrent_layers > 0) {
+      const DeltaNetSpec& n = *spec_.deltanet;
+      if (n.value_dim > kMaxDeltaNetValueDim || n.conv_kernel > 64) {
+        return Unsupported("cpu backend: DeltaNet value heads over " +
+                           std::to_string(kMaxDeltaNetValueDim) + " or a conv kernel over 64");
+      }
+      TS_RETURN_IF_ERROR(state_.Allocate(kv.max_slots, recurrent_layers,
+                                         n.conv_state_floats() + n.matrix_state_floats(),
+                                         kStateSnapshots));
+    }
+    ropes_.clear();
+    for (const RopeSpec& r : spec_.ropes) ropes_.push_back(RopeTable::Build(r, kv.max_seq));
     max_seq_ = kv.max_seq;
     TS_RETURN_IF_ERROR(AllocateScratch());
     return Status::Ok();
@@ -79,7 +105,7 @@ class CpuBackend final : public Backend {
     TS_RETURN_IF_ERROR(SetModel(ckpt));
     TS_ASSIGN_OR_RETURN(head_format_, ResolveCpuWeightFormat(ckpt, options_.weights));
     if (layers_.empty()) format_ = head_format_;
-    TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
+    TS_RETURN_IF_ERROR(WidenToF32(ckpt.tensors.final_norm, &final_norm_));
     // The head is one large matrix: its panels are packed on the pool.
     TS_ASSIGN_OR_RETURN(lm_head_, LoadCpuHeadMatrix(ckpt, head_format_, &pool_));
     TS_RETURN_IF_ERROR(AllocateScratch());
@@ -88,26 +114,38 @@ class CpuBackend final : public Backend {
 
   Status ForwardLayers(const ForwardBatch& batch, std::span<float> hidden) override {
     if (layers_.empty()) return Internal("cpu backend: no layers loaded");
-    if (hidden.size() != static_cast<size_t>(batch.total_tokens() * dims_.hidden)) {
+    if (hidden.size() != static_cast<size_t>(batch.total_tokens() * spec_.hidden)) {
       return Internal("cpu backend: hidden buffer does not match the batch");
     }
     float* rows = hidden.data();
     for (const SequenceChunk& c : batch.chunks) {
-      if (c.slot < 0 || c.slot >= kv_.slots()) return OutOfRange("KV slot out of range");
-      if (c.start_pos < 0 || c.n_tokens < 0 || c.start_pos + c.n_tokens > kv_.max_seq()) {
+      if (c.slot < 0 || c.slot >= slots_) return OutOfRange("KV slot out of range");
+      if (c.start_pos < 0 || c.n_tokens < 0 || c.start_pos + c.n_tokens > max_seq_) {
         return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
-                          " is past the KV cache capacity of " + std::to_string(kv_.max_seq()));
+                          " is past the KV cache capacity of " + std::to_string(max_seq_));
       }
+      if (state_.slots() > 0) TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
       // Blocks in order: a block's keys are cached before the next block attends to them.
       for (int64_t done = 0; done < c.n_tokens;) {
         int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
         for (int64_t l = 0; l < range_.size(); ++l) {
-          LayerBlock(layers_[static_cast<size_t>(l)], l, c.slot, c.start_pos + done, n,
-                     rows + done * dims_.hidden);
+          const CpuLayerWeights& L = layers_[static_cast<size_t>(l)];
+          float* x = rows + done * spec_.hidden;
+          if (L.spec.is_attention()) {
+            AttentionBlock(L, cache_index_[static_cast<size_t>(l)], c.slot, c.start_pos + done, n,
+                           x);
+          } else {
+            DeltaNetLayerBlock(L, cache_index_[static_cast<size_t>(l)], c.slot, n, x);
+          }
+          MlpBlock(L, n, x);
         }
         done += n;
       }
-      rows += c.n_tokens * dims_.hidden;
+      if (state_.slots() > 0) {
+        state_.SetPosition(c.slot, c.start_pos + c.n_tokens);
+        if (c.n_tokens > 1) state_.Snapshot(c.slot);  // a prompt chunk's end
+      }
+      rows += c.n_tokens * spec_.hidden;
     }
     return Status::Ok();
   }
@@ -115,18 +153,23 @@ class CpuBackend final : public Backend {
   Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
                        std::span<float> logits) override {
     if (lm_head_.rows == 0) return Internal("cpu backend: LM head not loaded");
-    if (n_rows < 0 || hidden.size() != static_cast<size_t>(n_rows * dims_.hidden) ||
-        logits.size() != static_cast<size_t>(n_rows * dims_.vocab)) {
+    if (n_rows < 0 || hidden.size() != static_cast<size_t>(n_rows * spec_.hidden) ||
+        logits.size() != static_cast<size_t>(n_rows * spec_.vocab)) {
       return Internal("cpu backend: logits buffers do not match n_rows");
     }
     for (int64_t done = 0; done < n_rows;) {
       int64_t n = std::min(kMaxBlockRows, n_rows - done);
-      NormRows(hidden.data() + done * dims_.hidden, final_norm_, n);
-      Matmul(lm_head_, xn_.data(), n, hidden_stride_, logits.data() + done * dims_.vocab,
-             dims_.vocab, false, nullptr);
+      NormRows(hidden.data() + done * spec_.hidden, final_norm_, n);
+      Matmul(lm_head_, xn_.data(), n, hidden_stride_, logits.data() + done * spec_.vocab,
+             spec_.vocab, false, nullptr);
       done += n;
     }
     return Status::Ok();
+  }
+
+  int64_t ResumablePosition(int slot, int64_t wanted) const override {
+    if (state_.slots() == 0 || slot < 0 || slot >= state_.slots()) return wanted;
+    return state_.Resumable(slot, wanted);
   }
 
   size_t resident_weight_bytes() const override {
@@ -134,7 +177,8 @@ class CpuBackend final : public Backend {
     for (const CpuLayerWeights& L : layers_) {
       n += L.qkv.bytes() + L.o_proj.bytes() + L.gate_up.bytes() + L.down_proj.bytes();
       for (const auto* v :
-           {&L.input_norm, &L.qkv_bias, &L.o_bias, &L.q_norm, &L.k_norm, &L.post_attn_norm}) {
+           {&L.input_norm, &L.qkv_bias, &L.o_bias, &L.q_norm, &L.k_norm, &L.attn_out_norm,
+            &L.conv1d, &L.dt_bias, &L.a_log, &L.delta_norm, &L.post_attn_norm, &L.mlp_out_norm}) {
         n += v->size() * 4;
       }
     }
@@ -143,11 +187,18 @@ class CpuBackend final : public Backend {
 
  private:
   Status SetModel(const Checkpoint& ckpt) {
-    dims_ = ckpt.tensors.dims;
-    eps_ = static_cast<float>(ckpt.config.rms_norm_eps);
-    hidden_stride_ = RoundUp(dims_.hidden, kColAlign);
-    q_stride_ = RoundUp(dims_.q_dim, kColAlign);
-    inter_stride_ = RoundUp(dims_.intermediate, kColAlign);
+    spec_ = ckpt.tensors.spec;
+    eps_ = static_cast<float>(spec_.eps);
+    hidden_stride_ = RoundUp(spec_.hidden, kColAlign);
+    q_stride_ = RoundUp(
+        spec_.deltanet ? std::max(spec_.q_dim, spec_.deltanet->v_width()) : spec_.q_dim, kColAlign);
+    qkv_width_ = spec_.q_proj_rows() + 2 * spec_.kv_dim;
+    if (spec_.deltanet) {
+      const DeltaNetSpec& n = *spec_.deltanet;
+      qkv_width_ = std::max(qkv_width_, n.conv_width() + n.v_width() + 2 * n.value_heads);
+      ones_.assign(static_cast<size_t>(n.conv_width()), 1.0f);
+    }
+    inter_stride_ = RoundUp(spec_.intermediate, kColAlign);
     return Status::Ok();
   }
 
@@ -156,9 +207,11 @@ class CpuBackend final : public Backend {
     const size_t b = static_cast<size_t>(kMaxBlockRows);
     const int64_t widest = std::max({hidden_stride_, q_stride_, inter_stride_});
     xn_.Resize(b * static_cast<size_t>(hidden_stride_));
-    qkv_.Resize(b * static_cast<size_t>(dims_.q_dim + 2 * dims_.kv_dim));
+    qkv_.Resize(b * static_cast<size_t>(qkv_width_));
     attn_.Resize(b * static_cast<size_t>(q_stride_));
-    gate_up_.Resize(b * static_cast<size_t>(2 * dims_.intermediate));
+    gates_.Resize(b * static_cast<size_t>(spec_.output_gate ? spec_.q_dim : 1));
+    branch_.Resize(b * static_cast<size_t>(spec_.hidden));
+    gate_up_.Resize(b * static_cast<size_t>(2 * spec_.intermediate));
     act_.Resize(b * static_cast<size_t>(inter_stride_));
     acts_.Reserve(kMaxBlockRows, widest);
     scores_per_thread_ =
@@ -166,11 +219,11 @@ class CpuBackend final : public Backend {
             ? kBlockedAttentionQueries * BlockedAttentionScoreStride(std::max<int64_t>(max_seq_, 1))
             : std::max<int64_t>(max_seq_, 1);
     scores_.Resize(static_cast<size_t>(pool_.size() * scores_per_thread_));
-    split_partials_.Resize(static_cast<size_t>(dims_.heads * MaxDecodeSplits() *
-                                               DecodeSplitPartialSize(dims_.head_dim)));
+    split_partials_.Resize(static_cast<size_t>(spec_.heads * MaxDecodeSplits() *
+                                               DecodeSplitPartialSize(spec_.head_dim)));
     if (!xn_.data() || !qkv_.data() || !attn_.data() || !gate_up_.data() || !act_.data() ||
-        !acts_.bf16.data() || !acts_.q8.data() || !scores_.data() ||
-        (dims_.heads > 0 && !split_partials_.data())) {
+        !gates_.data() || !branch_.data() || !acts_.bf16.data() || !acts_.q8.data() ||
+        !scores_.data() || (spec_.heads > 0 && !split_partials_.data())) {
       return ResourceExhausted("cpu backend: out of memory for the forward-pass buffers");
     }
     return Status::Ok();
@@ -184,10 +237,10 @@ class CpuBackend final : public Backend {
   // without splitting) 0.98-1.0x if split anyway, hence the multiple-of-threads rule.
   static constexpr int64_t kMinDecodeSplitPositions = 256;
   int64_t MaxDecodeSplits() const {
-    return dims_.kv_heads > 0 ? (2 * pool_.size() + dims_.kv_heads - 1) / dims_.kv_heads : 1;
+    return spec_.kv_heads > 0 ? (2 * pool_.size() + spec_.kv_heads - 1) / spec_.kv_heads : 1;
   }
   int64_t DecodeSplits(int64_t positions) const {
-    if (k_.attention_decode_split == nullptr || dims_.kv_heads % pool_.size() == 0) return 1;
+    if (k_.attention_decode_split == nullptr || spec_.kv_heads % pool_.size() == 0) return 1;
     return std::clamp<int64_t>(positions / kMinDecodeSplitPositions, 1, MaxDecodeSplits());
   }
 
@@ -200,8 +253,8 @@ class CpuBackend final : public Backend {
 
   // Transposed keys of one slot and layer (see AttentionArgs::keys_t).
   float* KeysT(int slot, int64_t layer) {
-    return keys_t_.data() +
-           (static_cast<int64_t>(slot) * range_.size() + layer) * dims_.kv_heads * kt_head_stride_;
+    return keys_t_.data() + (static_cast<int64_t>(slot) * attention_layers_ + layer) *
+                                spec_.kv_heads * kt_head_stride_;
   }
 
   // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced): two threads given
@@ -239,19 +292,30 @@ class CpuBackend final : public Backend {
   // xn_ rows = RMSNorm(x rows) * w.
   void NormRows(const float* x, const std::vector<float>& w, int64_t n) {
     ForRows(n, [&](int64_t r) {
-      k_.rms_norm(x + r * dims_.hidden, w.data(), dims_.hidden, hidden_stride_, eps_,
+      k_.rms_norm(x + r * spec_.hidden, w.data(), spec_.hidden, hidden_stride_, eps_,
                   xn_.data() + r * hidden_stride_);
     });
   }
 
-  // Row r of the block at positions [pos, ...) after the qkv matmul: q/k norms (Qwen3), RoPE
-  // on q and k, then k and v into the KV cache (and k into the transposed key cache).
+  // Row r of the block at positions [pos, ...) after the qkv matmul: the output gate moved
+  // aside (q compacted to [q_dim]), q/k norms, RoPE on q and k, then k and v into the KV cache
+  // (and k into the transposed key cache). `layer` is the layer's KV cache index.
   void PositionAndCacheRow(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos,
                            int64_t r) {
-    const ModelDims& d = dims_;
-    float* q = qkv_.data() + r * (d.q_dim + 2 * d.kv_dim);
-    float* k = q + d.q_dim;
+    const ModelSpec& d = spec_;
+    float* q = qkv_.data() + r * qkv_width_;
+    float* k = q + d.q_proj_rows();
     const float* v = k + d.kv_dim;
+    if (d.output_gate) {
+      // Per head [query | gate]: gates first (a later query lands where an earlier gate was).
+      float* gates = gates_.data() + r * d.q_dim;
+      for (int64_t h = 0; h < d.heads; ++h) {
+        std::copy_n(q + (2 * h + 1) * d.head_dim, d.head_dim, gates + h * d.head_dim);
+      }
+      for (int64_t h = 1; h < d.heads; ++h) {
+        std::copy_n(q + 2 * h * d.head_dim, d.head_dim, q + h * d.head_dim);
+      }
+    }
     if (d.qk_norm) {
       for (int64_t h = 0; h < d.heads; ++h) {
         k_.rms_norm(q + h * d.head_dim, L.q_norm.data(), d.head_dim, d.head_dim, eps_,
@@ -263,10 +327,11 @@ class CpuBackend final : public Backend {
       }
     }
     const int64_t p = pos + r;
-    const float* cs = rope_.cos_at(p);
-    const float* sn = rope_.sin_at(p);
-    k_.rope(q, d.heads, d.head_dim, cs, sn);
-    k_.rope(k, d.kv_heads, d.head_dim, cs, sn);
+    const RopeTable& rope = ropes_[static_cast<size_t>(L.spec.rope)];
+    const float* cs = rope.cos_at(p);
+    const float* sn = rope.sin_at(p);
+    k_.rope(q, d.heads, d.head_dim, 2 * rope.half(), cs, sn);
+    k_.rope(k, d.kv_heads, d.head_dim, 2 * rope.half(), cs, sn);
     std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, p));
     std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, p));
     if (!keys_t_.size()) return;
@@ -277,18 +342,12 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // n tokens of one slot at positions [pos, pos + n) through one layer; x: [n][hidden].
-  void LayerBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
-                  float* x) {
-    const ModelDims& d = dims_;
-    const int64_t qkv_n = d.q_dim + 2 * d.kv_dim;
-    NormRows(x, L.input_norm, n);
-    Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_n, false,
-           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data());
-    ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, slot, pos, r); });
+  // Causal attention of the block's rows over the slot's cache into attn_.
+  void Attend(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n) {
+    const ModelSpec& d = spec_;
     AttentionArgs att;
     att.q = qkv_.data();
-    att.q_stride = qkv_n;
+    att.q_stride = qkv_width_;
     att.keys = kv_.Key(slot, layer, 0);
     att.values = kv_.Value(slot, layer, 0);
     att.kv_stride = d.kv_dim;
@@ -297,9 +356,28 @@ class CpuBackend final : public Backend {
     att.heads = d.heads;
     att.kv_heads = d.kv_heads;
     att.head_dim = d.head_dim;
-    att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+    att.scale = static_cast<float>(d.attention_scale);
     att.out = attn_.data();
     att.out_stride = q_stride_;
+    if (L.spec.window > 0 && pos + n > L.spec.window) {
+      // A sliding window: each row sees its own span of positions, so rows run one by one
+      // through the per-head kernel with the keys shifted to the window's first position.
+      pool_.ParallelFor(n * d.heads, [&](int64_t begin, int64_t end, int thread) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t r = t / d.heads, h = t % d.heads;
+          const int64_t first = std::max<int64_t>(0, pos + r - L.spec.window + 1);
+          AttentionArgs row = att;
+          row.q = att.q + r * att.q_stride;
+          row.keys = att.keys + first * att.kv_stride;
+          row.values = att.values + first * att.kv_stride;
+          row.start_pos = pos + r - first;
+          row.rows = 1;
+          row.out = att.out + r * att.out_stride;
+          k_.attention(row, h, h + 1, scores_.data() + thread * scores_per_thread_);
+        }
+      });
+      return;
+    }
     if (UseBlockedAttention()) {
       att.keys_t = KeysT(slot, layer);
       att.keys_t_head_stride = kt_head_stride_;
@@ -324,18 +402,77 @@ class CpuBackend final : public Backend {
         k_.attention(att, begin, end, scores_.data() + thread * scores_per_thread_);
       });
     }
-    // Residual adds happen inside the matmuls (accumulate into x).
-    Matmul(L.o_proj, attn_.data(), n, q_stride_, x, d.hidden, true,
-           L.o_bias.empty() ? nullptr : L.o_bias.data());
+  }
 
+  // x += branch(input) for a block of rows: the residual add happens inside the output matmul,
+  // unless the family norms the branch's output first (gemma3's sandwich norms).
+  void AddBranch(const PackedMatrix& w, const float* input, int64_t input_stride, int64_t n,
+                 const std::vector<float>& out_norm, const std::vector<float>& bias, float* x) {
+    const float* b = bias.empty() ? nullptr : bias.data();
+    if (out_norm.empty()) {
+      Matmul(w, input, n, input_stride, x, spec_.hidden, true, b);
+      return;
+    }
+    Matmul(w, input, n, input_stride, branch_.data(), spec_.hidden, false, b);
+    ForRows(n, [&](int64_t r) {
+      float* o = branch_.data() + r * spec_.hidden;
+      k_.rms_norm(o, out_norm.data(), spec_.hidden, spec_.hidden, eps_, o);
+      float* xr = x + r * spec_.hidden;
+      for (int64_t i = 0; i < spec_.hidden; ++i) xr[i] += o[i];
+    });
+  }
+
+  // n tokens of one slot at positions [pos, pos + n) through an attention layer; x: [n][hidden].
+  void AttentionBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
+                      float* x) {
+    const ModelSpec& d = spec_;
+    NormRows(x, L.input_norm, n);
+    Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false,
+           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data());
+    ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, slot, pos, r); });
+    Attend(L, layer, slot, pos, n);
+    if (d.output_gate) {
+      ForRows(n, [&](int64_t r) {
+        float* a = attn_.data() + r * q_stride_;
+        const float* g = gates_.data() + r * d.q_dim;
+        for (int64_t i = 0; i < d.q_dim; ++i) a[i] = a[i] / (1.0f + std::exp(-g[i]));
+      });
+    }
+    AddBranch(L.o_proj, attn_.data(), q_stride_, n, L.attn_out_norm, L.o_bias, x);
+  }
+
+  // n tokens of one slot through a Gated DeltaNet layer (cpu_deltanet.h); `layer` is its
+  // recurrent state index.
+  void DeltaNetLayerBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t n, float* x) {
+    NormRows(x, L.input_norm, n);
+    Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false, nullptr);
+    DeltaNetBlock b;
+    b.spec = &*spec_.deltanet;
+    b.layer = &L;
+    b.eps = eps_;
+    b.proj = qkv_.data();
+    b.proj_stride = qkv_width_;
+    b.rows = n;
+    b.state = state_.Live(slot, layer);
+    b.ones = ones_.data();
+    b.out = attn_.data();
+    b.out_stride = q_stride_;
+    RunDeltaNetBlock(k_, pool_, b);
+    AddBranch(L.o_proj, attn_.data(), q_stride_, n, {}, {}, x);
+  }
+
+  // The gated MLP: x += down(act(gate(x)) * up(x)).
+  void MlpBlock(const CpuLayerWeights& L, int64_t n, float* x) {
+    const ModelSpec& d = spec_;
     NormRows(x, L.post_attn_norm, n);
     Matmul(L.gate_up, xn_.data(), n, hidden_stride_, gate_up_.data(), 2 * d.intermediate, false,
            nullptr);
+    const auto act = d.activation == Activation::kGeluTanh ? k_.geglu : k_.swiglu;
     ForRows(n, [&](int64_t r) {
       const float* g = gate_up_.data() + r * 2 * d.intermediate;
-      k_.swiglu(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
+      act(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
     });
-    Matmul(L.down_proj, act_.data(), n, inter_stride_, x, d.hidden, true, nullptr);
+    AddBranch(L.down_proj, act_.data(), inter_stride_, n, L.mlp_out_norm, {}, x);
   }
 
   BackendOptions options_;
@@ -343,19 +480,27 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   WeightFormat format_ = WeightFormat::kF32;
   WeightFormat head_format_ = WeightFormat::kF32;
-  ModelDims dims_;
+  ModelSpec spec_;
   float eps_ = 1e-6f;
   int64_t hidden_stride_ = 0, q_stride_ = 0, inter_stride_ = 0;  // padded to 32
   int64_t max_seq_ = 0;
+  int slots_ = 0;
+  int64_t attention_layers_ = 0;  // layers with a KV cache
+  int64_t qkv_width_ = 0;         // floats per row of the input projection's output
   LayerRange range_;
   std::vector<CpuLayerWeights> layers_;
-  KvCache kv_;
-  RopeTable rope_;                 // shared with every backend (model/rope.h)
-  std::vector<float> final_norm_;  // [hidden]
-  PackedMatrix lm_head_;           // [vocab, hidden]
+  std::vector<int64_t> cache_index_;  // per layer: into kv_ (attention) or state_ (DeltaNet)
+  KvCache kv_;                        // attention layers
+  RecurrentState state_;              // DeltaNet layers
+  std::vector<RopeTable> ropes_;      // one per spec_.ropes entry (model/rope.h)
+  std::vector<float> ones_;           // [conv_width] for SiLU through the swiglu kernel
+  std::vector<float> final_norm_;     // [hidden]
+  PackedMatrix lm_head_;              // [vocab, hidden]
   // Block scratch, sized at load (kMaxBlockRows rows each).
   AlignedArray<float> xn_;       // [block][hidden_stride], normed input, zero padded
-  AlignedArray<float> qkv_;      // [block][q_dim + 2 kv_dim]
+  AlignedArray<float> qkv_;      // [block][qkv_width_]
+  AlignedArray<float> gates_;    // [block][q_dim], attention output gates
+  AlignedArray<float> branch_;   // [block][hidden], a branch's output before its norm
   AlignedArray<float> attn_;     // [block][q_stride], zero padded
   AlignedArray<float> gate_up_;  // [block][2 intermediate]
   AlignedArray<float> act_;      // [block][inter_stride], zero padded

@@ -9,20 +9,20 @@
 namespace tessera {
 namespace {
 
-Status WidenOptional(const TensorInfo* t, std::vector<float>* out) {
+Status WidenOptional(const TensorRef& t, std::vector<float>* out) {
   out->clear();
-  return t ? WidenToF32(*t, out) : Status::Ok();
+  return t ? WidenToF32(t, out) : Status::Ok();
 }
 
 // Stacks row-major matrices that share a column count and packs them as one, widening 16
 // rows at a time straight from the checkpoint's bytes (no fp32 copy of a whole matrix).
-Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> parts, WeightFormat f,
+Expected<PackedMatrix> PackStacked(std::initializer_list<TensorRef> parts, WeightFormat f,
                                    ThreadPool* pool) {
-  std::vector<const TensorInfo*> stack;
+  std::vector<TensorRef> stack;
   std::vector<int64_t> first_row;  // stacked row where each part starts
   int64_t rows = 0, cols = 0;
-  for (const TensorInfo* t : parts) {
-    if (t == nullptr || t->shape.size() != 2) return Internal("cpu backend: expected a matrix");
+  for (const TensorRef& t : parts) {
+    if (!t || t->shape.size() != 2) return Internal("cpu backend: expected a matrix");
     if (cols != 0 && t->shape[1] != cols)
       return Internal("cpu backend: stacked matrices differ in width");
     stack.push_back(t);
@@ -38,7 +38,7 @@ Expected<PackedMatrix> PackStacked(std::initializer_list<const TensorInfo*> part
       if (first >= end) continue;
       const int64_t n = std::min(count, end - first);
       const auto values = static_cast<size_t>(n * cols);
-      TS_RETURN_IF_ERROR(WidenRowsToF32(*stack[i], first - begin, n, out.subspan(done, values)));
+      TS_RETURN_IF_ERROR(WidenRowsToF32(stack[i], first - begin, n, out.subspan(done, values)));
       done += values;
       first += n;
       count -= n;
@@ -80,12 +80,17 @@ std::string_view CpuMatrixName(CpuMatrix m) {
   return "?";
 }
 
-MatrixShape CpuMatrixShape(const ModelDims& d, CpuMatrix m) {
+MatrixShape CpuMatrixShape(const ModelSpec& d, int64_t layer, CpuMatrix m) {
+  const bool attention = d.layer[static_cast<size_t>(layer)].is_attention();
   switch (m) {
     case CpuMatrix::kQkv:
-      return {d.q_dim + 2 * d.kv_dim, d.hidden};
+      if (!attention) {
+        const DeltaNetSpec& n = *d.deltanet;
+        return {n.conv_width() + n.v_width() + 2 * n.value_heads, d.hidden};
+      }
+      return {d.q_proj_rows() + 2 * d.kv_dim, d.hidden};
     case CpuMatrix::kOProj:
-      return {d.hidden, d.q_dim};
+      return {d.hidden, attention ? d.q_dim : d.deltanet->v_width()};
     case CpuMatrix::kGateUp:
       return {2 * d.intermediate, d.hidden};
     case CpuMatrix::kDownProj:
@@ -133,21 +138,30 @@ Expected<WeightFormat> ResolveCpuWeightFormat(const Checkpoint& ckpt, WeightForm
   // One format for the whole model, from its first projection (the embedding if none).
   const auto& layers = ckpt.tensors.layers;
   const TensorInfo* sample =
-      !layers.empty() && layers[0].q_proj ? layers[0].q_proj : ckpt.tensors.embed;
+      !layers.empty() && layers[0].gate_proj ? layers[0].gate_proj.info : ckpt.tensors.embed.info;
   return sample && sample->dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
 }
 
 Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t layer,
                                               WeightFormat format, ThreadPool* pool) {
-  const ModelDims& d = ckpt.tensors.dims;
+  const ModelSpec& d = ckpt.tensors.spec;
   if (layer < 0 || layer >= d.layers) return Internal("cpu backend: layer index out of range");
   const LayerTensors& src = ckpt.tensors.layers[static_cast<size_t>(layer)];
   CpuLayerWeights L;
-  TS_RETURN_IF_ERROR(WidenToF32(*src.input_norm, &L.input_norm));
-  TS_RETURN_IF_ERROR(WidenToF32(*src.post_attn_norm, &L.post_attn_norm));
-  TS_RETURN_IF_ERROR(WidenOptional(src.q_norm, &L.q_norm));
-  TS_RETURN_IF_ERROR(WidenOptional(src.k_norm, &L.k_norm));
-  TS_RETURN_IF_ERROR(WidenOptional(src.o_bias, &L.o_bias));
+  L.spec = d.layer[static_cast<size_t>(layer)];
+  const std::pair<const TensorRef*, std::vector<float>*> vectors[] = {
+      {&src.input_norm, &L.input_norm},
+      {&src.post_attn_norm, &L.post_attn_norm},
+      {&src.q_norm, &L.q_norm},
+      {&src.k_norm, &L.k_norm},
+      {&src.o_bias, &L.o_bias},
+      {&src.attn_out_norm, &L.attn_out_norm},
+      {&src.mlp_out_norm, &L.mlp_out_norm},
+      {&src.conv1d, &L.conv1d},
+      {&src.dt_bias, &L.dt_bias},
+      {&src.a_log, &L.a_log},
+      {&src.delta_norm, &L.delta_norm}};
+  for (const auto& [ref, out] : vectors) TS_RETURN_IF_ERROR(WidenOptional(*ref, out));
   if (const auto& packed = ckpt.tensors.packed) {
     const PackedLayerTensors& P = packed->layers[static_cast<size_t>(layer)];
     const std::string where = "layer " + std::to_string(layer) + " ";
@@ -156,13 +170,21 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
                                      : m == CpuMatrix::kOProj  ? P.o_proj
                                      : m == CpuMatrix::kGateUp ? P.gate_up
                                                                : P.down_proj;
-      TS_ASSIGN_OR_RETURN(PackedMatrix view, ViewPacked(ckpt, t, format, CpuMatrixShape(d, m),
-                                                        where + std::string(CpuMatrixName(m))));
+      TS_ASSIGN_OR_RETURN(PackedMatrix view,
+                          ViewPacked(ckpt, t, format, CpuMatrixShape(d, layer, m),
+                                     where + std::string(CpuMatrixName(m))));
       CpuLayerMatrix(L, m) = std::move(view);
     }
   } else {
-    TS_ASSIGN_OR_RETURN(L.qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format, pool));
-    TS_ASSIGN_OR_RETURN(L.o_proj, PackStacked({src.o_proj}, format, pool));
+    if (L.spec.is_attention()) {
+      TS_ASSIGN_OR_RETURN(L.qkv, PackStacked({src.q_proj, src.k_proj, src.v_proj}, format, pool));
+      TS_ASSIGN_OR_RETURN(L.o_proj, PackStacked({src.o_proj}, format, pool));
+    } else {
+      TS_ASSIGN_OR_RETURN(
+          L.qkv, PackStacked({src.in_proj_qkv, src.in_proj_z, src.in_proj_b, src.in_proj_a}, format,
+                             pool));
+      TS_ASSIGN_OR_RETURN(L.o_proj, PackStacked({src.out_proj}, format, pool));
+    }
     TS_ASSIGN_OR_RETURN(L.gate_up, PackStacked({src.gate_proj, src.up_proj}, format, pool));
     TS_ASSIGN_OR_RETURN(L.down_proj, PackStacked({src.down_proj}, format, pool));
   }
@@ -185,11 +207,11 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
 
 Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat format,
                                          ThreadPool* pool) {
-  const ModelDims& d = ckpt.tensors.dims;
+  const ModelSpec& d = ckpt.tensors.spec;
   if (const auto& packed = ckpt.tensors.packed) {
     return ViewPacked(ckpt, packed->lm_head, format, {d.vocab, d.hidden}, "lm_head");
   }
-  if (ckpt.tensors.lm_head == nullptr) return Internal("cpu backend: checkpoint has no LM head");
+  if (!ckpt.tensors.lm_head) return Internal("cpu backend: checkpoint has no LM head");
   return PackStacked({ckpt.tensors.lm_head}, format, pool);
 }
 

@@ -22,19 +22,27 @@ namespace tessera {
 // layouts or the matrix stacking below change, so old packages are refused, not misread.
 inline constexpr char kCpuPanelLayout[] = "tessera-cpu-panels-1";
 
-// One decoder layer, packed. q/k/v are one matrix (rows q_dim + 2 kv_dim) and gate/up are
-// one matrix (rows 2 * intermediate), so each needs one pass over the activations and one
-// thread dispatch.
+// One decoder layer, packed. The input projections are one matrix (attention: q, k, v with
+// rows q_proj_rows + 2 kv_dim; DeltaNet: qkv, z, b, a) and gate/up are one matrix (rows
+// 2 * intermediate), so each needs one pass over the activations and one thread dispatch.
+// Norm weights and small vectors are fp32 with the spec's folds applied.
 struct CpuLayerWeights {
+  LayerSpec spec;
   std::vector<float> input_norm;      // [hidden]
-  PackedMatrix qkv;                   // [q_dim + 2 kv_dim, hidden]
+  PackedMatrix qkv;                   // attention [q_proj_rows + 2 kv_dim, hidden];
+                                      // DeltaNet [conv_width + v_width + 2 value_heads, hidden]
   std::vector<float> qkv_bias;        // [q_dim + 2 kv_dim], empty without biases
-  PackedMatrix o_proj;                // [hidden, q_dim]
+  PackedMatrix o_proj;                // attention [hidden, q_dim]; DeltaNet [hidden, v_width]
   std::vector<float> o_bias;          // [hidden] or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] or empty
+  std::vector<float> attn_out_norm;   // [hidden] or empty (gemma3)
+  std::vector<float> conv1d;          // DeltaNet [conv_width][conv_kernel]
+  std::vector<float> dt_bias, a_log;  // DeltaNet [value_heads]
+  std::vector<float> delta_norm;      // DeltaNet [value_dim]
   std::vector<float> post_attn_norm;  // [hidden]
   PackedMatrix gate_up;               // [2 intermediate, hidden]
   PackedMatrix down_proj;             // [hidden, intermediate]
+  std::vector<float> mlp_out_norm;    // [hidden] or empty (gemma3)
 };
 
 // The packed matrices of a layer, in a fixed order, with their logical shapes.
@@ -46,7 +54,7 @@ struct MatrixShape {
   int64_t rows = 0;
   int64_t cols = 0;
 };
-MatrixShape CpuMatrixShape(const ModelDims& dims, CpuMatrix m);
+MatrixShape CpuMatrixShape(const ModelSpec& spec, int64_t layer, CpuMatrix m);
 PackedMatrix& CpuLayerMatrix(CpuLayerWeights& layer, CpuMatrix m);
 inline const PackedMatrix& CpuLayerMatrix(const CpuLayerWeights& layer, CpuMatrix m) {
   return CpuLayerMatrix(const_cast<CpuLayerWeights&>(layer), m);  // same member, read-only

@@ -136,12 +136,18 @@ struct KernelTable {
   // y = x / sqrt(mean(x^2) + eps) * w over n values; y[n..n_padded) = 0. y may equal x.
   void (*rms_norm)(const float* x, const float* w, int64_t n, int64_t n_padded, float eps,
                    float* y) = nullptr;
-  // rotate_half RoPE in place on `heads` head vectors of head_dim (even) values each;
-  // cos/sin hold head_dim / 2 values for this position.
-  void (*rope)(float* x, int64_t heads, int64_t head_dim, const float* cos,
+  // rotate_half RoPE in place on the first rotary_dim (even) values of `heads` head vectors
+  // head_stride apart; cos/sin hold rotary_dim / 2 values for this position.
+  void (*rope)(float* x, int64_t heads, int64_t head_stride, int64_t rotary_dim, const float* cos,
                const float* sin) = nullptr;
   // out[i] = silu(gate[i]) * up[i]; out may equal gate.
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
+  // out[i] = gelu_tanh(gate[i]) * up[i] (GELU, tanh approximation); out may equal gate.
+  void (*geglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
+  // One token of Gated DeltaNet for one value head (kernels_deltanet.h): state [dk][dv] <-
+  // decay * state + k (beta (v - (decay * state)^T k))^T; out[dv] = state^T q.
+  void (*deltanet_step)(float* state, const float* q, const float* k, const float* v, float beta,
+                        float decay, int64_t dk, int64_t dv, float* out) = nullptr;
 
   // Panels the matmul kernels tile together for prompt rows: a balanced dispatch hands out
   // chunks of this many panels, so no chunk ends in a narrower tile.

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels_avx2_common.h"
+#include "backend/cpu/kernels_deltanet.h"
 
 namespace tessera {
 namespace {
@@ -246,10 +247,11 @@ void RmsNorm(const float* x, const float* w, int64_t n, int64_t n_padded, float 
   for (i = n; i < n_padded; ++i) y[i] = 0.0f;
 }
 
-void Rope(float* x, int64_t heads, int64_t head_dim, const float* cs, const float* sn) {
-  const int64_t half = head_dim / 2;
+void Rope(float* x, int64_t heads, int64_t head_stride, int64_t rotary_dim, const float* cs,
+          const float* sn) {
+  const int64_t half = rotary_dim / 2;
   for (int64_t h = 0; h < heads; ++h) {
-    float* v = x + h * head_dim;
+    float* v = x + h * head_stride;
     int64_t i = 0;
     for (; i + 8 <= half; i += 8) {
       __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + half + i);
@@ -274,6 +276,20 @@ void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
     _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
   }
   if (i < n) ScalarKernels().swiglu(gate + i, up + i, n - i, out + i);
+}
+
+void Geglu(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 c = _mm256_set1_ps(-1.5957691216057308f);  // -2 sqrt(2/pi)
+  const __m256 c3 = _mm256_set1_ps(0.044715f);
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 u = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(c3, g), _mm256_mul_ps(g, g), g));
+    __m256 gelu = _mm256_div_ps(g, _mm256_add_ps(one, Exp(u)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
+  }
+  if (i < n) ScalarKernels().geglu(gate + i, up + i, n - i, out + i);
 }
 
 // Dot products and value sums use 8-wide chunks with a scalar tail for odd head sizes.
@@ -366,6 +382,8 @@ const KernelTable& Avx2Kernels() {
     t.rms_norm = RmsNorm;
     t.rope = Rope;
     t.swiglu = Swiglu;
+    t.geglu = Geglu;
+    t.deltanet_step = DeltaNetStepPlain;
     return t;
   }();
   return table;

@@ -31,6 +31,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_avx512_common.h"
+#include "backend/cpu/kernels_deltanet.h"
 
 namespace tessera {
 namespace {
@@ -445,10 +446,11 @@ void RmsNorm(const float* x, const float* w, int64_t n, int64_t n_padded, float 
   for (i = n; i < n_padded; ++i) y[i] = 0.0f;
 }
 
-void Rope(float* x, int64_t heads, int64_t head_dim, const float* cs, const float* sn) {
-  const int64_t half = head_dim / 2;
+void Rope(float* x, int64_t heads, int64_t head_stride, int64_t rotary_dim, const float* cs,
+          const float* sn) {
+  const int64_t half = rotary_dim / 2;
   for (int64_t h = 0; h < heads; ++h) {
-    float* v = x + h * head_dim;
+    float* v = x + h * head_stride;
     for (int64_t i = 0; i < half; i += 16) {
       __mmask16 m = TailMask(half - i);
       __m512 a = _mm512_maskz_loadu_ps(m, v + i), b = _mm512_maskz_loadu_ps(m, v + half + i);
@@ -466,6 +468,18 @@ void Swiglu(const float* gate, const float* up, int64_t n, float* out) {
     __m512 silu = _mm512_div_ps(
         g, _mm512_add_ps(_mm512_set1_ps(1.0f), Exp(_mm512_sub_ps(_mm512_setzero_ps(), g))));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+void Geglu(const float* gate, const float* up, int64_t n, float* out) {
+  const __m512 c = _mm512_set1_ps(-1.5957691216057308f);  // -2 sqrt(2/pi)
+  const __m512 c3 = _mm512_set1_ps(0.044715f);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = TailMask(n - i);
+    __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    __m512 u = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(c3, g), _mm512_mul_ps(g, g), g));
+    __m512 gelu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), Exp(u)));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(gelu, _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
 
@@ -509,6 +523,8 @@ const KernelTable& Avx512Kernels() {
     t.rms_norm = RmsNorm;
     t.rope = Rope;
     t.swiglu = Swiglu;
+    t.geglu = Geglu;
+    t.deltanet_step = DeltaNetStepPlain;
     return t;
   }();
   return table;

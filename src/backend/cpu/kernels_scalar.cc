@@ -100,10 +100,11 @@ void RmsNormScalar(const float* x, const float* w, int64_t n, int64_t n_padded, 
   for (int64_t i = n; i < n_padded; ++i) y[i] = 0.0f;
 }
 
-void RopeScalar(float* x, int64_t heads, int64_t head_dim, const float* cs, const float* sn) {
-  const int64_t half = head_dim / 2;
+void RopeScalar(float* x, int64_t heads, int64_t head_stride, int64_t rotary_dim, const float* cs,
+                const float* sn) {
+  const int64_t half = rotary_dim / 2;
   for (int64_t h = 0; h < heads; ++h) {
-    float* v = x + h * head_dim;
+    float* v = x + h * head_stride;
     for (int64_t i = 0; i < half; ++i) {
       float a = v[i], b = v[i + half];
       v[i] = a * cs[i] - b * sn[i];
@@ -116,6 +117,33 @@ void SwigluScalar(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     double g = gate[i];
     out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+// gelu_tanh(g) = g * sigmoid(2 sqrt(2/pi) (g + 0.044715 g^3)), the tanh form rewritten.
+void GegluScalar(const float* gate, const float* up, int64_t n, float* out) {
+  const double c = 2.0 * std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    double g = gate[i];
+    double u = c * (g + 0.044715 * g * g * g);
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-u)) * up[i]);
+  }
+}
+
+// The reference DeltaNet step: the recurrence as written, accumulating in double.
+void DeltaNetStepScalar(float* state, const float* q, const float* k, const float* v, float beta,
+                        float decay, int64_t dk, int64_t dv, float* out) {
+  for (int64_t j = 0; j < dv; ++j) {
+    double mem = 0.0;
+    for (int64_t i = 0; i < dk; ++i) mem += static_cast<double>(decay) * state[i * dv + j] * k[i];
+    const double delta = (v[j] - mem) * beta;
+    double acc = 0.0;
+    for (int64_t i = 0; i < dk; ++i) {
+      const double s = static_cast<double>(decay) * state[i * dv + j] + k[i] * delta;
+      state[i * dv + j] = static_cast<float>(s);
+      acc += s * q[i];
+    }
+    out[j] = static_cast<float>(acc);
   }
 }
 
@@ -176,6 +204,8 @@ const KernelTable& ScalarKernels() {
     t.rms_norm = RmsNormScalar;
     t.rope = RopeScalar;
     t.swiglu = SwigluScalar;
+    t.geglu = GegluScalar;
+    t.deltanet_step = DeltaNetStepScalar;
     return t;
   }();
   return table;

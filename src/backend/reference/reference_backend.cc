@@ -4,32 +4,51 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/rope.h"
 #include "model/tensor_convert.h"
 
 namespace tessera {
 namespace {
 
-// One decoder layer's weights, widened to fp32. Empty vectors for absent optional tensors.
+// One decoder layer's weights, widened to fp32 with the spec's folds applied (model_tensors.h).
+// Empty vectors for what the layer's kind or the family does not have.
 struct RefLayer {
-  std::vector<float> input_norm;      // [hidden]
-  std::vector<float> q_proj, q_bias;  // [q_dim, hidden], [q_dim]
+  LayerSpec spec;
+  int64_t cache_index = 0;        // into the KV cache (attention) or the recurrent state (DeltaNet)
+  std::vector<float> input_norm;  // [hidden]
+  std::vector<float> q_proj, q_bias;  // [q_proj_rows, hidden], [q_dim]
   std::vector<float> k_proj, k_bias;  // [kv_dim, hidden], [kv_dim]
   std::vector<float> v_proj, v_bias;  // [kv_dim, hidden], [kv_dim]
   std::vector<float> o_proj, o_bias;  // [hidden, q_dim], [hidden]
   std::vector<float> q_norm, k_norm;  // [head_dim]
+  std::vector<float> attn_out_norm;   // [hidden]
+  std::vector<float> in_proj_qkv;     // [conv_width, hidden]
+  std::vector<float> in_proj_z;       // [v_width, hidden]
+  std::vector<float> in_proj_b;       // [value_heads, hidden]
+  std::vector<float> in_proj_a;       // [value_heads, hidden]
+  std::vector<float> conv1d;          // [conv_width][conv_kernel]
+  std::vector<float> dt_bias, a_log;  // [value_heads]
+  std::vector<float> delta_norm;      // [value_dim]
+  std::vector<float> out_proj;        // [hidden, v_width]
   std::vector<float> post_attn_norm;  // [hidden]
   std::vector<float> gate_proj;       // [intermediate, hidden]
   std::vector<float> up_proj;         // [intermediate, hidden]
   std::vector<float> down_proj;       // [hidden, intermediate]
+  std::vector<float> mlp_out_norm;    // [hidden]
+
+  std::vector<const std::vector<float>*> all() const {
+    return {&input_norm,  &q_proj,      &q_bias,    &k_proj,         &k_bias,    &v_proj,
+            &v_bias,      &o_proj,      &o_bias,    &q_norm,         &k_norm,    &attn_out_norm,
+            &in_proj_qkv, &in_proj_z,   &in_proj_b, &in_proj_a,      &conv1d,    &dt_bias,
+            &a_log,       &delta_norm,  &out_proj,  &post_attn_norm, &gate_proj, &up_proj,
+            &down_proj,   &mlp_out_norm};
+  }
 };
 
-Status WidenOptional(const TensorInfo* t, std::vector<float>* out) {
-  if (t == nullptr) {
-    out->clear();
-    return Status::Ok();
-  }
-  return WidenToF32(*t, out);
+Status WidenOptional(const TensorRef& t, std::vector<float>* out) {
+  out->clear();
+  return t ? WidenToF32(t, out) : Status::Ok();
 }
 
 // y[rows] = W[rows, cols] x[cols] (+ b)
@@ -44,14 +63,29 @@ void MatVec(const std::vector<float>& w, const std::vector<float>& bias, const f
   }
 }
 
-// HF RMSNorm: x / sqrt(mean(x^2) + eps) * weight.
-void RmsNorm(const float* x, const std::vector<float>& weight, int64_t n, double eps, float* y) {
+// HF RMSNorm: x / sqrt(mean(x^2) + eps) * weight ((1 + w) styles arrive folded).
+void RmsNorm(const float* x, const float* weight, int64_t n, double eps, float* y) {
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
   for (int64_t i = 0; i < n; ++i) {
     y[i] = static_cast<float>(static_cast<float>(x[i] * inv) * static_cast<double>(weight[i]));
   }
+}
+
+double Sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double Silu(double x) {
+  return x * Sigmoid(x);
+}
+// torch's softplus (beta 1, threshold 20).
+double Softplus(double x) {
+  return x > 20.0 ? x : std::log1p(std::exp(x));
+}
+double GeluTanh(double x) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
 // The reference reads plain tensors only; a package's packed panels belong to another backend.
@@ -62,6 +96,9 @@ Status RefusePacked(const Checkpoint& ckpt) {
                      "); the reference backend needs the source checkpoint, or use placement cpu");
 }
 
+// Recurrent snapshots kept per slot (see RecurrentState).
+constexpr int kStateSnapshots = 2;
+
 class ReferenceBackend final : public Backend {
  public:
   std::string name() const override { return "reference"; }
@@ -69,75 +106,115 @@ class ReferenceBackend final : public Backend {
   Status LoadLayers(const Checkpoint& ckpt, LayerRange range, const KvCacheConfig& kv) override {
     TS_RETURN_IF_ERROR(RefusePacked(ckpt));
     const ModelTensors& t = ckpt.tensors;
-    dims_ = t.dims;
-    eps_ = ckpt.config.rms_norm_eps;
-    if (range.begin < 0 || range.end > dims_.layers || range.begin >= range.end) {
+    spec_ = t.spec;
+    if (range.begin < 0 || range.end > spec_.layers || range.begin >= range.end) {
       return InvalidArgument("layer range [" + std::to_string(range.begin) + ", " +
                              std::to_string(range.end) + ") is not inside the model's " +
-                             std::to_string(dims_.layers) + " layers");
+                             std::to_string(spec_.layers) + " layers");
     }
     range_ = range;
     layers_.assign(static_cast<size_t>(range.size()), RefLayer{});
+    int64_t attention_layers = 0, recurrent_layers = 0;
     for (int64_t i = range.begin; i < range.end; ++i) {
       const LayerTensors& src = t.layers[static_cast<size_t>(i)];
       RefLayer& L = layers_[static_cast<size_t>(i - range.begin)];
-      TS_RETURN_IF_ERROR(WidenToF32(*src.input_norm, &L.input_norm));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.q_proj, &L.q_proj));
-      TS_RETURN_IF_ERROR(WidenOptional(src.q_bias, &L.q_bias));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.k_proj, &L.k_proj));
-      TS_RETURN_IF_ERROR(WidenOptional(src.k_bias, &L.k_bias));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.v_proj, &L.v_proj));
-      TS_RETURN_IF_ERROR(WidenOptional(src.v_bias, &L.v_bias));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.o_proj, &L.o_proj));
-      TS_RETURN_IF_ERROR(WidenOptional(src.o_bias, &L.o_bias));
-      TS_RETURN_IF_ERROR(WidenOptional(src.q_norm, &L.q_norm));
-      TS_RETURN_IF_ERROR(WidenOptional(src.k_norm, &L.k_norm));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.post_attn_norm, &L.post_attn_norm));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.gate_proj, &L.gate_proj));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.up_proj, &L.up_proj));
-      TS_RETURN_IF_ERROR(WidenToF32(*src.down_proj, &L.down_proj));
+      L.spec = spec_.layer[static_cast<size_t>(i)];
+      L.cache_index = L.spec.is_attention() ? attention_layers++ : recurrent_layers++;
+      const std::pair<const TensorRef*, std::vector<float>*> fields[] = {
+          {&src.input_norm, &L.input_norm},
+          {&src.q_proj, &L.q_proj},
+          {&src.q_bias, &L.q_bias},
+          {&src.k_proj, &L.k_proj},
+          {&src.k_bias, &L.k_bias},
+          {&src.v_proj, &L.v_proj},
+          {&src.v_bias, &L.v_bias},
+          {&src.o_proj, &L.o_proj},
+          {&src.o_bias, &L.o_bias},
+          {&src.q_norm, &L.q_norm},
+          {&src.k_norm, &L.k_norm},
+          {&src.attn_out_norm, &L.attn_out_norm},
+          {&src.in_proj_qkv, &L.in_proj_qkv},
+          {&src.in_proj_z, &L.in_proj_z},
+          {&src.in_proj_b, &L.in_proj_b},
+          {&src.in_proj_a, &L.in_proj_a},
+          {&src.conv1d, &L.conv1d},
+          {&src.dt_bias, &L.dt_bias},
+          {&src.a_log, &L.a_log},
+          {&src.delta_norm, &L.delta_norm},
+          {&src.out_proj, &L.out_proj},
+          {&src.post_attn_norm, &L.post_attn_norm},
+          {&src.gate_proj, &L.gate_proj},
+          {&src.up_proj, &L.up_proj},
+          {&src.down_proj, &L.down_proj},
+          {&src.mlp_out_norm, &L.mlp_out_norm}};
+      for (const auto& [ref, out] : fields) TS_RETURN_IF_ERROR(WidenOptional(*ref, out));
     }
-    TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, range.size(), kv.max_seq, dims_.kv_dim));
-    rope_ = RopeTable::Build(ckpt.config, dims_.head_dim, kv.max_seq);
+    if (attention_layers > 0) {
+      TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
+    }
+    if (recurrent_layers > 0) {
+      const DeltaNetSpec& n = *spec_.deltanet;
+      TS_RETURN_IF_ERROR(state_.Allocate(kv.max_slots, recurrent_layers,
+                                         n.conv_state_floats() + n.matrix_state_floats(),
+                                         kStateSnapshots));
+      mixed_.resize(static_cast<size_t>(n.conv_width()));
+      z_.resize(static_cast<size_t>(n.v_width()));
+      ba_.resize(static_cast<size_t>(2 * n.value_heads));
+      delta_out_.resize(static_cast<size_t>(n.v_width()));
+    }
+    ropes_.clear();
+    for (const RopeSpec& r : spec_.ropes) ropes_.push_back(RopeTable::Build(r, kv.max_seq));
+    max_seq_ = kv.max_seq;
+    slots_ = kv.max_slots;
     // Scratch for one token, sized once here.
-    xn_.resize(static_cast<size_t>(dims_.hidden));
-    q_.resize(static_cast<size_t>(dims_.q_dim));
-    attn_.resize(static_cast<size_t>(dims_.q_dim));
-    proj_.resize(static_cast<size_t>(dims_.hidden));
-    gate_.resize(static_cast<size_t>(dims_.intermediate));
-    up_.resize(static_cast<size_t>(dims_.intermediate));
+    xn_.resize(static_cast<size_t>(spec_.hidden));
+    q_.resize(static_cast<size_t>(spec_.q_proj_rows()));
+    k_.resize(static_cast<size_t>(spec_.kv_dim));
+    attn_.resize(static_cast<size_t>(spec_.q_dim));
+    proj_.resize(static_cast<size_t>(spec_.hidden));
+    gate_.resize(static_cast<size_t>(spec_.intermediate));
+    up_.resize(static_cast<size_t>(spec_.intermediate));
     scores_.resize(static_cast<size_t>(kv.max_seq));
     return Status::Ok();
   }
 
   Status LoadHead(const Checkpoint& ckpt) override {
     TS_RETURN_IF_ERROR(RefusePacked(ckpt));
-    dims_ = ckpt.tensors.dims;
-    eps_ = ckpt.config.rms_norm_eps;
-    TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.final_norm, &final_norm_));
-    TS_RETURN_IF_ERROR(WidenToF32(*ckpt.tensors.lm_head, &lm_head_));
-    head_xn_.resize(static_cast<size_t>(dims_.hidden));
+    spec_ = ckpt.tensors.spec;
+    TS_RETURN_IF_ERROR(WidenToF32(ckpt.tensors.final_norm, &final_norm_));
+    TS_RETURN_IF_ERROR(WidenToF32(ckpt.tensors.lm_head, &lm_head_));
+    head_xn_.resize(static_cast<size_t>(spec_.hidden));
     return Status::Ok();
   }
 
   Status ForwardLayers(const ForwardBatch& batch, std::span<float> hidden) override {
     if (layers_.empty()) return Internal("reference backend: no layers loaded");
-    if (hidden.size() != static_cast<size_t>(batch.total_tokens() * dims_.hidden)) {
+    if (hidden.size() != static_cast<size_t>(batch.total_tokens() * spec_.hidden)) {
       return Internal("reference backend: hidden buffer does not match the batch");
     }
     float* row = hidden.data();
     for (const SequenceChunk& c : batch.chunks) {
-      if (c.slot < 0 || c.slot >= kv_.slots()) return OutOfRange("KV slot out of range");
-      if (c.start_pos < 0 || c.start_pos + c.n_tokens > kv_.max_seq()) {
+      if (c.slot < 0 || c.slot >= slots_) return OutOfRange("KV slot out of range");
+      if (c.start_pos < 0 || c.start_pos + c.n_tokens > max_seq_) {
         return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
-                          " is past the KV cache capacity of " + std::to_string(kv_.max_seq()));
+                          " is past the KV cache capacity of " + std::to_string(max_seq_));
       }
-      // Token by token: each token's keys are cached before the next token attends, which is
-      // exactly causal attention over the prompt.
-      for (int64_t i = 0; i < c.n_tokens; ++i, row += dims_.hidden) {
-        for (int64_t l = 0; l < range_.size(); ++l) {
-          LayerStep(layers_[static_cast<size_t>(l)], l, c.slot, c.start_pos + i, row);
+      if (state_.slots() > 0) TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
+      // Token by token: each token's keys (and recurrent state) are updated before the next
+      // token reads them, which is exactly causal attention over the prompt.
+      for (int64_t i = 0; i < c.n_tokens; ++i, row += spec_.hidden) {
+        for (RefLayer& L : layers_) {
+          if (L.spec.is_attention()) {
+            AttentionStep(L, c.slot, c.start_pos + i, row);
+          } else {
+            DeltaNetStep(L, c.slot, row);
+          }
+          MlpStep(L, row);
         }
+      }
+      if (state_.slots() > 0) {
+        state_.SetPosition(c.slot, c.start_pos + c.n_tokens);
+        if (c.n_tokens > 1) state_.Snapshot(c.slot);  // a prompt chunk's end
       }
     }
     return Status::Ok();
@@ -146,36 +223,38 @@ class ReferenceBackend final : public Backend {
   Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
                        std::span<float> logits) override {
     if (lm_head_.empty()) return Internal("reference backend: LM head not loaded");
-    if (hidden.size() != static_cast<size_t>(n_rows * dims_.hidden) ||
-        logits.size() != static_cast<size_t>(n_rows * dims_.vocab)) {
+    if (hidden.size() != static_cast<size_t>(n_rows * spec_.hidden) ||
+        logits.size() != static_cast<size_t>(n_rows * spec_.vocab)) {
       return Internal("reference backend: logits buffers do not match n_rows");
     }
     for (int64_t r = 0; r < n_rows; ++r) {
-      RmsNorm(hidden.data() + r * dims_.hidden, final_norm_, dims_.hidden, eps_, head_xn_.data());
-      MatVec(lm_head_, {}, head_xn_.data(), dims_.vocab, dims_.hidden,
-             logits.data() + r * dims_.vocab);
+      RmsNorm(hidden.data() + r * spec_.hidden, final_norm_.data(), spec_.hidden, spec_.eps,
+              head_xn_.data());
+      MatVec(lm_head_, {}, head_xn_.data(), spec_.vocab, spec_.hidden,
+             logits.data() + r * spec_.vocab);
     }
     return Status::Ok();
+  }
+
+  int64_t ResumablePosition(int slot, int64_t wanted) const override {
+    if (state_.slots() == 0 || slot < 0 || slot >= state_.slots()) return wanted;
+    return state_.Resumable(slot, wanted);
   }
 
   size_t resident_weight_bytes() const override {
     size_t n = final_norm_.size() + lm_head_.size();
     for (const RefLayer& L : layers_) {
-      for (const auto* v : {&L.input_norm, &L.q_proj, &L.q_bias, &L.k_proj, &L.k_bias, &L.v_proj,
-                            &L.v_bias, &L.o_proj, &L.o_bias, &L.q_norm, &L.k_norm,
-                            &L.post_attn_norm, &L.gate_proj, &L.up_proj, &L.down_proj}) {
-        n += v->size();
-      }
+      for (const auto* v : L.all()) n += v->size();
     }
     return n * sizeof(float);
   }
 
  private:
-  // rotate_half RoPE on one head vector: pairs (x[i], x[i + half]).
-  void ApplyRope(float* x, int64_t pos) const {
-    const int64_t half = rope_.half();
-    const float* cs = rope_.cos_at(pos);
-    const float* sn = rope_.sin_at(pos);
+  // rotate_half RoPE on the first rotary_dim dims of one head: pairs (x[i], x[i + half]).
+  static void ApplyRope(const RopeTable& rope, float* x, int64_t pos) {
+    const int64_t half = rope.half();
+    const float* cs = rope.cos_at(pos);
+    const float* sn = rope.sin_at(pos);
     for (int64_t i = 0; i < half; ++i) {
       float a = x[i], b = x[i + half];
       x[i] = a * cs[i] - b * sn[i];
@@ -183,41 +262,51 @@ class ReferenceBackend final : public Backend {
     }
   }
 
-  // One token through one layer; x is the residual stream [hidden], updated in place.
-  void LayerStep(const RefLayer& L, int64_t layer, int slot, int64_t pos, float* x) {
-    const ModelDims& d = dims_;
-    RmsNorm(x, L.input_norm, d.hidden, eps_, xn_.data());
-    float* k = kv_.Key(slot, layer, pos);
-    float* v = kv_.Value(slot, layer, pos);
-    MatVec(L.q_proj, L.q_bias, xn_.data(), d.q_dim, d.hidden, q_.data());
+  // Adds a branch's output to the residual stream, through its output norm if it has one.
+  void AddBranch(const std::vector<float>& out_norm, float* x) {
+    if (!out_norm.empty())
+      RmsNorm(proj_.data(), out_norm.data(), spec_.hidden, spec_.eps, proj_.data());
+    for (int64_t i = 0; i < spec_.hidden; ++i) x[i] += proj_[static_cast<size_t>(i)];
+  }
+
+  // One token through one attention layer; x is the residual stream [hidden], updated in place.
+  void AttentionStep(const RefLayer& L, int slot, int64_t pos, float* x) {
+    const ModelSpec& d = spec_;
+    const RopeTable& rope = ropes_[static_cast<size_t>(L.spec.rope)];
+    RmsNorm(x, L.input_norm.data(), d.hidden, d.eps, xn_.data());
+    float* k = kv_.Key(slot, L.cache_index, pos);
+    float* v = kv_.Value(slot, L.cache_index, pos);
+    MatVec(L.q_proj, L.q_bias, xn_.data(), d.q_proj_rows(), d.hidden, q_.data());
     MatVec(L.k_proj, L.k_bias, xn_.data(), d.kv_dim, d.hidden, k);
     MatVec(L.v_proj, L.v_bias, xn_.data(), d.kv_dim, d.hidden, v);
+    // With an output gate, q_proj's rows are [query | gate] per head (and there is no bias).
+    const int64_t q_stride = d.output_gate ? 2 * d.head_dim : d.head_dim;
     for (int64_t h = 0; h < d.heads; ++h) {
-      float* qh = q_.data() + h * d.head_dim;
-      if (d.qk_norm) RmsNorm(qh, L.q_norm, d.head_dim, eps_, qh);
-      ApplyRope(qh, pos);
+      float* qh = q_.data() + h * q_stride;
+      if (d.qk_norm) RmsNorm(qh, L.q_norm.data(), d.head_dim, d.eps, qh);
+      ApplyRope(rope, qh, pos);
     }
     for (int64_t h = 0; h < d.kv_heads; ++h) {
       float* kh = k + h * d.head_dim;
-      if (d.qk_norm) RmsNorm(kh, L.k_norm, d.head_dim, eps_, kh);
-      ApplyRope(kh, pos);
+      if (d.qk_norm) RmsNorm(kh, L.k_norm.data(), d.head_dim, d.eps, kh);
+      ApplyRope(rope, kh, pos);
     }
     // Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
     const int64_t group = d.heads / d.kv_heads;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d.head_dim));
+    const int64_t first = L.spec.window > 0 ? std::max<int64_t>(0, pos - L.spec.window + 1) : 0;
     for (int64_t h = 0; h < d.heads; ++h) {
-      const float* qh = q_.data() + h * d.head_dim;
+      const float* qh = q_.data() + h * q_stride;
       const int64_t kvh = h / group;
       double max_score = -INFINITY;
-      for (int64_t t = 0; t <= pos; ++t) {
-        const float* kt = kv_.Key(slot, layer, t) + kvh * d.head_dim;
+      for (int64_t t = first; t <= pos; ++t) {
+        const float* kt = kv_.Key(slot, L.cache_index, t) + kvh * d.head_dim;
         double dot = 0.0;
         for (int64_t i = 0; i < d.head_dim; ++i) dot += static_cast<double>(qh[i]) * kt[i];
-        scores_[static_cast<size_t>(t)] = dot * scale;
-        if (dot * scale > max_score) max_score = dot * scale;
+        scores_[static_cast<size_t>(t)] = dot * d.attention_scale;
+        max_score = std::max(max_score, dot * d.attention_scale);
       }
       double sum = 0.0;
-      for (int64_t t = 0; t <= pos; ++t) {
+      for (int64_t t = first; t <= pos; ++t) {
         double e = std::exp(scores_[static_cast<size_t>(t)] - max_score);
         scores_[static_cast<size_t>(t)] = e;
         sum += e;
@@ -225,38 +314,118 @@ class ReferenceBackend final : public Backend {
       float* out = attn_.data() + h * d.head_dim;
       for (int64_t i = 0; i < d.head_dim; ++i) {
         double acc = 0.0;
-        for (int64_t t = 0; t <= pos; ++t) {
-          acc += scores_[static_cast<size_t>(t)] * kv_.Value(slot, layer, t)[kvh * d.head_dim + i];
+        for (int64_t t = first; t <= pos; ++t) {
+          acc += scores_[static_cast<size_t>(t)] *
+                 kv_.Value(slot, L.cache_index, t)[kvh * d.head_dim + i];
         }
-        out[i] = static_cast<float>(acc / sum);
+        double o = acc / sum;
+        if (d.output_gate) o *= Sigmoid(qh[d.head_dim + i]);
+        out[i] = static_cast<float>(o);
       }
     }
     MatVec(L.o_proj, L.o_bias, attn_.data(), d.hidden, d.q_dim, proj_.data());
-    for (int64_t i = 0; i < d.hidden; ++i) x[i] += proj_[static_cast<size_t>(i)];
+    AddBranch(L.attn_out_norm, x);
+  }
 
-    // SwiGLU MLP: down(silu(gate(x)) * up(x)).
-    RmsNorm(x, L.post_attn_norm, d.hidden, eps_, xn_.data());
+  // One token through one Gated DeltaNet layer (the recurrence as published, per value head:
+  // S <- e^g S; S <- S + k (beta (v - S^T k))^T; o = S^T q), updating the slot's state.
+  void DeltaNetStep(const RefLayer& L, int slot, float* x) {
+    const ModelSpec& d = spec_;
+    const DeltaNetSpec& n = *d.deltanet;
+    RmsNorm(x, L.input_norm.data(), d.hidden, d.eps, xn_.data());
+    MatVec(L.in_proj_qkv, {}, xn_.data(), n.conv_width(), d.hidden, mixed_.data());
+    MatVec(L.in_proj_z, {}, xn_.data(), n.v_width(), d.hidden, z_.data());
+    MatVec(L.in_proj_b, {}, xn_.data(), n.value_heads, d.hidden, ba_.data());
+    MatVec(L.in_proj_a, {}, xn_.data(), n.value_heads, d.hidden, ba_.data() + n.value_heads);
+    float* conv_state = state_.Live(slot, L.cache_index);  // [kernel - 1][conv_width]
+    float* matrices = conv_state + n.conv_state_floats();  // [value_heads][key_dim][value_dim]
+    // Causal depthwise conv over the last kernel inputs (oldest first), then SiLU.
+    const int64_t kernel = n.conv_kernel, width = n.conv_width();
+    for (int64_t c = 0; c < width; ++c) {
+      const float* w = L.conv1d.data() + c * kernel;
+      double acc = static_cast<double>(w[kernel - 1]) * mixed_[static_cast<size_t>(c)];
+      for (int64_t j = 0; j + 1 < kernel; ++j)
+        acc += static_cast<double>(w[j]) * conv_state[j * width + c];
+      for (int64_t j = 0; j + 2 < kernel; ++j)
+        conv_state[j * width + c] = conv_state[(j + 1) * width + c];
+      if (kernel > 1) conv_state[(kernel - 2) * width + c] = mixed_[static_cast<size_t>(c)];
+      mixed_[static_cast<size_t>(c)] = static_cast<float>(Silu(acc));
+    }
+    float* q = mixed_.data();
+    float* k = q + n.qk_width();
+    const float* v = k + n.qk_width();
+    // L2-normalised q and k (rsqrt(sum + 1e-6)), q also scaled by 1/sqrt(key_dim).
+    for (int64_t h = 0; h < n.key_heads; ++h) {
+      for (float* vec : {q + h * n.key_dim, k + h * n.key_dim}) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < n.key_dim; ++i) ss += static_cast<double>(vec[i]) * vec[i];
+        double inv = 1.0 / std::sqrt(ss + 1e-6);
+        if (vec == q + h * n.key_dim) inv /= std::sqrt(static_cast<double>(n.key_dim));
+        for (int64_t i = 0; i < n.key_dim; ++i) vec[i] = static_cast<float>(vec[i] * inv);
+      }
+    }
+    const int64_t ratio = n.value_heads / n.key_heads;
+    for (int64_t h = 0; h < n.value_heads; ++h) {
+      const float* qh = q + (h / ratio) * n.key_dim;
+      const float* kh = k + (h / ratio) * n.key_dim;
+      const float* vh = v + h * n.value_dim;
+      float* S = matrices + h * n.key_dim * n.value_dim;  // [key_dim][value_dim]
+      const double beta = Sigmoid(ba_[static_cast<size_t>(h)]);
+      const double g = -std::exp(static_cast<double>(L.a_log[static_cast<size_t>(h)])) *
+                       Softplus(static_cast<double>(ba_[static_cast<size_t>(n.value_heads + h)]) +
+                                L.dt_bias[static_cast<size_t>(h)]);
+      const double decay = std::exp(g);
+      float* o = delta_out_.data() + h * n.value_dim;
+      for (int64_t j = 0; j < n.value_dim; ++j) {
+        double mem = 0.0;
+        for (int64_t i = 0; i < n.key_dim; ++i) mem += decay * S[i * n.value_dim + j] * kh[i];
+        const double delta = (vh[j] - mem) * beta;
+        double out = 0.0;
+        for (int64_t i = 0; i < n.key_dim; ++i) {
+          const double s = decay * S[i * n.value_dim + j] + kh[i] * delta;
+          S[i * n.value_dim + j] = static_cast<float>(s);
+          out += s * qh[i];
+        }
+        o[j] = static_cast<float>(out);
+      }
+      // Plain-weight RMSNorm per head, then the SiLU gate from z.
+      RmsNorm(o, L.delta_norm.data(), n.value_dim, d.eps, o);
+      for (int64_t j = 0; j < n.value_dim; ++j) {
+        o[j] = static_cast<float>(o[j] * Silu(z_[static_cast<size_t>(h * n.value_dim + j)]));
+      }
+    }
+    MatVec(L.out_proj, {}, delta_out_.data(), d.hidden, n.v_width(), proj_.data());
+    AddBranch({}, x);
+  }
+
+  // Gated MLP: down(act(gate(x)) * up(x)).
+  void MlpStep(const RefLayer& L, float* x) {
+    const ModelSpec& d = spec_;
+    RmsNorm(x, L.post_attn_norm.data(), d.hidden, d.eps, xn_.data());
     MatVec(L.gate_proj, {}, xn_.data(), d.intermediate, d.hidden, gate_.data());
     MatVec(L.up_proj, {}, xn_.data(), d.intermediate, d.hidden, up_.data());
     for (int64_t i = 0; i < d.intermediate; ++i) {
-      double g = gate_[static_cast<size_t>(i)];
-      gate_[static_cast<size_t>(i)] =
-          static_cast<float>(g / (1.0 + std::exp(-g)) * up_[static_cast<size_t>(i)]);
+      const double g = gate_[static_cast<size_t>(i)];
+      const double a = d.activation == Activation::kGeluTanh ? GeluTanh(g) : Silu(g);
+      gate_[static_cast<size_t>(i)] = static_cast<float>(a * up_[static_cast<size_t>(i)]);
     }
     MatVec(L.down_proj, {}, gate_.data(), d.hidden, d.intermediate, proj_.data());
-    for (int64_t i = 0; i < d.hidden; ++i) x[i] += proj_[static_cast<size_t>(i)];
+    AddBranch(L.mlp_out_norm, x);
   }
 
-  ModelDims dims_;
-  double eps_ = 1e-6;
+  ModelSpec spec_;
   LayerRange range_;
+  int64_t max_seq_ = 0;
+  int slots_ = 0;
   std::vector<RefLayer> layers_;
-  KvCache kv_;
-  RopeTable rope_;                 // shared with every backend (model/rope.h)
+  KvCache kv_;                     // attention layers only
+  RecurrentState state_;           // DeltaNet layers only
+  std::vector<RopeTable> ropes_;   // one per spec_.ropes entry (model/rope.h)
   std::vector<float> final_norm_;  // [hidden]
   std::vector<float> lm_head_;     // [vocab, hidden]
   // Per-token scratch, sized at load.
-  std::vector<float> xn_, q_, attn_, proj_, gate_, up_, head_xn_;
+  std::vector<float> xn_, q_, k_, attn_, proj_, gate_, up_, head_xn_;
+  std::vector<float> mixed_, z_, ba_, delta_out_;
   std::vector<double> scores_;  // [max_seq]
 };
 

@@ -1,0 +1,68 @@
+// RecurrentState: the per-sequence state of recurrent (Gated DeltaNet) layers, fp32, one
+// region per slot, allocated once at load. Unlike a KV cache it cannot be rewound, so a slot
+// also keeps a few snapshots taken at chunk boundaries: a sequence can resume from its live
+// state, from a snapshot, or from the start.
+//
+//   RecurrentState st;
+//   st.Allocate(/*slots=*/1, /*layers=*/18, /*floats_per_layer=*/n, /*snapshots=*/2);
+//   float* s = st.Live(slot, layer);        // the layer's conv history and matrices
+//   st.SetPosition(slot, pos + n_tokens);   // after a forward call
+//   st.Snapshot(slot);                      // keep a copy at this position
+//   st.Prepare(slot, start_pos);            // live state at start_pos, or an error
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tessera {
+
+class RecurrentState {
+ public:
+  Status Allocate(int slots, int64_t layers, int64_t floats_per_layer, int snapshots_per_slot);
+
+  int slots() const { return slots_; }
+  size_t bytes() const { return live_.size() * sizeof(float) + saved_.size() * sizeof(float); }
+
+  float* Live(int slot, int64_t layer) {
+    return live_.data() +
+           (static_cast<size_t>(slot) * static_cast<size_t>(layers_) + static_cast<size_t>(layer)) *
+               static_cast<size_t>(floats_);
+  }
+  int64_t position(int slot) const { return position_[static_cast<size_t>(slot)]; }
+  void SetPosition(int slot, int64_t pos) { position_[static_cast<size_t>(slot)] = pos; }
+
+  // Copies the live state into the slot's oldest snapshot (a snapshot already at this position
+  // is refreshed instead).
+  void Snapshot(int slot);
+
+  // The largest position <= wanted the slot can resume from: wanted itself when the live
+  // state or a snapshot is there, else the best snapshot or live position below it, else 0.
+  int64_t Resumable(int slot, int64_t wanted) const;
+
+  // Makes the live state the state after `start_pos` tokens: zeros for 0, else the live state
+  // or a snapshot at exactly that position. OutOfRange when neither is.
+  Status Prepare(int slot, int64_t start_pos);
+
+ private:
+  float* Saved(int slot, int k) {
+    return saved_.data() +
+           (static_cast<size_t>(slot) * static_cast<size_t>(snapshots_) + static_cast<size_t>(k)) *
+               SlotFloats();
+  }
+  size_t SlotFloats() const { return static_cast<size_t>(layers_) * static_cast<size_t>(floats_); }
+
+  int slots_ = 0;
+  int64_t layers_ = 0;
+  int64_t floats_ = 0;
+  int snapshots_ = 0;
+  std::vector<float> live_;              // [slot][layer][floats]
+  std::vector<float> saved_;             // [slot][snapshot][layer][floats]
+  std::vector<int64_t> position_;        // [slot]: tokens the live state has absorbed
+  std::vector<int64_t> saved_position_;  // [slot][snapshot]; -1: empty
+  std::vector<uint64_t> saved_age_;      // [slot][snapshot]: larger is newer
+  uint64_t clock_ = 0;
+};
+
+}  // namespace tessera
