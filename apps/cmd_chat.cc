@@ -405,6 +405,10 @@ int Run(int argc, char** argv) {
 
   auto ckpt = OpenCheckpoint(dir);
   if (!ckpt) return ReportError(kCommand, ckpt.status());
+  if (const auto thinking = (*ckpt)->config.default_enable_thinking;
+      thinking && !kwargs.contains("enable_thinking")) {
+    kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly unless asked
+  }
   auto sampling = ResolveSamplingFlags(args, (*ckpt)->generation);
   if (!sampling) return ReportError(kCommand, sampling.status());
   auto tok = LoadTokenizerDir(dir);

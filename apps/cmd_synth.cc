@@ -16,6 +16,8 @@ int RunSynthCommand(int argc, char** argv) {
   args.AddString("out", "output directory (created; existing files are overwritten)", true);
   args.AddInt("seed", "weight seed", 1);
   args.AddString("dtype", "weight dtype: bf16, f16 or f32", false, "bf16");
+  args.AddInt("vocab", "vocabulary size instead of the preset's (0: the preset's; at least 4096)",
+              0);
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("synth", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -36,6 +38,14 @@ int RunSynthCommand(int argc, char** argv) {
   }
   if (args.GetInt("seed") < 0) return ReportError("synth", InvalidArgument("--seed must be >= 0"));
   spec->seed = static_cast<uint64_t>(args.GetInt("seed"));
+  // Comparisons across runtimes at one vocabulary (the head is a large share of a small model).
+  if (const int64_t vocab = args.GetInt("vocab"); vocab != 0) {
+    if (vocab < 4096 || vocab > (int64_t{1} << 24)) {
+      return ReportError("synth", InvalidArgument("--vocab must be 0 or 4096..16777216, got " +
+                                                  std::to_string(vocab)));
+    }
+    spec->vocab = vocab;
+  }
   const std::string out = args.GetString("out");
   if (Status st = WriteSyntheticModel(out, *spec); !st.ok()) return ReportError("synth", st);
   std::printf("wrote %s (%s, %s weights, seed %lld)\n", out.c_str(),

@@ -534,6 +534,7 @@ Expected<ModelConfig> ParseModelConfig(std::string_view config_json) {
       break;
     case ModelFamily::kQwen3_5:
       TS_RETURN_IF_ERROR(ParseQwen35(cfg, &c));
+      c.default_enable_thinking = false;
       c.tensor_prefix = type.nested ? "model.language_model." : "model.";
       if (type.nested)
         c.ignored_prefixes = {"model.visual.", "mtp."};

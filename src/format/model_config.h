@@ -99,6 +99,9 @@ struct ModelConfig {
   std::string tensor_prefix = "model.";
   std::string lm_head_name = "lm_head.weight";
   std::vector<std::string> ignored_prefixes;
+  // tessera's default for the chat template variable enable_thinking when the caller gives
+  // none (Qwen3.5's template thinks unless told not to; tessera answers directly by default).
+  std::optional<bool> default_enable_thinking;
 };
 
 // Refuses: unknown model_type; rope_scaling other than null, "default" or a complete, valid

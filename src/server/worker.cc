@@ -293,8 +293,11 @@ class Worker {
       for (const ChatMessage& msg : job.messages) {
         messages.push_back({{"role", msg.role}, {"content", msg.content}});
       }
-      auto prompt = m.assembler->Assemble(messages, /*add_generation_prompt=*/true,
-                                          nlohmann::ordered_json::object());
+      nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+      if (const auto thinking = m.exec->checkpoint().config.default_enable_thinking) {
+        kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly
+      }
+      auto prompt = m.assembler->Assemble(messages, /*add_generation_prompt=*/true, kwargs);
       if (!prompt)
         return JobFailure{JobErrorKind::kInvalidRequest, "messages: " + prompt.status().message()};
       prompt_ids = std::move(prompt->ids);

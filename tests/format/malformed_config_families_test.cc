@@ -48,16 +48,17 @@ json MiniCpm() {
     "dim_model_base": 16, "tie_word_embeddings": true})");
 }
 
-Status Parse(const json& cfg) { return ParseModelConfig(cfg.dump()).status(); }
+Status Parse(const json& cfg) {
+  return ParseModelConfig(cfg.dump()).status();
+}
 
 TEST(FamilyConfig, Qwen35ParsesAsPublished) {
   auto c = ParseModelConfig(Qwen35().dump());
   ASSERT_TRUE(c) << c.status().message();
   EXPECT_EQ(c->family, ModelFamily::kQwen3_5);
-  EXPECT_EQ(c->layer_types, (std::vector<LayerType>{LayerType::kLinearAttention,
-                                                    LayerType::kLinearAttention,
-                                                    LayerType::kLinearAttention,
-                                                    LayerType::kFullAttention}));
+  EXPECT_EQ(c->layer_types,
+            (std::vector<LayerType>{LayerType::kLinearAttention, LayerType::kLinearAttention,
+                                    LayerType::kLinearAttention, LayerType::kFullAttention}));
   ASSERT_TRUE(c->linear_attention);
   EXPECT_EQ(c->linear_attention->num_value_heads, 4);
   EXPECT_EQ(c->rope_theta, 1e7);
@@ -67,6 +68,7 @@ TEST(FamilyConfig, Qwen35ParsesAsPublished) {
   EXPECT_TRUE(c->tie_word_embeddings);
   EXPECT_EQ(c->tensor_prefix, "model.language_model.");
   EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{3});
+  EXPECT_EQ(c->default_enable_thinking, false);  // tessera answers directly by default
   // Without layer_types, full_attention_interval (default 4) decides.
   json no_types = Qwen35();
   no_types["text_config"].erase("layer_types");

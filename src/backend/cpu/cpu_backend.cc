@@ -65,13 +65,33 @@ class CpuBackend final : public Backend {
     });
     for (const Status& st : loaded) TS_RETURN_IF_ERROR(st);
     // Attention layers index the KV cache, DeltaNet layers the recurrent state.
-    int64_t attention_layers = 0, recurrent_layers = 0;
+    // Sliding layers index a ring of their own (see PositionAndCacheRow).
+    int64_t attention_layers = 0, sliding_layers = 0, recurrent_layers = 0, window = 0;
     cache_index_.clear();
     for (const CpuLayerWeights& L : layers_) {
-      cache_index_.push_back(L.spec.is_attention() ? attention_layers++ : recurrent_layers++);
+      if (L.spec.kind == LayerKind::kSlidingAttention) {
+        if (window != 0 && L.spec.window != window) {
+          return Unsupported("cpu backend: sliding layers of different windows");
+        }
+        window = L.spec.window;
+      }
+      cache_index_.push_back(L.spec.kind == LayerKind::kAttention          ? attention_layers++
+                             : L.spec.kind == LayerKind::kSlidingAttention ? sliding_layers++
+                                                                           : recurrent_layers++);
     }
     slots_ = kv.max_slots;
     attention_layers_ = attention_layers;
+    ring_cap_ = 0;
+    if (sliding_layers > 0) {
+      // A window of W positions and a block of up to kMaxBlockRows new ones fit in W + block
+      // entries; each position is written twice (p % cap and p % cap + cap) so that every
+      // window is one contiguous run for the attention kernel. A context that fits anyway
+      // keeps the plain layout.
+      const int64_t cap = window + kMaxBlockRows;
+      if (2 * cap < kv.max_seq) ring_cap_ = cap;
+      TS_RETURN_IF_ERROR(window_kv_.Allocate(
+          kv.max_slots, sliding_layers, ring_cap_ > 0 ? 2 * ring_cap_ : kv.max_seq, spec_.kv_dim));
+    }
     keys_t_.Resize(0);
     if (attention_layers > 0) {
       TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
@@ -332,6 +352,16 @@ class CpuBackend final : public Backend {
     const float* sn = rope.sin_at(p);
     k_.rope(q, d.heads, d.head_dim, 2 * rope.half(), cs, sn);
     k_.rope(k, d.kv_heads, d.head_dim, 2 * rope.half(), cs, sn);
+    if (L.spec.window > 0) {
+      const int64_t at = RingIndex(p);
+      std::copy(k, k + d.kv_dim, window_kv_.Key(slot, layer, at));
+      std::copy(v, v + d.kv_dim, window_kv_.Value(slot, layer, at));
+      if (ring_cap_ > 0) {
+        std::copy(k, k + d.kv_dim, window_kv_.Key(slot, layer, at + ring_cap_));
+        std::copy(v, v + d.kv_dim, window_kv_.Value(slot, layer, at + ring_cap_));
+      }
+      return;
+    }
     std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, p));
     std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, p));
     if (!keys_t_.size()) return;
@@ -342,14 +372,14 @@ class CpuBackend final : public Backend {
     }
   }
 
+  int64_t RingIndex(int64_t p) const { return ring_cap_ > 0 ? p % ring_cap_ : p; }
+
   // Causal attention of the block's rows over the slot's cache into attn_.
   void Attend(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n) {
     const ModelSpec& d = spec_;
     AttentionArgs att;
     att.q = qkv_.data();
     att.q_stride = qkv_width_;
-    att.keys = kv_.Key(slot, layer, 0);
-    att.values = kv_.Value(slot, layer, 0);
     att.kv_stride = d.kv_dim;
     att.start_pos = pos;
     att.rows = n;
@@ -359,17 +389,19 @@ class CpuBackend final : public Backend {
     att.scale = static_cast<float>(d.attention_scale);
     att.out = attn_.data();
     att.out_stride = q_stride_;
-    if (L.spec.window > 0 && pos + n > L.spec.window) {
-      // A sliding window: each row sees its own span of positions, so rows run one by one
-      // through the per-head kernel with the keys shifted to the window's first position.
+    if (L.spec.window > 0) {
+      // A sliding window: each row sees its own span of positions (one contiguous run of the
+      // ring), so rows run one by one through the per-head kernel.
+      const float* keys = window_kv_.Key(slot, layer, 0);
+      const float* values = window_kv_.Value(slot, layer, 0);
       pool_.ParallelFor(n * d.heads, [&](int64_t begin, int64_t end, int thread) {
         for (int64_t t = begin; t < end; ++t) {
           const int64_t r = t / d.heads, h = t % d.heads;
           const int64_t first = std::max<int64_t>(0, pos + r - L.spec.window + 1);
           AttentionArgs row = att;
           row.q = att.q + r * att.q_stride;
-          row.keys = att.keys + first * att.kv_stride;
-          row.values = att.values + first * att.kv_stride;
+          row.keys = keys + RingIndex(first) * att.kv_stride;
+          row.values = values + RingIndex(first) * att.kv_stride;
           row.start_pos = pos + r - first;
           row.rows = 1;
           row.out = att.out + r * att.out_stride;
@@ -378,6 +410,8 @@ class CpuBackend final : public Backend {
       });
       return;
     }
+    att.keys = kv_.Key(slot, layer, 0);
+    att.values = kv_.Value(slot, layer, 0);
     if (UseBlockedAttention()) {
       att.keys_t = KeysT(slot, layer);
       att.keys_t_head_stride = kt_head_stride_;
@@ -485,12 +519,14 @@ class CpuBackend final : public Backend {
   int64_t hidden_stride_ = 0, q_stride_ = 0, inter_stride_ = 0;  // padded to 32
   int64_t max_seq_ = 0;
   int slots_ = 0;
-  int64_t attention_layers_ = 0;  // layers with a KV cache
+  int64_t attention_layers_ = 0;  // full-attention layers (kv_)
+  int64_t ring_cap_ = 0;          // sliding layers' ring entries (0: plain positions)
   int64_t qkv_width_ = 0;         // floats per row of the input projection's output
   LayerRange range_;
   std::vector<CpuLayerWeights> layers_;
   std::vector<int64_t> cache_index_;  // per layer: into kv_ (attention) or state_ (DeltaNet)
-  KvCache kv_;                        // attention layers
+  KvCache kv_;                        // full-attention layers
+  KvCache window_kv_;                 // sliding layers: [2 ring_cap_] or [max_seq] positions
   RecurrentState state_;              // DeltaNet layers
   std::vector<RopeTable> ropes_;      // one per spec_.ropes entry (model/rope.h)
   std::vector<float> ones_;           // [conv_width] for SiLU through the swiglu kernel
