@@ -38,8 +38,8 @@ struct BackendOptions {
 };
 
 struct KvCacheConfig {
-  int max_slots = 1;     // concurrent sequences, each with its own KV region
-  int64_t max_seq = 0;   // positions per slot
+  int max_slots = 1;    // concurrent sequences, each with its own KV region
+  int64_t max_seq = 0;  // positions per slot
 };
 
 // Consecutive positions of one sequence; a batch concatenates chunks of several sequences
@@ -78,6 +78,16 @@ class Backend {
   // Final norm + LM head: hidden [n_rows, hidden_size] -> logits [n_rows, vocab_size].
   virtual Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
                                std::span<float> logits) = 0;
+
+  // Token embeddings read from the resident LM head: hidden [tokens.size(), hidden_size]
+  // receives row `id` of the head's matrix for each id (ids inside the vocabulary). For models
+  // whose embedding is tied to the head and stored once, as the head (a package of a tied
+  // model holds no separate embedding). The executor decides once at load where embeddings
+  // come from and refuses such a model when its head's backend cannot do this.
+  virtual bool CanEmbedFromHead() const { return false; }
+  virtual Status EmbedFromHead(std::span<const int32_t> /*tokens*/, std::span<float> /*hidden*/) {
+    return Unsupported(name() + " cannot read token embeddings from its LM head");
+  }
 
   // Bytes of weights resident (for the placement log and bandwidth figures).
   virtual size_t resident_weight_bytes() const = 0;

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "format/dtype.h"
 #include "model/tensor_convert.h"
 
 namespace tessera {
 
-Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
-    std::shared_ptr<const Checkpoint> ckpt, const Placement& placement, const Options& options) {
+Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<const Checkpoint> ckpt,
+                                                             const Placement& placement,
+                                                             const Options& options) {
   std::unique_ptr<ModelExecutor> exec(new ModelExecutor());
   const ModelConfig& cfg = ckpt->config;
   int64_t max_seq = options.max_seq;
@@ -28,11 +30,13 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(
   KvCacheConfig kv{options.max_slots, max_seq};
   for (size_t i = 0; i < placement.stages.size(); ++i) {
     const PlacementStage& stage = placement.stages[i];
-    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(stage.backend, options.backend));
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                        CreateBackend(stage.backend, options.backend));
     TS_RETURN_IF_ERROR(backend->LoadLayers(*ckpt, stage.layers, kv));
     if (i + 1 == placement.stages.size()) TS_RETURN_IF_ERROR(backend->LoadHead(*ckpt));
     exec->backends_.push_back(std::move(backend));
   }
+  TS_RETURN_IF_ERROR(exec->ChooseEmbeddingSource(*ckpt));
   exec->hidden_.resize(static_cast<size_t>(options.max_batch_tokens * ckpt->tensors.dims.hidden));
   exec->ckpt_ = std::move(ckpt);
   return exec;
@@ -44,15 +48,35 @@ size_t ModelExecutor::resident_weight_bytes() const {
   return n;
 }
 
+Status ModelExecutor::ChooseEmbeddingSource(const Checkpoint& ckpt) {
+  if (const TensorInfo* embed = ckpt.tensors.embed) {
+    embed_from_head_ = false;
+    embedding_source_ = embed->name + " (" + std::string(DTypeName(embed->dtype)) + ", host)";
+    return Status::Ok();
+  }
+  Backend& head = *backends_.back();
+  if (!head.CanEmbedFromHead()) {
+    return Unsupported(ckpt.dir + " stores its tied token embedding only as the packed LM head, " +
+                       "and the head's backend (" + head.name() +
+                       ") cannot read rows of it; place the head on the cpu backend");
+  }
+  embed_from_head_ = true;
+  embedding_source_ =
+      "rows of the tied LM head on " + head.name() + "#" + std::to_string(backends_.size() - 1);
+  return Status::Ok();
+}
+
 Status ModelExecutor::Embed(std::span<const int32_t> tokens, std::span<float> hidden) {
   const ModelDims& d = dims();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    int32_t id = tokens[i];
+  for (int32_t id : tokens) {
     if (id < 0 || id >= d.vocab) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                              std::to_string(d.vocab - 1) + ")");
     }
-    TS_RETURN_IF_ERROR(WidenRowsToF32(*ckpt_->tensors.embed, id, 1,
+  }
+  if (embed_from_head_) return backends_.back()->EmbedFromHead(tokens, hidden);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    TS_RETURN_IF_ERROR(WidenRowsToF32(*ckpt_->tensors.embed, tokens[i], 1,
                                       hidden.subspan(i * d.hidden, static_cast<size_t>(d.hidden))));
   }
   return Status::Ok();
@@ -77,13 +101,15 @@ Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32
   for (int64_t done = 0; done < n;) {
     int64_t chunk = std::min(max_batch_tokens_, n - done);
     std::span<float> hidden(hidden_.data(), static_cast<size_t>(chunk * d.hidden));
-    TS_RETURN_IF_ERROR(Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
+    TS_RETURN_IF_ERROR(
+        Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
     ForwardBatch batch{{SequenceChunk{slot, start_pos + done, chunk}}};
     for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, hidden));
     if (!all_logits.empty()) {
-      TS_RETURN_IF_ERROR(head.ComputeLogits(
-          hidden, chunk, all_logits.subspan(static_cast<size_t>(done * d.vocab),
-                                            static_cast<size_t>(chunk * d.vocab))));
+      TS_RETURN_IF_ERROR(
+          head.ComputeLogits(hidden, chunk,
+                             all_logits.subspan(static_cast<size_t>(done * d.vocab),
+                                                static_cast<size_t>(chunk * d.vocab))));
     }
     done += chunk;
     if (done == n) {

@@ -107,7 +107,6 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
   m.dims = DimsFromConfig(config);
   const ModelDims& d = m.dims;
   Binder b(ckpt);
-  TS_RETURN_IF_ERROR(b.Bind("model.embed_tokens.weight", {d.vocab, d.hidden}, &m.embed));
   TS_RETURN_IF_ERROR(b.Bind("model.norm.weight", {d.hidden}, &m.final_norm));
   // Declared, never guessed: only the writer's metadata makes a checkpoint a packed one.
   const auto& metadata = ckpt.first_shard_metadata();
@@ -128,9 +127,19 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
     TS_RETURN_IF_ERROR(BindPacked(b, -1, "", &m.packed->lm_head));
   }
   const bool packed = m.packed.has_value();
+  if (packed && config.tie_word_embeddings) {
+    // Stored once, as the packed LM head, whose rows the backend reads for token lookups.
+    if (ckpt.Find("model.embed_tokens.weight") != nullptr) {
+      return Unsupported(
+          "package holds model.embed_tokens.weight beside its tied packed LM head (written by "
+          "an older tessera); re-convert it with tessera convert");
+    }
+  } else {
+    TS_RETURN_IF_ERROR(b.Bind("model.embed_tokens.weight", {d.vocab, d.hidden}, &m.embed));
+  }
   bool has_lm_head = ckpt.Find("lm_head.weight") != nullptr;
   if (packed) {
-    if (config.tie_word_embeddings) m.lm_head = m.embed;  // only for embedding lookups
+    // the head is packed->lm_head
   } else if (config.tie_word_embeddings) {
     m.lm_head = m.embed;
     // transformers ties the head to the embedding even if a copy was saved; so do we.

@@ -95,13 +95,15 @@ std::string PackedTensorName(int64_t layer, std::string_view matrix, std::string
 
 struct ModelTensors {
   ModelDims dims;
-  const TensorInfo* embed = nullptr;       // [vocab, hidden]
+  // [vocab, hidden]; null in a package of a tied model, where it is stored once, as the
+  // packed LM head (packed->lm_head), and token lookups read the head's rows.
+  const TensorInfo* embed = nullptr;
   const TensorInfo* final_norm = nullptr;  // [hidden]
   const TensorInfo* lm_head = nullptr;     // [vocab, hidden]; == embed when tied
   std::vector<LayerTensors> layers;
   std::vector<std::string> ignored;  // tensors present but deliberately unused
   // Set for a package with packed weights: then the projection fields of `layers` (q/k/v/o,
-  // gate/up/down) are null, and `lm_head` is null unless tied to `embed`.
+  // gate/up/down) and `lm_head` are null.
   std::optional<PackedModelTensors> packed;
 };
 

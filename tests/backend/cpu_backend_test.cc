@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "logits_test_util.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
@@ -27,54 +28,11 @@ class ScopedIsa {
   ~ScopedIsa() { unsetenv("TESSERA_CPU_ISA"); }
 };
 
-std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt, const std::string& spec,
-                                    WeightFormat format, int64_t max_seq, int64_t batch) {
-  auto placement = ParsePlacement(spec, ckpt->config.num_layers);
-  EXPECT_TRUE(placement) << placement.status().message();
-  if (!placement) return nullptr;
-  ModelExecutor::Options o;
-  o.max_slots = 2;
-  o.max_seq = max_seq;
-  o.max_batch_tokens = batch;
-  o.backend.weights = format;
-  auto exec = ModelExecutor::Load(ckpt, *placement, o);
-  EXPECT_TRUE(exec) << exec.status().message();
-  return exec ? std::move(*exec) : nullptr;
-}
-
-// Every position's logits, prefilled in chunks of `batch` tokens.
-std::vector<float> AllLogits(ModelExecutor& exec, const std::vector<int32_t>& tokens) {
-  const size_t vocab = static_cast<size_t>(exec.dims().vocab);
-  std::vector<float> last(vocab), all(tokens.size() * vocab);
-  EXPECT_TRUE(exec.Forward(0, 0, tokens, last, all).ok());
-  return all;
-}
-
-std::vector<int32_t> RandomTokens(size_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-  return t;
-}
-
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
-
-// Fraction of positions whose arg-max agrees.
-double Top1Agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
-  const size_t n = a.size() / static_cast<size_t>(vocab);
-  size_t same = 0;
-  for (size_t t = 0; t < n; ++t) {
-    auto ra = a.begin() + static_cast<ptrdiff_t>(t * vocab),
-         rb = b.begin() + static_cast<ptrdiff_t>(t * vocab);
-    same += std::max_element(ra, ra + vocab) - ra == std::max_element(rb, rb + vocab) - rb;
-  }
-  return static_cast<double>(same) / static_cast<double>(n);
-}
+using test::AllLogits;
+using test::Load;
+using test::MaxAbsDiff;
+using test::RandomTokens;
+using test::Top1Agreement;
 
 SyntheticModelSpec SmallSpec(ModelFamily family, DType dtype) {
   SyntheticModelSpec s;
