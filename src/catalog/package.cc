@@ -110,6 +110,8 @@ std::string ReconvertHint(const std::string& dir, const std::string& source) {
          " " + dir;
 }
 
+static_assert(kPackageTensorAlignment == kCpuPackageAlignment);
+
 // The tensor file is the cpu backend's (backend/cpu/cpu_package_writer.h); the package records
 // its version in the file's metadata too.
 Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat format,

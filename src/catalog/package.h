@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_package_writer.h"
 #include "base/status.h"
 
 namespace tessera {
@@ -36,7 +35,7 @@ namespace tessera {
 inline constexpr int kPackageFormatVersion = 3;
 inline constexpr char kPackageManifestName[] = "tessera-package.json";
 inline constexpr char kPackageManifestHashName[] = "tessera-package.sha256";
-inline constexpr uint64_t kPackageTensorAlignment = kCpuPackageAlignment;
+inline constexpr uint64_t kPackageTensorAlignment = 64;  // the cpu writer's (package.cc checks)
 
 struct PackageOptions {
   // The weight format of the panels: kF32, kBF16, kInt8 or kInt4; kAuto takes the source's

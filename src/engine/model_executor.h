@@ -48,7 +48,7 @@ class ModelExecutor {
   int64_t max_seq() const { return max_seq_; }
   const Placement& placement() const { return placement_; }
   size_t resident_weight_bytes() const;
-  // For the load log: "model.embed_tokens.weight (bf16, host)" or "rows of the tied LM head on
+  // For the load log: "model.embed_tokens.weight (BF16, host)" or "rows of the tied LM head on
   // cpu-avx512-int8#1".
   const std::string& embedding_source() const { return embedding_source_; }
 

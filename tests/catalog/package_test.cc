@@ -563,5 +563,25 @@ TEST_F(PackageCacheTest, ADamagedCachedPackageIsReplacedNotUsed) {
   EXPECT_EQ(Logits(r), Logits(Run("bf16", "off")));
 }
 
+// A package cached by an older tessera (format 2 kept a tied model's embedding beside its head)
+// is converted again, and the run says why.
+TEST_F(PackageCacheTest, AnOlderFormatCachedPackageIsConvertedAgain) {
+  ASSERT_EQ(Run("int8").exit_code, 0);
+  const std::string pkg = source_ + ".tessera-int8";
+  auto manifest = nlohmann::json::parse(test::ReadFile(pkg + "/tessera-package.json"));
+  manifest["format_version"] = kPackageFormatVersion - 1;
+  const std::string text = manifest.dump(2) + "\n";
+  test::WriteFile(pkg + "/tessera-package.json", text);
+  test::WriteFile(pkg + "/tessera-package.sha256", Sha256Hex(text) + "\n");
+  auto r = Run("int8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("(the cached package is in another package format (the package in " + pkg +
+                       " uses format " + std::to_string(kPackageFormatVersion - 1)),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(VerifyPackage(pkg));
+  EXPECT_EQ(Logits(r), Logits(Run("int8", "off")));
+}
+
 }  // namespace
 }  // namespace tessera
