@@ -8,7 +8,9 @@
 // Prints, for two teacher-forced sequences of POSITIONS tokens (default 256): uniformly random
 // ids, and a 16-token random prompt followed by the source's own greedy continuation: the
 // fraction of positions whose arg-max agrees, the largest and the mean |logit difference|,
-// and the largest |logit| for scale.
+// and the largest |logit| for scale. For perspective, the same figures for the quantization of
+// the whole model: the source in its own precision (F32 or BF16) against the source in the
+// package's format.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -123,6 +125,18 @@ int Main(int argc, char** argv) {
   if (Status st = AllLogits(**from_source, greedy, &a); !st.ok()) return Fail(st);
   if (Status st = AllLogits(**from_package, greedy, &b); !st.ok()) return Fail(st);
   Report("greedy continuation", a, b, vocab);
+
+  from_package->reset();  // one quantized model and one unquantized model in memory
+  auto plain = Load(*source, WeightFormat::kAuto, positions, threads);
+  if (!plain) return Fail(plain.status());
+  std::printf("whole-model quantization, source in its own precision vs source %s:\n",
+              std::string(WeightFormatName(*format)).c_str());
+  if (Status st = AllLogits(**plain, random, &b); !st.ok()) return Fail(st);
+  if (Status st = AllLogits(**from_source, random, &a); !st.ok()) return Fail(st);
+  Report("random ids", b, a, vocab);
+  if (Status st = AllLogits(**plain, greedy, &b); !st.ok()) return Fail(st);
+  if (Status st = AllLogits(**from_source, greedy, &a); !st.ok()) return Fail(st);
+  Report("greedy continuation", b, a, vocab);
   return 0;
 }
 
