@@ -142,6 +142,7 @@ int Run(int argc, char** argv) {
   nlohmann::ordered_json out;
   out["model"] = args.GetString("model");
   out["placement"] = placement->Describe();
+  out["embedding"] = (*exec)->embedding_source();
   out["dtype"] = std::string(WeightFormatName(*dtype));
   out["threads"] = threads;
   out["load_s"] = load_s;
@@ -160,10 +161,12 @@ int Run(int argc, char** argv) {
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
-  std::printf("model      %s\nplacement  %s\ndtype      %s   threads %lld\nload       %.2f s\n",
-              args.GetString("model").c_str(), placement->Describe().c_str(),
-              std::string(WeightFormatName(*dtype)).c_str(), static_cast<long long>(threads),
-              load_s);
+  std::printf(
+      "model      %s\nplacement  %s\nembedding  %s\ndtype      %s   threads %lld\nload       %.2f "
+      "s\n",
+      args.GetString("model").c_str(), placement->Describe().c_str(),
+      (*exec)->embedding_source().c_str(), std::string(WeightFormatName(*dtype)).c_str(),
+      static_cast<long long>(threads), load_s);
   for (int64_t len : *lengths) {
     std::printf("prefill@%-5lld %.1f tok/s\n", static_cast<long long>(len), Median(prefill[len]));
   }

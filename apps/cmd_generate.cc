@@ -106,6 +106,7 @@ int Run(int argc, char** argv) {
   double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
   std::fprintf(stderr, "tessera: placement: %s\n", (*placement).Describe().c_str());
+  std::fprintf(stderr, "tessera: token embedding: %s\n", (*exec)->embedding_source().c_str());
 
   const bool json = args.GetFlag("json");
   GenerateRequest req;

@@ -87,6 +87,16 @@ class Backend {
     return wanted;
   }
 
+  // Token embeddings read from the resident LM head: hidden [tokens.size(), hidden_size]
+  // receives row `id` of the head's matrix for each id (ids inside the vocabulary). For models
+  // whose embedding is tied to the head and stored once, as the head (a package of a tied
+  // model holds no separate embedding). The executor decides once at load where embeddings
+  // come from and refuses such a model when its head's backend cannot do this.
+  virtual bool CanEmbedFromHead() const { return false; }
+  virtual Status EmbedFromHead(std::span<const int32_t> /*tokens*/, std::span<float> /*hidden*/) {
+    return Unsupported(name() + " cannot read token embeddings from its LM head");
+  }
+
   // Bytes of weights resident (for the placement log and bandwidth figures).
   virtual size_t resident_weight_bytes() const = 0;
 };

@@ -6,24 +6,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_package_writer.h"
 #include "backend/cpu/cpu_weights.h"
-#include "base/half.h"
 #include "base/sha256.h"
 #include "catalog/model_store.h"
 #include "format/json_util.h"
 #include "format/model_config.h"
-#include "format/safetensors.h"
 #include "model/checkpoint.h"
 
 namespace tessera {
@@ -113,163 +110,17 @@ std::string ReconvertHint(const std::string& dir, const std::string& source) {
          " " + dir;
 }
 
-// One tensor of the package's tensor file: either a source tensor copied byte for byte (norms,
-// biases, the embedding) or one buffer of a packed matrix (`layer` -1 is the LM head).
-struct PlannedTensor {
-  std::string name;
-  DType dtype = DType::kU8;
-  uint64_t bytes = 0;
-  uint64_t offset = 0;               // inside the data section, 64-byte aligned
-  const TensorInfo* copy = nullptr;  // set for a copied source tensor
-  int64_t layer = 0;
-  CpuMatrix matrix = CpuMatrix::kQkv;
-  int part = 0;  // index into kPackedParts
-};
+static_assert(kPackageTensorAlignment == kCpuPackageAlignment);
 
-std::vector<PlannedTensor> PlanTensors(const ModelTensors& t, WeightFormat format) {
-  std::vector<PlannedTensor> plan;
-  auto copy = [&](const TensorRef& ref) {
-    if (const TensorInfo* info = ref.info) {
-      plan.push_back({info->name, info->dtype, info->data.size(), 0, info});
-    }
-  };
-  auto packed = [&](int64_t layer, CpuMatrix m, MatrixShape shape) {
-    PackedMatrixSizes sizes = PackedSizesFor(format, shape.rows, shape.cols);
-    const size_t counts[] = {sizes.data_bytes, sizes.row_scale, sizes.row_offset,
-                             sizes.block_scale};
-    for (int part = 0; part < 4; ++part) {
-      if (counts[part] == 0) continue;
-      const PackedPart& p = kPackedParts[part];
-      plan.push_back({PackedTensorName(layer, CpuMatrixName(m), p.name), p.dtype,
-                      counts[part] * DTypeSize(p.dtype), 0, nullptr, layer, m, part});
-    }
-  };
-  copy(t.embed);
-  copy(t.final_norm);
-  for (size_t i = 0; i < t.layers.size(); ++i) {
-    const LayerTensors& L = t.layers[i];
-    for (const TensorRef* ref : {&L.input_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.o_bias,
-                                 &L.q_norm, &L.k_norm, &L.attn_out_norm, &L.conv1d, &L.dt_bias,
-                                 &L.a_log, &L.delta_norm, &L.post_attn_norm, &L.mlp_out_norm}) {
-      copy(*ref);
-    }
-    for (CpuMatrix m : kCpuLayerMatrices) {
-      packed(static_cast<int64_t>(i), m, CpuMatrixShape(t.spec, static_cast<int64_t>(i), m));
-    }
-  }
-  packed(-1, CpuMatrix::kQkv, {t.spec.vocab, t.spec.hidden});
-  uint64_t offset = 0;
-  for (PlannedTensor& p : plan) {
-    offset =
-        (offset + kPackageTensorAlignment - 1) / kPackageTensorAlignment * kPackageTensorAlignment;
-    p.offset = offset;
-    offset += p.bytes;
-  }
-  return plan;
-}
-
-std::span<const uint8_t> PartBytes(const PackedMatrix& m, int part) {
-  auto bytes = [](const auto& buffer) {
-    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buffer.data()),
-                                    buffer.size() * sizeof(*buffer.data()));
-  };
-  switch (part) {
-    case 0:
-      return bytes(m.data);
-    case 1:
-      return bytes(m.row_scale);
-    case 2:
-      return bytes(m.row_offset);
-    default:
-      return bytes(m.block_scale);
-  }
-}
-
-// The tensor file: header padded so the data section starts 64-byte aligned, then every
-// tensor at a 64-byte aligned offset. Layers are packed one at a time (with the same code the
-// CPU backend uses at load) and written while hashing, so memory stays at one layer.
+// The tensor file is the cpu backend's (backend/cpu/cpu_package_writer.h); the package records
+// its version in the file's metadata too.
 Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat format,
                                      const std::string& path) {
-  const std::vector<PlannedTensor> plan = PlanTensors(source.tensors, format);
-  // Layers are packed one at a time (one in memory), each matrix's panels on every core.
-  ThreadPool pool(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  nlohmann::ordered_json header;
-  header["__metadata__"] = {{"format", "pt"},
-                            {"tessera_package", std::to_string(kPackageFormatVersion)},
-                            {kPackedLayoutKey, kCpuPanelLayout},
-                            {kPackedFormatKey, std::string(WeightFormatName(format))}};
-  for (const PlannedTensor& p : plan) {
-    std::vector<int64_t> shape =
-        p.copy ? p.copy->shape
-               : std::vector<int64_t>{static_cast<int64_t>(p.bytes / DTypeSize(p.dtype))};
-    header[p.name] = {{"dtype", std::string(DTypeName(p.dtype))},
-                      {"shape", shape},
-                      {"data_offsets", {p.offset, p.offset + p.bytes}}};
-  }
-  std::string header_text = header.dump();
-  while ((8 + header_text.size()) % kPackageTensorAlignment != 0) header_text.push_back(' ');
-
-  FILE* out = std::fopen(path.c_str(), "wb");
-  if (out == nullptr) return IoError("cannot create " + path + ": " + std::strerror(errno));
-  Sha256 hash;
-  uint64_t written = 0;
-  bool ok = true;
-  auto emit = [&](const void* data, size_t size) {
-    if (size == 0 || !ok) return;
-    ok = std::fwrite(data, 1, size, out) == size;
-    hash.Update(data, size);
-    written += size;
-  };
-  uint8_t length_bytes[8];
-  uint64_t header_length = header_text.size();
-  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<uint8_t>(header_length >> (8 * i));
-  emit(length_bytes, 8);
-  emit(header_text.data(), header_text.size());
-  const uint64_t data_start = written;
-  static const uint8_t kZeros[kPackageTensorAlignment] = {};
-  std::optional<CpuLayerWeights> layer;
-  std::optional<PackedMatrix> head;
-  int64_t layer_index = -2;
-  Status status;
-  for (const PlannedTensor& p : plan) {
-    emit(kZeros, p.offset - (written - data_start));
-    std::span<const uint8_t> bytes;
-    if (p.copy) {
-      bytes = p.copy->data;
-    } else if (p.layer < 0) {
-      if (!head) {
-        auto packed = LoadCpuHeadMatrix(source, format, &pool);
-        if (!packed) {
-          status = packed.status();
-          break;
-        }
-        head = std::move(*packed);
-        layer.reset();
-      }
-      bytes = PartBytes(*head, p.part);
-    } else {
-      if (p.layer != layer_index) {
-        layer.reset();  // one layer in memory at a time
-        auto packed = LoadCpuLayerWeights(source, p.layer, format, &pool);
-        if (!packed) {
-          status = packed.status();
-          break;
-        }
-        layer = std::move(*packed);
-        layer_index = p.layer;
-      }
-      bytes = PartBytes(CpuLayerMatrix(*layer, p.matrix), p.part);
-    }
-    if (bytes.size() != p.bytes) {
-      status = Internal("package writer: " + p.name + " has an unexpected size");
-      break;
-    }
-    emit(bytes.data(), bytes.size());
-  }
-  ok = (std::fclose(out) == 0) && ok;
-  if (!status.ok()) return status;
-  if (!ok) return IoError("cannot write " + path + ": " + std::strerror(errno));
-  return FileRecord{kTensorFileName, written, hash.FinishHex()};
+  TS_ASSIGN_OR_RETURN(
+      CpuPackageFile file,
+      WriteCpuPackageTensorFile(source, format, path,
+                                {{"tessera_package", std::to_string(kPackageFormatVersion)}}));
+  return FileRecord{kTensorFileName, file.bytes, file.sha256};
 }
 
 struct CacheEntry {

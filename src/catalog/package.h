@@ -1,9 +1,11 @@
 // Runtime packages: a checkpoint converted once into one 64-byte-aligned tensor file holding
 // the CPU backend's packed panels (F32, BF16, INT8 or INT4, quantized exactly as loading the
-// source would) and the source's other tensors byte for byte, plus the small files it needs,
-// described by a versioned manifest that records the source (revision and per-file hashes) and
-// every package file's size and sha256. Packages are written to a staging directory and swapped in
-// atomically; opening one verifies every byte before anything maps it.
+// source would) and the source's other tensors byte for byte (a tied embedding only once, as
+// the packed LM head), plus the small files it needs, described by a versioned manifest that
+// records the source (revision and per-file hashes) and every package file's size and sha256.
+// The tensor file is the cpu backend's to lay out and write (backend/cpu/cpu_package_writer.h);
+// this file keeps the manifest, hashing, verification and the staging directory that is
+// swapped in atomically. Opening a package verifies every byte before anything maps it.
 //
 //   PackageOptions opts; opts.weights = WeightFormat::kInt8;
 //   TS_RETURN_IF_ERROR(ConvertToPackage("/models/src", "/models/src.pkg", opts));
@@ -27,11 +29,13 @@
 
 namespace tessera {
 
-// 2: matrices stored as the CPU backend's packed panels (1 held plain tensors).
-inline constexpr int kPackageFormatVersion = 2;
+// 3: a model with tied embeddings stores its embedding once, as the packed LM head (2 kept the
+// plain embedding beside it as well); 2: matrices stored as the CPU backend's packed panels (1
+// held plain tensors).
+inline constexpr int kPackageFormatVersion = 3;
 inline constexpr char kPackageManifestName[] = "tessera-package.json";
 inline constexpr char kPackageManifestHashName[] = "tessera-package.sha256";
-inline constexpr uint64_t kPackageTensorAlignment = 64;
+inline constexpr uint64_t kPackageTensorAlignment = 64;  // the cpu writer's (package.cc checks)
 
 struct PackageOptions {
   // The weight format of the panels: kF32, kBF16, kInt8 or kInt4; kAuto takes the source's

@@ -79,7 +79,11 @@ Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat
     auto verified = VerifyPackage(path);
     auto current = verified ? PackageMatchesSource(path, source.dir) : Expected<bool>(false);
     if (!verified) {
-      result.reason = "the cached package was damaged (" + verified.status().message() + ")";
+      // An older (or newer) package format is refused as Unsupported, damage as Corrupt.
+      result.reason = (verified.status().code() == ErrorCode::kUnsupported
+                           ? "the cached package is in another package format ("
+                           : "the cached package was damaged (") +
+                      verified.status().message() + ")";
     } else if (verified->dtype != WeightFormatName(format)) {
       result.reason = "the cached package holds " + verified->dtype;
     } else if (!current) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "format/dtype.h"
 #include "model/tensor_convert.h"
 
 namespace tessera {
@@ -43,6 +44,7 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<con
     if (i + 1 == placement.stages.size()) TS_RETURN_IF_ERROR(backend->LoadHead(*ckpt));
     exec->backends_.push_back(std::move(backend));
   }
+  TS_RETURN_IF_ERROR(exec->ChooseEmbeddingSource(*ckpt));
   exec->hidden_.resize(static_cast<size_t>(options.max_batch_tokens * ckpt->tensors.spec.hidden));
   exec->ckpt_ = std::move(ckpt);
   return exec;
@@ -60,15 +62,42 @@ int64_t ModelExecutor::ResumablePosition(int slot, int64_t wanted) const {
   return pos;
 }
 
+Status ModelExecutor::ChooseEmbeddingSource(const Checkpoint& ckpt) {
+  if (const TensorInfo* embed = ckpt.tensors.embed.info) {
+    embed_from_head_ = false;
+    embedding_source_ = embed->name + " (" + std::string(DTypeName(embed->dtype)) + ", host)";
+    return Status::Ok();
+  }
+  Backend& head = *backends_.back();
+  if (!head.CanEmbedFromHead()) {
+    return Unsupported(ckpt.dir + " stores its tied token embedding only as the packed LM head, " +
+                       "and the head's backend (" + head.name() +
+                       ") cannot read rows of it; place the head on the cpu backend");
+  }
+  embed_from_head_ = true;
+  embedding_source_ =
+      "rows of the tied LM head on " + head.name() + "#" + std::to_string(backends_.size() - 1);
+  return Status::Ok();
+}
+
 Status ModelExecutor::Embed(std::span<const int32_t> tokens, std::span<float> hidden) {
   const ModelSpec& d = spec();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    int32_t id = tokens[i];
+  for (int32_t id : tokens) {
     if (id < 0 || id >= d.vocab) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                              std::to_string(d.vocab - 1) + ")");
     }
-    TS_RETURN_IF_ERROR(WidenRowsToF32(ckpt_->tensors.embed, id, 1,
+  }
+  if (embed_from_head_) {
+    TS_RETURN_IF_ERROR(backends_.back()->EmbedFromHead(tokens, hidden));
+    // The family's embedding scale (gemma3, minicpm); the head's rows are unscaled.
+    if (const float scale = ckpt_->tensors.embed_lookup_scale; scale != 1.0f) {
+      for (float& v : hidden) v *= scale;
+    }
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    TS_RETURN_IF_ERROR(WidenRowsToF32(ckpt_->tensors.embed, tokens[i], 1,
                                       hidden.subspan(i * d.hidden, static_cast<size_t>(d.hidden))));
   }
   return Status::Ok();

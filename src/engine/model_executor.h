@@ -1,7 +1,11 @@
-// ModelExecutor: one loaded model spread over its placement's backends. It embeds tokens on
-// the host, hands the hidden state to each stage's backend in turn (crossing once per stage
-// per call), and asks the last stage for logits. Buffers are sized at load; the token loop
-// does not allocate.
+// ModelExecutor: one loaded model spread over its placement's backends. It embeds tokens,
+// hands the hidden state to each stage's backend in turn (crossing once per stage per call),
+// and asks the last stage for logits. Buffers are sized at load; the token loop does not
+// allocate. Where token embeddings come from is decided once at load (embedding_source()):
+// the checkpoint's embedding tensor, widened on the host, or, for a package of a tied model
+// (which stores that matrix once, as the packed LM head), the head's rows from the backend
+// that owns the head; a model whose head backend cannot do that is refused, never run another
+// way.
 //
 //   TS_ASSIGN_OR_RETURN(auto ckpt, OpenCheckpoint(dir));
 //   TS_ASSIGN_OR_RETURN(auto placement, ParsePlacement("reference", ckpt->config.num_layers));
@@ -11,6 +15,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -43,6 +48,9 @@ class ModelExecutor {
   int64_t max_seq() const { return max_seq_; }
   const Placement& placement() const { return placement_; }
   size_t resident_weight_bytes() const;
+  // For the load log: "model.embed_tokens.weight (BF16, host)" or "rows of the tied LM head on
+  // cpu-avx512-int8#1".
+  const std::string& embedding_source() const { return embedding_source_; }
 
   // The largest position <= wanted from which `slot` can continue (every backend agreeing):
   // `wanted` for attention-only models; for recurrent layers, their live state or a snapshot.
@@ -50,6 +58,7 @@ class ModelExecutor {
 
  private:
   ModelExecutor() = default;
+  Status ChooseEmbeddingSource(const Checkpoint& ckpt);  // after the head is loaded
   Status Embed(std::span<const int32_t> tokens, std::span<float> hidden);
 
   std::shared_ptr<const Checkpoint> ckpt_;
@@ -57,7 +66,9 @@ class ModelExecutor {
   std::vector<std::unique_ptr<Backend>> backends_;  // one per placement stage
   int64_t max_seq_ = 0;
   int64_t max_batch_tokens_ = 0;
-  std::vector<float> hidden_;  // [max_batch_tokens, hidden]
+  std::vector<float> hidden_;     // [max_batch_tokens, hidden]
+  bool embed_from_head_ = false;  // token rows come from the head backend's EmbedFromHead
+  std::string embedding_source_;
 };
 
 }  // namespace tessera

@@ -154,12 +154,13 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
   const float norm = d.norm_style == NormStyle::kOnePlusWeight ? 1.0f : 0.0f;
   const auto residual = static_cast<float>(d.residual_scale);
   Binder b(ckpt);
-  TS_RETURN_IF_ERROR(b.Bind(root + "embed_tokens.weight", {d.vocab, d.hidden}, &m.embed));
-  m.embed.scale = config.embed_scale_rounded_to_weight_dtype
-                      ? RoundToDType(d.embed_scale, m.embed->dtype)
-                      : static_cast<float>(d.embed_scale);
   TS_RETURN_IF_ERROR(b.Bind(root + "norm.weight", {d.hidden}, &m.final_norm, norm,
                             static_cast<float>(d.logit_scale)));
+  // gemma3 multiplies by sqrt(hidden) held in the weights' dtype (the norm's is the source's,
+  // in a package too).
+  m.embed_lookup_scale = config.embed_scale_rounded_to_weight_dtype
+                             ? RoundToDType(d.embed_scale, m.final_norm->dtype)
+                             : static_cast<float>(d.embed_scale);
   // Declared, never guessed: only the writer's metadata makes a checkpoint a packed one.
   const auto& metadata = ckpt.first_shard_metadata();
   if (auto layout = metadata.find(kPackedLayoutKey); layout != metadata.end()) {
@@ -180,9 +181,21 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
   }
   const bool packed = m.packed.has_value();
   const std::string& head_name = config.lm_head_name;
+  const std::string embed_name = root + "embed_tokens.weight";
+  if (packed && config.tie_word_embeddings) {
+    // Stored once, as the packed LM head, whose rows the backend reads for token lookups.
+    if (ckpt.Find(embed_name) != nullptr) {
+      return Unsupported("package holds " + embed_name +
+                         " beside its tied packed LM head (written by an older tessera); "
+                         "re-convert it with tessera convert");
+    }
+  } else {
+    TS_RETURN_IF_ERROR(b.Bind(embed_name, {d.vocab, d.hidden}, &m.embed));
+    m.embed.scale = m.embed_lookup_scale;
+  }
   bool has_lm_head = ckpt.Find(head_name) != nullptr;
   if (packed) {
-    if (config.tie_word_embeddings) m.lm_head = TensorRef{m.embed.info};  // for lookups only
+    // the head is packed->lm_head
   } else if (config.tie_word_embeddings) {
     m.lm_head = TensorRef{m.embed.info};
     // transformers ties the head to the embedding even if a copy was saved; so do we.

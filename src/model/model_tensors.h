@@ -95,14 +95,17 @@ std::string PackedTensorName(int64_t layer, std::string_view matrix, std::string
 
 struct ModelTensors {
   ModelSpec spec;
-  TensorRef embed;       // [vocab, hidden], scaled by spec.embed_scale
-  TensorRef final_norm;  // [hidden], with spec.logit_scale folded in
-  TensorRef lm_head;     // [vocab, hidden]; the embedding's tensor (unscaled) when tied
+  // [vocab, hidden], scaled by spec.embed_scale; null in a package of a tied model, where it
+  // is stored once, as the packed LM head (packed->lm_head), and token lookups read the head's
+  // rows (then times embed_lookup_scale).
+  TensorRef embed;
+  float embed_lookup_scale = 1.0f;  // spec.embed_scale as applied (gemma3: in the weights' dtype)
+  TensorRef final_norm;             // [hidden], with spec.logit_scale folded in
+  TensorRef lm_head;                // [vocab, hidden]; the embedding's tensor (unscaled) when tied
   std::vector<LayerTensors> layers;
   std::vector<std::string> ignored;  // tensors present but deliberately unused
   // Set for a package with packed weights: then the projection fields of `layers` (q/k/v/o,
-  // in_proj_qkv/z/b/a, out_proj, gate/up/down) are null, and `lm_head` is null unless tied to
-  // `embed`.
+  // in_proj_qkv/z/b/a, out_proj, gate/up/down) and `lm_head` are null.
   std::optional<PackedModelTensors> packed;
 };
 

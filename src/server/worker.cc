@@ -116,8 +116,11 @@ class Worker {
     TS_ASSIGN_OR_RETURN(std::unique_ptr<ResidentModel> m, Load(*entry));
     m->last_used = clock_;
     *load_ms = MsSince(t0);
-    std::fprintf(stderr, "tessera worker: model '%s' loaded and warmed in %.0f ms (%s)\n",
-                 name.c_str(), *load_ms, m->exec->placement().Describe().c_str());
+    std::fprintf(stderr,
+                 "tessera worker: model '%s' loaded and warmed in %.0f ms (%s; token embedding: "
+                 "%s)\n",
+                 name.c_str(), *load_ms, m->exec->placement().Describe().c_str(),
+                 m->exec->embedding_source().c_str());
     resident_.push_back(std::move(m));
     return resident_.back().get();
   }

@@ -11,16 +11,13 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "logits_test_util.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
 
 namespace tessera {
 namespace {
-
-using test::MaxAbsDiff;
-using test::RandomTokens;
-using test::Top1Agreement;
 
 // Forces the ISA the "cpu" backend kind picks (through TESSERA_CPU_ISA) for one scope.
 class ScopedIsa {
@@ -31,28 +28,11 @@ class ScopedIsa {
   ~ScopedIsa() { unsetenv("TESSERA_CPU_ISA"); }
 };
 
-std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt, const std::string& spec,
-                                    WeightFormat format, int64_t max_seq, int64_t batch) {
-  auto placement = ParsePlacement(spec, ckpt->config.num_layers);
-  EXPECT_TRUE(placement) << placement.status().message();
-  if (!placement) return nullptr;
-  ModelExecutor::Options o;
-  o.max_slots = 2;
-  o.max_seq = max_seq;
-  o.max_batch_tokens = batch;
-  o.backend.weights = format;
-  auto exec = ModelExecutor::Load(ckpt, *placement, o);
-  EXPECT_TRUE(exec) << exec.status().message();
-  return exec ? std::move(*exec) : nullptr;
-}
-
-// Every position's logits, prefilled in chunks of `batch` tokens.
-std::vector<float> AllLogits(ModelExecutor& exec, const std::vector<int32_t>& tokens) {
-  const size_t vocab = static_cast<size_t>(exec.spec().vocab);
-  std::vector<float> last(vocab), all(tokens.size() * vocab);
-  EXPECT_TRUE(exec.Forward(0, 0, tokens, last, all).ok());
-  return all;
-}
+using test::AllLogits;
+using test::Load;
+using test::MaxAbsDiff;
+using test::RandomTokens;
+using test::Top1Agreement;
 
 SyntheticModelSpec SmallSpec(ModelFamily family, DType dtype) {
   SyntheticModelSpec s;

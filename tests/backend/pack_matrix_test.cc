@@ -56,35 +56,45 @@ std::vector<float> TestMatrix(int64_t rows, int64_t cols, uint32_t seed) {
   return w;
 }
 
-TEST(PackMatrixFast, MatchesTheReferenceByteForByte) {
-  struct Shape {
-    int64_t rows, cols;
-  };
-  const Shape shapes[] = {{1, 1}, {16, 32},  {17, 33},  {37, 45},   {40, 100},
-                          {7, 5}, {130, 64}, {250, 31}, {33, 1000}, {64, 96}};
-  ThreadPool pool(3);  // uneven panel splits
-  for (const Shape& s : shapes) {
+struct Shape {
+  int64_t rows, cols;
+};
+// Whole and partial panels, padded inputs, partial INT4 blocks.
+constexpr Shape kShapes[] = {{1, 1}, {16, 32},  {17, 33},  {37, 45},   {40, 100},
+                             {7, 5}, {130, 64}, {250, 31}, {33, 1000}, {64, 96}};
+
+// fn(w, shape, format, what) for every shape of kShapes (w = its TestMatrix) in every format.
+template <typename Fn>
+void ForEachMatrix(Fn&& fn) {
+  for (const Shape& s : kShapes) {
     const std::vector<float> w =
         TestMatrix(s.rows, s.cols, static_cast<uint32_t>(s.rows * 7 + s.cols));
     for (WeightFormat f : kFormats) {
-      const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " +
-                               std::string(WeightFormatName(f));
-      auto want = PackMatrixReference(w, s.rows, s.cols, f);
-      ASSERT_TRUE(want) << what;
-      auto serial = PackMatrix(w, s.rows, s.cols, f);
-      ASSERT_TRUE(serial) << what;
-      ExpectSamePacking(*serial, *want, what + " (serial)");
-      auto pooled = PackMatrixFrom(
-          [&](int64_t first, int64_t count, std::span<float> out) {
-            EXPECT_EQ(out.size(), static_cast<size_t>(count * s.cols));
-            std::memcpy(out.data(), w.data() + first * s.cols, out.size_bytes());
-            return Status::Ok();
-          },
-          s.rows, s.cols, f, &pool);
-      ASSERT_TRUE(pooled) << what;
-      ExpectSamePacking(*pooled, *want, what + " (pool)");
+      fn(w, s, f,
+         std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " +
+             std::string(WeightFormatName(f)));
     }
   }
+}
+
+TEST(PackMatrixFast, MatchesTheReferenceByteForByte) {
+  ThreadPool pool(3);  // uneven panel splits
+  ForEachMatrix([&](const std::vector<float>& w, Shape s, WeightFormat f, const std::string& what) {
+    auto want = PackMatrixReference(w, s.rows, s.cols, f);
+    ASSERT_TRUE(want) << what;
+    auto serial = PackMatrix(w, s.rows, s.cols, f);
+    ASSERT_TRUE(serial) << what;
+    ExpectSamePacking(*serial, *want, what + " (serial)");
+    auto pooled = PackMatrixFrom(
+        [&](int64_t first, int64_t count, std::span<float> out) {
+          EXPECT_EQ(out.size(), static_cast<size_t>(count * s.cols));
+          std::memcpy(out.data(), w.data() + first * s.cols, out.size_bytes());
+          return Status::Ok();
+        },
+        s.rows, s.cols, f, &pool);
+    ASSERT_TRUE(pooled) << what;
+    ExpectSamePacking(*pooled, *want, what + " (pool)");
+  });
 }
 
 TEST(PackMatrixFast, NonFiniteWeightsPackAsTheReferenceDoes) {
@@ -154,6 +164,56 @@ TEST(PackMatrixFast, StackedLayerMatricesMatchTheReference) {
       ExpectSamePacking(layer->gate_up, *want_gate_up, "gate_up " + what);
     }
   }
+}
+
+// Reading one row back (token embeddings from a tied LM head): the strided fast path equals
+// DequantizedValue element by element, bit for bit, in every format and at odd shapes (partial
+// panels, partial INT4 blocks), and stands for the packed weights within the format's step.
+TEST(DequantizeRow, MatchesTheReferenceBitForBitAndTheWeightsWithinTheirStep) {
+  ForEachMatrix([&](const std::vector<float>& w, Shape s, WeightFormat f, const std::string& what) {
+    auto m = PackMatrix(w, s.rows, s.cols, f);
+    ASSERT_TRUE(m) << what;
+    std::vector<float> fast(static_cast<size_t>(s.cols)), ref(fast.size());
+    for (int64_t r = 0; r < s.rows; ++r) {
+      std::fill(fast.begin(), fast.end(), -1.0f);
+      ASSERT_TRUE(DequantizeRow(*m, r, fast).ok()) << what;
+      ASSERT_TRUE(DequantizeRowReference(*m, r, ref).ok()) << what;
+      ASSERT_EQ(std::memcmp(fast.data(), ref.data(), fast.size() * sizeof(float)), 0)
+          << what << " row " << r;
+      // The step of the format around each weight: exact for F32; half a unit in the last
+      // place for BF16; half the row scale for INT8; for INT4 one block scale (the largest
+      // value of the sign opposite the block's extreme clamps at 7 instead of 8), taken
+      // loosely from the row's largest magnitude, plus the bf16 rounding of the scale.
+      float row_max = 0.0f;
+      for (int64_t c = 0; c < s.cols; ++c)
+        row_max = std::max(row_max, std::fabs(w[r * s.cols + c]));
+      for (int64_t c = 0; c < s.cols; ++c) {
+        const float want = w[static_cast<size_t>(r * s.cols + c)];
+        const float got = fast[static_cast<size_t>(c)];
+        float tolerance = 0.0f;
+        if (f == WeightFormat::kBF16) tolerance = std::fabs(want) / 256.0f;
+        if (f == WeightFormat::kInt8) tolerance = row_max / 127.0f * 0.5f + row_max * 1e-6f;
+        if (f == WeightFormat::kInt4) tolerance = row_max / 8.0f * 1.01f;
+        ASSERT_LE(std::fabs(got - want), tolerance) << what << " row " << r << " col " << c;
+      }
+    }
+  });
+}
+
+TEST(DequantizeRow, ABadRowOrOutputSizeIsAnErrorNotARead) {
+  const std::vector<float> w = TestMatrix(20, 40, 3);
+  auto m = PackMatrix(w, 20, 40, WeightFormat::kInt4);
+  ASSERT_TRUE(m);
+  std::vector<float> out(40);
+  for (int64_t row : {int64_t{-1}, int64_t{20}, int64_t{1} << 40}) {
+    Status st = DequantizeRow(*m, row, out);
+    EXPECT_EQ(st.code(), ErrorCode::kOutOfRange) << row;
+    EXPECT_NE(st.message().find("outside the matrix's 20 rows"), std::string::npos) << st.message();
+  }
+  std::vector<float> short_out(39);
+  EXPECT_FALSE(DequantizeRow(*m, 0, short_out).ok());
+  EXPECT_FALSE(DequantizeRowReference(*m, 0, short_out).ok());
+  EXPECT_FALSE(DequantizeRow(PackedMatrix{}, 0, out).ok());  // nothing packed
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Runtime packages: convert round trip in every format (panels identical to packing at load,
-// other tensors byte-identical, identical logits, aligned data, mapped in place), format and
+// other tensors byte-identical, identical logits, aligned data, mapped in place), a tied
+// embedding stored once (as the packed head), format and
 // backend refusals, a wrongly sized packed buffer refused, every flipped byte caught, old/new
 // format versions refused with the re-convert message, the warm-start verification cache, atomic
 // replacement.
@@ -32,11 +33,15 @@ namespace fs = std::filesystem;
 
 class PackageTest : public ::testing::Test {
  protected:
-  void MakeSource(DType dtype, int shards = 1) {
+  // Tied by default, like the synthetic presets; the exactness tests use untied models, whose
+  // packages hold exactly what loading the source does (a tied package looks tokens up in the
+  // packed head, see TiedEmbeddingIsStoredOnceAsThePackedHead).
+  void MakeSource(DType dtype, int shards = 1, bool tied = true) {
     SyntheticModelSpec spec;
     spec.vocab = 512;
     spec.dtype = dtype;
     spec.shards = shards;
+    spec.tied = tied;
     fs::create_directories(source_);
     ASSERT_TRUE(WriteSyntheticModel(source_, spec).ok());
   }
@@ -51,9 +56,12 @@ class PackageTest : public ::testing::Test {
     f.put(static_cast<char>(c ^ 0x20));
   }
 
+  // With the package cache off, so a source directory is loaded as it is (not converted).
   test::ProcessResult Generate(const std::string& dir, const std::string& dtype) {
-    return test::RunTessera({"generate", "--model", dir, "--prompt-ids", "5,6,7,8", "--max-tokens",
-                             "4", "--json", "--top-logits", "8", "--dtype", dtype});
+    return test::RunProcess({"env", "TESSERA_PACKAGE_CACHE=off", test::TesseraBinary(), "generate",
+                             "--model", dir, "--prompt-ids", "5,6,7,8", "--max-tokens", "4",
+                             "--json", "--top-logits", "8", "--dtype", dtype},
+                            "");
   }
 
   test::TempDir tmp_;
@@ -88,7 +96,11 @@ void ExpectPackageMatchesSource(const std::string& source_dir, const std::string
     EXPECT_EQ(std::memcmp(a->data.data(), b->data.data(), a->data.size()), 0) << a->name;
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data.data()) % 64, 0u) << b->name;
   };
-  same_bytes(s.embed, p.embed);
+  if ((*source)->config.tie_word_embeddings) {
+    EXPECT_EQ(p.embed.info, nullptr);  // stored once, as the packed head
+  } else {
+    same_bytes(s.embed, p.embed);
+  }
   same_bytes(s.final_norm, p.final_norm);
   ASSERT_EQ(s.layers.size(), p.layers.size());
   auto same_panels = [](const PackedMatrix& a, const PackedMatrix& b, const std::string& what) {
@@ -136,7 +148,7 @@ void ExpectPackageMatchesSource(const std::string& source_dir, const std::string
 }
 
 TEST_F(PackageTest, RoundTripInEveryFormatIsExactAndGivesIdenticalLogits) {
-  MakeSource(DType::kBF16, /*shards=*/2);
+  MakeSource(DType::kBF16, /*shards=*/2, /*tied=*/false);
   for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
     const std::string name(WeightFormatName(format));
     SCOPED_TRACE(name);
@@ -176,7 +188,7 @@ TEST_F(PackageTest, RoundTripInEveryFormatIsExactAndGivesIdenticalLogits) {
 }
 
 TEST_F(PackageTest, F32SourceKeepsItsTensorsAndPacksF32OrBf16Exactly) {
-  MakeSource(DType::kF32);
+  MakeSource(DType::kF32, 1, /*tied=*/false);
   for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kBF16}) {
     const std::string name(WeightFormatName(format));
     SCOPED_TRACE(name);
@@ -194,6 +206,63 @@ TEST_F(PackageTest, F32SourceKeepsItsTensorsAndPacksF32OrBf16Exactly) {
   // kAuto takes the source's precision.
   ASSERT_TRUE(ConvertToPackage(source_, package_, {.weights = WeightFormat::kAuto}).ok());
   EXPECT_EQ(VerifyPackage(package_)->dtype, "f32");
+}
+
+// A tied model's package holds no plain embedding: the tensor file is smaller by exactly the
+// embedding (and its alignment padding), token lookups read the packed head's rows (the
+// placement log says so), and in BF16 of a BF16 source the logits stay identical to the source's.
+TEST_F(PackageTest, TiedEmbeddingIsStoredOnceAsThePackedHead) {
+  MakeSource(DType::kBF16);
+  auto source = OpenCheckpoint(source_);
+  ASSERT_TRUE(source);
+  const uint64_t embed_bytes = (*source)->tensors.embed->data.size();
+  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+    const std::string name(WeightFormatName(format));
+    SCOPED_TRACE(name);
+    const std::string dest = tmp_.File("pkg-" + name);
+    ASSERT_TRUE(ConvertToPackage(source_, dest, {.weights = format}).ok());
+    ASSERT_TRUE(VerifyPackage(dest));
+    ExpectPackageMatchesSource(source_, dest, format);
+    auto package = OpenCheckpoint(dest);
+    ASSERT_TRUE(package);
+    EXPECT_EQ((*package)->tensors.embed.info, nullptr);
+    const std::string header = test::ReadFile(dest + "/model.safetensors").substr(0, 8192);
+    EXPECT_EQ(header.find("model.embed_tokens.weight"), std::string::npos);
+    EXPECT_NE(header.find("tessera.lm_head.data"), std::string::npos);
+
+    auto from_source = Generate(source_, name);
+    auto from_package = Generate(dest, "auto");
+    ASSERT_EQ(from_source.exit_code, 0) << from_source.err;
+    ASSERT_EQ(from_package.exit_code, 0) << from_package.err;
+    EXPECT_NE(from_package.err.find("token embedding: rows of the tied LM head on cpu-"),
+              std::string::npos)
+        << from_package.err;
+    EXPECT_NE(from_source.err.find("token embedding: model.embed_tokens.weight (BF16, host)"),
+              std::string::npos)
+        << from_source.err;
+    if (format == WeightFormat::kBF16) {
+      EXPECT_EQ(nlohmann::json::parse(from_source.out)["top_logits"],
+                nlohmann::json::parse(from_package.out)["top_logits"]);
+    }
+  }
+  // Against the same model untied (an lm_head the size of the embedding): the tied package is
+  // smaller by the embedding alone.
+  const std::string untied = tmp_.File("untied");
+  {
+    SyntheticModelSpec spec;
+    spec.vocab = 512;
+    spec.dtype = DType::kBF16;
+    spec.tied = false;
+    ASSERT_TRUE(WriteSyntheticModel(untied, spec).ok());
+  }
+  ASSERT_TRUE(
+      ConvertToPackage(untied, tmp_.File("untied-pkg"), {.weights = WeightFormat::kInt8}).ok());
+  const auto tied_size = fs::file_size(tmp_.File("pkg-int8/model.safetensors"));
+  const auto untied_size = fs::file_size(tmp_.File("untied-pkg/model.safetensors"));
+  ASSERT_GT(untied_size, tied_size);
+  EXPECT_GE(untied_size - tied_size, embed_bytes);
+  // plus its header entry and alignment padding
+  EXPECT_LT(untied_size - tied_size, embed_bytes + 256);
 }
 
 TEST_F(PackageTest, APackageRunsOnlyInItsFormatAndOnlyOnTheCpuBackend) {
@@ -395,6 +464,9 @@ class PackageCacheTest : public ::testing::Test {
     SyntheticModelSpec spec;
     spec.vocab = 512;
     spec.dtype = DType::kBF16;
+    // Untied: its packages compute exactly what the source does in every format, so the
+    // logits below tell which weights ran (a tied package looks tokens up in its packed head).
+    spec.tied = false;
     fs::create_directories(source_);
     ASSERT_TRUE(WriteSyntheticModel(source_, spec).ok());
   }
@@ -493,6 +565,26 @@ TEST_F(PackageCacheTest, ADamagedCachedPackageIsReplacedNotUsed) {
   EXPECT_NE(r.err.find("(the cached package was damaged"), std::string::npos) << r.err;
   EXPECT_TRUE(VerifyPackage(pkg));
   EXPECT_EQ(Logits(r), Logits(Run("bf16", "off")));
+}
+
+// A package cached by an older tessera (format 2 kept a tied model's embedding beside its head)
+// is converted again, and the run says why.
+TEST_F(PackageCacheTest, AnOlderFormatCachedPackageIsConvertedAgain) {
+  ASSERT_EQ(Run("int8").exit_code, 0);
+  const std::string pkg = source_ + ".tessera-int8";
+  auto manifest = nlohmann::json::parse(test::ReadFile(pkg + "/tessera-package.json"));
+  manifest["format_version"] = kPackageFormatVersion - 1;
+  const std::string text = manifest.dump(2) + "\n";
+  test::WriteFile(pkg + "/tessera-package.json", text);
+  test::WriteFile(pkg + "/tessera-package.sha256", Sha256Hex(text) + "\n");
+  auto r = Run("int8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("(the cached package is in another package format (the package in " + pkg +
+                       " uses format " + std::to_string(kPackageFormatVersion - 1)),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(VerifyPackage(pkg));
+  EXPECT_EQ(Logits(r), Logits(Run("int8", "off")));
 }
 
 }  // namespace

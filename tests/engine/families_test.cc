@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_package_writer.h"
 #include "engine/generator.h"
 #include "engine/model_executor.h"
 #include "model/checkpoint.h"
@@ -374,6 +375,31 @@ TEST(FamilySlidingWindow, RingCacheMatchesTheReference) {
   const double diff = MaxAbsDiff(got, want);
   std::printf("[ measured ] gemma3 window 5, 420 positions, ring cache: max diff %.3g\n", diff);
   EXPECT_LE(diff, 1e-4);
+}
+
+// Packages of the new families (packed DeltaNet projections, copied conv/decay vectors and
+// norms, a tied embedding stored once as the head, read back with the family's embedding
+// scale): a bf16 package gives the same logits as its bf16 source loaded in bf16.
+TEST(FamilyPackage, Bf16PackageEqualsItsSource) {
+  test::TempDir tmp;
+  for (Variant v : {Variant::kQwen35, Variant::kGemma3, Variant::kMiniCpm}) {
+    auto source = Write(tmp, v, DType::kBF16);
+    ASSERT_TRUE(source);
+    const std::string dir = source->dir + ".pkg";
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(source->dir + "/config.json", dir + "/config.json");
+    auto written =
+        WriteCpuPackageTensorFile(*source, WeightFormat::kBF16, dir + "/model.safetensors", {});
+    ASSERT_TRUE(written) << written.status().message();
+    auto package = OpenCheckpoint(dir);
+    ASSERT_TRUE(package) << package.status().message();
+    EXPECT_EQ((*package)->tensors.embed.info == nullptr, source->config.tie_word_embeddings);
+    auto from_source = Load(source, "cpu", WeightFormat::kBF16, 16);
+    auto from_package = Load(*package, "cpu", WeightFormat::kBF16, 16);
+    ASSERT_TRUE(from_source && from_package);
+    EXPECT_EQ(AllLogits(*from_package, Tokens()), AllLogits(*from_source, Tokens()))
+        << VariantName(v);
+  }
 }
 
 // A DeltaNet tensor of the wrong shape is refused at open, naming it.

@@ -192,6 +192,12 @@ class CpuBackend final : public Backend {
     return state_.Resumable(slot, wanted);
   }
 
+  // A packed head's rows, dequantized (packed_matrix.h): a tied embedding stored only once.
+  bool CanEmbedFromHead() const override { return lm_head_.rows > 0; }
+  Status EmbedFromHead(std::span<const int32_t> tokens, std::span<float> hidden) override {
+    return DequantizeRows(lm_head_, tokens, hidden);
+  }
+
   size_t resident_weight_bytes() const override {
     size_t n = lm_head_.bytes() + final_norm_.size() * 4;
     for (const CpuLayerWeights& L : layers_) {

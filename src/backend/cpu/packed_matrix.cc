@@ -393,4 +393,90 @@ float DequantizedValue(const PackedMatrix& m, int64_t row, int64_t col) {
   }
 }
 
+namespace {
+
+Status CheckRow(const PackedMatrix& m, int64_t row, std::span<float> out) {
+  if (m.rows <= 0 || m.data.data() == nullptr) return Internal("dequantize: the matrix is empty");
+  if (row < 0 || row >= m.rows) {
+    return OutOfRange("row " + std::to_string(row) + " is outside the matrix's " +
+                      std::to_string(m.rows) + " rows");
+  }
+  if (out.size() != static_cast<size_t>(m.cols)) {
+    return Internal("dequantize: the output holds " + std::to_string(out.size()) +
+                    " values, the row " + std::to_string(m.cols));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DequantizeRowReference(const PackedMatrix& m, int64_t row, std::span<float> out) {
+  TS_RETURN_IF_ERROR(CheckRow(m, row, out));
+  for (int64_t c = 0; c < m.cols; ++c) out[static_cast<size_t>(c)] = DequantizedValue(m, row, c);
+  return Status::Ok();
+}
+
+Status DequantizeRow(const PackedMatrix& m, int64_t row, std::span<float> out) {
+  TS_RETURN_IF_ERROR(CheckRow(m, row, out));
+  const int64_t p = row / kPanelRows, r = row % kPanelRows;
+  const int64_t panel_values = m.padded_cols * kPanelRows;  // weights per panel
+  float* y = out.data();
+  switch (m.format) {
+    case WeightFormat::kF32: {  // [Kp][16]
+      const float* w = reinterpret_cast<const float*>(m.data.data()) + p * panel_values + r;
+      for (int64_t c = 0; c < m.cols; ++c) y[c] = w[c * kPanelRows];
+      return Status::Ok();
+    }
+    case WeightFormat::kBF16: {  // [Kp/2][16][2]
+      const uint16_t* w =
+          reinterpret_cast<const uint16_t*>(m.data.data()) + p * panel_values + r * 2;
+      for (int64_t c = 0; c < m.cols; ++c) y[c] = Bf16ToFloat(w[(c >> 1) * 32 + (c & 1)]);
+      return Status::Ok();
+    }
+    case WeightFormat::kInt8: {  // [Kp/4][16][4], one scale per row
+      const int8_t* q = reinterpret_cast<const int8_t*>(m.data.data()) + p * panel_values + r * 4;
+      const float scale = m.row_scale[static_cast<size_t>(row)];
+      for (int64_t c = 0; c < m.cols; ++c) {
+        y[c] = static_cast<float>(q[(c >> 2) * 64 + (c & 3)]) * scale;
+      }
+      return Status::Ok();
+    }
+    case WeightFormat::kInt4: {  // [Kp/32][4][16][4] bytes, one bf16 scale per 32-block
+      const int64_t blocks = m.padded_cols / kInt4Block;
+      const uint8_t* bytes = m.data.data() + p * blocks * 256 + r * 4;
+      const uint16_t* scales = m.block_scale.data() + p * blocks * kPanelRows + r;
+      for (int64_t b = 0; b * kInt4Block < m.cols; ++b) {
+        const float d = Bf16ToFloat(scales[b * kPanelRows]);
+        const uint8_t* block = bytes + b * 256;
+        float v[kInt4Block];
+        for (int j = 0; j < 4; ++j) {
+          for (int e = 0; e < 4; ++e) {
+            const uint8_t byte = block[j * 64 + e];
+            v[8 * j + e] = static_cast<float>((byte & 0x0f) - 8) * d;
+            v[8 * j + 4 + e] = static_cast<float>((byte >> 4) - 8) * d;
+          }
+        }
+        const int64_t n = std::min(kInt4Block, m.cols - b * kInt4Block);
+        std::copy(v, v + n, y + b * kInt4Block);
+      }
+      return Status::Ok();
+    }
+    case WeightFormat::kAuto:
+      break;
+  }
+  return Internal("dequantize: kAuto is not a packed format");
+}
+
+Status DequantizeRows(const PackedMatrix& m, std::span<const int32_t> rows, std::span<float> out) {
+  const auto cols = static_cast<size_t>(m.cols);
+  if (out.size() != rows.size() * cols) {
+    return Internal("dequantize: the output does not hold " + std::to_string(rows.size()) +
+                    " rows of " + std::to_string(cols));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TS_RETURN_IF_ERROR(DequantizeRow(m, rows[i], out.subspan(i * cols, cols)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace tessera

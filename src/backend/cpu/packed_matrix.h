@@ -186,6 +186,17 @@ float Int4BlockScale(const PackedMatrix& m, int64_t row, int64_t block);
 // The value the weight stands for: f32/bf16 value, or q * scale for INT8/INT4.
 float DequantizedValue(const PackedMatrix& m, int64_t row, int64_t col);
 
+// Row `row` of the matrix as the values its weights stand for (out.size() == m.cols), walking
+// the row's stride through its panel instead of indexing element by element; bit-identical to
+// DequantizeRowReference. Used to read token embeddings from a tied LM head (a package stores
+// that matrix once, as the head).
+Status DequantizeRow(const PackedMatrix& m, int64_t row, std::span<float> out);
+// The definition: DequantizedValue for every column.
+Status DequantizeRowReference(const PackedMatrix& m, int64_t row, std::span<float> out);
+// DequantizeRow of each of `rows` into out [rows.size(), cols]; a row outside the matrix is an
+// error naming it (nothing past it is read).
+Status DequantizeRows(const PackedMatrix& m, std::span<const int32_t> rows, std::span<float> out);
+
 // Rows of activations prepared for one weight format: fp32 always, plus bf16 copies or
 // int8 quantized values with per-row scale and per-block sums. Sized once by Reserve.
 struct ActivationBlock {
