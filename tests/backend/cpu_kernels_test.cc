@@ -315,7 +315,7 @@ TEST_P(IsaTest, GegluMatchesScalarAndTheTanhFormula) {
 
 TEST_P(IsaTest, DeltaNetStepMatchesScalar) {
   std::mt19937 rng(23);
-  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{4, 8}, {16, 24}, {128, 128}}) {
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{4, 8}, {16, 24}, {128, 128}, {32, 72}}) {
     std::vector<float> state = RandomVector(rng, static_cast<size_t>(dk * dv), 0.5f);
     std::vector<float> other = state;
     std::vector<float> out_a(static_cast<size_t>(dv)), out_b(static_cast<size_t>(dv));
@@ -324,10 +324,15 @@ TEST_P(IsaTest, DeltaNetStepMatchesScalar) {
       std::vector<float> k = RandomVector(rng, static_cast<size_t>(dk), 0.3f);
       std::vector<float> v = RandomVector(rng, static_cast<size_t>(dv));
       const float beta = 0.3f + 0.1f * static_cast<float>(step), decay = 0.9f;
-      ref().deltanet_step(state.data(), q.data(), k.data(), v.data(), beta, decay, dk, dv,
+      ref().deltanet_step(state.data(), dv, q.data(), k.data(), v.data(), beta, decay, dk, dv,
                           out_a.data());
-      k_->deltanet_step(other.data(), q.data(), k.data(), v.data(), beta, decay, dk, dv,
-                        out_b.data());
+      // The SIMD one a column block at a time (blocks of 32 as the cpu backend runs it, and a
+      // ragged rest): columns are independent.
+      for (int64_t j0 = 0; j0 < dv; j0 += 32) {
+        const int64_t w = std::min<int64_t>(32, dv - j0);
+        k_->deltanet_step(other.data() + j0, dv, q.data(), k.data(), v.data() + j0, beta, decay, dk,
+                          w, out_b.data() + j0);
+      }
       for (size_t j = 0; j < out_a.size(); ++j) {
         EXPECT_NEAR(out_a[j], out_b[j], 1e-5f * (1 + std::fabs(out_a[j]))) << dk << " " << j;
       }
@@ -373,7 +378,12 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
                                   // decode steps (one row) of grouped heads at longer contexts
                                   {9, 3, 64, 300, 1},
                                   {14, 2, 64, 1000, 1},
-                                  {16, 8, 128, 77, 1}}) {
+                                  {16, 8, 128, 77, 1},
+                                  // Qwen3.5 / Gemma 3 heads of 256 (and a ragged 200)
+                                  {8, 2, 256, 0, 21},
+                                  {4, 1, 256, 40, 9},
+                                  {8, 2, 256, 600, 1},
+                                  {6, 3, 200, 17, 18}}) {
     SCOPED_TRACE("heads=" + std::to_string(c.heads) + " hd=" + std::to_string(c.head_dim));
     const int64_t kv_stride = c.kv_heads * c.head_dim, positions = c.start_pos + c.rows;
     const int64_t q_stride = c.heads * c.head_dim + 3;  // a stride wider than the heads
@@ -405,7 +415,7 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
 
     // The blocked kernel, where there is one, over keys transposed in blocks of 16; the
     // padding positions hold large finite junk that causal masking must keep out.
-    if (k_->attention_blocked == nullptr || c.head_dim > 128) continue;
+    if (k_->attention_blocked == nullptr || c.head_dim > 256) continue;
     const int64_t blocks = (positions + 15) / 16;
     std::vector<float> keys_t(static_cast<size_t>(c.kv_heads * blocks * c.head_dim * 16), 1e4f);
     for (int64_t g = 0; g < c.kv_heads; ++g) {

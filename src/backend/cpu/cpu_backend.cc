@@ -97,7 +97,7 @@ class CpuBackend final : public Backend {
       TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
       // A second, transposed copy of the keys for the blocked attention kernel.
       kt_head_stride_ = RoundUp(kv.max_seq, 16) * spec_.head_dim;
-      if (k_.attention_blocked != nullptr && spec_.head_dim <= 128) {
+      if (k_.attention_blocked != nullptr && spec_.head_dim <= 256) {
         keys_t_.Resize(static_cast<size_t>(kv.max_slots * attention_layers * spec_.kv_heads *
                                            kt_head_stride_));
         if (keys_t_.size() == 0)
@@ -237,6 +237,7 @@ class CpuBackend final : public Backend {
     attn_.Resize(b * static_cast<size_t>(q_stride_));
     gates_.Resize(b * static_cast<size_t>(spec_.output_gate ? spec_.q_dim : 1));
     branch_.Resize(b * static_cast<size_t>(spec_.hidden));
+    conv_.Resize(b * static_cast<size_t>(spec_.deltanet ? spec_.deltanet->conv_width() : 1));
     gate_up_.Resize(b * static_cast<size_t>(2 * spec_.intermediate));
     act_.Resize(b * static_cast<size_t>(inter_stride_));
     acts_.Reserve(kMaxBlockRows, widest);
@@ -248,8 +249,8 @@ class CpuBackend final : public Backend {
     split_partials_.Resize(static_cast<size_t>(spec_.heads * MaxDecodeSplits() *
                                                DecodeSplitPartialSize(spec_.head_dim)));
     if (!xn_.data() || !qkv_.data() || !attn_.data() || !gate_up_.data() || !act_.data() ||
-        !gates_.data() || !branch_.data() || !acts_.bf16.data() || !acts_.q8.data() ||
-        !scores_.data() || (spec_.heads > 0 && !split_partials_.data())) {
+        !gates_.data() || !branch_.data() || !conv_.data() || !acts_.bf16.data() ||
+        !acts_.q8.data() || !scores_.data() || (spec_.heads > 0 && !split_partials_.data())) {
       return ResourceExhausted("cpu backend: out of memory for the forward-pass buffers");
     }
     return Status::Ok();
@@ -492,6 +493,7 @@ class CpuBackend final : public Backend {
     b.eps = eps_;
     b.proj = qkv_.data();
     b.proj_stride = qkv_width_;
+    b.conv = conv_.data();
     b.rows = n;
     b.state = state_.Live(slot, layer);
     b.ones = ones_.data();
@@ -543,6 +545,7 @@ class CpuBackend final : public Backend {
   AlignedArray<float> qkv_;      // [block][qkv_width_]
   AlignedArray<float> gates_;    // [block][q_dim], attention output gates
   AlignedArray<float> branch_;   // [block][hidden], a branch's output before its norm
+  AlignedArray<float> conv_;     // [block][conv_width], DeltaNet q | k | v after the conv
   AlignedArray<float> attn_;     // [block][q_stride], zero padded
   AlignedArray<float> gate_up_;  // [block][2 intermediate]
   AlignedArray<float> act_;      // [block][inter_stride], zero padded

@@ -22,9 +22,10 @@ struct DeltaNetBlock {
   const CpuLayerWeights* layer = nullptr;
   float eps = 1e-6f;
   // [rows][proj_stride]: q | k | v (conv_width) | z (v_width) | b, a (value_heads each), as
-  // the input projection wrote them; overwritten (conv output, beta, decay).
+  // the input projection wrote them; b and a are overwritten with beta and decay.
   float* proj = nullptr;
   int64_t proj_stride = 0;
+  float* conv = nullptr;  // [rows][conv_width] scratch: q | k | v after the conv and SiLU
   int64_t rows = 0;
   float* state = nullptr;       // the layer's recurrent state (conv history, then matrices)
   const float* ones = nullptr;  // conv_width ones (SiLU through the swiglu kernel)

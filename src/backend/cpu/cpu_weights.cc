@@ -162,6 +162,18 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
       {&src.a_log, &L.a_log},
       {&src.delta_norm, &L.delta_norm}};
   for (const auto& [ref, out] : vectors) TS_RETURN_IF_ERROR(WidenOptional(*ref, out));
+  if (!L.conv1d.empty()) {
+    // [channel][tap] -> [tap][channel]: the conv runs over contiguous channels.
+    const DeltaNetSpec& n = *d.deltanet;
+    std::vector<float> taps(L.conv1d.size());
+    for (int64_t c = 0; c < n.conv_width(); ++c) {
+      for (int64_t j = 0; j < n.conv_kernel; ++j) {
+        taps[static_cast<size_t>(j * n.conv_width() + c)] =
+            L.conv1d[static_cast<size_t>(c * n.conv_kernel + j)];
+      }
+    }
+    L.conv1d = std::move(taps);
+  }
   if (const auto& packed = ckpt.tensors.packed) {
     const PackedLayerTensors& P = packed->layers[static_cast<size_t>(layer)];
     const std::string where = "layer " + std::to_string(layer) + " ";

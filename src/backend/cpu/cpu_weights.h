@@ -36,7 +36,7 @@ struct CpuLayerWeights {
   std::vector<float> o_bias;          // [hidden] or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] or empty
   std::vector<float> attn_out_norm;   // [hidden] or empty (gemma3)
-  std::vector<float> conv1d;          // DeltaNet [conv_width][conv_kernel]
+  std::vector<float> conv1d;          // DeltaNet [conv_kernel][conv_width] (transposed)
   std::vector<float> dt_bias, a_log;  // DeltaNet [value_heads]
   std::vector<float> delta_norm;      // DeltaNet [value_dim]
   std::vector<float> post_attn_norm;  // [hidden]

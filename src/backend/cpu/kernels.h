@@ -118,7 +118,7 @@ struct KernelTable {
   MatmulFn matmul_int4 = nullptr;
   AttentionFn attention = nullptr;
   // Same result as `attention` (within fp32 rounding) over BlockedAttentionTasks tasks, reading
-  // keys_t; AVX-512 only (null elsewhere), for head_dim <= 128.
+  // keys_t; AVX-512 only (null elsewhere), for head_dim <= 256.
   AttentionFn attention_blocked = nullptr;
   // Decode attention split over positions (see AttentionSplitFn); with attention_blocked.
   AttentionSplitFn attention_decode_split = nullptr;
@@ -144,10 +144,11 @@ struct KernelTable {
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
   // out[i] = gelu_tanh(gate[i]) * up[i] (GELU, tanh approximation); out may equal gate.
   void (*geglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
-  // One token of Gated DeltaNet for one value head (kernels_deltanet.h): state [dk][dv] <-
-  // decay * state + k (beta (v - (decay * state)^T k))^T; out[dv] = state^T q.
-  void (*deltanet_step)(float* state, const float* q, const float* k, const float* v, float beta,
-                        float decay, int64_t dk, int64_t dv, float* out) = nullptr;
+  // One token of Gated DeltaNet for one value head, or a block of its value columns
+  // (kernels_deltanet.h): state [dk][dv] (rows ld apart) <- decay * state + k (beta (v -
+  // (decay * state)^T k))^T; out[dv] = state^T q. dv <= kMaxDeltaNetValueDim.
+  void (*deltanet_step)(float* state, int64_t ld, const float* q, const float* k, const float* v,
+                        float beta, float decay, int64_t dk, int64_t dv, float* out) = nullptr;
 
   // Panels the matmul kernels tile together for prompt rows: a balanced dispatch hands out
   // chunks of this many panels, so no chunk ends in a narrower tile.

@@ -131,16 +131,16 @@ void GegluScalar(const float* gate, const float* up, int64_t n, float* out) {
 }
 
 // The reference DeltaNet step: the recurrence as written, accumulating in double.
-void DeltaNetStepScalar(float* state, const float* q, const float* k, const float* v, float beta,
-                        float decay, int64_t dk, int64_t dv, float* out) {
+void DeltaNetStepScalar(float* state, int64_t ld, const float* q, const float* k, const float* v,
+                        float beta, float decay, int64_t dk, int64_t dv, float* out) {
   for (int64_t j = 0; j < dv; ++j) {
     double mem = 0.0;
-    for (int64_t i = 0; i < dk; ++i) mem += static_cast<double>(decay) * state[i * dv + j] * k[i];
+    for (int64_t i = 0; i < dk; ++i) mem += static_cast<double>(decay) * state[i * ld + j] * k[i];
     const double delta = (v[j] - mem) * beta;
     double acc = 0.0;
     for (int64_t i = 0; i < dk; ++i) {
-      const double s = static_cast<double>(decay) * state[i * dv + j] + k[i] * delta;
-      state[i * dv + j] = static_cast<float>(s);
+      const double s = static_cast<double>(decay) * state[i * ld + j] + k[i] * delta;
+      state[i * ld + j] = static_cast<float>(s);
       acc += s * q[i];
     }
     out[j] = static_cast<float>(acc);
