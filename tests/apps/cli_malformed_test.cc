@@ -145,6 +145,37 @@ TEST_F(CliMalformed, TokenizerOfAnUnknownModelType) {
   ExpectCleanFailure({"tokenize", "--model", dir_}, "Unigram", "\"hello\"\n");
 }
 
+// The 2026 families through the CLI: a DeltaNet tensor of the wrong shape, an unknown layer
+// kind, a missing DeltaNet size.
+TEST_F(CliMalformed, Qwen35CheckpointsBrokenOneWayAtATime) {
+  SyntheticModelSpec spec;
+  spec.family = ModelFamily::kQwen3_5;
+  spec.layers = 4;
+  spec.partial_rotary_factor = 0.25;
+  ASSERT_TRUE(WriteSyntheticCheckpoint(dir_, spec).ok());
+  const std::string good_config = test::ReadFile(dir_ + "/config.json");
+  auto r =
+      test::RunTessera({"generate", "--model", dir_, "--prompt-ids", "1,2", "--max-tokens", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // the control case runs
+
+  SyntheticModelSpec narrow = spec;
+  narrow.linear_value_dim = 10;  // weights for value heads of 10; the config says 12
+  ASSERT_TRUE(WriteSyntheticCheckpoint(dir_, narrow).ok());
+  test::WriteFile(dir_ + "/config.json", good_config);
+  ExpectGenerateFails("linear_attn.");
+
+  ASSERT_TRUE(WriteSyntheticCheckpoint(dir_, spec).ok());
+  std::string cfg = good_config;
+  cfg.replace(cfg.find("\"linear_attention\""), 18, "\"mamba2_mixer\"");
+  test::WriteFile(dir_ + "/config.json", cfg);
+  ExpectGenerateFails("mamba2_mixer");
+
+  cfg = good_config;
+  cfg.replace(cfg.find("\"linear_num_value_heads\""), 24, "\"renamed_value_heads\"");
+  test::WriteFile(dir_ + "/config.json", cfg);
+  ExpectGenerateFails("linear_num_value_heads");
+}
+
 TEST_F(CliMalformed, PromptIdOutsideTheVocabulary) {
   ExpectCleanFailure({"generate", "--model", dir_, "--prompt-ids", "1,99999"}, "99999");
 }

@@ -45,6 +45,10 @@ TEST(SynthCli, RefusesUnknownPresetsAndBadDtypes) {
   r = test::RunTessera(
       {"synth", "--preset", "qwen3-0.6b", "--out", tmp.File("x"), "--dtype", "q3"});
   EXPECT_EQ(r.exit_code, 2);
+  r = test::RunTessera(
+      {"synth", "--preset", "qwen3-0.6b", "--out", tmp.File("x"), "--vocab", "100"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--vocab"), std::string::npos) << r.err;
 }
 
 TEST(BenchCli, ReportsEveryField) {
