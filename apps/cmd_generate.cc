@@ -105,6 +105,7 @@ int Run(int argc, char** argv) {
   if (!exec) return ReportError("generate", exec.status());
   double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+  std::fprintf(stderr, "tessera: model: %s\n", DescribeCheckpoint(**run_ckpt).c_str());
   std::fprintf(stderr, "tessera: placement: %s\n", (*placement).Describe().c_str());
   std::fprintf(stderr, "tessera: token embedding: %s\n", (*exec)->embedding_source().c_str());
 

@@ -24,13 +24,24 @@ Expected<std::shared_ptr<const Checkpoint>> OpenCheckpoint(const std::string& di
   auto files = CheckpointTensors::Open(dir);
   if (!files) return files.status();
   // Bind only once the tensors sit at their final address: the bound fields point into them.
-  auto ckpt = std::make_shared<Checkpoint>(Checkpoint{dir, std::move(*config),
-                                                      std::move(generation), has_generation,
-                                                      std::move(*files), ModelTensors{}});
+  auto ckpt =
+      std::make_shared<Checkpoint>(Checkpoint{dir, std::move(*config), std::move(generation),
+                                              has_generation, std::move(*files), ModelTensors{}});
   auto tensors = BindModelTensors(ckpt->config, ckpt->files);
   if (!tensors) return tensors.status().WithContext(dir);
   ckpt->tensors = std::move(*tensors);
   return std::shared_ptr<const Checkpoint>(std::move(ckpt));
+}
+
+std::string DescribeCheckpoint(const Checkpoint& ckpt) {
+  std::string text = DescribeModelSpec(ckpt.tensors.spec);
+  if (!ckpt.tensors.ignored.empty()) {
+    text += "; ignored:";
+    for (size_t i = 0; i < ckpt.tensors.ignored.size(); ++i) {
+      text += (i ? ", " : " ") + ckpt.tensors.ignored[i];
+    }
+  }
+  return text;
 }
 
 }  // namespace tessera

@@ -27,4 +27,8 @@ struct Checkpoint {
 
 Expected<std::shared_ptr<const Checkpoint>> OpenCheckpoint(const std::string& dir);
 
+// One line for the load log: the architecture (DescribeModelSpec) and what the checkpoint
+// holds that is deliberately unused ("ignored: 2 tensors under model.visual. ...").
+std::string DescribeCheckpoint(const Checkpoint& ckpt);
+
 }  // namespace tessera

@@ -117,10 +117,10 @@ class Worker {
     m->last_used = clock_;
     *load_ms = MsSince(t0);
     std::fprintf(stderr,
-                 "tessera worker: model '%s' loaded and warmed in %.0f ms (%s; token embedding: "
-                 "%s)\n",
-                 name.c_str(), *load_ms, m->exec->placement().Describe().c_str(),
-                 m->exec->embedding_source().c_str());
+                 "tessera worker: model '%s' loaded and warmed in %.0f ms (%s; %s; token "
+                 "embedding: %s)\n",
+                 name.c_str(), *load_ms, DescribeCheckpoint(m->exec->checkpoint()).c_str(),
+                 m->exec->placement().Describe().c_str(), m->exec->embedding_source().c_str());
     resident_.push_back(std::move(m));
     return resident_.back().get();
   }
