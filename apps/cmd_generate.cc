@@ -47,6 +47,9 @@ int Run(int argc, char** argv) {
   args.AddString("placement", "layers per backend, e.g. cpu, reference or reference:3,cpu", false,
                  "cpu");
   args.AddString("dtype", "cpu backend weights: auto, f32, bf16, int8, int4", false, "auto");
+  args.AddFlag("bf16-activations",
+               "bf16 weights: round prompt activations to bf16 and use bf16 dot products (AVX-512 "
+               "BF16; faster prefill, less exact)");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("generate", st);
   if (args.help_requested()) {
@@ -98,6 +101,7 @@ int Run(int argc, char** argv) {
     return ReportError("generate", InvalidArgument("--dtype: " + weights.status().message()));
   }
   options.backend.weights = *weights;
+  options.backend.bf16_activations = args.GetFlag("bf16-activations");
   auto run_ckpt = UsePackageCache(args.GetString("model"), *ckpt, *placement, *weights);
   if (!run_ckpt) return ReportError("generate", run_ckpt.status());
   auto t_load = std::chrono::steady_clock::now();

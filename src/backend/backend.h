@@ -35,6 +35,10 @@ enum class WeightFormat { kAuto, kF32, kBF16, kInt8, kInt4 };
 struct BackendOptions {
   WeightFormat weights = WeightFormat::kAuto;  // kAuto: the backend's natural format
   int threads = 0;                             // 0: the backend decides
+  // BF16 weights only: prompt rows are rounded to bf16 and multiplied with bf16 dot products
+  // (AVX-512 BF16), as llama.cpp does; faster, less exact than the default (activations kept
+  // in fp32, weights widened). Decode rows stay exact. Refused where the CPU lacks the kernel.
+  bool bf16_activations = false;
 };
 
 struct KvCacheConfig {

@@ -190,6 +190,82 @@ TEST(CpuQuantized, Top1AgreementUnderTeacherForcing) {
   }
 }
 
+// BackendOptions::bf16_activations: prompt rows rounded to bf16 and multiplied with vdpbf16ps.
+// Prefill lands near the exact BF16 path (bounds below are what it measured, with margin);
+// decode rows keep the exact path bit for bit; formats and CPUs it cannot serve are refused.
+TEST(CpuBf16Activations, PrefillNearTheExactPathDecodeIdentical) {
+  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "needs AVX-512 BF16";
+  test::TempDir tmp;
+  for (bool tied : {true, false}) {
+    SyntheticModelSpec s;
+    s.family = ModelFamily::kQwen3;
+    s.hidden = 256;
+    s.intermediate = 512;
+    s.layers = 4;
+    s.heads = 8;
+    s.kv_heads = 2;
+    s.head_dim = 32;
+    s.vocab = 512;
+    s.max_position = 300;
+    s.dtype = DType::kBF16;
+    s.tied = tied;
+    s.seed = 123;
+    const std::string dir = tmp.File(tied ? "tied" : "untied");
+    ASSERT_TRUE(WriteSyntheticCheckpoint(dir, s).ok());
+    auto ckpt = OpenCheckpoint(dir);
+    ASSERT_TRUE(ckpt) << ckpt.status().message();
+    auto load = [&](bool bf16_acts) {
+      ModelExecutor::Options o;
+      o.max_slots = 2;
+      o.max_seq = 300;
+      o.max_batch_tokens = 64;
+      o.backend.weights = WeightFormat::kBF16;
+      o.backend.bf16_activations = bf16_acts;
+      auto exec = ModelExecutor::Load(*ckpt, *ParsePlacement("cpu", s.layers), o);
+      EXPECT_TRUE(exec) << exec.status().message();
+      return exec ? std::move(*exec) : nullptr;
+    };
+    auto exact = load(false), fast = load(true);
+    ASSERT_TRUE(exact && fast);
+    const std::vector<int32_t> tokens = RandomTokens(256, s.vocab, 9);
+    const std::vector<float> want = AllLogits(*exact, tokens);
+    const std::vector<float> got = AllLogits(*fast, tokens);
+    double scale = 0;
+    for (float v : want) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    const double diff = MaxAbsDiff(got, want), agree = Top1Agreement(got, want, s.vocab);
+    std::printf(
+        "[ measured ] bf16 activations, %s head: max |logit| %.2f, max diff %.3g, "
+        "top-1 %.4f\n",
+        tied ? "tied" : "untied", scale, diff, agree);
+    EXPECT_GT(diff, 0.0);  // it is a different computation
+    EXPECT_LE(diff, 0.02 * scale);
+    EXPECT_GE(agree, tied ? 0.99 : 0.95);
+    // Decode rows take the exact path: the same bits.
+    std::vector<float> a(static_cast<size_t>(s.vocab)), b = a;
+    for (size_t i = 0; i < 8; ++i) {
+      ASSERT_TRUE(exact->Forward(1, static_cast<int64_t>(i), std::span(&tokens[i], 1), a).ok());
+      ASSERT_TRUE(fast->Forward(1, static_cast<int64_t>(i), std::span(&tokens[i], 1), b).ok());
+      EXPECT_EQ(a, b) << i;
+    }
+  }
+  // Refused, not ignored: another weight format, or kernels without vdpbf16ps.
+  SyntheticModelSpec small = SmallSpec(ModelFamily::kQwen3, DType::kBF16);
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("small"), small).ok());
+  auto ckpt = OpenCheckpoint(tmp.File("small"));
+  ASSERT_TRUE(ckpt);
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+    ScopedIsa scoped(isa);
+    ModelExecutor::Options o;
+    o.max_seq = 32;
+    o.backend.weights = isa == CpuIsa::kAvx512 ? WeightFormat::kInt8 : WeightFormat::kBF16;
+    o.backend.bf16_activations = true;
+    auto exec = ModelExecutor::Load(*ckpt, *ParsePlacement("cpu", small.layers), o);
+    ASSERT_FALSE(exec);
+    EXPECT_NE(exec.status().message().find("bf16 activations"), std::string::npos)
+        << exec.status().message();
+  }
+}
+
 // ---- stories260k: a real trained model ----
 
 std::string StoriesDir() {
@@ -277,6 +353,28 @@ TEST(Stories260kCpuQuantized, Top1AgreementOnReferenceContinuations) {
     const double bound = f == WeightFormat::kBF16 ? 0.99 : f == WeightFormat::kInt8 ? 0.97 : 0.83;
     EXPECT_GE(same / total, bound) << WeightFormatName(f);
   }
+  // BF16 with bf16 activations (prompt rows rounded; AVX-512 BF16 only).
+  if (!CpuSupports(CpuIsa::kAvx512)) return;
+  ModelExecutor::Options o;
+  o.max_seq = 512;
+  o.max_batch_tokens = 512;
+  o.backend.weights = WeightFormat::kBF16;
+  o.backend.bf16_activations = true;
+  auto fast = ModelExecutor::Load(*ckpt, *ParsePlacement("cpu", (*ckpt)->config.num_layers), o);
+  ASSERT_TRUE(fast) << fast.status().message();
+  double same = 0, total = 0;
+  for (const auto& rc : refs["cases"]) {
+    auto seq = rc["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t t : rc["generated_ids"].get<std::vector<int32_t>>()) seq.push_back(t);
+    same += Top1Agreement(AllLogits(**fast, seq), AllLogits(*ref, seq), 512) *
+            static_cast<double>(seq.size());
+    total += static_cast<double>(seq.size());
+  }
+  std::printf(
+      "[ measured ] stories260k bf16 + bf16 activations top-1 agreement over %.0f "
+      "positions: %.4f\n",
+      total, same / total);
+  EXPECT_GE(same / total, 0.99);
 }
 
 // ---- hybrid placement and errors ----

@@ -33,7 +33,8 @@ class CpuBackend final : public Backend {
                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
 
   std::string name() const override {
-    return "cpu-" + std::string(CpuIsaName(k_.isa)) + "-" + std::string(WeightFormatName(format_));
+    return "cpu-" + std::string(CpuIsaName(k_.isa)) + "-" + std::string(WeightFormatName(format_)) +
+           (options_.bf16_activations ? "-bf16acts" : "");
   }
 
   Status LoadLayers(const Checkpoint& ckpt, LayerRange range, const KvCacheConfig& kv) override {
@@ -49,6 +50,7 @@ class CpuBackend final : public Backend {
     }
     range_ = range;
     TS_ASSIGN_OR_RETURN(format_, ResolveCpuWeightFormat(ckpt, options_.weights));
+    TS_RETURN_IF_ERROR(CheckBf16Activations());
     // Layers are independent: each pool thread packs (widens, quantizes) its own share.
     layers_.clear();
     layers_.resize(static_cast<size_t>(range.size()));
@@ -125,6 +127,7 @@ class CpuBackend final : public Backend {
     TS_RETURN_IF_ERROR(SetModel(ckpt));
     TS_ASSIGN_OR_RETURN(head_format_, ResolveCpuWeightFormat(ckpt, options_.weights));
     if (layers_.empty()) format_ = head_format_;
+    TS_RETURN_IF_ERROR(CheckBf16Activations());
     TS_RETURN_IF_ERROR(WidenToF32(ckpt.tensors.final_norm, &final_norm_));
     // The head is one large matrix: its panels are packed on the pool.
     TS_ASSIGN_OR_RETURN(lm_head_, LoadCpuHeadMatrix(ckpt, head_format_, &pool_));
@@ -228,6 +231,21 @@ class CpuBackend final : public Backend {
     return Status::Ok();
   }
 
+  // BackendOptions::bf16_activations is decided at load: it needs BF16 weights and the
+  // vdpbf16ps kernel, and is refused otherwise (no silent fallback to the exact path).
+  Status CheckBf16Activations() const {
+    if (!options_.bf16_activations) return Status::Ok();
+    if (format_ != WeightFormat::kBF16) {
+      return InvalidArgument("bf16 activations apply to bf16 weights, not " +
+                             std::string(WeightFormatName(format_)));
+    }
+    if (k_.matmul_bf16_dot == nullptr) {
+      return Unsupported("bf16 activations need AVX-512 BF16; the cpu backend runs " +
+                         std::string(CpuIsaName(k_.isa)) + " kernels here");
+    }
+    return Status::Ok();
+  }
+
   // Scratch for one block of rows, sized for whatever has been loaded so far.
   Status AllocateScratch() {
     const size_t b = static_cast<size_t>(kMaxBlockRows);
@@ -303,6 +321,13 @@ class CpuBackend final : public Backend {
     PrepareActivations(k_, x, rows, x_stride, w.format, &acts_, &pool_);
     MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias};
     MatmulFn fn = k_.Matmul(w.format);
+    if (options_.bf16_activations && rows > 1 && w.format == WeightFormat::kBF16) {
+      // Prompt rows rounded to bf16 for vdpbf16ps (BackendOptions::bf16_activations).
+      ForRows(rows, [&](int64_t r) {
+        k_.to_bf16(x + r * x_stride, x_stride, acts_.bf16.data() + r * x_stride);
+      });
+      fn = k_.matmul_bf16_dot;
+    }
     auto run = [&](int64_t begin, int64_t end, int) { fn(args, begin, end); };
     pool_.ParallelForBalanced(w.panels(), rows == 1 ? DecodeGrain(w) : k_.prompt_panels, run);
   }
