@@ -155,21 +155,27 @@ TEST(CpuDecodeSplit, LongContextDecodeMatchesTheReference) {
 
 // INT8 / INT4 against the fp32 reference on a bigger synthetic model: the arg-max at each of
 // 256 teacher-forced positions.
+// A BF16 model big enough that 256 teacher-forced positions mean something.
+SyntheticModelSpec MidSpec(ModelFamily family, uint64_t seed) {
+  SyntheticModelSpec s;
+  s.family = family;
+  s.hidden = 256;
+  s.intermediate = 512;
+  s.layers = 4;
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 32;
+  s.vocab = 512;
+  s.max_position = 300;
+  s.dtype = DType::kBF16;
+  s.seed = seed;
+  return s;
+}
+
 TEST(CpuQuantized, Top1AgreementUnderTeacherForcing) {
   test::TempDir tmp;
   for (ModelFamily family : {ModelFamily::kLlama, ModelFamily::kQwen2, ModelFamily::kQwen3}) {
-    SyntheticModelSpec s;
-    s.family = family;
-    s.hidden = 256;
-    s.intermediate = 512;
-    s.layers = 4;
-    s.heads = 8;
-    s.kv_heads = 2;
-    s.head_dim = 32;
-    s.vocab = 512;
-    s.max_position = 300;
-    s.dtype = DType::kBF16;
-    s.seed = 99 + static_cast<uint64_t>(family);
+    SyntheticModelSpec s = MidSpec(family, 99 + static_cast<uint64_t>(family));
     std::string dir = tmp.File(std::string(ModelFamilyName(family)));
     ASSERT_TRUE(WriteSyntheticCheckpoint(dir, s).ok());
     auto ckpt = OpenCheckpoint(dir);
@@ -197,19 +203,8 @@ TEST(CpuBf16Activations, PrefillNearTheExactPathDecodeIdentical) {
   if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "needs AVX-512 BF16";
   test::TempDir tmp;
   for (bool tied : {true, false}) {
-    SyntheticModelSpec s;
-    s.family = ModelFamily::kQwen3;
-    s.hidden = 256;
-    s.intermediate = 512;
-    s.layers = 4;
-    s.heads = 8;
-    s.kv_heads = 2;
-    s.head_dim = 32;
-    s.vocab = 512;
-    s.max_position = 300;
-    s.dtype = DType::kBF16;
+    SyntheticModelSpec s = MidSpec(ModelFamily::kQwen3, 123);
     s.tied = tied;
-    s.seed = 123;
     const std::string dir = tmp.File(tied ? "tied" : "untied");
     ASSERT_TRUE(WriteSyntheticCheckpoint(dir, s).ok());
     auto ckpt = OpenCheckpoint(dir);
