@@ -141,6 +141,9 @@ int RunServeCommand(int argc, char** argv) {
   args.AddInt("context", "KV cache positions per model (default: the model's, at most 4096)", 0);
   args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
   args.AddFlag("no-prewarm", "do not load the default model before the first request");
+  args.AddFlag("bf16-activations",
+               "bf16 weights: round prompt activations to bf16 for bf16 dot products (AVX-512 "
+               "BF16; faster prefill, less exact)");
   args.AddInt("request-timeout",
               "seconds a request may take before it is cut and the worker restarted", 120);
   args.AddInt("socket-timeout",
@@ -267,6 +270,7 @@ int RunServeCommand(int argc, char** argv) {
                               std::to_string(args.GetInt("context")), "--max-loaded-models",
                               std::to_string(args.GetInt("max-loaded-models"))});
   if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
+  if (args.GetFlag("bf16-activations")) options.worker_args.push_back("--bf16-activations");
   return server::RunServer(options);
 }
 
@@ -278,6 +282,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddInt("context", "KV positions per model", 0);
   args.AddInt("max-loaded-models", "models resident at once", 1);
   args.AddFlag("no-prewarm", "do not load the default model at start");
+  args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("worker", st);
   server::WorkerOptions options;
   for (const std::string& spec : args.GetList("model")) {
@@ -291,6 +296,7 @@ int RunWorkerCommand(int argc, char** argv) {
   options.max_loaded_models =
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");
+  options.bf16_activations = args.GetFlag("bf16-activations");
   return server::RunWorker(static_cast<int>(args.GetInt("fd")), options);
 }
 

@@ -153,6 +153,7 @@ class Worker {
     ModelExecutor::Options exec_options;
     exec_options.max_slots = 1;  // one sequence at a time today; batching adds slots
     exec_options.max_seq = options_.context;
+    exec_options.backend.bf16_activations = options_.bf16_activations;
     TS_ASSIGN_OR_RETURN(m->exec, ModelExecutor::Load(m->ckpt, placement, exec_options));
     // Prewarm: one forward pass touches every weight page and sizes every buffer, so the
     // first request does not pay for it.

@@ -28,6 +28,7 @@ struct WorkerOptions {
   int64_t context = 0;  // KV positions per model; 0: the model's own, at most 4096
   int max_loaded_models = 1;
   bool prewarm = true;  // load and warm the default model before reporting ready
+  bool bf16_activations = false;  // BackendOptions::bf16_activations for BF16 packages
 };
 
 // Serves jobs from `fd` until it is closed. Returns the process exit code.
