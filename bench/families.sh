@@ -6,7 +6,7 @@
 # the machine; ratios are what to compare across runs, not absolute figures.
 #
 #   bench/families.sh TESSERA MODELS_DIR [--presets "a b ..."] [--dtypes "bf16 int8 int4"]
-#                     [--gen 64]
+#                     [--gen 64] [--extra "--bf16-activations"]
 #
 # MODELS_DIR receives the synthetic checkpoints (several GB; reused when present). A preset
 # written NAME@VOCAB is synthesized with --vocab VOCAB (e.g. qwen3.5-0.8b@151936, to compare
@@ -16,12 +16,13 @@
 set -euo pipefail
 BIN=$1 MODELS=$2; shift 2
 PRESETS="qwen3.5-0.8b qwen3.5-0.8b@151936 qwen3.5-2b minicpm5-2b gemma3-1b llama3.2-1b qwen2.5-0.5b"
-DTYPES="bf16 int8 int4" GEN=64 REFERENCE=qwen3-0.6b
+DTYPES="bf16 int8 int4" GEN=64 REFERENCE=qwen3-0.6b EXTRA=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --presets) PRESETS=$2; shift 2 ;;
     --dtypes) DTYPES=$2; shift 2 ;;
     --gen) GEN=$2; shift 2 ;;
+    --extra) EXTRA=$2; shift 2 ;;  # more `tessera bench` flags, for both models of a row
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -37,7 +38,7 @@ synth() {  # preset[@vocab] -> directory
 # decode tok/s, prefill@512 tok/s, decode GB/s of one run
 measure() {
   "$BIN" bench --model "$1" --dtype "$2" --threads 2 --prompt-tokens 512 --gen-tokens "$GEN" \
-    --repeat 1 --json | python3 -c '
+    --repeat 1 --json $EXTRA | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 print("%.1f %.1f %.1f" % (r["decode_tok_s"], r["prefill_tok_s"]["512"], r["decode_gb_s"]))'
