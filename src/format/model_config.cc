@@ -487,11 +487,8 @@ Expected<ModelConfig> ParseModelConfig(std::string_view config_json) {
 
   // gemma3 names it hidden_activation; the others hidden_act.
   const bool gemma = c.family == ModelFamily::kGemma3;
-  TS_ASSIGN_OR_RETURN(auto act,
-                      cfg.OptionalString(gemma && cfg.Has("hidden_activation") ? "hidden_activation"
-                                                                               : "hidden_act"));
-  const std::string act_key =
-      gemma && cfg.Has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const char* act_key = gemma && cfg.Has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  TS_ASSIGN_OR_RETURN(auto act, cfg.OptionalString(act_key));
   if (gemma) {
     if (act && *act != "gelu_pytorch_tanh" && *act != "gelu_tanh") {
       return cfg.FieldError(

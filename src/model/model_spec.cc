@@ -26,9 +26,10 @@ Expected<ModelSpec> BuildModelSpec(const ModelConfig& c) {
   s.head_dim = c.head_dim;
   s.q_dim = c.num_heads * c.head_dim;
   s.kv_dim = c.num_kv_heads * c.head_dim;
-  s.qkv_bias = c.family == ModelFamily::kQwen2 || c.attention_bias;
+  // The parser already says what each family has (qwen2: q/k/v biases, never an o bias).
+  s.qkv_bias = c.attention_bias;
   s.o_bias = c.family != ModelFamily::kQwen2 && c.attention_bias;
-  s.qk_norm = c.qk_norm || c.family == ModelFamily::kQwen3;
+  s.qk_norm = c.qk_norm;
   s.output_gate = c.attn_output_gate;
   s.attention_scale =
       1.0 / std::sqrt(c.query_pre_attn_scalar.value_or(static_cast<double>(c.head_dim)));

@@ -54,6 +54,7 @@ void RecurrentState::Snapshot(int slot) {
 }
 
 int64_t RecurrentState::Resumable(int slot, int64_t wanted) const {
+  if (slots_ == 0 || slot < 0 || slot >= slots_) return wanted;
   int64_t best = position(slot) <= wanted ? position(slot) : 0;
   const size_t base = static_cast<size_t>(slot) * static_cast<size_t>(snapshots_);
   for (int k = 0; k < snapshots_; ++k) {
@@ -64,6 +65,7 @@ int64_t RecurrentState::Resumable(int slot, int64_t wanted) const {
 }
 
 Status RecurrentState::Prepare(int slot, int64_t start_pos) {
+  if (slots_ == 0) return Status::Ok();
   if (start_pos == 0) {
     std::fill_n(Live(slot, 0), SlotFloats(), 0.0f);
     SetPosition(slot, 0);

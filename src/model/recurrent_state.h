@@ -6,9 +6,11 @@
 //   RecurrentState st;
 //   st.Allocate(/*slots=*/1, /*layers=*/18, /*floats_per_layer=*/n, /*snapshots=*/2);
 //   float* s = st.Live(slot, layer);        // the layer's conv history and matrices
-//   st.SetPosition(slot, pos + n_tokens);   // after a forward call
-//   st.Snapshot(slot);                      // keep a copy at this position
 //   st.Prepare(slot, start_pos);            // live state at start_pos, or an error
+//   ...                                     // the layers update Live(slot, layer)
+//   st.Finish(slot, start_pos + n, n > 1);  // the new position; a snapshot after a prompt chunk
+// A state that was never allocated (a model without recurrent layers) makes Prepare, Finish
+// and Resumable no-ops, so a backend calls them for every chunk.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +39,16 @@ class RecurrentState {
   // is refreshed instead).
   void Snapshot(int slot);
 
+  // After a forward call: the live state is at `pos`; with `snapshot`, also keep a copy.
+  void Finish(int slot, int64_t pos, bool snapshot) {
+    if (slots_ == 0) return;
+    SetPosition(slot, pos);
+    if (snapshot) Snapshot(slot);
+  }
+
   // The largest position <= wanted the slot can resume from: wanted itself when the live
-  // state or a snapshot is there, else the best snapshot or live position below it, else 0.
+  // state or a snapshot is there (or when there is no state), else the best snapshot or live
+  // position below it, else 0.
   int64_t Resumable(int slot, int64_t wanted) const;
 
   // Makes the live state the state after `start_pos` tokens: zeros for 0, else the live state

@@ -84,4 +84,9 @@ Status WidenRowsToF32(const TensorRef& tensor, int64_t first_row, int64_t n_rows
   return Status::Ok();
 }
 
+Status WidenToF32OrClear(const TensorRef& tensor, std::vector<float>* out) {
+  out->clear();
+  return tensor ? WidenToF32(tensor, out) : Status::Ok();
+}
+
 }  // namespace tessera

@@ -32,6 +32,8 @@ struct TensorRef {
 Status WidenToF32(const TensorRef& tensor, std::vector<float>* out);
 Status WidenRowsToF32(const TensorRef& tensor, int64_t first_row, int64_t n_rows,
                       std::span<float> out);
+// As WidenToF32 for a tensor the model may lack: an absent one leaves *out empty.
+Status WidenToF32OrClear(const TensorRef& tensor, std::vector<float>* out);
 
 // Resizes *out to the tensor's element count and fills it.
 Status WidenToF32(const TensorInfo& tensor, std::vector<float>* out);

@@ -147,7 +147,7 @@ class CpuBackend final : public Backend {
         return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
                           " is past the KV cache capacity of " + std::to_string(max_seq_));
       }
-      if (state_.slots() > 0) TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
+      TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
       // Blocks in order: a block's keys are cached before the next block attends to them.
       for (int64_t done = 0; done < c.n_tokens;) {
         int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
@@ -164,10 +164,7 @@ class CpuBackend final : public Backend {
         }
         done += n;
       }
-      if (state_.slots() > 0) {
-        state_.SetPosition(c.slot, c.start_pos + c.n_tokens);
-        if (c.n_tokens > 1) state_.Snapshot(c.slot);  // a prompt chunk's end
-      }
+      state_.Finish(c.slot, c.start_pos + c.n_tokens, c.n_tokens > 1);  // snapshot a prompt chunk
       rows += c.n_tokens * spec_.hidden;
     }
     return Status::Ok();
@@ -191,7 +188,6 @@ class CpuBackend final : public Backend {
   }
 
   int64_t ResumablePosition(int slot, int64_t wanted) const override {
-    if (state_.slots() == 0 || slot < 0 || slot >= state_.slots()) return wanted;
     return state_.Resumable(slot, wanted);
   }
 

@@ -9,11 +9,6 @@
 namespace tessera {
 namespace {
 
-Status WidenOptional(const TensorRef& t, std::vector<float>* out) {
-  out->clear();
-  return t ? WidenToF32(t, out) : Status::Ok();
-}
-
 // Stacks row-major matrices that share a column count and packs them as one, widening 16
 // rows at a time straight from the checkpoint's bytes (no fp32 copy of a whole matrix).
 Expected<PackedMatrix> PackStacked(std::initializer_list<TensorRef> parts, WeightFormat f,
@@ -161,7 +156,7 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
       {&src.dt_bias, &L.dt_bias},
       {&src.a_log, &L.a_log},
       {&src.delta_norm, &L.delta_norm}};
-  for (const auto& [ref, out] : vectors) TS_RETURN_IF_ERROR(WidenOptional(*ref, out));
+  for (const auto& [ref, out] : vectors) TS_RETURN_IF_ERROR(WidenToF32OrClear(*ref, out));
   if (!L.conv1d.empty()) {
     // [channel][tap] -> [tap][channel]: the conv runs over contiguous channels.
     const DeltaNetSpec& n = *d.deltanet;
@@ -207,7 +202,7 @@ Expected<CpuLayerWeights> LoadCpuLayerWeights(const Checkpoint& ckpt, int64_t la
     int64_t offset = 0;
     for (auto [t, n] : {std::pair{src.q_bias, d.q_dim}, std::pair{src.k_bias, d.kv_dim},
                         std::pair{src.v_bias, d.kv_dim}}) {
-      TS_RETURN_IF_ERROR(WidenOptional(t, &part));
+      TS_RETURN_IF_ERROR(WidenToF32OrClear(t, &part));
       if (!part.empty() && static_cast<int64_t>(part.size()) != n)
         return Internal("cpu backend: bias size");
       std::copy(part.begin(), part.end(), L.qkv_bias.begin() + offset);

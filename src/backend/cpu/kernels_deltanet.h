@@ -12,61 +12,39 @@ namespace tessera {
 
 inline constexpr int64_t kMaxDeltaNetValueDim = 512;
 
-// A block of exactly W columns: the accumulators live in registers and the column loops
-// unroll completely.
-template <int W>
+// kWidth > 0: a block of exactly that many columns, whose accumulators live in registers and
+// whose column loops unroll completely; 0: any dv up to kMaxDeltaNetValueDim.
+template <int kWidth>
 inline void DeltaNetStepColumns(float* state, int64_t ld, const float* q, const float* k,
-                                const float* v, float beta, float decay, int64_t dk, float* out) {
-  float mem[W] = {}, acc[W] = {}, delta[W];
+                                const float* v, float beta, float decay, int64_t dk, int64_t dv,
+                                float* out) {
+  constexpr int64_t kCap = kWidth > 0 ? kWidth : kMaxDeltaNetValueDim;
+  const int64_t w = kWidth > 0 ? kWidth : dv;
+  float mem[kCap] = {}, acc[kCap] = {}, delta[kCap];
   for (int64_t i = 0; i < dk; ++i) {
     const float* row = state + i * ld;
     const float ki = k[i] * decay;
-    for (int j = 0; j < W; ++j) mem[j] += row[j] * ki;
+    for (int64_t j = 0; j < w; ++j) mem[j] += row[j] * ki;
   }
-  for (int j = 0; j < W; ++j) delta[j] = (v[j] - mem[j]) * beta;
+  for (int64_t j = 0; j < w; ++j) delta[j] = (v[j] - mem[j]) * beta;
   for (int64_t i = 0; i < dk; ++i) {
     float* row = state + i * ld;
     const float ki = k[i], qi = q[i];
-    for (int j = 0; j < W; ++j) {
+    for (int64_t j = 0; j < w; ++j) {
       const float s = row[j] * decay + ki * delta[j];
       row[j] = s;
       acc[j] += s * qi;
     }
   }
-  for (int j = 0; j < W; ++j) out[j] = acc[j];
-}
-
-inline void DeltaNetStepAnyWidth(float* state, int64_t ld, const float* q, const float* k,
-                                 const float* v, float beta, float decay, int64_t dk, int64_t dv,
-                                 float* out) {
-  float delta[kMaxDeltaNetValueDim];
-  for (int64_t j = 0; j < dv; ++j) out[j] = 0.0f;
-  for (int64_t i = 0; i < dk; ++i) {
-    const float* row = state + i * ld;
-    const float ki = k[i] * decay;
-    for (int64_t j = 0; j < dv; ++j) out[j] += row[j] * ki;
-  }
-  for (int64_t j = 0; j < dv; ++j) {
-    delta[j] = (v[j] - out[j]) * beta;
-    out[j] = 0.0f;
-  }
-  for (int64_t i = 0; i < dk; ++i) {
-    float* row = state + i * ld;
-    const float ki = k[i], qi = q[i];
-    for (int64_t j = 0; j < dv; ++j) {
-      const float s = row[j] * decay + ki * delta[j];
-      row[j] = s;
-      out[j] += s * qi;
-    }
-  }
+  for (int64_t j = 0; j < w; ++j) out[j] = acc[j];
 }
 
 // The table entry: blocks of 32 columns (what the cpu backend hands it) take the unrolled path.
 inline void DeltaNetStepPlain(float* state, int64_t ld, const float* q, const float* k,
                               const float* v, float beta, float decay, int64_t dk, int64_t dv,
                               float* out) {
-  if (dv == 32) return DeltaNetStepColumns<32>(state, ld, q, k, v, beta, decay, dk, out);
-  DeltaNetStepAnyWidth(state, ld, q, k, v, beta, decay, dk, dv, out);
+  if (dv == 32) return DeltaNetStepColumns<32>(state, ld, q, k, v, beta, decay, dk, dv, out);
+  DeltaNetStepColumns<0>(state, ld, q, k, v, beta, decay, dk, dv, out);
 }
 
 }  // namespace tessera

@@ -46,11 +46,6 @@ struct RefLayer {
   }
 };
 
-Status WidenOptional(const TensorRef& t, std::vector<float>* out) {
-  out->clear();
-  return t ? WidenToF32(t, out) : Status::Ok();
-}
-
 // y[rows] = W[rows, cols] x[cols] (+ b)
 void MatVec(const std::vector<float>& w, const std::vector<float>& bias, const float* x,
             int64_t rows, int64_t cols, float* y) {
@@ -147,7 +142,7 @@ class ReferenceBackend final : public Backend {
           {&src.up_proj, &L.up_proj},
           {&src.down_proj, &L.down_proj},
           {&src.mlp_out_norm, &L.mlp_out_norm}};
-      for (const auto& [ref, out] : fields) TS_RETURN_IF_ERROR(WidenOptional(*ref, out));
+      for (const auto& [ref, out] : fields) TS_RETURN_IF_ERROR(WidenToF32OrClear(*ref, out));
     }
     if (attention_layers > 0) {
       TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
@@ -199,7 +194,7 @@ class ReferenceBackend final : public Backend {
         return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
                           " is past the KV cache capacity of " + std::to_string(max_seq_));
       }
-      if (state_.slots() > 0) TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
+      TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
       // Token by token: each token's keys (and recurrent state) are updated before the next
       // token reads them, which is exactly causal attention over the prompt.
       for (int64_t i = 0; i < c.n_tokens; ++i, row += spec_.hidden) {
@@ -212,10 +207,7 @@ class ReferenceBackend final : public Backend {
           MlpStep(L, row);
         }
       }
-      if (state_.slots() > 0) {
-        state_.SetPosition(c.slot, c.start_pos + c.n_tokens);
-        if (c.n_tokens > 1) state_.Snapshot(c.slot);  // a prompt chunk's end
-      }
+      state_.Finish(c.slot, c.start_pos + c.n_tokens, c.n_tokens > 1);  // snapshot a prompt chunk
     }
     return Status::Ok();
   }
@@ -237,7 +229,6 @@ class ReferenceBackend final : public Backend {
   }
 
   int64_t ResumablePosition(int slot, int64_t wanted) const override {
-    if (state_.slots() == 0 || slot < 0 || slot >= state_.slots()) return wanted;
     return state_.Resumable(slot, wanted);
   }
 
