@@ -10,7 +10,7 @@
 //   TS_RETURN_IF_ERROR(b->LoadHead(*ckpt));
 //   ForwardBatch batch{{{.slot = 0, .start_pos = 0, .n_tokens = 5}}};
 //   TS_RETURN_IF_ERROR(b->ForwardLayers(batch, hidden));   // hidden: [5, hidden_size]
-//   TS_RETURN_IF_ERROR(b->ComputeLogits(last_row, 1, logits));
+//   TS_RETURN_IF_ERROR(b->ComputeLogits(last_row, 1, logits, LogitRows::kOnePerSequence));
 #pragma once
 
 #include <cstdint>
@@ -46,8 +46,10 @@ struct KvCacheConfig {
   int64_t max_seq = 0;  // positions per slot
 };
 
-// Consecutive positions of one sequence; a batch concatenates chunks of several sequences
-// (only one chunk per call is used today; the shape allows batching later).
+// Consecutive positions of one sequence; a batch concatenates chunks of several sequences, at
+// most one per slot, the one-token chunks (decode steps) first: a backend runs those rows
+// through each weight together and gives each the arithmetic of a lone decode row, so a
+// sequence's result does not depend on the rest of the batch.
 struct SequenceChunk {
   int slot = 0;
   int64_t start_pos = 0;
@@ -61,6 +63,8 @@ struct ForwardBatch {
     return n;
   }
 };
+
+enum class LogitRows { kPositions, kOnePerSequence };
 
 class Backend {
  public:
@@ -80,8 +84,10 @@ class Backend {
   virtual Status ForwardLayers(const ForwardBatch& batch, std::span<float> hidden) = 0;
 
   // Final norm + LM head: hidden [n_rows, hidden_size] -> logits [n_rows, vocab_size].
+  // kOnePerSequence rows are the last rows of different sequences (a batched step), computed
+  // as a lone row would be; kPositions rows are positions of one sequence (scoring).
   virtual Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
-                               std::span<float> logits) = 0;
+                               std::span<float> logits, LogitRows kind) = 0;
 
   // The largest position <= wanted from which `slot`'s sequence can continue without running
   // earlier tokens again. A KV cache rewinds to any position; a recurrent state only resumes

@@ -46,6 +46,8 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<con
   }
   TS_RETURN_IF_ERROR(exec->ChooseEmbeddingSource(*ckpt));
   exec->hidden_.resize(static_cast<size_t>(options.max_batch_tokens * ckpt->tensors.spec.hidden));
+  exec->last_rows_.resize(static_cast<size_t>(options.max_slots * ckpt->tensors.spec.hidden));
+  exec->max_slots_ = options.max_slots;
   exec->ckpt_ = std::move(ckpt);
   return exec;
 }
@@ -130,16 +132,64 @@ Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32
       TS_RETURN_IF_ERROR(
           head.ComputeLogits(hidden, chunk,
                              all_logits.subspan(static_cast<size_t>(done * d.vocab),
-                                                static_cast<size_t>(chunk * d.vocab))));
+                                                static_cast<size_t>(chunk * d.vocab)),
+                             LogitRows::kPositions));
     }
     done += chunk;
     if (done == n) {
       auto last_row = hidden.subspan(static_cast<size_t>((chunk - 1) * d.hidden),
                                      static_cast<size_t>(d.hidden));
-      TS_RETURN_IF_ERROR(head.ComputeLogits(last_row, 1, last_logits));
+      TS_RETURN_IF_ERROR(head.ComputeLogits(last_row, 1, last_logits, LogitRows::kOnePerSequence));
     }
   }
   return Status::Ok();
+}
+
+Status ModelExecutor::Step(std::span<const StepInput> inputs, std::span<float> logits) {
+  const ModelSpec& d = spec();
+  const size_t hidden = static_cast<size_t>(d.hidden);
+  if (inputs.empty()) return InvalidArgument("nothing to run: no sequences");
+  if (static_cast<int64_t>(inputs.size()) > max_slots_) return Internal("more inputs than slots");
+  if (logits.size() != inputs.size() * static_cast<size_t>(d.vocab)) {
+    return Internal("logits must hold one vocab_size row per input");
+  }
+  // One-token inputs lead the batch (ForwardBatch's rule); `order` maps batch order to inputs.
+  order_.clear();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].tokens.size() == 1) order_.push_back(i);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].tokens.size() != 1) order_.push_back(i);
+  ForwardBatch& batch = batch_;
+  batch.chunks.clear();
+  size_t rows = 0;
+  for (size_t i : order_) {
+    const StepInput& in = inputs[i];
+    const int64_t n = static_cast<int64_t>(in.tokens.size());
+    if (n == 0) return InvalidArgument("nothing to run for slot " + std::to_string(in.slot));
+    if (in.start_pos < 0 || in.start_pos + n > max_seq_) {
+      return OutOfRange("sequence of " + std::to_string(in.start_pos + n) +
+                        " tokens exceeds the context of " + std::to_string(max_seq_));
+    }
+    if (static_cast<int64_t>(rows) + n > max_batch_tokens_) {
+      return InvalidArgument("a step of more than " + std::to_string(max_batch_tokens_) +
+                             " tokens");
+    }
+    TS_RETURN_IF_ERROR(Embed(
+        in.tokens, std::span<float>(hidden_.data() + rows * hidden, in.tokens.size() * hidden)));
+    batch.chunks.push_back({in.slot, in.start_pos, n});
+    rows += in.tokens.size();
+  }
+  std::span<float> all(hidden_.data(), rows * hidden);
+  for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, all));
+  // Each input's last row, in input order, through the head as rows of different sequences.
+  size_t end = 0;
+  for (size_t i : order_) {
+    end += inputs[i].tokens.size();
+    std::copy_n(hidden_.data() + (end - 1) * hidden, hidden, last_rows_.data() + i * hidden);
+  }
+  return backends_.back()->ComputeLogits(
+      std::span<const float>(last_rows_.data(), inputs.size() * hidden),
+      static_cast<int64_t>(inputs.size()), logits, LogitRows::kOnePerSequence);
 }
 
 }  // namespace tessera

@@ -43,7 +43,21 @@ class ModelExecutor {
   Status Forward(int slot, int64_t start_pos, std::span<const int32_t> tokens,
                  std::span<float> last_logits, std::span<float> all_logits = {});
 
+  // One forward batch over several sequences (continuous batching): each input runs its
+  // tokens at positions [start_pos, start_pos + n) of its slot (one input per slot), and row i
+  // of `logits` ([inputs.size(), vocab]) receives input i's last-token logits. All tokens
+  // together must fit max_batch_tokens. A sequence's logits do not depend on the rest of the
+  // batch (see ForwardBatch).
+  struct StepInput {
+    int slot = 0;
+    int64_t start_pos = 0;
+    std::span<const int32_t> tokens;
+  };
+  Status Step(std::span<const StepInput> inputs, std::span<float> logits);
+
   const Checkpoint& checkpoint() const { return *ckpt_; }
+  int max_slots() const { return max_slots_; }
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
   const ModelSpec& spec() const { return ckpt_->tensors.spec; }
   int64_t max_seq() const { return max_seq_; }
   const Placement& placement() const { return placement_; }
@@ -67,6 +81,10 @@ class ModelExecutor {
   int64_t max_seq_ = 0;
   int64_t max_batch_tokens_ = 0;
   std::vector<float> hidden_;     // [max_batch_tokens, hidden]
+  std::vector<float> last_rows_;  // [max_slots, hidden], Step's rows for the head
+  std::vector<size_t> order_;     // Step's batch order (one-token inputs first)
+  ForwardBatch batch_;            // Step's batch (kept: no allocation per step)
+  int max_slots_ = 1;
   bool embed_from_head_ = false;  // token rows come from the head backend's EmbedFromHead
   std::string embedding_source_;
 };

@@ -410,7 +410,8 @@ TEST(CpuBackend, NamesItsPathAndRefusesBadRequests) {
   EXPECT_FALSE(b->ForwardLayers({{{.slot = 0, .start_pos = 0, .n_tokens = 3}}}, hidden).ok());
   std::vector<float> logits(128);
   EXPECT_FALSE(
-      b->ComputeLogits(std::span<const float>(hidden.data(), 64), 1, logits).ok());  // no head
+      b->ComputeLogits(std::span<const float>(hidden.data(), 64), 1, logits, LogitRows::kPositions)
+          .ok());  // no head
   auto auto_fmt = MakeCpuBackend({}, CpuIsa::kAvx2);
   ASSERT_TRUE(auto_fmt->LoadLayers(**ckpt, {0, 3}, {1, 16}).ok());
   EXPECT_EQ(auto_fmt->name(),

@@ -82,6 +82,7 @@ class CpuBackend final : public Backend {
                                                                            : recurrent_layers++);
     }
     slots_ = kv.max_slots;
+    slot_seen_.assign(static_cast<size_t>(slots_), 0);
     attention_layers_ = attention_layers;
     ring_cap_ = 0;
     if (sliding_layers > 0) {
@@ -140,38 +141,46 @@ class CpuBackend final : public Backend {
     if (hidden.size() != static_cast<size_t>(batch.total_tokens() * spec_.hidden)) {
       return Internal("cpu backend: hidden buffer does not match the batch");
     }
-    float* rows = hidden.data();
-    for (const SequenceChunk& c : batch.chunks) {
-      if (c.slot < 0 || c.slot >= slots_) return OutOfRange("KV slot out of range");
-      if (c.start_pos < 0 || c.n_tokens < 0 || c.start_pos + c.n_tokens > max_seq_) {
-        return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
-                          " is past the KV cache capacity of " + std::to_string(max_seq_));
-      }
+    TS_RETURN_IF_ERROR(CheckBatch(batch));
+    for (const SequenceChunk& c : batch.chunks)
       TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
+    // The one-token chunks lead the batch (CheckBatch): their rows go through each layer
+    // together, so every weight streams once for all of them (one small GEMM per matrix).
+    size_t first_prompt = 0;
+    while (first_prompt < batch.chunks.size() && batch.chunks[first_prompt].n_tokens == 1)
+      ++first_prompt;
+    float* rows = hidden.data();
+    for (size_t c0 = 0; c0 < first_prompt; c0 += kMaxBlockRows) {
+      const size_t n = std::min<size_t>(kMaxBlockRows, first_prompt - c0);
+      for (size_t r = 0; r < n; ++r) {
+        row_slot_[r] = batch.chunks[c0 + r].slot;
+        row_pos_[r] = batch.chunks[c0 + r].start_pos;
+      }
+      RunBlock(static_cast<int64_t>(n), /*decode=*/true, rows);
+      rows += static_cast<int64_t>(n) * spec_.hidden;
+    }
+    for (size_t ci = first_prompt; ci < batch.chunks.size(); ++ci) {
+      const SequenceChunk& c = batch.chunks[ci];
       // Blocks in order: a block's keys are cached before the next block attends to them.
       for (int64_t done = 0; done < c.n_tokens;) {
-        int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
-        for (int64_t l = 0; l < range_.size(); ++l) {
-          const CpuLayerWeights& L = layers_[static_cast<size_t>(l)];
-          float* x = rows + done * spec_.hidden;
-          if (L.spec.is_attention()) {
-            AttentionBlock(L, cache_index_[static_cast<size_t>(l)], c.slot, c.start_pos + done, n,
-                           x);
-          } else {
-            DeltaNetLayerBlock(L, cache_index_[static_cast<size_t>(l)], c.slot, n, x);
-          }
-          MlpBlock(L, n, x);
+        const int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
+        for (int64_t r = 0; r < n; ++r) {
+          row_slot_[static_cast<size_t>(r)] = c.slot;
+          row_pos_[static_cast<size_t>(r)] = c.start_pos + done + r;
         }
+        RunBlock(n, /*decode=*/false, rows + done * spec_.hidden);
         done += n;
       }
-      state_.Finish(c.slot, c.start_pos + c.n_tokens, c.n_tokens > 1);  // snapshot a prompt chunk
       rows += c.n_tokens * spec_.hidden;
+    }
+    for (const SequenceChunk& c : batch.chunks) {
+      state_.Finish(c.slot, c.start_pos + c.n_tokens, c.n_tokens > 1);  // snapshot a prompt chunk
     }
     return Status::Ok();
   }
 
-  Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
-                       std::span<float> logits) override {
+  Status ComputeLogits(std::span<const float> hidden, int64_t n_rows, std::span<float> logits,
+                       LogitRows kind) override {
     if (lm_head_.rows == 0) return Internal("cpu backend: LM head not loaded");
     if (n_rows < 0 || hidden.size() != static_cast<size_t>(n_rows * spec_.hidden) ||
         logits.size() != static_cast<size_t>(n_rows * spec_.vocab)) {
@@ -181,7 +190,7 @@ class CpuBackend final : public Backend {
       int64_t n = std::min(kMaxBlockRows, n_rows - done);
       NormRows(hidden.data() + done * spec_.hidden, final_norm_, n);
       Matmul(lm_head_, xn_.data(), n, hidden_stride_, logits.data() + done * spec_.vocab,
-             spec_.vocab, false, nullptr);
+             spec_.vocab, false, nullptr, kind == LogitRows::kOnePerSequence);
       done += n;
     }
     return Status::Ok();
@@ -312,12 +321,13 @@ class CpuBackend final : public Backend {
   }
 
   // y[rows][ldy] (+)= W x for x [rows][x_stride], split over the pool by panels.
+  // `decode`: the rows are decode rows of different sequences (MatmulArgs::decode_rows).
   void Matmul(const PackedMatrix& w, const float* x, int64_t rows, int64_t x_stride, float* y,
-              int64_t ldy, bool accumulate, const float* bias) {
+              int64_t ldy, bool accumulate, const float* bias, bool decode) {
     PrepareActivations(k_, x, rows, x_stride, w.format, &acts_, &pool_);
-    MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias};
+    MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias, decode};
     MatmulFn fn = k_.Matmul(w.format);
-    if (options_.bf16_activations && rows > 1 && w.format == WeightFormat::kBF16) {
+    if (options_.bf16_activations && !args.decode() && w.format == WeightFormat::kBF16) {
       // Prompt rows rounded to bf16 for vdpbf16ps (BackendOptions::bf16_activations).
       ForRows(rows, [&](int64_t r) {
         k_.to_bf16(x + r * x_stride, x_stride, acts_.bf16.data() + r * x_stride);
@@ -325,7 +335,7 @@ class CpuBackend final : public Backend {
       fn = k_.matmul_bf16_dot;
     }
     auto run = [&](int64_t begin, int64_t end, int) { fn(args, begin, end); };
-    pool_.ParallelForBalanced(w.panels(), rows == 1 ? DecodeGrain(w) : k_.prompt_panels, run);
+    pool_.ParallelForBalanced(w.panels(), args.decode() ? DecodeGrain(w) : k_.prompt_panels, run);
   }
 
   // fn(r) for r in [0, n) on the pool (a single decode row runs inline, as ParallelFor does
@@ -345,11 +355,13 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // Row r of the block at positions [pos, ...) after the qkv matmul: the output gate moved
-  // aside (q compacted to [q_dim]), q/k norms, RoPE on q and k, then k and v into the KV cache
-  // (and k into the transposed key cache). `layer` is the layer's KV cache index.
-  void PositionAndCacheRow(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos,
-                           int64_t r) {
+  // Row r of the block (sequence row_slot_[r] at position row_pos_[r]) after the qkv matmul:
+  // the output gate moved aside (q compacted to [q_dim]), q/k norms, RoPE on q and k, then k
+  // and v into the KV cache (and k into the transposed key cache). `layer` is the layer's KV
+  // cache index.
+  void PositionAndCacheRow(const CpuLayerWeights& L, int64_t layer, int64_t r) {
+    const int slot = row_slot_[static_cast<size_t>(r)];
+    const int64_t p = row_pos_[static_cast<size_t>(r)];
     const ModelSpec& d = spec_;
     float* q = qkv_.data() + r * qkv_width_;
     float* k = q + d.q_proj_rows();
@@ -374,7 +386,6 @@ class CpuBackend final : public Backend {
                     k + h * d.head_dim);
       }
     }
-    const int64_t p = pos + r;
     const RopeTable& rope = ropes_[static_cast<size_t>(L.spec.rope)];
     const float* cs = rope.cos_at(p);
     const float* sn = rope.sin_at(p);
@@ -402,11 +413,13 @@ class CpuBackend final : public Backend {
 
   int64_t RingIndex(int64_t p) const { return ring_cap_ > 0 ? p % ring_cap_ : p; }
 
-  // Causal attention of the block's rows over the slot's cache into attn_.
-  void Attend(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n) {
+  // Causal attention of n consecutive positions [pos, pos + n) of `slot`, block rows
+  // [r0, r0 + n), over the slot's cache into attn_.
+  void Attend(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
+              int64_t r0) {
     const ModelSpec& d = spec_;
     AttentionArgs att;
-    att.q = qkv_.data();
+    att.q = qkv_.data() + r0 * qkv_width_;
     att.q_stride = qkv_width_;
     att.kv_stride = d.kv_dim;
     att.start_pos = pos;
@@ -415,7 +428,7 @@ class CpuBackend final : public Backend {
     att.kv_heads = d.kv_heads;
     att.head_dim = d.head_dim;
     att.scale = static_cast<float>(d.attention_scale);
-    att.out = attn_.data();
+    att.out = attn_.data() + r0 * q_stride_;
     att.out_stride = q_stride_;
     if (L.spec.window > 0) {
       // A sliding window: each row sees its own span of positions (one contiguous run of the
@@ -468,14 +481,15 @@ class CpuBackend final : public Backend {
 
   // x += branch(input) for a block of rows: the residual add happens inside the output matmul,
   // unless the family norms the branch's output first (gemma3's sandwich norms).
-  void AddBranch(const PackedMatrix& w, const float* input, int64_t input_stride, int64_t n,
+  void AddBranch(const PackedMatrix& w, const float* input, int64_t input_stride,
                  const std::vector<float>& out_norm, const std::vector<float>& bias, float* x) {
+    const int64_t n = block_rows_;
     const float* b = bias.empty() ? nullptr : bias.data();
     if (out_norm.empty()) {
-      Matmul(w, input, n, input_stride, x, spec_.hidden, true, b);
+      Matmul(w, input, n, input_stride, x, spec_.hidden, true, b, block_decode_);
       return;
     }
-    Matmul(w, input, n, input_stride, branch_.data(), spec_.hidden, false, b);
+    Matmul(w, input, n, input_stride, branch_.data(), spec_.hidden, false, b, block_decode_);
     ForRows(n, [&](int64_t r) {
       float* o = branch_.data() + r * spec_.hidden;
       k_.rms_norm(o, out_norm.data(), spec_.hidden, spec_.hidden, eps_, o);
@@ -484,15 +498,23 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // n tokens of one slot at positions [pos, pos + n) through an attention layer; x: [n][hidden].
-  void AttentionBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
-                      float* x) {
+  // The block's rows through an attention layer; x: [block_rows_][hidden]. A prompt block's
+  // rows are consecutive positions of one sequence; decode rows attend one by one, each with
+  // the same kernel calls as when decoded alone.
+  void AttentionBlock(const CpuLayerWeights& L, int64_t layer, float* x) {
     const ModelSpec& d = spec_;
+    const int64_t n = block_rows_;
     NormRows(x, L.input_norm, n);
     Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false,
-           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data());
-    ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, slot, pos, r); });
-    Attend(L, layer, slot, pos, n);
+           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), block_decode_);
+    ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, r); });
+    if (block_decode_) {
+      for (int64_t r = 0; r < n; ++r) {
+        Attend(L, layer, row_slot_[static_cast<size_t>(r)], row_pos_[static_cast<size_t>(r)], 1, r);
+      }
+    } else {
+      Attend(L, layer, row_slot_[0], row_pos_[0], n, 0);
+    }
     if (d.output_gate) {
       ForRows(n, [&](int64_t r) {
         float* a = attn_.data() + r * q_stride_;
@@ -500,42 +522,91 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < d.q_dim; ++i) a[i] = a[i] / (1.0f + std::exp(-g[i]));
       });
     }
-    AddBranch(L.o_proj, attn_.data(), q_stride_, n, L.attn_out_norm, L.o_bias, x);
+    AddBranch(L.o_proj, attn_.data(), q_stride_, L.attn_out_norm, L.o_bias, x);
   }
 
-  // n tokens of one slot through a Gated DeltaNet layer (cpu_deltanet.h); `layer` is its
-  // recurrent state index.
-  void DeltaNetLayerBlock(const CpuLayerWeights& L, int64_t layer, int slot, int64_t n, float* x) {
+  // The block's rows through a Gated DeltaNet layer (cpu_deltanet.h); `layer` is its
+  // recurrent state index. Decode rows run the recurrence one sequence at a time.
+  void DeltaNetLayerBlock(const CpuLayerWeights& L, int64_t layer, float* x) {
+    const int64_t n = block_rows_;
     NormRows(x, L.input_norm, n);
-    Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false, nullptr);
-    DeltaNetBlock b;
-    b.spec = &*spec_.deltanet;
-    b.layer = &L;
-    b.eps = eps_;
-    b.proj = qkv_.data();
-    b.proj_stride = qkv_width_;
-    b.conv = conv_.data();
-    b.rows = n;
-    b.state = state_.Live(slot, layer);
-    b.ones = ones_.data();
-    b.out = attn_.data();
-    b.out_stride = q_stride_;
-    RunDeltaNetBlock(k_, pool_, b);
-    AddBranch(L.o_proj, attn_.data(), q_stride_, n, {}, {}, x);
+    Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false, nullptr,
+           block_decode_);
+    const int64_t conv_width = spec_.deltanet->conv_width();
+    auto run = [&](int64_t r0, int64_t rows) {
+      DeltaNetBlock b;
+      b.spec = &*spec_.deltanet;
+      b.layer = &L;
+      b.eps = eps_;
+      b.proj = qkv_.data() + r0 * qkv_width_;
+      b.proj_stride = qkv_width_;
+      b.conv = conv_.data() + r0 * conv_width;
+      b.rows = rows;
+      b.state = state_.Live(row_slot_[static_cast<size_t>(r0)], layer);
+      b.ones = ones_.data();
+      b.out = attn_.data() + r0 * q_stride_;
+      b.out_stride = q_stride_;
+      RunDeltaNetBlock(k_, pool_, b);
+    };
+    if (block_decode_) {
+      for (int64_t r = 0; r < n; ++r) run(r, 1);
+    } else {
+      run(0, n);
+    }
+    AddBranch(L.o_proj, attn_.data(), q_stride_, {}, {}, x);
   }
 
   // The gated MLP: x += down(act(gate(x)) * up(x)).
-  void MlpBlock(const CpuLayerWeights& L, int64_t n, float* x) {
+  void MlpBlock(const CpuLayerWeights& L, float* x) {
     const ModelSpec& d = spec_;
+    const int64_t n = block_rows_;
     NormRows(x, L.post_attn_norm, n);
     Matmul(L.gate_up, xn_.data(), n, hidden_stride_, gate_up_.data(), 2 * d.intermediate, false,
-           nullptr);
+           nullptr, block_decode_);
     const auto act = d.activation == Activation::kGeluTanh ? k_.geglu : k_.swiglu;
     ForRows(n, [&](int64_t r) {
       const float* g = gate_up_.data() + r * 2 * d.intermediate;
       act(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
     });
-    AddBranch(L.down_proj, act_.data(), inter_stride_, n, L.mlp_out_norm, {}, x);
+    AddBranch(L.down_proj, act_.data(), inter_stride_, L.mlp_out_norm, {}, x);
+  }
+
+  // n rows (row_slot_ / row_pos_ filled) through every resident layer; x: [n][hidden].
+  void RunBlock(int64_t n, bool decode, float* x) {
+    block_rows_ = n;
+    block_decode_ = decode;
+    for (int64_t l = 0; l < range_.size(); ++l) {
+      const CpuLayerWeights& L = layers_[static_cast<size_t>(l)];
+      const int64_t index = cache_index_[static_cast<size_t>(l)];
+      if (L.spec.is_attention()) {
+        AttentionBlock(L, index, x);
+      } else {
+        DeltaNetLayerBlock(L, index, x);
+      }
+      MlpBlock(L, x);
+    }
+  }
+
+  // Slots and positions inside the cache; the one-token chunks first, one chunk per slot.
+  Status CheckBatch(const ForwardBatch& batch) {
+    std::fill(slot_seen_.begin(), slot_seen_.end(), 0);
+    bool prompt_seen = false;
+    for (const SequenceChunk& c : batch.chunks) {
+      if (c.slot < 0 || c.slot >= slots_) return OutOfRange("KV slot out of range");
+      if (c.start_pos < 0 || c.n_tokens < 1 || c.start_pos + c.n_tokens > max_seq_) {
+        return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
+                          " is past the KV cache capacity of " + std::to_string(max_seq_));
+      }
+      if (slot_seen_[static_cast<size_t>(c.slot)]++) {
+        return InvalidArgument("a batch holds one chunk per slot");
+      }
+      if (c.n_tokens > 1) {
+        prompt_seen = true;
+      } else if (prompt_seen) {
+        return InvalidArgument("a batch lists its one-token chunks first");
+      }
+    }
+    return Status::Ok();
   }
 
   BackendOptions options_;
@@ -578,6 +649,12 @@ class CpuBackend final : public Backend {
   AlignedArray<float> keys_t_;
   int64_t kt_head_stride_ = 0;  // floats per (slot, layer, kv head)
   ActivationBlock acts_;        // prepared copy of the current matmul input
+  // The block being run: its rows' sequences and positions, and whether they are decode rows.
+  std::vector<int> row_slot_ = std::vector<int>(kMaxBlockRows);
+  std::vector<int64_t> row_pos_ = std::vector<int64_t>(kMaxBlockRows);
+  int64_t block_rows_ = 0;
+  bool block_decode_ = false;
+  std::vector<int> slot_seen_;  // [slots], CheckBatch's scratch
 };
 
 }  // namespace

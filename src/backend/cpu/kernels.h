@@ -16,8 +16,10 @@
 namespace tessera {
 
 // y[m][n] (+)= sum_k W[n][k] * x[m][k] (+ bias[n]) for the panels [panel_begin, panel_end),
-// all rows m of the activation block. Decode (one row) runs a GEMV loop; prefill runs a GEMM
-// that loads each weight group once for a tile of rows.
+// all rows m of the activation block. Decode rows (one row, or decode_rows: one row per
+// sequence of a batched decode step) take the decode arithmetic, whatever their number, so a
+// sequence's decode result does not depend on what else is in the batch; prompt rows take the
+// prompt GEMM, which loads each weight group once for a tile of rows.
 struct MatmulArgs {
   const PackedMatrix* w = nullptr;
   const ActivationBlock* x = nullptr;  // x->rows rows, prepared for w->format
@@ -25,6 +27,8 @@ struct MatmulArgs {
   int64_t ldy = 0;
   bool accumulate = false;      // y += W x (residual add) instead of y = W x
   const float* bias = nullptr;  // [w->rows] or null
+  bool decode_rows = false;     // every row is a decode row (see above); implied by one row
+  bool decode() const { return decode_rows || x->rows == 1; }
 };
 using MatmulFn = void (*)(const MatmulArgs& args, int64_t panel_begin, int64_t panel_end);
 

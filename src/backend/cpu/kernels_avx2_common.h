@@ -56,13 +56,15 @@ void TileRemainder(const MatmulArgs& a, int64_t p, int64_t m0, int64_t left) {
   }
 }
 
-// Decode (one row) takes the kDecode tiles; prompt rows never do, whatever their tile size,
+// Decode rows take the kDecode tiles; prompt rows never do, whatever their tile size,
 // so a prompt row's arithmetic does not depend on how the rows were tiled or chunked.
 template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   const int64_t rows = a.x->rows;
-  if (rows == 1) {
-    for (int64_t p = pb; p < pe; ++p) K::template Tile<1, true>(a, p, 0);
+  if (a.decode()) {
+    // Decode rows one by one (a batched step's rows re-read each panel from cache).
+    for (int64_t p = pb; p < pe; ++p)
+      for (int64_t m = 0; m < rows; ++m) K::template Tile<1, true>(a, p, m);
     return;
   }
   for (int64_t p = pb; p < pe; ++p) {

@@ -350,9 +350,29 @@ void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
 
 // Decode uses 4 panels at a time (independent chains, shared broadcasts), then a pair; prefill
 // kPromptPanels (the tile width every kernel's registers were sized for), then singles.
+// Decode rows of several sequences: pairs of panels, each streamed from memory once and
+// then read again from cache by every further tile of up to 4 rows; the decode arithmetic per
+// (panel, row) is the same as for a lone row.
+template <class K, int NP, int MR>
+void DecodeRowTiles(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left) {
+  if constexpr (MR > 0) {
+    if (left >= MR) {
+      K::template Tile<NP, MR, true>(a, p0, m0, nullptr);
+      if (left > MR) DecodeRowTiles<K, NP, MR>(a, p0, m0 + MR, left - MR);
+    } else {
+      DecodeRowTiles<K, NP, MR - 1>(a, p0, m0, left);
+    }
+  }
+}
+
 template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
+  if (a.x->rows > 1 && a.decode_rows) {
+    for (; p + 2 <= pe; p += 2) DecodeRowTiles<K, 2, 4>(a, p, 0, a.x->rows);
+    for (; p < pe; ++p) DecodeRowTiles<K, 1, 4>(a, p, 0, a.x->rows);
+    return;
+  }
   if (a.x->rows == 1) {
     for (; p + 4 <= pe; p += 4) K::template Tile<4, 1, true>(a, p, 0, nullptr);
     if (p + 2 <= pe) {

@@ -212,8 +212,8 @@ class ReferenceBackend final : public Backend {
     return Status::Ok();
   }
 
-  Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
-                       std::span<float> logits) override {
+  Status ComputeLogits(std::span<const float> hidden, int64_t n_rows, std::span<float> logits,
+                       LogitRows /*kind: every row is computed alike*/) override {
     if (lm_head_.empty()) return Internal("reference backend: LM head not loaded");
     if (hidden.size() != static_cast<size_t>(n_rows * spec_.hidden) ||
         logits.size() != static_cast<size_t>(n_rows * spec_.vocab)) {
