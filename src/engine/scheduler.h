@@ -1,0 +1,124 @@
+// Scheduler: continuous batching over one ModelExecutor. Sequences wait in FCFS order for one
+// of the executor's slots; each Step() runs one forward batch holding one decode token for
+// every running sequence plus prompt chunks of admitted sequences within the step's token
+// budget (chunked prefill: a long prompt delays the others by at most one chunk per step). The
+// batch goes through each weight once (ModelExecutor::Step), and a sequence's tokens do not
+// depend on what else was batched with it. Each sequence samples, stops and reports through
+// its own callbacks. A slot remembers the tokens its cache holds; a new sequence takes the
+// free slot sharing the longest prefix with its prompt and skips that prefix (the slot-level
+// prompt cache), as far as the backends can resume (recurrent layers: their snapshots).
+//
+//   Scheduler sched(exec, {});
+//   SequenceRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = stops};
+//   req.on_token = [&](int32_t id) { return stream(id); };      // false: stop here
+//   req.on_finish = [&](const SequenceResult& r) { ... };
+//   TS_ASSIGN_OR_RETURN(uint64_t id, sched.Submit(std::move(req)));
+//   while (sched.HasWork()) TS_RETURN_IF_ERROR(sched.Step());
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/generator.h"
+#include "engine/model_executor.h"
+#include "sampling/sampling_params.h"
+
+namespace tessera {
+
+struct SequenceResult {
+  Status status;  // not ok: the engine failed this sequence (its tokens so far stand)
+  std::vector<int32_t> generated_ids;
+  StopReason stop_reason = StopReason::kLength;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose cache was reused, not run
+  double queue_ms = 0;        // submit to admission into a slot
+  GenerateTimings timings;    // prefill_ms counts from admission; ttft_ms from submit
+};
+
+struct SequenceRequest {
+  std::vector<int32_t> prompt_ids;
+  int64_t max_new_tokens = 128;
+  std::vector<int32_t> stop_ids;
+  std::optional<ResolvedSamplingParams> sampling;  // absent: greedy
+  // Each step's raw logits before a token is chosen (logprobs); may not keep the span.
+  std::function<void(std::span<const float>)> on_logits;
+  // May edit the row before the token is chosen (constrained decoding masks tokens out).
+  std::function<void(std::span<float>)> constrain;
+  // Each generated token, also a final stop token; false ends the sequence (kCancelled).
+  std::function<bool(int32_t)> on_token;
+  // Exactly once, when the sequence ends for any reason; its slot is free again.
+  std::function<void(const SequenceResult&)> on_finish;
+  // Use this slot (and at most reuse_prefix_tokens of its cache) instead of choosing one:
+  // a caller that manages slots itself (the terminal chat, Generate()).
+  std::optional<int> pinned_slot;
+  std::optional<int64_t> reuse_prefix_tokens;
+};
+
+class Scheduler {
+ public:
+  struct Options {
+    // Prompt tokens per chunk: a multiple of the cpu backend's 128-row blocks, so chunking
+    // changes no result (see kPrefillChunkTokens).
+    int64_t chunk_tokens = kPrefillChunkTokens;
+    bool reuse_prefixes = true;  // the slot-level prompt cache
+  };
+
+  // The executor's max_batch_tokens is the step's token budget; it must hold a decode token
+  // for every slot plus one chunk.
+  Scheduler(ModelExecutor& exec, Options options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a sequence (validated: a prompt inside the vocabulary and the context); its
+  // callbacks run inside Step().
+  Expected<uint64_t> Submit(SequenceRequest req);
+  // Ends a sequence at the next step (kCancelled); unknown or finished ids are ignored.
+  void Cancel(uint64_t id);
+
+  bool HasWork() const { return !waiting_.empty() || running_ > 0; }
+  // One forward batch; an engine error fails the sequences of that batch (each is finished
+  // with the error) and is also returned.
+  Status Step();
+
+  int slots() const { return static_cast<int>(slots_.size()); }
+  int running() const { return running_; }
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  const ModelExecutor& executor() const { return exec_; }
+
+ private:
+  struct Sequence;
+  struct Slot {
+    std::unique_ptr<Sequence> seq;  // null: free
+    std::vector<int32_t> cached;    // the tokens its cache holds at positions 0..
+    uint64_t last_used = 0;
+  };
+
+  void Admit();
+  int ChooseSlot(const Sequence& s) const;
+  void Finish(int slot, StopReason reason, Status status = Status::Ok());
+  // After a step: choose the sequence's next token from its logits row; false when it ended.
+  void TakeToken(int slot, std::span<float> logits);
+
+  ModelExecutor& exec_;
+  Options options_;
+  std::vector<Slot> slots_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  int running_ = 0;
+  uint64_t next_id_ = 1;
+  uint64_t clock_ = 0;
+  // Step scratch, kept between steps.
+  std::vector<ModelExecutor::StepInput> inputs_;
+  std::vector<int> input_slot_;
+  std::vector<int> prefilling_;
+  std::vector<float> logits_;
+};
+
+}  // namespace tessera

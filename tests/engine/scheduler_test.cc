@@ -1,0 +1,243 @@
+// The continuous-batching scheduler: 8 sequences at once with different prompt lengths and
+// sampling settings give exactly the tokens each gives alone; cancelling one leaves the others
+// intact; a long prompt arriving mid-stream delays the running streams by one chunk per step
+// at most (every step still carries their decode tokens); FCFS admission past the slots; the
+// slot-level prompt cache reuses a shared prefix and changes no result.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "model/checkpoint.h"
+#include "model/synthetic_checkpoint.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kSlots = 8;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticModelSpec s;
+    s.family = ModelFamily::kQwen3;
+    s.hidden = 64;
+    s.intermediate = 96;
+    s.vocab = 160;
+    s.max_position = 512;
+    s.layers = 2;
+    s.heads = 4;
+    s.kv_heads = 2;
+    s.head_dim = 16;
+    ASSERT_TRUE(WriteSyntheticCheckpoint(tmp_.File("m"), s).ok());
+    auto ckpt = OpenCheckpoint(tmp_.File("m"));
+    ASSERT_TRUE(ckpt) << ckpt.status().message();
+    ckpt_ = *ckpt;
+  }
+
+  std::unique_ptr<ModelExecutor> Load(int slots, int64_t batch_tokens) {
+    auto placement = ParsePlacement("cpu", ckpt_->config.num_layers);
+    EXPECT_TRUE(placement);
+    ModelExecutor::Options o;
+    o.max_slots = slots;
+    o.max_seq = 512;
+    o.max_batch_tokens = batch_tokens;
+    o.backend.weights = WeightFormat::kBF16;  // decode and prompt arithmetic differ here
+    auto exec = ModelExecutor::Load(ckpt_, *placement, o);
+    EXPECT_TRUE(exec) << exec.status().message();
+    return exec ? std::move(*exec) : nullptr;
+  }
+
+  // Request i: its own prompt length, and sampling for the odd ones.
+  SequenceRequest Request(int i, int64_t max_new = 12) {
+    SequenceRequest r;
+    const size_t lengths[] = {1, 5, 17, 40, 64, 3, 130, 9};
+    r.prompt_ids = test::RandomTokens(lengths[i % 8], 160, 50 + static_cast<uint32_t>(i));
+    r.max_new_tokens = max_new;
+    if (i % 2 == 1) {
+      SamplingParams q;
+      q.temperature = 0.9;
+      q.top_k = 20;
+      q.seed = 1000 + i;
+      auto resolved = ResolveSamplingParams(q, {});
+      EXPECT_TRUE(resolved);
+      r.sampling = *resolved;
+    }
+    return r;
+  }
+
+  test::TempDir tmp_;
+  std::shared_ptr<const Checkpoint> ckpt_;
+};
+
+// Runs every step until idle; bounded.
+void Drain(Scheduler& s) {
+  for (int guard = 0; guard < 10000 && s.HasWork(); ++guard) ASSERT_TRUE(s.Step().ok());
+  ASSERT_FALSE(s.HasWork());
+}
+
+TEST_F(SchedulerTest, EightStreamsGiveTheTokensEachGivesAlone) {
+  auto exec = Load(kSlots, kSlots + 32);
+  ASSERT_TRUE(exec);
+  std::map<int, std::vector<int32_t>> alone, together;
+  {
+    Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+    for (int i = 0; i < kSlots; ++i) {
+      SequenceRequest r = Request(i);
+      r.on_finish = [&, i](const SequenceResult& res) { alone[i] = res.generated_ids; };
+      ASSERT_TRUE(sched.Submit(std::move(r)));
+      Drain(sched);  // one at a time
+    }
+  }
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  int max_running = 0;
+  for (int i = 0; i < kSlots; ++i) {
+    SequenceRequest r = Request(i);
+    r.on_finish = [&, i](const SequenceResult& res) {
+      EXPECT_TRUE(res.status.ok());
+      together[i] = res.generated_ids;
+    };
+    ASSERT_TRUE(sched.Submit(std::move(r)));
+  }
+  for (int guard = 0; guard < 1000 && sched.HasWork(); ++guard) {
+    ASSERT_TRUE(sched.Step().ok());
+    max_running = std::max(max_running, sched.running());
+  }
+  EXPECT_EQ(max_running, kSlots);
+  for (int i = 0; i < kSlots; ++i) {
+    EXPECT_EQ(alone[i].size(), 12u) << i;
+    EXPECT_EQ(alone[i], together[i]) << "sequence " << i;
+  }
+}
+
+TEST_F(SchedulerTest, CancellingOneLeavesTheOthersIntact) {
+  auto exec = Load(4, 4 + 32);
+  ASSERT_TRUE(exec);
+  std::map<int, SequenceResult> base, with_cancel;
+  for (bool cancel : {false, true}) {
+    Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+    std::map<int, SequenceResult>& out = cancel ? with_cancel : base;
+    uint64_t victim = 0;
+    int victim_tokens = 0;
+    for (int i = 0; i < 4; ++i) {
+      SequenceRequest r = Request(i, 20);
+      if (i == 2) r.on_token = [&](int32_t) { return ++victim_tokens < 1000; };
+      r.on_finish = [&, i](const SequenceResult& res) { out[i] = res; };
+      auto id = sched.Submit(std::move(r));
+      ASSERT_TRUE(id);
+      if (i == 2) victim = *id;
+    }
+    for (int guard = 0; guard < 1000 && sched.HasWork(); ++guard) {
+      if (cancel && victim_tokens == 3) sched.Cancel(victim);
+      ASSERT_TRUE(sched.Step().ok());
+    }
+  }
+  EXPECT_EQ(with_cancel[2].stop_reason, StopReason::kCancelled);
+  EXPECT_LT(with_cancel[2].generated_ids.size(), base[2].generated_ids.size());
+  for (int i : {0, 1, 3}) {
+    EXPECT_EQ(with_cancel[i].generated_ids, base[i].generated_ids) << i;
+    EXPECT_EQ(with_cancel[i].stop_reason, StopReason::kLength);
+  }
+}
+
+TEST_F(SchedulerTest, ALongPromptDelaysOthersByOneChunkPerStep) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  int64_t step = 0;
+  std::vector<int64_t> token_steps;
+  SequenceRequest running = Request(0, 40);
+  running.on_token = [&](int32_t) {
+    token_steps.push_back(step);
+    return true;
+  };
+  ASSERT_TRUE(sched.Submit(std::move(running)));
+  for (; step < 3; ++step) ASSERT_TRUE(sched.Step().ok());
+  // A 400-token prompt: 13 chunks of 32, one per step.
+  SequenceRequest long_prompt;
+  long_prompt.prompt_ids = test::RandomTokens(400, 160, 9);
+  long_prompt.max_new_tokens = 2;
+  int64_t long_first_token_step = -1;
+  long_prompt.on_token = [&](int32_t) {
+    if (long_first_token_step < 0) long_first_token_step = step;
+    return true;
+  };
+  ASSERT_TRUE(sched.Submit(std::move(long_prompt)));
+  for (int guard = 0; guard < 1000 && sched.HasWork(); ++step, ++guard)
+    ASSERT_TRUE(sched.Step().ok());
+  // The running stream got a token in every step while the long prompt was prefilled.
+  ASSERT_EQ(token_steps.size(), 40u);
+  for (size_t k = 1; k < token_steps.size(); ++k) EXPECT_EQ(token_steps[k], token_steps[k - 1] + 1);
+  EXPECT_EQ(long_first_token_step, 3 + 12);  // 13 chunk steps, the first token at the last
+}
+
+TEST_F(SchedulerTest, MoreSequencesThanSlotsAreAdmittedInOrder) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  std::vector<int> finished;
+  for (int i = 0; i < 6; ++i) {
+    SequenceRequest r = Request(i % 2 == 0 ? 1 : 5, 4);
+    r.on_finish = [&, i](const SequenceResult&) { finished.push_back(i); };
+    ASSERT_TRUE(sched.Submit(std::move(r)));
+  }
+  EXPECT_EQ(sched.waiting(), 6);
+  ASSERT_TRUE(sched.Step().ok());
+  EXPECT_EQ(sched.running(), 2);
+  EXPECT_EQ(sched.waiting(), 4);
+  Drain(sched);
+  EXPECT_EQ(finished, (std::vector<int>{0, 1, 2, 3, 4, 5}));  // same lengths: FCFS order
+}
+
+TEST_F(SchedulerTest, SharedPrefixIsReusedAndChangesNothing) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  const std::vector<int32_t> system = test::RandomTokens(100, 160, 77);
+  auto ask = [&](Scheduler& sched, uint32_t q) {
+    SequenceRequest r;
+    r.prompt_ids = system;
+    auto question = test::RandomTokens(7, 160, q);
+    r.prompt_ids.insert(r.prompt_ids.end(), question.begin(), question.end());
+    r.max_new_tokens = 6;
+    SequenceResult out;
+    r.on_finish = [&](const SequenceResult& res) { out = res; };
+    EXPECT_TRUE(sched.Submit(std::move(r)));
+    Drain(sched);
+    return out;
+  };
+  Scheduler cached(*exec, {.chunk_tokens = 32, .reuse_prefixes = true});
+  const SequenceResult first = ask(cached, 1);
+  const SequenceResult second = ask(cached, 2);
+  EXPECT_EQ(first.cached_tokens, 0);
+  EXPECT_EQ(second.cached_tokens, 100);
+  EXPECT_EQ(second.timings.prefill_tokens, 7);
+  Scheduler plain(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  (void)ask(plain, 1);
+  const SequenceResult uncached = ask(plain, 2);
+  EXPECT_EQ(uncached.cached_tokens, 0);
+  EXPECT_EQ(second.generated_ids, uncached.generated_ids);
+}
+
+TEST_F(SchedulerTest, RefusesBadRequests) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {});
+  SequenceRequest empty;
+  EXPECT_FALSE(sched.Submit(std::move(empty)));
+  SequenceRequest oov;
+  oov.prompt_ids = {1, 160};
+  EXPECT_FALSE(sched.Submit(std::move(oov)));
+  SequenceRequest too_long;
+  too_long.prompt_ids.assign(513, 1);
+  EXPECT_FALSE(sched.Submit(std::move(too_long)));
+  SequenceRequest bad_slot;
+  bad_slot.prompt_ids = {1};
+  bad_slot.pinned_slot = 5;
+  EXPECT_FALSE(sched.Submit(std::move(bad_slot)));
+  EXPECT_FALSE(sched.HasWork());
+}
+
+}  // namespace
+}  // namespace tessera
