@@ -17,6 +17,7 @@
 #include "engine/generator.h"
 #include "engine/model_executor.h"
 #include "engine/placement.h"
+#include "engine/scheduler.h"
 #include "model/checkpoint.h"
 
 namespace tessera {
@@ -72,6 +73,53 @@ std::vector<int32_t> PromptIds(int64_t n, int64_t vocab, uint64_t salt) {
   return ids;
 }
 
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+struct ConcurrencyFigures {
+  double decode_tok_s = 0;  // all streams together, once every stream is decoding
+  double total_tok_s = 0;   // generated tokens / wall time from submit to the last token
+  double ttft_p50_ms = 0, ttft_p99_ms = 0;
+};
+
+// `streams` greedy sequences submitted together to the scheduler (continuous batching), each
+// with its own prompt of `prompt_len` ids and `gen` new tokens; medians over repeats.
+Expected<ConcurrencyFigures> RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len,
+                                            int64_t gen, int64_t repeat) {
+  std::vector<double> decode, total, ttft;
+  for (int64_t r = 0; r < repeat; ++r) {
+    Scheduler sched(exec, {.reuse_prefixes = false});
+    Clock::time_point last_first_token;
+    int64_t generated = 0;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < streams; ++i) {
+      SequenceRequest req;
+      req.prompt_ids =
+          PromptIds(prompt_len, exec.spec().vocab, static_cast<uint64_t>(7919 * (r + 1) + 31 * i));
+      req.max_new_tokens = gen;
+      req.on_token = [&, first = true](int32_t) mutable {
+        if (first) last_first_token = Clock::now();
+        first = false;
+        ++generated;
+        return true;
+      };
+      req.on_finish = [&](const SequenceResult& res) { ttft.push_back(res.timings.ttft_ms); };
+      TS_RETURN_IF_ERROR(sched.Submit(std::move(req)).status());
+    }
+    while (sched.HasWork()) TS_RETURN_IF_ERROR(sched.Step());
+    const double all_s = Seconds(t0);
+    const double decode_s = all_s - std::chrono::duration<double>(last_first_token - t0).count();
+    total.push_back(static_cast<double>(generated) / all_s);
+    if (decode_s > 0) decode.push_back(static_cast<double>(generated - streams) / decode_s);
+  }
+  return ConcurrencyFigures{Median(decode), Median(total), Percentile(ttft, 50),
+                            Percentile(ttft, 99)};
+}
+
 int Run(int argc, char** argv) {
   CliArgs args("bench");
   args.AddString("model", "checkpoint directory", true);
@@ -84,6 +132,9 @@ int Run(int argc, char** argv) {
   args.AddInt("gen-tokens", "tokens to decode per repeat", 128);
   args.AddInt("repeat", "repeats; medians are reported", 3);
   args.AddString("placement", "layers per backend", false, "cpu");
+  args.AddString("concurrency",
+                 "also run N streams at once through the scheduler, for each N in the list "
+                 "(aggregate decode tok/s, TTFT p50/p99; prompts of the first --prompt-tokens)");
   args.AddFlag("json", "print one JSON object");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("bench", st);
   if (args.help_requested()) {
@@ -103,6 +154,18 @@ int Run(int argc, char** argv) {
   if (threads < 0 || threads > 1024)
     return ReportError("bench", InvalidArgument("--threads must be 0..1024"));
 
+  std::vector<int64_t> concurrency;
+  if (!args.GetString("concurrency").empty()) {
+    auto parsed = ParseLengths(args.GetString("concurrency"));
+    if (!parsed || *std::max_element(parsed->begin(), parsed->end()) > 256) {
+      return ReportError("bench", InvalidArgument("--concurrency must be a comma-separated list "
+                                                  "of stream counts 1..256"));
+    }
+    concurrency = *parsed;
+  }
+  const int64_t slots =
+      concurrency.empty() ? 1 : *std::max_element(concurrency.begin(), concurrency.end());
+
   auto t_load = Clock::now();
   auto ckpt = OpenCheckpoint(args.GetString("model"));
   if (!ckpt) return ReportError("bench", ckpt.status());
@@ -111,7 +174,8 @@ int Run(int argc, char** argv) {
   const int64_t max_len = *std::max_element(lengths->begin(), lengths->end());
   ModelExecutor::Options options;
   options.max_seq = std::max<int64_t>(max_len, (*lengths)[0] + gen) + 1;
-  options.max_batch_tokens = std::min<int64_t>(max_len, 512);
+  options.max_batch_tokens = std::max(std::min<int64_t>(max_len, 512), slots + kPrefillChunkTokens);
+  options.max_slots = static_cast<int>(slots);
   options.backend.weights = *dtype;
   options.backend.threads = static_cast<int>(threads);
   options.backend.bf16_activations = args.GetFlag("bf16-activations");
@@ -162,6 +226,16 @@ int Run(int argc, char** argv) {
   out["decode_gb_s"] = bytes_per_token * decode_tok_s / 1e9;
   out["gen_tokens"] = gen;
   out["repeat"] = repeat;
+  std::vector<std::pair<int64_t, ConcurrencyFigures>> streams;
+  for (int64_t c : concurrency) {
+    auto f = RunConcurrency(**exec, static_cast<int>(c), (*lengths)[0], gen, repeat);
+    if (!f) return ReportError("bench", f.status());
+    streams.emplace_back(c, *f);
+    out["concurrency"][std::to_string(c)] = {{"decode_tok_s", f->decode_tok_s},
+                                             {"total_tok_s", f->total_tok_s},
+                                             {"ttft_p50_ms", f->ttft_p50_ms},
+                                             {"ttft_p99_ms", f->ttft_p99_ms}};
+  }
   if (args.GetFlag("json")) {
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -179,6 +253,12 @@ int Run(int argc, char** argv) {
       "decode     %.1f tok/s  (%.1f GB/s of weights)\nttft@%lld   %.1f ms\npeak RSS   %.0f MiB\n",
       decode_tok_s, bytes_per_token * decode_tok_s / 1e9, static_cast<long long>((*lengths)[0]),
       Median(ttft), PeakRssMib());
+  for (const auto& [c, f] : streams) {
+    std::printf(
+        "streams %-3lld decode %.1f tok/s aggregate, %.1f tok/s overall, ttft p50 %.1f ms p99 "
+        "%.1f ms\n",
+        static_cast<long long>(c), f.decode_tok_s, f.total_tok_s, f.ttft_p50_ms, f.ttft_p99_ms);
+  }
   return 0;
 }
 

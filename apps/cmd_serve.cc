@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "base/mapped_file.h"
 #include "catalog/catalog.h"
@@ -18,6 +19,7 @@
 #include "commands.h"
 #include "format/model_config.h"
 #include "model_loading.h"
+#include "runtime/loaded_model.h"
 #include "server/http_server.h"
 #include "server/worker.h"
 
@@ -150,8 +152,12 @@ int RunServeCommand(int argc, char** argv) {
               "seconds for a whole request (head and body) to arrive, and for a stalled write",
               120);
   args.AddInt("header-timeout", "seconds for a request's head to arrive", 10);
-  args.AddInt("max-active", "requests running at once per worker", 1);
-  args.AddInt("max-queued", "requests waiting per worker before 429", 2);
+  args.AddInt("parallel",
+              "sequence slots per model, decoded together (0: chosen from the cores and memory, "
+              "logged)",
+              0);
+  args.AddInt("max-active", "requests running at once (0: --parallel's slots)", 0);
+  args.AddInt("max-queued", "requests waiting before 429 (0: twice the slots)", 0);
   args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
   args.AddInt("max-body-bytes", "largest request body", 1 << 20);
   args.AddFlag("no-auth",
@@ -220,13 +226,14 @@ int RunServeCommand(int argc, char** argv) {
     const char* flag;
     int64_t lo, hi;
   };
-  for (const Bound& b : {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
-                         Bound{"max-active", 1, 64}, Bound{"max-queued", 0, 1024},
-                         Bound{"rate-limit", 0, 1000000}, Bound{"max-body-bytes", 1024, 64 << 20},
-                         Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20},
-                         Bound{"http-threads", 1, 64}, Bound{"keep-alive-timeout", 1, 3600},
-                         Bound{"header-timeout", 1, 3600}, Bound{"max-connections", 1, 1000000},
-                         Bound{"max-connections-per-client", 1, 1000000}}) {
+  for (const Bound& b :
+       {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
+        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096}, Bound{"parallel", 0, 256},
+        Bound{"rate-limit", 0, 1000000}, Bound{"max-body-bytes", 1024, 64 << 20},
+        Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20},
+        Bound{"http-threads", 1, 64}, Bound{"keep-alive-timeout", 1, 3600},
+        Bound{"header-timeout", 1, 3600}, Bound{"max-connections", 1, 1000000},
+        Bound{"max-connections-per-client", 1, 1000000}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
       return ReportError("serve",
@@ -236,8 +243,17 @@ int RunServeCommand(int argc, char** argv) {
   }
   options.request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
   options.socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
-  options.max_active = static_cast<int>(args.GetInt("max-active"));
-  options.max_queued = static_cast<int>(args.GetInt("max-queued"));
+  // Requests run together up to the slots (the worker's scheduler batches them); the worker
+  // may choose fewer slots for a large model's KV cache, and then queues the rest FCFS.
+  int slots = static_cast<int>(args.GetInt("parallel"));
+  if (slots == 0) {
+    std::string why;
+    slots = DefaultParallelSlots(static_cast<int>(std::thread::hardware_concurrency()), 0, 0, &why);
+  }
+  options.max_active =
+      args.GetInt("max-active") > 0 ? static_cast<int>(args.GetInt("max-active")) : slots;
+  options.max_queued =
+      args.GetInt("max-queued") > 0 ? static_cast<int>(args.GetInt("max-queued")) : 2 * slots;
   options.rate_limit_per_minute = static_cast<int>(args.GetInt("rate-limit"));
   options.max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
   options.http_threads = static_cast<int>(args.GetInt("http-threads"));
@@ -267,7 +283,8 @@ int RunServeCommand(int argc, char** argv) {
   }
   options.worker_args.insert(options.worker_args.end(),
                              {"--placement", args.GetString("placement"), "--context",
-                              std::to_string(args.GetInt("context")), "--max-loaded-models",
+                              std::to_string(args.GetInt("context")), "--parallel",
+                              std::to_string(args.GetInt("parallel")), "--max-loaded-models",
                               std::to_string(args.GetInt("max-loaded-models"))});
   if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
   if (args.GetFlag("bf16-activations")) options.worker_args.push_back("--bf16-activations");
@@ -280,6 +297,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddList("model", "NAME=DIR (repeatable; the first is the default)");
   args.AddString("placement", "layers per backend", false, "cpu");
   args.AddInt("context", "KV positions per model", 0);
+  args.AddInt("parallel", "sequence slots per model (0: from cores and memory)", 0);
   args.AddInt("max-loaded-models", "models resident at once", 1);
   args.AddFlag("no-prewarm", "do not load the default model at start");
   args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
@@ -293,6 +311,7 @@ int RunWorkerCommand(int argc, char** argv) {
   }
   options.placement = args.GetString("placement");
   options.context = args.GetInt("context");
+  options.parallel = static_cast<int>(std::clamp<int64_t>(args.GetInt("parallel"), 0, 256));
   options.max_loaded_models =
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");

@@ -3,25 +3,17 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 
-#include "base/mapped_file.h"
-#include "catalog/package_cache.h"
-#include "chat/chat_template.h"
-#include "engine/generator.h"
-#include "engine/model_executor.h"
-#include "engine/placement.h"
-#include "format/model_config.h"
-#include "model/checkpoint.h"
-#include "prompt/prompt.h"
-#include "sampling/stages.h"
-#include "server/stop_strings.h"
+#include "runtime/loaded_model.h"
+#include "runtime/text_stream.h"
 #include "server/worker_protocol.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
 namespace {
@@ -32,13 +24,8 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 struct ResidentModel {
   std::string name;
-  std::shared_ptr<const Checkpoint> ckpt;
-  std::unique_ptr<ModelExecutor> exec;
-  std::optional<Tokenizer> tokenizer;
-  TokenizerConfig tokenizer_config;
-  std::optional<PromptAssembler> assembler;  // absent: the model has no chat template
-  SamplingDefaults defaults;
-  std::vector<int32_t> stop_ids;
+  std::unique_ptr<LoadedModel> model;
+  int active_jobs = 0;
   uint64_t last_used = 0;
 };
 
@@ -47,6 +34,20 @@ struct JobFailure {
   JobErrorKind kind;
   std::string message;
   int64_t prompt_tokens = 0;  // for kContextLength
+};
+
+// A generation job running in a model's scheduler.
+struct ActiveJob {
+  uint64_t job_id = 0;
+  ResidentModel* model = nullptr;
+  uint64_t sequence = 0;
+  std::unique_ptr<TextStream> stream;
+  bool logprobs = false;
+  std::vector<float> step_logits;  // the current step's raw row, for logprobs
+  int64_t generated = 0;
+  int64_t prompt_tokens = 0;
+  double load_ms = 0;
+  bool stopped_by_string = false;
 };
 
 class Worker {
@@ -68,29 +69,78 @@ class Worker {
       }
     }
     if (!WriteFrame(fd_, EncodeReady({options_.models.front().name})).ok()) return 0;
+    // The loop: take every frame waiting on the socket (blocking only when there is nothing
+    // to run), then one scheduler step per model with work. Jobs join and leave the running
+    // batch between steps; a Cancel takes effect at the next step.
     while (!closed_) {
-      std::string frame;
-      if (!backlog_.empty()) {
-        frame = std::move(backlog_.front());
-        backlog_.pop_front();
-      } else {
-        auto read = ReadFrame(fd_);
-        if (!read) return 0;  // the server went away: nothing left to serve
-        frame = std::move(*read);
+      const bool busy = HasWork();
+      pollfd p{fd_, POLLIN, 0};
+      int ready = ::poll(&p, 1, busy ? 0 : -1);
+      while (ready > 0 && !closed_) {
+        auto frame = ReadFrame(fd_);
+        if (!frame) return 0;  // the server went away: nothing left to serve
+        if (!HandleFrame(*frame)) return 1;
+        p.revents = 0;
+        ready = ::poll(&p, 1, 0);
       }
-      auto type = PeekMessageType(frame);
-      if (!type || *type != MessageType::kJobRequest) continue;  // a stale Cancel
-      auto job = DecodeJobRequest(frame);
-      if (!job) {
-        std::fprintf(stderr, "tessera worker: %s\n", job.status().message().c_str());
-        return 1;
+      if (ready < 0 && errno != EINTR) return 1;
+      for (auto& m : resident_) {
+        if (!m->model->scheduler().HasWork()) continue;
+        if (Status st = m->model->scheduler().Step(); !st.ok()) {
+          // The sequences of that batch were failed (each job got its error).
+          std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
+        }
       }
-      HandleJob(*job);
+      RetryDeferred();
     }
     return 0;
   }
 
  private:
+  bool HasWork() const {
+    for (const auto& m : resident_)
+      if (m->model->scheduler().HasWork()) return true;
+    return false;
+  }
+
+  // False on a frame that cannot be a job request (the protocol is broken).
+  bool HandleFrame(const std::string& frame) {
+    auto type = PeekMessageType(frame);
+    if (!type) return true;
+    if (*type == MessageType::kCancel) {
+      auto cancel = DecodeCancel(frame);
+      if (cancel) CancelJob(cancel->job_id);
+      return true;
+    }
+    if (*type != MessageType::kJobRequest) return true;
+    auto job = DecodeJobRequest(frame);
+    if (!job) {
+      std::fprintf(stderr, "tessera worker: %s\n", job.status().message().c_str());
+      return false;
+    }
+    HandleJob(std::move(*job));
+    return true;
+  }
+
+  void CancelJob(uint64_t job_id) {
+    if (auto it = jobs_.find(job_id); it != jobs_.end()) {
+      it->second->model->model->scheduler().Cancel(it->second->sequence);
+      return;
+    }
+    // A job waiting for its model to be loaded: answered at once, without running.
+    for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
+      if (it->job_id != job_id) continue;
+      deferred_.erase(it);
+      DoneMessage done;
+      done.job_id = job_id;
+      done.finish_reason = "cancelled";
+      Send(EncodeDone(done));
+      return;
+    }
+  }
+
+  // The resident model `name`, loading it (and unloading the least recently used idle one
+  // past the residency limit). Unavailable: every resident model is busy, try again later.
   Expected<ResidentModel*> Acquire(const std::string& name, double* load_ms) {
     ++clock_;
     for (auto& m : resident_) {
@@ -104,63 +154,49 @@ class Worker {
       if (e.name == name) entry = &e;
     }
     if (entry == nullptr) return NotFound("the model '" + name + "' is not served here");
-    // Evict least recently used models to stay within the residency limit.
     while (!resident_.empty() && static_cast<int>(resident_.size()) >= options_.max_loaded_models) {
-      auto lru = std::min_element(
-          resident_.begin(), resident_.end(),
-          [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+      auto lru = resident_.end();
+      for (auto it = resident_.begin(); it != resident_.end(); ++it) {
+        if ((*it)->active_jobs > 0 || (*it)->model->scheduler().HasWork()) continue;
+        if (lru == resident_.end() || (*it)->last_used < (*lru)->last_used) lru = it;
+      }
+      if (lru == resident_.end()) return Unavailable();
       std::fprintf(stderr, "tessera worker: unloading model '%s'\n", (*lru)->name.c_str());
       resident_.erase(lru);
     }
     auto t0 = std::chrono::steady_clock::now();
-    TS_ASSIGN_OR_RETURN(std::unique_ptr<ResidentModel> m, Load(*entry));
+    ModelLoadOptions o;
+    o.placement = options_.placement;
+    o.context = options_.context;
+    o.parallel = options_.parallel;
+    o.bf16_activations = options_.bf16_activations;
+    o.prewarm = true;
+    auto log = [&](const std::string& line) {
+      std::fprintf(stderr, "tessera worker: %s\n", line.c_str());
+    };
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Open(entry->dir, o, log));
+    auto m = std::make_unique<ResidentModel>();
+    m->name = name;
+    m->model = std::move(loaded);
     m->last_used = clock_;
     *load_ms = MsSince(t0);
-    std::fprintf(stderr,
-                 "tessera worker: model '%s' loaded and warmed in %.0f ms (%s; %s; token "
-                 "embedding: %s)\n",
-                 name.c_str(), *load_ms, DescribeCheckpoint(m->exec->checkpoint()).c_str(),
-                 m->exec->placement().Describe().c_str(), m->exec->embedding_source().c_str());
+    std::fprintf(stderr, "tessera worker: model '%s' loaded and warmed in %.0f ms (%s)\n",
+                 name.c_str(), *load_ms, m->model->Describe().c_str());
     resident_.push_back(std::move(m));
     return resident_.back().get();
   }
 
-  Expected<std::unique_ptr<ResidentModel>> Load(const ModelEntry& entry) {
-    auto m = std::make_unique<ResidentModel>();
-    m->name = entry.name;
-    TS_ASSIGN_OR_RETURN(m->ckpt, OpenCheckpoint(entry.dir));
-    TS_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromFile(entry.dir + "/tokenizer.json"));
-    m->tokenizer.emplace(std::move(tok));
-    const std::string config_path = entry.dir + "/tokenizer_config.json";
-    if (FileExists(config_path)) {
-      TS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path, 64u << 20));
-      TS_ASSIGN_OR_RETURN(m->tokenizer_config, ParseTokenizerConfig(text));
+  static Status Unavailable() { return ResourceExhausted("every resident model is busy"); }
+
+  void RetryDeferred() {
+    if (deferred_.empty()) return;
+    std::deque<JobRequest> again;
+    again.swap(deferred_);
+    while (!again.empty()) {
+      JobRequest job = std::move(again.front());
+      again.pop_front();
+      HandleJob(std::move(job));
     }
-    if (auto tmpl = LoadChatTemplateConfig(entry.dir); tmpl && !tmpl->source.empty()) {
-      TS_ASSIGN_OR_RETURN(PromptAssembler assembler, PromptAssembler::Create(*tmpl, *m->tokenizer));
-      m->assembler.emplace(std::move(assembler));
-    }
-    m->defaults = SamplingDefaultsFor(m->ckpt->generation);
-    m->stop_ids = StopIds(*m->ckpt);
-    TS_ASSIGN_OR_RETURN(Placement placement,
-                        ParsePlacement(options_.placement, m->ckpt->config.num_layers));
-    // A checkpoint given by path runs from its package, converted on first use.
-    std::string note;
-    TS_ASSIGN_OR_RETURN(m->ckpt,
-                        CheckpointForRun(entry.dir, std::move(m->ckpt), placement.OnlyOn("cpu"),
-                                         WeightFormat::kAuto, &note));
-    if (!note.empty()) std::fprintf(stderr, "tessera worker: %s\n", note.c_str());
-    ModelExecutor::Options exec_options;
-    exec_options.max_slots = 1;  // one sequence at a time today; batching adds slots
-    exec_options.max_seq = options_.context;
-    exec_options.backend.bf16_activations = options_.bf16_activations;
-    TS_ASSIGN_OR_RETURN(m->exec, ModelExecutor::Load(m->ckpt, placement, exec_options));
-    // Prewarm: one forward pass touches every weight page and sizes every buffer, so the
-    // first request does not pay for it.
-    std::vector<float> logits(static_cast<size_t>(m->exec->spec().vocab));
-    const int32_t warm_id = static_cast<int32_t>(m->ckpt->generation.bos_token_id.value_or(0));
-    TS_RETURN_IF_ERROR(m->exec->Forward(0, 0, std::span<const int32_t>(&warm_id, 1), logits));
-    return m;
   }
 
   void Send(const std::string& payload) {
@@ -171,51 +207,13 @@ class Worker {
     Send(EncodeJobError({job_id, f.kind, f.message, f.prompt_tokens}));
   }
 
-  // Between tokens: has the server asked to cancel `job_id` (or gone away)? Other frames are
-  // kept for later.
-  bool CancelRequested(uint64_t job_id) {
-    while (!closed_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) return false;
-      auto frame = ReadFrame(fd_);
-      if (!frame) {
-        closed_ = true;
-        return true;
-      }
-      auto type = PeekMessageType(*frame);
-      if (type && *type == MessageType::kCancel) {
-        auto cancel = DecodeCancel(*frame);
-        if (cancel && cancel->job_id == job_id) return true;
-        if (cancel) DropQueuedJob(cancel->job_id);
-      } else {
-        backlog_.push_back(std::move(*frame));
-      }
-    }
-    return true;
-  }
-
-  // A job that arrived while another ran and was cancelled before it started: it is
-  // answered Done("cancelled") without running, so its client is not held up behind it.
-  void DropQueuedJob(uint64_t job_id) {
-    for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
-      auto type = PeekMessageType(*it);
-      if (!type || *type != MessageType::kJobRequest) continue;
-      auto queued = DecodeJobRequest(*it);
-      if (!queued || queued->job_id != job_id) continue;
-      backlog_.erase(it);
-      DoneMessage done;
-      done.job_id = job_id;
-      done.finish_reason = "cancelled";
-      Send(EncodeDone(done));
-      return;
-    }
-  }
-
-  void HandleJob(const JobRequest& job) {
+  void HandleJob(JobRequest job) {
     double load_ms = 0;
     auto model = Acquire(job.model, &load_ms);
     if (!model) {
-      if (model.status().code() == ErrorCode::kNotFound) {
+      if (model.status().code() == ErrorCode::kResourceExhausted) {
+        deferred_.push_back(std::move(job));  // another model is busy; after its jobs end
+      } else if (model.status().code() == ErrorCode::kNotFound) {
         Fail(job.job_id, {JobErrorKind::kModelNotFound, model.status().message()});
       } else {
         // Load errors name files; the operator sees them here, the client a generic line.
@@ -234,86 +232,63 @@ class Worker {
         return Detokenize(m, job);
       case JobKind::kChat:
       case JobKind::kCompletion:
-        if (auto failure = Generate(m, job, load_ms)) Fail(job.job_id, *failure);
+        if (auto failure = Start(m, job, load_ms)) Fail(job.job_id, *failure);
         return;
     }
   }
 
-  Expected<std::vector<int32_t>> EncodeUserText(const ResidentModel& m, const std::string& text,
-                                                bool add_special) {
-    EncodeOptions opts;
-    opts.add_special_tokens = add_special;
-    TS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, m.tokenizer->Encode(text, opts));
-    // A BOS the tokenizer_config.json asks for and the post-processor did not add.
-    if (add_special && m.tokenizer_config.add_bos_token.value_or(false) &&
-        m.tokenizer_config.bos_token) {
-      std::optional<int32_t> bos = m.tokenizer->TokenToId(*m.tokenizer_config.bos_token);
-      if (bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);
-    }
-    return ids;
-  }
-
   void Tokenize(const ResidentModel& m, const JobRequest& job) {
-    auto ids = EncodeUserText(m, job.prompt, job.add_special_tokens);
+    auto ids = m.model->EncodeText(job.prompt, job.add_special_tokens);
     if (!ids) return Fail(job.job_id, {JobErrorKind::kInvalidRequest, ids.status().message()});
     Send(EncodeTokens({job.job_id, std::move(*ids)}));
   }
 
   void Detokenize(const ResidentModel& m, const JobRequest& job) {
+    const Tokenizer& tok = m.model->tokenizer();
     for (int32_t id : job.ids) {
-      if (id < 0 || id >= m.tokenizer->vocab_size()) {
+      if (id < 0 || id >= tok.vocab_size()) {
         return Fail(job.job_id,
                     {JobErrorKind::kInvalidRequest, "tokens: id " + std::to_string(id) +
                                                         " is outside the vocabulary of " +
-                                                        std::to_string(m.tokenizer->vocab_size())});
+                                                        std::to_string(tok.vocab_size())});
       }
     }
-    auto text = m.tokenizer->Decode(job.ids, /*skip_special_tokens=*/false);
+    auto text = tok.Decode(job.ids, /*skip_special_tokens=*/false);
     if (!text)
       return Fail(job.job_id,
                   {JobErrorKind::kInvalidRequest, "tokens: " + text.status().message()});
     Send(EncodeText({job.job_id, std::move(*text)}));
   }
 
-  // The text `id` would add after what `detok` has seen (empty for a special token or an
-  // incomplete UTF-8 sequence).
-  static std::string TokenTextAfter(const ResidentModel& m, const StreamingDetokenizer& detok,
-                                    int32_t id) {
-    if (id < 0 || id >= m.tokenizer->vocab_size()) return "";
-    StreamingDetokenizer probe = detok;
-    auto text = probe.Push(id);
-    return text ? *text : std::string();
-  }
-
-  std::optional<JobFailure> Generate(ResidentModel& m, const JobRequest& job, double load_ms) {
-    std::vector<int32_t> prompt_ids;
+  Expected<std::vector<int32_t>> PromptIds(const ResidentModel& m, const JobRequest& job) {
     if (job.kind == JobKind::kChat) {
-      if (!m.assembler) {
-        return JobFailure{
-            JobErrorKind::kInvalidRequest,
-            "the model '" + m.name + "' has no chat template; use /v1/completions with a prompt"};
-      }
       nlohmann::ordered_json messages = nlohmann::ordered_json::array();
       for (const ChatMessage& msg : job.messages) {
         messages.push_back({{"role", msg.role}, {"content", msg.content}});
       }
-      nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
-      if (const auto thinking = m.exec->checkpoint().config.default_enable_thinking) {
-        kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly
-      }
-      auto prompt = m.assembler->Assemble(messages, /*add_generation_prompt=*/true, kwargs);
-      if (!prompt)
-        return JobFailure{JobErrorKind::kInvalidRequest, "messages: " + prompt.status().message()};
-      prompt_ids = std::move(prompt->ids);
-    } else {
-      auto ids = EncodeUserText(m, job.prompt, /*add_special=*/true);
-      if (!ids)
-        return JobFailure{JobErrorKind::kInvalidRequest, "prompt: " + ids.status().message()};
-      prompt_ids = std::move(*ids);
+      auto prompt = m.model->RenderChat(messages, nlohmann::ordered_json::object());
+      if (!prompt) return prompt.status().WithContext("messages");
+      return std::move(prompt->ids);
     }
+    auto ids = m.model->EncodeText(job.prompt, /*add_special=*/true);
+    if (!ids) return ids.status().WithContext("prompt");
+    return ids;
+  }
+
+  // Validates the job and submits it to the model's scheduler; its callbacks stream the
+  // deltas and the end.
+  std::optional<JobFailure> Start(ResidentModel& m, const JobRequest& job, double load_ms) {
+    if (job.kind == JobKind::kChat && !m.model->has_chat_template()) {
+      return JobFailure{
+          JobErrorKind::kInvalidRequest,
+          "the model '" + m.name + "' has no chat template; use /v1/completions with a prompt"};
+    }
+    auto ids = PromptIds(m, job);
+    if (!ids) return JobFailure{JobErrorKind::kInvalidRequest, ids.status().message()};
+    std::vector<int32_t> prompt_ids = std::move(*ids);
     if (prompt_ids.empty())
       return JobFailure{JobErrorKind::kInvalidRequest, "prompt: the prompt is empty"};
-    const int64_t context = m.exec->max_seq();
+    const int64_t context = m.model->context();
     const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
     if (prompt_len >= context) {
       return JobFailure{JobErrorKind::kContextLength,
@@ -322,126 +297,113 @@ class Worker {
                             " tokens, which must also hold the reply; shorten the prompt",
                         prompt_len};
     }
-    for (int32_t id : prompt_ids) {
-      if (id < 0 || id >= m.ckpt->config.vocab_size) {
-        return JobFailure{JobErrorKind::kInvalidRequest, "prompt: token id " + std::to_string(id) +
-                                                             " is outside the model's vocabulary"};
-      }
-    }
-    auto sampling = ResolveSamplingParams(job.sampling, m.defaults);
+    auto sampling = ResolveSamplingParams(job.sampling, m.model->sampling_defaults());
     if (!sampling) return JobFailure{JobErrorKind::kInvalidRequest, sampling.status().message()};
     // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
     // JSON client (JavaScript numbers are doubles) can send it back exactly.
     if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
-    Send(EncodeStarted({job.job_id, prompt_len, *sampling}));
 
-    GenerateRequest req;
-    req.prompt_ids = prompt_ids;
+    auto active = std::make_unique<ActiveJob>();
+    ActiveJob* a = active.get();
+    a->job_id = job.job_id;
+    a->model = &m;
+    a->logprobs = job.logprobs;
+    a->prompt_tokens = prompt_len;
+    a->load_ms = load_ms;
+    TextStreamOptions stream_options;
+    stream_options.stop = job.stop;
+    stream_options.logprobs = job.logprobs;
+    stream_options.top_logprobs = job.top_logprobs;
+    a->stream = std::make_unique<TextStream>(m.model->tokenizer(), prompt_ids, stream_options,
+                                             m.model->stop_ids());
+    SequenceRequest req;
+    req.prompt_ids = std::move(prompt_ids);
     const int64_t room = context - prompt_len;
     req.max_new_tokens = job.max_tokens < 0 ? room : std::min(job.max_tokens, room);
-    req.stop_ids = m.stop_ids;
+    req.stop_ids = m.model->stop_ids();
     req.sampling = *sampling;
-    StreamingDetokenizer detok(*m.tokenizer, /*skip_special_tokens=*/true);
-    // Decode the completion in the prompt's context (a leading-space strip applies only at
-    // the start of a sequence).
-    for (int32_t id : prompt_ids) {
-      if (id < m.tokenizer->vocab_size()) (void)detok.Push(id);
-    }
-    // Logprob token texts are decoded in context by a second detokenizer (a token's text can
-    // depend on its neighbours, e.g. a SentencePiece leading space); alternatives are decoded
-    // on a copy of it, so the chosen token and its top_logprobs entry read the same.
-    StreamingDetokenizer logprob_detok = detok;
-    StopStringFilter filter(job.stop);
-    std::vector<float> step_logits;
-    bool stopped_by_string = false;
-    bool cancelled = false;
     if (job.logprobs) {
-      req.on_logits = [&](std::span<const float> logits) {
-        step_logits.assign(logits.begin(), logits.end());
+      req.on_logits = [a](std::span<const float> logits) {
+        a->step_logits.assign(logits.begin(), logits.end());
       };
     }
-    int64_t generated = 0;
-    req.on_token = [&](int32_t id) {
-      DeltaMessage delta;
-      delta.job_id = job.job_id;
-      delta.completion_tokens = ++generated;
-      const bool is_stop_id =
-          std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
-      if (!is_stop_id && id < m.tokenizer->vocab_size()) {
-        auto piece = detok.Push(id);
-        if (piece) {
-          StopStringFilter::Step step = filter.Push(*piece);
-          delta.text = std::move(step.text);
-          stopped_by_string = step.stopped;
-        }
-      }
-      if (job.logprobs && !step_logits.empty()) {
-        TokenLogprobEntry entry;
-        if (auto lp = ComputeTokenLogprob(step_logits, id)) entry.logprob = *lp;
-        if (job.top_logprobs > 0) {
-          if (auto top = ComputeTopLogprobs(step_logits, job.top_logprobs)) {
-            for (const TokenLogprob& t : *top)
-              entry.top.push_back({TokenTextAfter(m, logprob_detok, t.id), t.logprob});
-          }
-        }
-        entry.token = TokenTextAfter(m, logprob_detok, id);
-        if (id < m.tokenizer->vocab_size()) (void)logprob_detok.Push(id);
-        delta.logprobs.push_back(std::move(entry));
-      }
-      // Sent for every token, also one whose text is held back (a possible stop string):
-      // the count lets an error after it still report the usage so far.
-      Send(EncodeDelta(delta));
-      if (stopped_by_string) return false;
-      if (closed_ || CancelRequested(job.job_id)) {
-        cancelled = true;
-        return false;
-      }
-      return true;
-    };
-    req.keep_prefilling = [&] {
-      cancelled = closed_ || CancelRequested(job.job_id);
-      return !cancelled;
-    };
-    auto result = tessera::Generate(*m.exec, 0, req);
-    if (!result) {
-      std::fprintf(stderr, "tessera worker: generation failed: %s\n",
-                   result.status().message().c_str());
-      return JobFailure{JobErrorKind::kInternal, "generation failed inside the engine"};
+    req.on_token = [this, a](int32_t id) { return OnToken(*a, id); };
+    req.on_finish = [this, a](const SequenceResult& r) { OnFinish(*a, r); };
+    auto id = m.model->scheduler().Submit(std::move(req));
+    if (!id) return JobFailure{JobErrorKind::kInvalidRequest, id.status().message()};
+    a->sequence = *id;
+    ++m.active_jobs;
+    Send(EncodeStarted({job.job_id, prompt_len, *sampling}));
+    jobs_[job.job_id] = std::move(active);
+    return std::nullopt;
+  }
+
+  bool OnToken(ActiveJob& a, int32_t id) {
+    TokenDelta d = a.stream->Push(id, a.step_logits);
+    DeltaMessage delta;
+    delta.job_id = a.job_id;
+    delta.completion_tokens = ++a.generated;
+    delta.text = std::move(d.text);
+    if (d.logprob) {
+      TokenLogprobEntry entry;
+      entry.token = std::move(d.logprob->token);
+      entry.logprob = d.logprob->logprob;
+      for (auto& [text, lp] : d.logprob->top) entry.top.push_back({std::move(text), lp});
+      delta.logprobs.push_back(std::move(entry));
     }
-    if (!stopped_by_string && !cancelled) {
-      StopStringFilter::Step step = filter.Push(detok.Finish());
-      std::string tail = step.text + filter.Finish();
-      stopped_by_string = step.stopped;
-      if (!tail.empty()) Send(EncodeDelta({job.job_id, tail, {}, generated}));
+    // Sent for every token, also one whose text is held back (a possible stop string): the
+    // count lets an error after it still report the usage so far.
+    Send(EncodeDelta(delta));
+    a.stopped_by_string = d.stopped;
+    return !d.stopped && !closed_;
+  }
+
+  void OnFinish(ActiveJob& a, const SequenceResult& r) {
+    const uint64_t job_id = a.job_id;
+    --a.model->active_jobs;
+    if (!r.status.ok()) {
+      std::fprintf(stderr, "tessera worker: generation failed: %s\n", r.status.message().c_str());
+      Fail(job_id, {JobErrorKind::kInternal, "generation failed inside the engine"});
+      jobs_.erase(job_id);
+      return;
+    }
+    const bool cancelled = r.stop_reason == StopReason::kCancelled && !a.stopped_by_string;
+    if (!a.stopped_by_string && !cancelled) {
+      std::string tail = a.stream->Finish();
+      a.stopped_by_string = a.stream->stopped();
+      if (!tail.empty()) Send(EncodeDelta({job_id, tail, {}, a.generated}));
     }
     DoneMessage done;
-    done.job_id = job.job_id;
+    done.job_id = job_id;
     if (cancelled) {
       done.finish_reason = "cancelled";
-    } else if (stopped_by_string || result->stop_reason == StopReason::kStopToken) {
+    } else if (a.stopped_by_string || r.stop_reason == StopReason::kStopToken) {
       done.finish_reason = "stop";
     } else {
       done.finish_reason = "length";
     }
-    done.prompt_tokens = prompt_len;
-    done.completion_tokens = static_cast<int64_t>(result->generated_ids.size());
-    done.load_ms = load_ms;
-    const GenerateTimings& t = result->timings;
+    done.prompt_tokens = a.prompt_tokens;
+    done.completion_tokens = static_cast<int64_t>(r.generated_ids.size());
+    done.cached_tokens = r.cached_tokens;
+    done.queue_ms = r.queue_ms;
+    done.load_ms = a.load_ms;
+    const GenerateTimings& t = r.timings;
     done.prefill_ms = t.prefill_ms;
     done.ttft_ms = t.ttft_ms;
     done.decode_ms = t.decode_ms;
     done.prefill_tok_s = t.prefill_tok_s;
     done.decode_tok_s = t.decode_tok_s;
     Send(EncodeDone(done));
-    return std::nullopt;
+    jobs_.erase(job_id);  // `a` ends here
   }
 
   int fd_;
   const WorkerOptions& options_;
   std::vector<std::unique_ptr<ResidentModel>> resident_;
+  std::map<uint64_t, std::unique_ptr<ActiveJob>> jobs_;
+  std::deque<JobRequest> deferred_;  // jobs for a model that cannot be loaded until one is idle
   uint64_t clock_ = 0;
   bool closed_ = false;
-  std::deque<std::string> backlog_;
 };
 
 }  // namespace

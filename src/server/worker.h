@@ -1,8 +1,9 @@
 // The inference worker: the process that owns the models and runs every job the HTTP process
 // sends it over a socket (worker_protocol.h). It loads models on demand under a residency
 // limit with least-recently-used eviction, prewarms each one before it serves, renders chat
-// templates, tokenizes, generates, applies stop strings and reports logprobs. One job at a
-// time; a Cancel for the running job (checked between tokens) ends it early. The HTTP process
+// templates, tokenizes, generates, applies stop strings and reports logprobs. Generation jobs
+// run together in each model's scheduler (continuous batching over the model's slots); a
+// Cancel takes effect at the next step. The HTTP process
 // starts it as `tessera worker --fd N ...` and restarts it when it dies.
 //
 //   WorkerOptions options;
@@ -25,9 +26,10 @@ struct ModelEntry {
 struct WorkerOptions {
   std::vector<ModelEntry> models;  // the first is the default, loaded at start
   std::string placement = "cpu";
-  int64_t context = 0;  // KV positions per model; 0: the model's own, at most 4096
+  int64_t context = 0;  // KV positions per slot; 0: the model's own, at most 4096
+  int parallel = 0;     // sequence slots per model; 0: chosen from cores and memory
   int max_loaded_models = 1;
-  bool prewarm = true;  // load and warm the default model before reporting ready
+  bool prewarm = true;            // load and warm the default model before reporting ready
   bool bf16_activations = false;  // BackendOptions::bf16_activations for BF16 packages
 };
 

@@ -366,6 +366,8 @@ std::string EncodeDone(const DoneMessage& m) {
   w.Str(m.finish_reason);
   w.I64(m.prompt_tokens);
   w.I64(m.completion_tokens);
+  w.I64(m.cached_tokens);
+  w.F64(m.queue_ms);
   w.F64(m.load_ms);
   w.F64(m.prefill_ms);
   w.F64(m.ttft_ms);
@@ -382,6 +384,8 @@ Expected<DoneMessage> DecodeDone(std::string_view payload) {
   m.finish_reason = r.Str();
   m.prompt_tokens = r.I64();
   m.completion_tokens = r.I64();
+  m.cached_tokens = r.I64();
+  m.queue_ms = r.F64();
   m.load_ms = r.F64();
   m.prefill_ms = r.F64();
   m.ttft_ms = r.F64();

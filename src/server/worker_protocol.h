@@ -97,7 +97,9 @@ struct DoneMessage {
   std::string finish_reason;  // "stop" or "length"
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  double load_ms = 0;  // model load and prewarm this job had to wait for (0 when resident)
+  int64_t cached_tokens = 0;  // prompt tokens whose KV cache was reused, not computed
+  double queue_ms = 0;        // waiting inside the worker for a sequence slot
+  double load_ms = 0;         // model load and prewarm this job had to wait for (0 when resident)
   double prefill_ms = 0;
   double ttft_ms = 0;
   double decode_ms = 0;

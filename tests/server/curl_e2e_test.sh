@@ -19,8 +19,9 @@ post() {  # post PATH BODY [curl args...] -> writes $WORK/body, echoes the statu
 
 # ---------------------------------------------------------------- auth, validation, limits
 export TESSERA_API_KEY=test-key-123
+# One slot and two places in the queue, so the queue checks below are exact.
 start_server main --model "tiny=$TINY" --model "stories=$STORIES" --model "slow=$SLOW" \
-  --max-loaded-models 2 --rate-limit 1000
+  --max-loaded-models 2 --rate-limit 1000 --parallel 1 --max-queued 2
 check "/health is 200 as soon as the port is open" 200 "$(status_of "$BASE/health")"
 wait_ready 60
 AUTH=(-H "Authorization: Bearer $TESSERA_API_KEY")
@@ -299,9 +300,9 @@ check "the default is the named one" "$full" "$(json_get "$WORK/body" d.choices[
 stop_server
 
 # ------------------- with 2 running, a job waiting inside the worker is dropped on disconnect
-# The worker runs one job at a time; the second admitted job waits in its socket. When that
+# One slot, two admitted: the second job waits in the worker's scheduler queue. When that
 # client leaves, the job must be dropped there, not run after the first.
-start_server twoactive --model "slow=$SLOW" --no-auth --max-active 2 --rate-limit 1000
+start_server twoactive --model "slow=$SLOW" --no-auth --parallel 1 --max-active 2 --rate-limit 1000
 wait_ready 60
 long_slow='{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3000}'
 curl -s -H 'Content-Type: application/json' -d "$long_slow" "$BASE/v1/chat/completions" > /dev/null &

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tessera::server {
+namespace tessera {
 
 class StopStringFilter {
  public:
@@ -35,4 +35,4 @@ class StopStringFilter {
   bool stopped_ = false;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera

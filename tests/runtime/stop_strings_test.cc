@@ -1,8 +1,8 @@
-#include "server/stop_strings.h"
+#include "runtime/stop_strings.h"
 
 #include <gtest/gtest.h>
 
-namespace tessera::server {
+namespace tessera {
 namespace {
 
 // Feeds pieces one at a time and returns everything released.
@@ -72,4 +72,4 @@ TEST(StopStrings, EmptyStopStringsAreIgnored) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera

@@ -1,8 +1,8 @@
-#include "server/stop_strings.h"
+#include "runtime/stop_strings.h"
 
 #include <algorithm>
 
-namespace tessera::server {
+namespace tessera {
 
 StopStringFilter::StopStringFilter(std::vector<std::string> stops) {
   for (std::string& s : stops) {
@@ -49,4 +49,4 @@ std::string StopStringFilter::Finish() {
   return rest;
 }
 
-}  // namespace tessera::server
+}  // namespace tessera

@@ -1,0 +1,163 @@
+#include "runtime/loaded_model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "base/mapped_file.h"
+#include "catalog/package_cache.h"
+#include "chat/chat_template.h"
+#include "engine/generator.h"
+#include "engine/placement.h"
+#include "model/checkpoint.h"
+
+namespace tessera {
+namespace {
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// The cache a slot holds at `context` positions: keys, values and the cpu backend's
+// transposed key copy (fp32) for every attention layer, the recurrent state of DeltaNet layers.
+uint64_t KvBytesPerSlot(const ModelSpec& spec, int64_t context) {
+  uint64_t bytes = 0;
+  for (const LayerSpec& layer : spec.layer) {
+    if (layer.kind == LayerKind::kGatedDeltaNet) {
+      const DeltaNetSpec& n = *spec.deltanet;
+      bytes += 4u * static_cast<uint64_t>(n.conv_state_floats() + n.matrix_state_floats()) * 3;
+    } else {
+      const int64_t positions =
+          layer.window > 0 ? std::min(context, 2 * (layer.window + 128)) : context;
+      bytes += 3u * 4u * static_cast<uint64_t>(spec.kv_dim) * static_cast<uint64_t>(positions);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per_slot,
+                         std::string* why) {
+  int slots = std::clamp(2 * std::max(cores, 1), 2, 8);
+  const uint64_t budget = memory_bytes / 4;
+  std::string reason = std::to_string(std::max(cores, 1)) + " cores";
+  if (kv_bytes_per_slot > 0 && budget > 0) {
+    const uint64_t fit = budget / kv_bytes_per_slot;
+    if (fit < static_cast<uint64_t>(slots)) {
+      slots = static_cast<int>(std::max<uint64_t>(fit, 1));
+      reason += ", the KV cache within a quarter of " + std::to_string(memory_bytes >> 20) + " MiB";
+    }
+  }
+  if (why) *why = std::to_string(slots) + " slots (" + reason + ")";
+  return slots;
+}
+
+Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
+    const std::string& dir, const ModelLoadOptions& options,
+    const std::function<void(const std::string&)>& log) {
+  std::unique_ptr<LoadedModel> m(new LoadedModel());
+  m->dir_ = dir;
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> ckpt, OpenCheckpoint(dir));
+  const std::string tokenizer_path = dir + "/tokenizer.json";
+  if (!FileExists(tokenizer_path)) {
+    return NotFound("no tokenizer.json in " + dir + "; a model folder needs its tokenizer");
+  }
+  auto tok = Tokenizer::FromFile(tokenizer_path);
+  if (!tok) return tok.status().WithContext(tokenizer_path);
+  m->tokenizer_.emplace(std::move(*tok));
+  const std::string config_path = dir + "/tokenizer_config.json";
+  if (FileExists(config_path)) {
+    TS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path, 64u << 20));
+    auto parsed = ParseTokenizerConfig(text);
+    if (!parsed) return parsed.status().WithContext(config_path);
+    m->tokenizer_config_ = std::move(*parsed);
+  }
+  if (auto tmpl = LoadChatTemplateConfig(dir); tmpl && !tmpl->source.empty()) {
+    TS_ASSIGN_OR_RETURN(PromptAssembler assembler, PromptAssembler::Create(*tmpl, *m->tokenizer_));
+    m->assembler_.emplace(std::move(assembler));
+  }
+  m->defaults_ = SamplingDefaultsFor(ckpt->generation);
+  m->stop_ids_ = StopIds(*ckpt);
+  TS_ASSIGN_OR_RETURN(Placement placement,
+                      ParsePlacement(options.placement, ckpt->config.num_layers));
+  if (options.package_cache) {
+    std::string note;
+    TS_ASSIGN_OR_RETURN(ckpt, CheckpointForRun(dir, std::move(ckpt), placement.OnlyOn("cpu"),
+                                               options.weights, &note));
+    if (!note.empty() && log) log(note);
+  }
+  ModelExecutor::Options exec_options;
+  exec_options.max_seq = options.context;
+  exec_options.backend.weights = options.weights;
+  exec_options.backend.threads = options.threads;
+  exec_options.backend.bf16_activations = options.bf16_activations;
+  const int64_t context =
+      options.context > 0
+          ? options.context
+          : std::min<int64_t>(std::max<int64_t>(ckpt->config.max_position_embeddings, 1), 4096);
+  const uint64_t per_slot = KvBytesPerSlot(ckpt->tensors.spec, context);
+  int slots = options.parallel;
+  if (slots <= 0) {
+    std::string why;
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    slots = DefaultParallelSlots(cores, PhysicalMemoryBytes(), per_slot, &why);
+    if (log) log("parallel: " + why);
+  }
+  exec_options.max_slots = slots;
+  // Every slot's decode token plus one prompt chunk per step.
+  exec_options.max_batch_tokens = slots + kPrefillChunkTokens;
+  m->kv_bytes_ = per_slot * static_cast<uint64_t>(slots);
+  TS_ASSIGN_OR_RETURN(m->exec_, ModelExecutor::Load(ckpt, placement, exec_options));
+  m->scheduler_ = std::make_unique<Scheduler>(*m->exec_, Scheduler::Options{});
+  if (options.prewarm) {
+    // One forward pass touches every weight page and sizes every buffer.
+    std::vector<float> logits(static_cast<size_t>(m->exec_->spec().vocab));
+    const int32_t warm_id = static_cast<int32_t>(ckpt->generation.bos_token_id.value_or(0));
+    TS_RETURN_IF_ERROR(m->exec_->Forward(0, 0, std::span<const int32_t>(&warm_id, 1), logits));
+  }
+  return m;
+}
+
+Expected<std::vector<int32_t>> LoadedModel::EncodeText(const std::string& text,
+                                                       bool add_special) const {
+  EncodeOptions opts;
+  opts.add_special_tokens = add_special;
+  TS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_->Encode(text, opts));
+  if (add_special && tokenizer_config_.add_bos_token.value_or(false) &&
+      tokenizer_config_.bos_token) {
+    std::optional<int32_t> bos = tokenizer_->TokenToId(*tokenizer_config_.bos_token);
+    if (!bos) {
+      return Corrupt("tokenizer_config.json asks for add_bos_token but bos_token '" +
+                     *tokenizer_config_.bos_token + "' is not in the vocabulary");
+    }
+    if (ids.empty() || ids.front() != *bos) ids.insert(ids.begin(), *bos);
+  }
+  return ids;
+}
+
+Expected<AssembledPrompt> LoadedModel::RenderChat(const nlohmann::ordered_json& messages,
+                                                  nlohmann::ordered_json kwargs,
+                                                  bool add_generation_prompt) const {
+  if (!assembler_) {
+    return InvalidArgument("the model in " + dir_ +
+                           " has no chat template; give a plain prompt instead");
+  }
+  if (kwargs.is_null()) kwargs = nlohmann::ordered_json::object();
+  if (const auto thinking = checkpoint().config.default_enable_thinking;
+      thinking && !kwargs.contains("enable_thinking")) {
+    kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly
+  }
+  return assembler_->Assemble(messages, add_generation_prompt, kwargs);
+}
+
+std::string LoadedModel::Describe() const {
+  return DescribeCheckpoint(checkpoint()) + "; " + exec_->placement().Describe() +
+         "; token embedding: " + exec_->embedding_source() + "; " + std::to_string(slots()) +
+         " slots x " + std::to_string(context()) + " positions, KV cache ~" +
+         std::to_string(kv_bytes_ >> 20) + " MiB";
+}
+
+}  // namespace tessera

@@ -1,0 +1,98 @@
+// LoadedModel: one model opened the one way every command uses (generate, chat, bench and the
+// server's worker): its checkpoint (a path-given checkpoint runs from its package, converted
+// on first use), tokenizer and tokenizer_config.json policy, chat template, stop ids and
+// sampling defaults, the executor over the placement with N sequence slots, and the scheduler
+// that batches those slots. Text is encoded and chat prompts are rendered here, so BOS and
+// template options (e.g. Qwen3.5 answering without thinking) are the same everywhere.
+//
+//   ModelLoadOptions o{.placement = "cpu", .parallel = 4};
+//   TS_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> m, LoadedModel::Open(dir, o, log));
+//   TS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, m->RenderChat(messages, {}));
+//   m->scheduler().Submit(...);   // see engine/scheduler.h and runtime/text_stream.h
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "engine/model_executor.h"
+#include "engine/scheduler.h"
+#include "format/model_config.h"
+#include "prompt/prompt.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+struct ModelLoadOptions {
+  std::string placement = "cpu";
+  WeightFormat weights = WeightFormat::kAuto;
+  int threads = 0;
+  bool bf16_activations = false;
+  int64_t context = 0;        // KV positions per slot; 0: the model's own, at most 4096
+  int parallel = 1;           // sequence slots; 0: chosen from the cores and memory (logged)
+  bool package_cache = true;  // a checkpoint given by path runs from its package
+  bool prewarm = false;       // one forward pass at load, so the first request does not pay
+};
+
+// The slots `parallel = 0` gives: two per core, 2..8, fewer when their KV cache would take
+// more than a quarter of the machine's memory; `why` says how it was chosen.
+int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per_slot,
+                         std::string* why);
+
+class LoadedModel {
+ public:
+  // `log` receives one line per note (package conversion, slots chosen); may be empty.
+  static Expected<std::unique_ptr<LoadedModel>> Open(
+      const std::string& dir, const ModelLoadOptions& options,
+      const std::function<void(const std::string&)>& log = {});
+
+  const std::string& dir() const { return dir_; }
+  const Checkpoint& checkpoint() const { return exec_->checkpoint(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const TokenizerConfig& tokenizer_config() const { return tokenizer_config_; }
+  bool has_chat_template() const { return assembler_.has_value(); }
+  const PromptAssembler* assembler() const { return assembler_ ? &*assembler_ : nullptr; }
+  ModelExecutor& executor() { return *exec_; }
+  const ModelExecutor& executor() const { return *exec_; }
+  Scheduler& scheduler() { return *scheduler_; }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  const SamplingDefaults& sampling_defaults() const { return defaults_; }
+  int64_t context() const { return exec_->max_seq(); }
+  int slots() const { return exec_->max_slots(); }
+  uint64_t kv_bytes() const { return kv_bytes_; }
+
+  // Text to ids with the checkpoint's policy: the tokenizer.json post-processor, and a BOS
+  // prepended when tokenizer_config.json says add_bos_token and the post-processor did not.
+  Expected<std::vector<int32_t>> EncodeText(const std::string& text, bool add_special) const;
+  // A conversation through the chat template (FailedPrecondition without one). kwargs reach
+  // the template; the model's default enable_thinking applies unless kwargs set it.
+  Expected<AssembledPrompt> RenderChat(const nlohmann::ordered_json& messages,
+                                       nlohmann::ordered_json kwargs,
+                                       bool add_generation_prompt = true) const;
+
+  // For the load log: architecture, placement, embedding source, slots and KV memory.
+  std::string Describe() const;
+
+ private:
+  LoadedModel() = default;
+
+  std::string dir_;
+  std::optional<Tokenizer> tokenizer_;
+  TokenizerConfig tokenizer_config_;
+  std::optional<PromptAssembler> assembler_;
+  std::unique_ptr<ModelExecutor> exec_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<int32_t> stop_ids_;
+  SamplingDefaults defaults_;
+  uint64_t kv_bytes_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,102 @@
+// LoadedModel on the real stories260k: text encoded with the checkpoint's BOS policy, every
+// reference case generated through the scheduler with all cases running at once (8 slots)
+// equal to run.c's greedy ids, and TextStream's text equal to the reference completion text.
+#include "runtime/loaded_model.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "runtime/text_stream.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+std::string StoriesDir() {
+  return test::SharedDir() + "/models/stories260k";
+}
+
+nlohmann::json Cases() {
+  std::ifstream in(StoriesDir() + "/reference_greedy.json");
+  return nlohmann::json::parse(in)["cases"];
+}
+
+std::unique_ptr<LoadedModel> Open(int parallel) {
+  ModelLoadOptions o;
+  o.placement = "cpu";
+  o.weights = WeightFormat::kF32;
+  o.parallel = parallel;
+  o.package_cache = false;  // tests never write next to ../shared
+  auto m = LoadedModel::Open(StoriesDir(), o);
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? std::move(*m) : nullptr;
+}
+
+TEST(LoadedModel, ReferenceCasesAllAtOnceMatchRunC) {
+  auto m = Open(8);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->slots(), 8);
+  const nlohmann::json cases = Cases();
+  ASSERT_GT(cases.size(), 3u);
+  struct Out {
+    std::vector<int32_t> ids;
+    std::string text;
+  };
+  std::map<size_t, Out> outs;
+  std::vector<std::unique_ptr<TextStream>> streams;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const nlohmann::json& c = cases[i];
+    auto ids = m->EncodeText(c["prompt"].get<std::string>(), /*add_special=*/true);
+    ASSERT_TRUE(ids) << ids.status().message();
+    EXPECT_EQ(*ids, c["prompt_ids"].get<std::vector<int32_t>>()) << c["id"];
+    streams.push_back(std::make_unique<TextStream>(m->tokenizer(), *ids, TextStreamOptions{},
+                                                   std::vector<int32_t>{1}));
+    TextStream* stream = streams.back().get();
+    SequenceRequest req;
+    req.prompt_ids = *ids;
+    req.max_new_tokens = c["max_new_tokens"].get<int64_t>();
+    req.stop_ids = {1};  // run.c stops at BOS (see the reference's semantics)
+    req.on_token = [&outs, stream, i](int32_t id) {
+      if (id != 1) outs[i].ids.push_back(id);
+      outs[i].text += stream->Push(id, {}).text;
+      return true;
+    };
+    req.on_finish = [&outs, stream, i](const SequenceResult&) { outs[i].text += stream->Finish(); };
+    ASSERT_TRUE(m->scheduler().Submit(std::move(req)));
+  }
+  for (int guard = 0; guard < 100000 && m->scheduler().HasWork(); ++guard)
+    ASSERT_TRUE(m->scheduler().Step().ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i]["id"].get<std::string>());
+    EXPECT_EQ(outs[i].ids, cases[i]["generated_ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(outs[i].text, cases[i]["completion_text"].get<std::string>());
+  }
+}
+
+TEST(LoadedModel, RefusesWhatItCannotOpen) {
+  ModelLoadOptions o;
+  o.package_cache = false;
+  test::TempDir tmp;
+  EXPECT_FALSE(LoadedModel::Open(tmp.path(), o));  // no config.json
+  o.placement = "bogus";
+  EXPECT_FALSE(LoadedModel::Open(StoriesDir(), o));
+  auto m = Open(1);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->RenderChat(nlohmann::ordered_json::array(), {}));  // no chat template
+}
+
+TEST(LoadedModel, DefaultSlotsFollowCoresAndMemory) {
+  std::string why;
+  EXPECT_EQ(DefaultParallelSlots(2, 24ull << 30, 100ull << 20, &why), 4);
+  EXPECT_NE(why.find("2 cores"), std::string::npos);
+  EXPECT_EQ(DefaultParallelSlots(16, 24ull << 30, 100ull << 20, &why), 8);
+  EXPECT_EQ(DefaultParallelSlots(16, 1ull << 30, 100ull << 20, &why), 2);  // 256 MiB budget
+  EXPECT_NE(why.find("quarter"), std::string::npos);
+  EXPECT_EQ(DefaultParallelSlots(16, 1ull << 30, 1ull << 30, &why), 1);
+}
+
+}  // namespace
+}  // namespace tessera
