@@ -1,16 +1,17 @@
 // grammar_bench: cost of the structured-outputs token mask (GrammarMatcher::FillMask) per
 // decode step over the real Qwen2.5 vocabulary (151,665 tokens), for a few schemas.
 //
-//   build/bench/grammar_bench [--shared DIR] [--walks 20] [--steps 200] [--seed 1]
+//   build/bench/grammar_bench [--shared DIR] [--walks 20] [--steps 200] [--seed 1] [--slow MS]
 //
-// Each walk starts a matcher and repeatedly fills the mask (timed) and accepts a uniformly
-// random allowed token (not timed), for up to --steps steps or until an eos is picked. Uniform
-// picks inside a free string rarely close it, so walks spend most steps in long free-text
+// Each walk starts a matcher and repeatedly fills the mask (timed in thread CPU time) and accepts a
+// uniformly random allowed token (not timed), for up to --steps steps or until an eos is picked.
+// Uniform picks inside a free string rarely close it, so walks spend most steps in long free-text
 // values, the case the plain-text fast path is for.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@ using nlohmann::json;
 
 double Ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// CPU time of this thread: on a shared machine, wall time would also count the slices other
+// processes take from us.
+double ThreadCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
 struct Schema {
@@ -61,17 +70,22 @@ int main(int argc, char** argv) {
   std::string shared = TESSERA_SHARED_DIR_DEFAULT;
   if (const char* env = std::getenv("TESSERA_SHARED_DIR")) shared = env;
   int walks = 20, max_steps = 200;
+  double slow_ms = 0;  // --slow MS: print the text before every step slower than MS
   unsigned seed = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--shared")
-      shared = argv[i + 1];
-    else if (flag == "--walks")
-      walks = std::atoi(argv[i + 1]);
-    else if (flag == "--steps")
-      max_steps = std::atoi(argv[i + 1]);
-    else if (flag == "--seed")
-      seed = static_cast<unsigned>(std::atoi(argv[i + 1]));
+    const std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "--shared") {
+      shared = value;
+    } else if (flag == "--walks") {
+      walks = std::atoi(value);
+    } else if (flag == "--steps") {
+      max_steps = std::atoi(value);
+    } else if (flag == "--seed") {
+      seed = static_cast<unsigned>(std::atoi(value));
+    } else if (flag == "--slow") {
+      slow_ms = std::atof(value);
+    }
   }
   const std::string path = shared + "/tokenizers/Qwen2.5-1.5B-Instruct/tokenizer.json";
   auto tokenizer = tessera::Tokenizer::FromFile(path);
@@ -106,10 +120,14 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     for (int w = 0; w < walks; ++w) {
       tessera::GrammarMatcher matcher(*grammar, *vocab);
+      std::string text;
       for (int step = 0; step < max_steps && !matcher.IsTerminated(); ++step) {
-        Clock::time_point start = Clock::now();
+        const double start = ThreadCpuMs();
         matcher.FillMask(mask);
-        times.push_back(Ms(Clock::now() - start));
+        times.push_back(ThreadCpuMs() - start);
+        if (slow_ms > 0 && times.back() > slow_ms) {
+          std::printf("  %.2f ms after: %s\n", times.back(), text.c_str());
+        }
         allowed.clear();
         for (size_t i = 0; i < mask.size(); ++i) {
           for (uint64_t word = mask[i]; word != 0; word &= word - 1) {
@@ -121,6 +139,7 @@ int main(int argc, char** argv) {
           return 1;
         }
         int32_t token = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+        text += (*vocab)->bytes(token);
         if (auto st = matcher.Accept(token); !st.ok()) {
           std::fprintf(stderr, "grammar_bench: %s: %s\n", s.name, st.message().c_str());
           return 1;
