@@ -1,0 +1,148 @@
+// Structured outputs: OpenAI `response_format` enforced by constrained decoding. A Grammar is
+// compiled once per request from the response_format; a GrammarMatcher follows one sequence
+// and, before each decode step, fills a bitmask of the token ids that keep the output a prefix
+// of a JSON document the schema accepts (the engine sets the logits of the others to -inf).
+//
+//   TS_ASSIGN_OR_RETURN(auto vocab, TokenVocabulary::Create(token_bytes, special_ids, eos_ids));
+//   TS_ASSIGN_OR_RETURN(auto grammar, CompileResponseFormat(request["response_format"]));
+//   GrammarMatcher matcher(grammar, vocab);
+//   std::vector<uint64_t> mask(vocab->mask_words());
+//   while (...) {
+//     matcher.FillMask(mask);                 // bit i of mask[i / 64]: token i is allowed
+//     int32_t token = Sample(logits, mask);
+//     TS_RETURN_IF_ERROR(matcher.Accept(token));
+//     if (matcher.IsTerminated()) break;     // an end-of-sequence token was accepted
+//   }
+//
+// Output rules (docs/structured_outputs.md): compact JSON with at most one space after ':'
+// and ','; object keys in schema order, only declared properties; strings escape with the
+// standard JSON escapes (\uXXXX except surrogates); every reachable state has a completion.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tessera {
+
+struct Grammar;  // immutable once compiled; shared between matchers
+
+// {"type":"json_object"} or {"type":"json_schema","json_schema":{"name":...,"schema":{...},
+// "strict":bool}}. Unsupported keywords and malformed schemas are InvalidArgument or
+// Unsupported errors whose message names the keyword and its JSON pointer.
+Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(const nlohmann::json& format);
+Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::json& schema);
+// Any JSON object.
+std::shared_ptr<const Grammar> JsonObjectGrammar();
+
+// The decoded bytes of every token of one model, with per-token classes and tries precomputed.
+// Build once per model and share.
+class TokenVocabulary {
+ public:
+  // token_bytes[id]: the raw bytes the token adds to the text (byte-level tokens decoded to
+  // bytes, not to sanitized UTF-8). Special ids are never allowed, except the eos ids, which
+  // are allowed exactly when the document is complete. Empty tokens are never allowed.
+  static Expected<std::shared_ptr<const TokenVocabulary>> Create(
+      std::vector<std::string> token_bytes, std::span<const int32_t> special_ids,
+      std::span<const int32_t> eos_ids);
+
+  int32_t size() const { return static_cast<int32_t>(bytes_.size()); }
+  size_t mask_words() const { return (bytes_.size() + 63) / 64; }
+  const std::string& bytes(int32_t id) const { return bytes_[id]; }
+  bool is_eos(int32_t id) const;
+
+  struct Trie {
+    struct Edge {
+      uint8_t byte;
+      uint32_t child;
+    };
+    struct TrieNode {
+      uint32_t edge_begin = 0, edge_end = 0;    // into edges
+      uint32_t token_begin = 0, token_end = 0;  // into tokens: ids ending at this node
+    };
+    std::vector<TrieNode> nodes;  // nodes[0] is the root (the empty prefix)
+    std::vector<Edge> edges;
+    std::vector<int32_t> tokens;
+  };
+
+ private:
+  friend class GrammarMatcher;
+  TokenVocabulary() = default;
+  enum TokenKind : uint8_t { kOrdinary, kNever, kEos };
+  std::vector<std::string> bytes_;
+  std::vector<uint8_t> kind_;  // TokenKind per id
+  std::vector<int32_t> eos_ids_;
+  size_t max_token_bytes_ = 0;
+  Trie all_;        // every ordinary token
+  Trie non_plain_;  // ordinary tokens that are not plain string text
+  // Plain string text: complete UTF-8, no quote, backslash or control byte. Inside a free
+  // string these are allowed by their character count alone, without a trie walk.
+  std::vector<uint64_t> plain_mask_;
+  std::vector<int32_t> plain_by_chars_;  // plain ids, fewest characters first
+  std::vector<uint32_t> plain_chars_;    // character count, parallel to plain_by_chars_
+  uint32_t max_plain_chars_ = 0;
+};
+
+// Follows one sequence. Copy it to fork a sequence (n > 1): a copy is a few small vectors.
+class GrammarMatcher {
+ public:
+  GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                 std::shared_ptr<const TokenVocabulary> vocabulary);
+
+  // Advances by one token; InvalidArgument (state unchanged) when the token is not allowed.
+  Status Accept(int32_t token);
+  // Advances by raw bytes (tests, forced prefixes); InvalidArgument when not allowed.
+  Status AcceptBytes(std::string_view bytes);
+  // mask.size() must be vocabulary->mask_words(); bit i set = token i allowed.
+  void FillMask(std::span<uint64_t> mask);
+  // The text so far is a whole document the schema accepts (eos ids are allowed).
+  bool IsComplete() const;
+  // Some byte may still extend the text.
+  bool CanContinue() const;
+  // An eos token was accepted; nothing more is allowed.
+  bool IsTerminated() const { return terminated_; }
+
+  // A set of parse stacks (more than one while anyOf alternatives are still open), stored flat.
+  struct Frame {
+    uint32_t node = 0;
+    uint8_t phase = 0;
+    uint8_t flags = 0;
+    uint8_t aux = 0;   // UTF-8 continuation bytes / hex digits still expected
+    uint8_t aux2 = 0;  // lowest allowed next UTF-8 byte, or hex digit state
+    uint32_t a = 0;    // property position / item count / characters / literal range start
+    uint32_t b = 0;    // property being matched / literal range end / DFA state
+    uint32_t c = 0;    // bytes of the key or literal matched / digit counts
+    uint64_t value = 0;
+    bool operator==(const Frame&) const = default;
+  };
+  struct StackSet {
+    std::vector<Frame> frames;
+    std::vector<uint32_t> ends;  // stack i is frames[ends[i-1] .. ends[i])
+    void Clear() { frames.clear(), ends.clear(); }
+    bool Empty() const { return ends.empty(); }
+  };
+
+ private:
+  bool Advance(const StackSet& in, int byte, StackSet* out) const;
+  void StepStack(std::vector<Frame>& stack, int byte, StackSet* out, int forks) const;
+  void AddStack(const std::vector<Frame>& stack, StackSet* out) const;
+  void Walk(const TokenVocabulary::Trie& trie, uint32_t node, size_t depth,
+            std::span<uint64_t> mask);
+  bool InFreeStringContent(uint32_t* remaining_chars) const;
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  StackSet state_;
+  bool terminated_ = false;
+  // Scratch for FillMask's trie walk: one stack set per depth, reused across calls.
+  std::vector<StackSet> walk_sets_;
+  mutable std::vector<Frame> scratch_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,133 @@
+#include <algorithm>
+#include <numeric>
+
+#include "base/utf8.h"
+#include "grammar/grammar.h"
+
+namespace tessera {
+namespace {
+
+// Builds a trie over `ids` (sorted by their bytes) in depth-first order; each node's edges are
+// contiguous so the walk reads them as one slice.
+class TrieBuilder {
+ public:
+  TrieBuilder(const std::vector<std::string>& bytes, TokenVocabulary::Trie* trie)
+      : bytes_(bytes), trie_(trie) {}
+
+  uint32_t Build(size_t begin, size_t end, size_t depth) {
+    const uint32_t id = static_cast<uint32_t>(trie_->nodes.size());
+    trie_->nodes.emplace_back();
+    size_t s = begin;
+    while (s < end && Bytes(s).size() == depth) ++s;
+    trie_->nodes[id].token_begin = static_cast<uint32_t>(begin);
+    trie_->nodes[id].token_end = static_cast<uint32_t>(s);
+    std::vector<std::pair<size_t, size_t>> groups;
+    while (s < end) {
+      size_t g = s;
+      const char byte = Bytes(s)[depth];
+      while (g < end && Bytes(g)[depth] == byte) ++g;
+      groups.emplace_back(s, g);
+      s = g;
+    }
+    const uint32_t first_edge = static_cast<uint32_t>(trie_->edges.size());
+    trie_->nodes[id].edge_begin = first_edge;
+    trie_->nodes[id].edge_end = first_edge + static_cast<uint32_t>(groups.size());
+    for (const auto& [gs, ge] : groups) {
+      trie_->edges.push_back({static_cast<uint8_t>(Bytes(gs)[depth]), 0});
+    }
+    for (size_t i = 0; i < groups.size(); ++i) {
+      uint32_t child = Build(groups[i].first, groups[i].second, depth + 1);
+      trie_->edges[first_edge + i].child = child;
+    }
+    return id;
+  }
+
+ private:
+  const std::string& Bytes(size_t sorted_index) const {
+    return bytes_[trie_->tokens[sorted_index]];
+  }
+  const std::vector<std::string>& bytes_;
+  TokenVocabulary::Trie* trie_;
+};
+
+void BuildTrie(const std::vector<std::string>& bytes, std::vector<int32_t> ids,
+               TokenVocabulary::Trie* trie) {
+  std::sort(ids.begin(), ids.end(), [&](int32_t x, int32_t y) { return bytes[x] < bytes[y]; });
+  trie->tokens = std::move(ids);
+  TrieBuilder(bytes, trie).Build(0, trie->tokens.size(), 0);
+}
+
+bool IsPlainStringText(const std::string& s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == '"' || c == '\\') return false;
+  }
+  return IsValidUtf8(s);
+}
+
+uint32_t CountChars(const std::string& s) {
+  uint32_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(
+    std::vector<std::string> token_bytes, std::span<const int32_t> special_ids,
+    std::span<const int32_t> eos_ids) {
+  if (token_bytes.empty() || token_bytes.size() > (1u << 24)) {
+    return InvalidArgument("token vocabulary must hold 1 to 16777216 tokens");
+  }
+  std::shared_ptr<TokenVocabulary> v(new TokenVocabulary());
+  const size_t n = token_bytes.size();
+  v->bytes_ = std::move(token_bytes);
+  v->kind_.assign(n, kOrdinary);
+  for (int32_t id : special_ids) {
+    if (id < 0 || static_cast<size_t>(id) >= n) {
+      return OutOfRange("special token id " + std::to_string(id) + " is outside the vocabulary");
+    }
+    v->kind_[id] = kNever;
+  }
+  for (int32_t id : eos_ids) {
+    if (id < 0 || static_cast<size_t>(id) >= n) {
+      return OutOfRange("eos token id " + std::to_string(id) + " is outside the vocabulary");
+    }
+    v->kind_[id] = kEos;
+    v->eos_ids_.push_back(id);
+  }
+  std::vector<int32_t> ordinary, non_plain;
+  std::vector<std::pair<uint32_t, int32_t>> plain;
+  v->plain_mask_.assign(v->mask_words(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& b = v->bytes_[i];
+    if (v->kind_[i] != kOrdinary) continue;
+    if (b.empty()) {  // would let a model emit nothing forever
+      v->kind_[i] = kNever;
+      continue;
+    }
+    v->max_token_bytes_ = std::max(v->max_token_bytes_, b.size());
+    const int32_t id = static_cast<int32_t>(i);
+    ordinary.push_back(id);
+    if (IsPlainStringText(b)) {
+      plain.emplace_back(CountChars(b), id);
+      v->plain_mask_[i / 64] |= uint64_t{1} << (i % 64);
+    } else {
+      non_plain.push_back(id);
+    }
+  }
+  std::sort(plain.begin(), plain.end());
+  for (const auto& [chars, id] : plain) {
+    v->plain_chars_.push_back(chars);
+    v->plain_by_chars_.push_back(id);
+    v->max_plain_chars_ = std::max(v->max_plain_chars_, chars);
+  }
+  BuildTrie(v->bytes_, std::move(ordinary), &v->all_);
+  BuildTrie(v->bytes_, std::move(non_plain), &v->non_plain_);
+  return std::shared_ptr<const TokenVocabulary>(std::move(v));
+}
+
+bool TokenVocabulary::is_eos(int32_t id) const {
+  return id >= 0 && id < size() && kind_[id] == kEos;
+}
+
+}  // namespace tessera
