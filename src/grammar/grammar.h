@@ -36,8 +36,9 @@ struct Grammar;  // immutable once compiled; shared between matchers
 // {"type":"json_object"} or {"type":"json_schema","json_schema":{"name":...,"schema":{...},
 // "strict":bool}}. Unsupported keywords and malformed schemas are InvalidArgument or
 // Unsupported errors whose message names the keyword and its JSON pointer.
-Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(const nlohmann::json& format);
-Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::json& schema);
+Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(
+    const nlohmann::ordered_json& format);
+Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema);
 // Any JSON object.
 std::shared_ptr<const Grammar> JsonObjectGrammar();
 

@@ -19,7 +19,7 @@ using grammar_internal::kUnsatisfiable;
 using grammar_internal::Node;
 using grammar_internal::NodeKind;
 using grammar_internal::Property;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 constexpr int kMaxSchemaDepth = 32;
 constexpr size_t kMaxNodes = 20000;
@@ -426,7 +426,7 @@ class Compiler {
     }
     std::vector<Property> props;
     if (schema.contains("properties")) {
-      // nlohmann::json keeps members sorted, so properties are generated in name order.
+      // ordered_json keeps the schema's member order: properties are generated in that order.
       for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it) {
         Property p;
         p.key_json = json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace);
@@ -660,16 +660,17 @@ class Compiler {
 
 }  // namespace
 
-Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::json& schema) {
+Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema) {
   return Compiler(schema).Compile();
 }
 
 std::shared_ptr<const Grammar> JsonObjectGrammar() {
-  static const std::shared_ptr<const Grammar> grammar = Compiler(nlohmann::json()).JsonObject();
+  static const std::shared_ptr<const Grammar> grammar = Compiler(json()).JsonObject();
   return grammar;
 }
 
-Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(const nlohmann::json& format) {
+Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(
+    const nlohmann::ordered_json& format) {
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
     return InvalidArgument("response_format must be an object with a string 'type'");
   }
@@ -682,7 +683,7 @@ Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(const nlohmann::j
   if (!format.contains("json_schema") || !format["json_schema"].is_object()) {
     return InvalidArgument("response_format json_schema must be an object");
   }
-  const nlohmann::json& spec = format["json_schema"];
+  const json& spec = format["json_schema"];
   if (!spec.contains("name") || !spec["name"].is_string()) {
     return InvalidArgument("response_format json_schema.name must be a string");
   }
