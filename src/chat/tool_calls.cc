@@ -206,7 +206,9 @@ void ToolCallParser::Process(bool at_end, ToolCallEvents* out) {
 
 void ToolCallParser::Release(size_t n, ToolCallEvents* out) {
   n = std::min(n, buf_.size());
-  out->content.append(buf_, 0, n);
+  if (n == 0) return;
+  if (out->empty() || out->back().kind != ToolCallEvent::Kind::kContent) out->emplace_back();
+  out->back().content.append(buf_, 0, n);
   buf_.erase(0, n);
 }
 
@@ -249,8 +251,12 @@ void ToolCallParser::EmitCall(std::string name, std::string arguments, ToolCallE
   ToolCallDelta args;
   args.index = calls_.size();
   args.arguments = call.arguments;
-  out->tool_calls.push_back(std::move(head));
-  out->tool_calls.push_back(std::move(args));
+  for (ToolCallDelta* d : {&head, &args}) {
+    ToolCallEvent e;
+    e.kind = ToolCallEvent::Kind::kToolCall;
+    e.call = std::move(*d);
+    out->push_back(std::move(e));
+  }
   calls_.push_back(std::move(call));
 }
 
@@ -474,8 +480,9 @@ ParsedReply ParseToolCalls(ToolCallSyntax syntax, std::string_view text,
                            const ToolCallParserOptions& options) {
   ToolCallParser parser(syntax, options);
   ParsedReply reply;
-  reply.content = parser.Feed(text).content;
-  reply.content += parser.Finish().content;
+  for (ToolCallEvents events : {parser.Feed(text), parser.Finish()}) {
+    for (const ToolCallEvent& e : events) reply.content += e.content;
+  }
   reply.calls = parser.calls();
   return reply;
 }

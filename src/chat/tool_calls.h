@@ -8,9 +8,10 @@
 //   opts.seed = request_seed;                                          // ids call_<24 chars>
 //   ToolCallParser parser(syntax, opts);
 //   for (const std::string& piece : detokenized_pieces) {
-//     ToolCallEvents ev = parser.Feed(piece);
-//     if (!ev.content.empty()) SendContentDelta(ev.content);
-//     for (const ToolCallDelta& d : ev.tool_calls) SendToolCallDelta(d);  // delta.tool_calls
+//     for (const ToolCallEvent& e : parser.Feed(piece)) {
+//       if (e.kind == ToolCallEvent::Kind::kContent) SendContentDelta(e.content);
+//       else SendToolCallDelta(e.call);                                  // delta.tool_calls[0]
+//     }
 //   }
 //   ToolCallEvents tail = parser.Finish();                              // flushes held bytes
 //   const std::vector<ToolCall>& calls = parser.calls();                // final list
@@ -97,10 +98,15 @@ struct ToolCallDelta {
   friend bool operator==(const ToolCallDelta&, const ToolCallDelta&) = default;
 };
 
-struct ToolCallEvents {
-  std::string content;  // content text released by this step
-  std::vector<ToolCallDelta> tool_calls;
+// What one Feed or Finish released, in reply order: content text or one tool-call delta.
+struct ToolCallEvent {
+  enum class Kind { kContent, kToolCall };
+  Kind kind = Kind::kContent;
+  std::string content;  // kContent
+  ToolCallDelta call;   // kToolCall
+  friend bool operator==(const ToolCallEvent&, const ToolCallEvent&) = default;
 };
+using ToolCallEvents = std::vector<ToolCallEvent>;
 
 struct ToolCallParserOptions {
   uint64_t seed = 0;  // ids are a function of (seed, call index)
