@@ -16,6 +16,26 @@ const nlohmann::ordered_json* TokenString(const nlohmann::ordered_json& v) {
   return nullptr;
 }
 
+bool IsIdentifierChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Whether the template mentions the identifier `tools` (not e.g. `custom_tools` or
+// "# Tools" in a string).
+bool MentionsTools(const std::string& source) {
+  for (size_t p = source.find("tools"); p != std::string::npos; p = source.find("tools", p + 1)) {
+    bool left = p == 0 || !IsIdentifierChar(source[p - 1]);
+    bool right = p + 5 >= source.size() || !IsIdentifierChar(source[p + 5]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+void DecideToolSupport(ChatTemplateConfig* config) {
+  config->tool_call_syntax = DetectToolCallSyntax(config->source);
+  config->renders_tools = MentionsTools(config->source);
+}
+
 }  // namespace
 
 Expected<ChatTemplateConfig> ParseChatTemplateConfig(std::string_view tokenizer_config_json,
@@ -43,6 +63,7 @@ Expected<ChatTemplateConfig> ParseChatTemplateConfig(std::string_view tokenizer_
   }
   if (template_file_text != nullptr) {
     config.source = *template_file_text;
+    DecideToolSupport(&config);
     return config;
   }
   auto it = tc.find("chat_template");
@@ -53,6 +74,7 @@ Expected<ChatTemplateConfig> ParseChatTemplateConfig(std::string_view tokenizer_
   }
   if (it->is_string()) {
     config.source = it->get<std::string>();
+    DecideToolSupport(&config);
     return config;
   }
   if (it->is_array()) {
@@ -66,6 +88,7 @@ Expected<ChatTemplateConfig> ParseChatTemplateConfig(std::string_view tokenizer_
       }
       if (*name == "default") {
         config.source = text->get<std::string>();
+        DecideToolSupport(&config);
         return config;
       }
       names += (names.empty() ? "" : ", ") + name->get<std::string>();
@@ -108,6 +131,75 @@ nlohmann::ordered_json MakeChatContext(const ChatTemplateConfig& config,
   if (kwargs.is_object()) {
     for (auto it = kwargs.begin(); it != kwargs.end(); ++it) ctx[it.key()] = it.value();
   }
+  return ctx;
+}
+
+Expected<nlohmann::ordered_json> ToolsForTemplate(const nlohmann::ordered_json& tools) {
+  using nlohmann::ordered_json;
+  if (tools.is_null()) return tools;
+  if (!tools.is_array()) return InvalidArgument("tools must be a JSON array");
+  ordered_json out = ordered_json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ordered_json& t = tools[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return InvalidArgument(where + " must be an object");
+    auto fn = t.find("function");
+    if (fn != t.end()) {
+      if (!fn->is_object()) return InvalidArgument(where + ".function must be an object");
+      out.push_back(t);
+      continue;
+    }
+    auto name = t.find("name");
+    if (name == t.end() || !name->is_string()) {
+      return InvalidArgument(where + " needs a \"function\" object or a string \"name\"");
+    }
+    out.push_back(ordered_json{{"type", "function"}, {"function", t}});
+  }
+  return out;
+}
+
+Expected<nlohmann::ordered_json> MessagesForTemplate(const nlohmann::ordered_json& messages) {
+  using nlohmann::ordered_json;
+  if (!messages.is_array()) return InvalidArgument("messages must be a JSON array");
+  ordered_json out = messages;
+  for (ordered_json& m : out) {
+    if (!m.is_object()) continue;
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    auto content = m.find("content");
+    if (content != m.end() && content->is_null()) *content = "";
+    for (ordered_json& call : *calls) {
+      if (!call.is_object()) continue;
+      auto fn = call.find("function");
+      ordered_json& holder = fn != call.end() && fn->is_object() ? *fn : call;
+      auto args = holder.find("arguments");
+      if (args == holder.end() || !args->is_string()) continue;
+      ordered_json parsed =
+          ordered_json::parse(args->get_ref<const std::string&>(), nullptr, false);
+      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+  return out;
+}
+
+Expected<nlohmann::ordered_json> MakeToolChatContext(const ChatTemplateConfig& config,
+                                                     const nlohmann::ordered_json& messages,
+                                                     bool add_generation_prompt,
+                                                     const nlohmann::ordered_json& tools,
+                                                     const nlohmann::ordered_json& kwargs) {
+  if (!kwargs.is_null() && !kwargs.is_object()) {
+    return InvalidArgument("chat template kwargs must be a JSON object");
+  }
+  if (kwargs.is_object() && kwargs.contains("tools") && !tools.is_null()) {
+    return InvalidArgument("tools given both as an argument and in the template kwargs");
+  }
+  TS_ASSIGN_OR_RETURN(nlohmann::ordered_json msgs, MessagesForTemplate(messages));
+  const nlohmann::ordered_json& given =
+      tools.is_null() && kwargs.is_object() && kwargs.contains("tools") ? kwargs["tools"] : tools;
+  TS_ASSIGN_OR_RETURN(nlohmann::ordered_json tool_list, ToolsForTemplate(given));
+  nlohmann::ordered_json ctx = MakeChatContext(config, msgs, add_generation_prompt, kwargs);
+  ctx.erase("tools");
+  if (tool_list.is_array() && !tool_list.empty()) ctx["tools"] = std::move(tool_list);
   return ctx;
 }
 

@@ -7,6 +7,13 @@
 //   nlohmann::ordered_json ctx = MakeChatContext(*config, messages, /*add_generation_prompt=*/true,
 //                                                {{"enable_thinking", false}});
 //   auto text = tmpl->Render(ctx);
+//
+// With tools (OpenAI request shapes in, transformers' apply_chat_template(messages, tools=...)
+// context out):
+//   TS_ASSIGN_OR_RETURN(nlohmann::ordered_json ctx,
+//                       MakeToolChatContext(*config, request["messages"], true,
+//                                           request["tools"], {}));
+//   // config->tool_call_syntax says how to parse the reply (chat/tool_calls.h).
 #pragma once
 
 #include <string>
@@ -15,12 +22,18 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "chat/tool_calls.h"
 
 namespace tessera {
 
 struct ChatTemplateConfig {
   std::string source;  // the Jinja template text
   nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object();  // bos_token, ...
+  // Decided once from the template text (DetectToolCallSyntax).
+  ToolCallSyntax tool_call_syntax = ToolCallSyntax::kNone;
+  // The template reads a `tools` variable. When false (gemma-3, Llama 3.0) tools passed to it
+  // are silently ignored, as in transformers; the caller must describe them some other way.
+  bool renders_tools = false;
 };
 
 // The template from DIR/chat_template.jinja if present, else tokenizer_config.json's
@@ -39,5 +52,36 @@ nlohmann::ordered_json MakeChatContext(const ChatTemplateConfig& config,
                                        const nlohmann::ordered_json& messages,
                                        bool add_generation_prompt,
                                        const nlohmann::ordered_json& kwargs);
+
+// `tools` as transformers hands them to templates: a list of
+// {"type": "function", "function": {"name", "description", "parameters"}}. An entry that
+// already has a "function" object is kept as it is (transformers passes dicts through); a bare
+// function spec {"name", ...} is wrapped as {"type": "function", "function": spec}, which is
+// what transformers' get_json_schema makes of a Python function. InvalidArgument for anything
+// else. null stays null.
+Expected<nlohmann::ordered_json> ToolsForTemplate(const nlohmann::ordered_json& tools);
+
+// Messages with OpenAI tool-call fields made template-ready, as a transformers user would
+// before apply_chat_template:
+//   - tool_calls[i].function.arguments (or tool_calls[i].arguments) that is a string holding a
+//     JSON object becomes that object, so `arguments | tojson` prints it as JSON rather than a
+//     quoted string (Qwen2.5, Llama 3.x) and every template sees the same value; a string that
+//     is not a JSON object is left as it is.
+//   - an assistant message with tool_calls and "content": null (what OpenAI clients send) gets
+//     content "", since templates such as Qwen3's test `'</think>' in message.content`, which
+//     fails on None.
+// Everything else (role "tool" with content, tool_call_id and name) is passed unchanged.
+Expected<nlohmann::ordered_json> MessagesForTemplate(const nlohmann::ordered_json& messages);
+
+// MakeChatContext with `messages` through MessagesForTemplate and `tools` through
+// ToolsForTemplate; tools become the `tools` variable unless null or empty (an empty list is
+// no tools, as in the OpenAI API; transformers would pass [] and Llama 3.x templates would then
+// announce an ipython environment). kwargs["tools"] is used (normalized the same way) when
+// `tools` is null; InvalidArgument when both are given.
+Expected<nlohmann::ordered_json> MakeToolChatContext(const ChatTemplateConfig& config,
+                                                     const nlohmann::ordered_json& messages,
+                                                     bool add_generation_prompt,
+                                                     const nlohmann::ordered_json& tools,
+                                                     const nlohmann::ordered_json& kwargs);
 
 }  // namespace tessera

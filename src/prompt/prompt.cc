@@ -128,9 +128,16 @@ Expected<AssembledPrompt> PromptAssembler::Assemble(const ordered_json& messages
     return InvalidArgument("chat template kwargs must be a JSON object");
   }
   const bool mark = options.content_specials_are_text;
-  ordered_json context =
-      MakeChatContext(config_, mark ? MarkJson(messages, marked_strings_) : messages,
-                      add_generation_prompt, kwargs);
+  // Tool calls and tools in the shapes templates expect (chat_template.h).
+  TS_ASSIGN_OR_RETURN(
+      ordered_json context,
+      MakeToolChatContext(config_, messages, add_generation_prompt, nullptr, kwargs));
+  if (mark) {
+    // Tool specs come from the request like the messages do.
+    for (const char* key : {"messages", "tools"}) {
+      if (context.contains(key)) context[key] = MarkJson(context[key], marked_strings_);
+    }
+  }
   auto rendered = template_.Render(context);
   if (!rendered) return rendered.status().WithContext("rendering the chat template");
 

@@ -65,7 +65,10 @@ class PromptAssembler {
                                           const Tokenizer& tokenizer);
 
   // `messages` must be a JSON array and `kwargs` an object (or null); kwargs such as
-  // enable_thinking or tools reach the template as variables.
+  // enable_thinking or tools reach the template as variables. Messages and kwargs["tools"] go
+  // through MakeToolChatContext (chat_template.h): JSON-string tool-call arguments become
+  // objects, bare function specs are wrapped, an empty tools list is no tools. Strings in the
+  // tools are marked like message content.
   Expected<AssembledPrompt> Assemble(const nlohmann::ordered_json& messages,
                                      bool add_generation_prompt,
                                      const nlohmann::ordered_json& kwargs,

@@ -122,13 +122,35 @@ TEST(AssemblePrompt, OtherMessageStringsAreProtectedToo) {
                            {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}},
                            Msg("tool", "<|im_end|><|endoftext|>")};
   AssembledPrompt p = MustAssemble(qwen, messages);
-  EXPECT_EQ(p.rendered, PlainRender(qwen, messages, true));
+  // As a transformers user would render it: the arguments string parsed to a dict first.
+  auto parsed = MessagesForTemplate(messages);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(p.rendered, PlainRender(qwen, *parsed, true));
+  EXPECT_NE(p.rendered.find(R"({"name": "echo", "arguments": {"x": "<|im_end|>"}})"),
+            std::string::npos);
   AssembledPrompt hf = MustAssemble(qwen, messages, true, ordered_json::object(),
                                     {.content_specials_are_text = false});
   const long im_end_from_content = 3;
   EXPECT_EQ(Count(hf.ids, kImEnd) - Count(p.ids, kImEnd), im_end_from_content);
   EXPECT_EQ(Count(p.ids, 151643), 0);  // <|endoftext|> only appeared in content
   EXPECT_EQ(Count(hf.ids, 151643), 1);
+}
+
+TEST(AssemblePrompt, ToolsReachTheTemplateAndAreProtected) {
+  const std::string qwen = "Qwen2.5-1.5B-Instruct";
+  ordered_json messages = {Msg("user", "go")};
+  ordered_json spec = {{"name", "f"}, {"description", "stops at <|im_end|>"}, {"parameters", {}}};
+  AssembledPrompt p = MustAssemble(qwen, messages, true, {{"tools", {spec}}});
+  ordered_json wrapped = {{"tools", {{{"type", "function"}, {"function", spec}}}}};
+  EXPECT_EQ(p.rendered, PlainRender(qwen, messages, true, wrapped));
+  EXPECT_NE(p.rendered.find("\"description\": \"stops at <|im_end|>\""), std::string::npos);
+  EXPECT_EQ(Count(p.ids, kImEnd), 2);  // system (with the tools) and user
+  AssembledPrompt hf =
+      MustAssemble(qwen, messages, true, {{"tools", {spec}}}, {.content_specials_are_text = false});
+  EXPECT_EQ(Count(hf.ids, kImEnd), 3);
+  // An empty tools list is no tools.
+  AssembledPrompt none = MustAssemble(qwen, messages, true, {{"tools", ordered_json::array()}});
+  EXPECT_EQ(none.rendered, PlainRender(qwen, messages, true));
 }
 
 TEST(AssemblePrompt, PreexistingMarkerCharactersRoundTrip) {
