@@ -63,17 +63,18 @@ template <class Request, class Parse>
 std::variant<Request, ApiError> ParseBody(const std::string& body, Parse parse) {
   auto doc = ParseJsonBody(body);
   if (auto* e = std::get_if<ApiError>(&doc)) return *e;
-  return parse(std::get<json>(doc));
+  return parse(std::get<nlohmann::ordered_json>(doc));
 }
 
 void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
   jobs_.Post([this, call, ticket = *ticket, chat] {
-    auto parsed = ParseBody<GenerationRequest>(call->request.body, [&](const json& doc) {
-      return chat ? ParseChatRequest(doc, model_names_.front())
-                  : ParseCompletionRequest(doc, model_names_.front());
-    });
+    auto parsed =
+        ParseBody<GenerationRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
+          return chat ? ParseChatRequest(doc, model_names_.front())
+                      : ParseCompletionRequest(doc, model_names_.front());
+        });
     auto* request = std::get_if<GenerationRequest>(&parsed);
     if (request && !KnownModel(request->job.model)) parsed = ModelNotFound(request->job.model);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
@@ -89,7 +90,7 @@ void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
   jobs_.Post([this, call, ticket = *ticket, tokenize] {
-    auto parsed = ParseBody<JobRequest>(call->request.body, [&](const json& doc) {
+    auto parsed = ParseBody<JobRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
       return tokenize ? ParseTokenizeRequest(doc, model_names_.front())
                       : ParseDetokenizeRequest(doc, model_names_.front());
     });
@@ -194,8 +195,10 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
         if (outcome.ttft_ms_seen < 0) outcome.ttft_ms_seen = outcome.elapsed_ms_seen;
         outcome.completion_tokens_so_far =
             std::max(outcome.completion_tokens_so_far, m->completion_tokens);
-        outcome.text += m->text;
-        outcome.logprobs.insert(outcome.logprobs.end(), m->logprobs.begin(), m->logprobs.end());
+        if (static_cast<size_t>(m->choice) >= outcome.choices.size()) {
+          outcome.choices.resize(static_cast<size_t>(m->choice) + 1);
+        }
+        outcome.choices[static_cast<size_t>(m->choice)].Add(*m);
         if (delta != nullptr) *delta = std::move(*m);
       }
       return Step::kProgress;
@@ -223,12 +226,14 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   meta.model = request.job.model;
   meta.created = UnixNow();
   meta.logprobs = request.job.logprobs;
+  meta.choices = request.job.n;
   ApiError error;
   std::vector<HttpHeader> extra;
   std::unique_ptr<ActiveJob> job = Admit(call, request.job, ticket, &meta.queue_ms, &error, &extra);
   if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
   job->chat = chat;
   JobOutcome outcome;
+  outcome.choices.resize(static_cast<size_t>(request.job.n));
   // Wait for Started (or an error) first, so a request the worker refuses (a prompt longer
   // than the context) still gets its 4xx status rather than a 200 stream.
   while (!outcome.started) {
@@ -256,17 +261,28 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
   headers.push_back({"Cache-Control", "no-cache"});
   ex.BeginStream(200, std::move(headers), "text/event-stream");
   auto send = [&](const json& j) { return ex.StreamWrite("data: " + Dump(j) + "\n\n"); };
-  bool open =
-      chat ? send(ChatChunk(meta, {{"role", "assistant"}, {"content", ""}}, "", nullptr)) : true;
+  bool open = true;
+  for (int i = 0; chat && open && i < meta.choices; ++i) {
+    open = send(ChatChunk(meta, {{"role", "assistant"}, {"content", ""}}, "", nullptr, i));
+  }
   ApiError error;
   Step step = outcome.done ? Step::kDone : Step::kProgress;
   while (open && step == Step::kProgress) {
     DeltaMessage delta;
     step = NextEvent(job, outcome, &error, &delta);
-    if (step != Step::kProgress || (delta.text.empty() && delta.logprobs.empty())) continue;
+    if (step != Step::kProgress ||
+        (delta.text.empty() && delta.logprobs.empty() && delta.tool_calls.empty())) {
+      continue;
+    }
     const std::vector<TokenLogprobEntry>* lp = meta.logprobs ? &delta.logprobs : nullptr;
-    open = send(chat ? ChatChunk(meta, {{"content", delta.text}}, "", lp)
-                     : TextChunk(meta, delta.text, "", lp));
+    if (chat) {
+      json d = json::object();
+      if (!delta.text.empty() || delta.tool_calls.empty()) d["content"] = delta.text;
+      if (!delta.tool_calls.empty()) d["tool_calls"] = ToolCallsJson(delta.tool_calls, true);
+      open = send(ChatChunk(meta, d, "", lp, delta.choice));
+    } else {
+      open = send(TextChunk(meta, delta.text, "", lp, delta.choice));
+    }
   }
   auto note_finish = [&](const std::string& finish) {
     ex.Note([&](AccessRecord& r) {
@@ -285,13 +301,17 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     ex.EndStream();
     return;
   }
-  const std::string finish = outcome.done ? outcome.done->finish_reason : "stop";
   const json stats = FullStats(outcome, meta.queue_ms);
-  json last = chat ? ChatChunk(meta, json::object(), finish, nullptr)
-                   : TextChunk(meta, "", finish, nullptr);
-  last["usage"] = UsageJson(outcome);
-  last["x_tessera_stats"] = stats;
-  send(last);
+  for (int i = 0; i < meta.choices; ++i) {
+    const std::string finish = ChoiceFinishReason(outcome, static_cast<size_t>(i));
+    json last = chat ? ChatChunk(meta, json::object(), finish, nullptr, i)
+                     : TextChunk(meta, "", finish, nullptr, i);
+    if (i + 1 == meta.choices) {
+      last["usage"] = UsageJson(outcome);
+      last["x_tessera_stats"] = stats;
+    }
+    send(last);
+  }
   if (include_usage) {
     json usage = {{"id", meta.id},
                   {"object", chat ? "chat.completion.chunk" : "text_completion"},

@@ -1,14 +1,17 @@
 #include "server/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "sampling/sampling_params.h"
 #include "server/guards.h"
+#include "server/openai_fields.h"
 
 namespace tessera::server {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;  // request bodies keep their member order (schemas)
 
 ApiError InvalidField(const std::string& param, const std::string& message) {
   ApiError e;
@@ -24,12 +27,12 @@ json ErrorBody(const ApiError& error) {
   return {{"error", inner}};
 }
 
-std::variant<json, ApiError> ParseJsonBody(const std::string& body) {
+std::variant<ojson, ApiError> ParseJsonBody(const std::string& body) {
   if (JsonNestingDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return InvalidField(
         "", "the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  ojson parsed = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded())
     return InvalidField("", "the body is not valid JSON; send a JSON object");
   if (!parsed.is_object()) return InvalidField("", "the body must be a JSON object");
@@ -39,15 +42,15 @@ std::variant<json, ApiError> ParseJsonBody(const std::string& body) {
 namespace {
 
 // A field present and not null.
-const json* Field(const json& body, const char* name) {
+const ojson* Field(const ojson& body, const char* name) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return nullptr;
   return &*it;
 }
 
-std::optional<ApiError> ReadModel(const json& body, const std::string& default_model,
+std::optional<ApiError> ReadModel(const ojson& body, const std::string& default_model,
                                   std::string* model) {
-  const json* v = Field(body, "model");
+  const ojson* v = Field(body, "model");
   if (v == nullptr) {
     *model = default_model;
     return std::nullopt;
@@ -57,16 +60,17 @@ std::optional<ApiError> ReadModel(const json& body, const std::string& default_m
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadDouble(const json& body, const char* name, std::optional<double>* out) {
-  const json* v = Field(body, name);
+std::optional<ApiError> ReadDouble(const ojson& body, const char* name,
+                                   std::optional<double>* out) {
+  const ojson* v = Field(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number()) return InvalidField(name, std::string(name) + " must be a number");
   *out = v->get<double>();
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadInt(const json& body, const char* name, std::optional<int64_t>* out) {
-  const json* v = Field(body, name);
+std::optional<ApiError> ReadInt(const ojson& body, const char* name, std::optional<int64_t>* out) {
+  const ojson* v = Field(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer()) return InvalidField(name, std::string(name) + " must be an integer");
   if (v->is_number_unsigned() &&
@@ -77,8 +81,8 @@ std::optional<ApiError> ReadInt(const json& body, const char* name, std::optiona
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) {
-  const json* v = Field(body, name);
+std::optional<ApiError> ReadBool(const ojson& body, const char* name, bool* out) {
+  const ojson* v = Field(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_boolean()) return InvalidField(name, std::string(name) + " must be true or false");
   *out = v->get<bool>();
@@ -86,13 +90,15 @@ std::optional<ApiError> ReadBool(const json& body, const char* name, bool* out) 
 }
 
 // Fields shared by chat and text completions.
-std::optional<ApiError> ReadGenerationFields(const json& body, GenerationRequest* out) {
+std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationRequest* out) {
   JobRequest& job = out->job;
-  if (const json* n = Field(body, "n")) {
-    if (!n->is_number_integer() || n->get<int64_t>() != 1) {
-      return InvalidField("n", "n must be 1: one choice per request is supported");
+  if (const ojson* n = Field(body, "n")) {
+    if (!n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > kMaxChoices) {
+      return InvalidField("n", "n must be an integer from 1 to " + std::to_string(kMaxChoices));
     }
+    job.n = static_cast<int32_t>(n->get<int64_t>());
   }
+  if (auto e = ReadResponseFormat(body, &job)) return e;
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     std::optional<int64_t> v;
     if (auto e = ReadInt(body, name, &v)) return e;
@@ -103,7 +109,7 @@ std::optional<ApiError> ReadGenerationFields(const json& body, GenerationRequest
       job.max_tokens = *v;
     }
   }
-  if (const json* stop = Field(body, "stop")) {
+  if (const ojson* stop = Field(body, "stop")) {
     std::vector<std::string> stops;
     if (stop->is_string()) {
       stops.push_back(stop->get<std::string>());
@@ -112,7 +118,7 @@ std::optional<ApiError> ReadGenerationFields(const json& body, GenerationRequest
         return InvalidField("stop",
                             "stop takes at most " + std::to_string(kMaxStopStrings) + " strings");
       }
-      for (const json& s : *stop) {
+      for (const ojson& s : *stop) {
         if (!s.is_string())
           return InvalidField("stop", "stop must be a string or an array of strings");
         stops.push_back(s.get<std::string>());
@@ -145,7 +151,7 @@ std::optional<ApiError> ReadGenerationFields(const json& body, GenerationRequest
     return InvalidField(msg.substr(0, msg.find(' ')), msg);
   }
   if (auto e = ReadBool(body, "stream", &out->stream)) return e;
-  if (const json* opts = Field(body, "stream_options")) {
+  if (const ojson* opts = Field(body, "stream_options")) {
     if (!opts->is_object())
       return InvalidField("stream_options", "stream_options must be an object");
     if (auto e = ReadBool(*opts, "include_usage", &out->include_usage)) {
@@ -156,14 +162,14 @@ std::optional<ApiError> ReadGenerationFields(const json& body, GenerationRequest
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadContent(const json& content, size_t index, std::string* out) {
+std::optional<ApiError> ReadContent(const ojson& content, size_t index, std::string* out) {
   const std::string param = "messages[" + std::to_string(index) + "].content";
   if (content.is_string()) {
     *out = content.get<std::string>();
     return std::nullopt;
   }
   if (content.is_array()) {
-    for (const json& part : content) {
+    for (const ojson& part : content) {
       if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
           !part.contains("text") || !part["text"].is_string()) {
         return InvalidField(
@@ -180,12 +186,13 @@ std::optional<ApiError> ReadContent(const json& content, size_t index, std::stri
 
 }  // namespace
 
-std::variant<GenerationRequest, ApiError> ParseChatRequest(const json& body,
+std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
                                                            const std::string& default_model) {
   GenerationRequest out;
   out.job.kind = JobKind::kChat;
+  if (auto e = RefuseUnknownFields(body, kChatFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
-  const json* messages = Field(body, "messages");
+  const ojson* messages = Field(body, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return InvalidField("messages",
                         "messages must be a non-empty array of {role, content} objects");
@@ -195,10 +202,10 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const json& body,
                         "messages has more than " + std::to_string(kMaxMessages) + " entries");
   }
   for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
+    const ojson& m = (*messages)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return InvalidField(where, where + " must be an object");
-    const json* role = Field(m, "role");
+    const ojson* role = Field(m, "role");
     static const char* kRoles[] = {"system", "developer", "user", "assistant", "tool"};
     bool known = false;
     if (role != nullptr && role->is_string()) {
@@ -210,11 +217,17 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const json& body,
     ChatMessage msg;
     msg.role = role->get<std::string>();
     if (msg.role == "developer") msg.role = "system";  // chat templates know system
-    const json* content = Field(m, "content");
-    if (content == nullptr) return InvalidField(where + ".content", where + ".content is missing");
-    if (auto e = ReadContent(*content, i, &msg.content)) return *e;
+    if (auto e = ReadMessageToolFields(m, where, &msg)) return *e;
+    const ojson* content = Field(m, "content");
+    if (content == nullptr && msg.tool_calls.empty()) {
+      return InvalidField(where + ".content", where + ".content is missing");
+    }
+    if (content != nullptr) {
+      if (auto e = ReadContent(*content, i, &msg.content)) return *e;
+    }
     out.job.messages.push_back(std::move(msg));
   }
+  if (auto e = ReadTools(body, &out.job)) return *e;
   if (auto e = ReadGenerationFields(body, &out)) return *e;
   if (auto e = ReadBool(body, "logprobs", &out.job.logprobs)) return *e;
   std::optional<int64_t> top;
@@ -231,12 +244,13 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const json& body,
   return out;
 }
 
-std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const json& body,
+std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& body,
                                                                  const std::string& default_model) {
   GenerationRequest out;
   out.job.kind = JobKind::kCompletion;
+  if (auto e = RefuseUnknownFields(body, kCompletionFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
-  const json* prompt = Field(body, "prompt");
+  const ojson* prompt = Field(body, "prompt");
   if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
     prompt = &(*prompt)[0];
   }
@@ -244,7 +258,7 @@ std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const json& bod
     return InvalidField("prompt", "prompt must be a string");
   out.job.prompt = prompt->get<std::string>();
   if (auto e = ReadGenerationFields(body, &out)) return *e;
-  if (const json* echo = Field(body, "echo"); echo != nullptr && *echo != false) {
+  if (const ojson* echo = Field(body, "echo"); echo != nullptr && *echo != false) {
     return InvalidField("echo", "echo is not supported");
   }
   std::optional<int64_t> logprobs;
@@ -260,12 +274,12 @@ std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const json& bod
   return out;
 }
 
-std::variant<JobRequest, ApiError> ParseTokenizeRequest(const json& body,
+std::variant<JobRequest, ApiError> ParseTokenizeRequest(const ojson& body,
                                                         const std::string& default_model) {
   JobRequest job;
   job.kind = JobKind::kTokenize;
   if (auto e = ReadModel(body, default_model, &job.model)) return *e;
-  const json* text = Field(body, "prompt");
+  const ojson* text = Field(body, "prompt");
   if (text == nullptr) text = Field(body, "text");
   if (text == nullptr || !text->is_string())
     return InvalidField("prompt", "prompt must be a string");
@@ -274,15 +288,15 @@ std::variant<JobRequest, ApiError> ParseTokenizeRequest(const json& body,
   return job;
 }
 
-std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const json& body,
+std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const ojson& body,
                                                           const std::string& default_model) {
   JobRequest job;
   job.kind = JobKind::kDetokenize;
   if (auto e = ReadModel(body, default_model, &job.model)) return *e;
-  const json* tokens = Field(body, "tokens");
+  const ojson* tokens = Field(body, "tokens");
   if (tokens == nullptr || !tokens->is_array())
     return InvalidField("tokens", "tokens must be an array of token ids");
-  for (const json& t : *tokens) {
+  for (const ojson& t : *tokens) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
         t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
       return InvalidField("tokens", "tokens must hold non-negative integer ids");
@@ -304,9 +318,13 @@ UsageCounts CountUsage(const JobOutcome& outcome) {
 
 json UsageJson(const JobOutcome& outcome) {
   const UsageCounts u = CountUsage(outcome);
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  json usage = {{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  // Prompt tokens whose cache was reused rather than computed (the prefix cache).
+  usage["prompt_tokens_details"] = {
+      {"cached_tokens", outcome.done ? outcome.done->cached_tokens : 0}};
+  return usage;
 }
 
 json StatsJson(const JobOutcome& outcome, double queue_ms) {
@@ -399,43 +417,93 @@ json LegacyLogprobsJson(const std::vector<TokenLogprobEntry>& entries) {
           {"text_offset", offsets}};
 }
 
-std::string FinishReason(const JobOutcome& outcome) {
-  return outcome.done ? outcome.done->finish_reason : "stop";
-}
 }  // namespace
 
+std::string ChoiceFinishReason(const JobOutcome& outcome, size_t i) {
+  if (!outcome.done) return "stop";
+  const auto& all = outcome.done->choice_finish_reasons;
+  return i < all.size() ? all[i] : outcome.done->finish_reason;
+}
+
+void ChoiceOutcome::Add(const DeltaMessage& delta) {
+  text += delta.text;
+  logprobs.insert(logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
+  for (const ToolCallFragment& f : delta.tool_calls) {
+    auto it = std::find_if(tool_calls.begin(), tool_calls.end(),
+                           [&](const ToolCallFragment& c) { return c.index == f.index; });
+    if (it == tool_calls.end()) {
+      tool_calls.push_back(f);
+    } else {
+      it->arguments += f.arguments;
+      if (!f.id.empty()) it->id = f.id;
+      if (!f.name.empty()) it->name = f.name;
+    }
+  }
+}
+
+json ToolCallsJson(const std::vector<ToolCallFragment>& calls, bool stream) {
+  json out = json::array();
+  for (const ToolCallFragment& c : calls) {
+    json call = json::object();
+    if (stream) call["index"] = c.index;
+    json function = json::object();
+    if (!c.id.empty() || !stream) {
+      call["id"] = c.id;
+      call["type"] = "function";
+    }
+    if (!c.name.empty() || !stream) function["name"] = c.name;
+    function["arguments"] = c.arguments;
+    call["function"] = function;
+    out.push_back(call);
+  }
+  return out;
+}
+
 json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
-  json choice = {
-      {"index", 0},
-      {"message", {{"role", "assistant"}, {"content", outcome.text}}},
-      {"logprobs", meta.logprobs ? LogprobsContentJson(outcome.logprobs) : json(nullptr)},
-      {"finish_reason", FinishReason(outcome)}};
+  json choices = json::array();
+  for (size_t i = 0; i < outcome.choices.size(); ++i) {
+    const ChoiceOutcome& c = outcome.choices[i];
+    json message = {{"role", "assistant"}, {"content", c.text}};
+    if (!c.tool_calls.empty()) {
+      if (c.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = ToolCallsJson(c.tool_calls, false);
+    }
+    choices.push_back(
+        {{"index", i},
+         {"message", message},
+         {"logprobs", meta.logprobs ? LogprobsContentJson(c.logprobs) : json(nullptr)},
+         {"finish_reason", ChoiceFinishReason(outcome, i)}});
+  }
   return {{"id", meta.id},
           {"object", "chat.completion"},
           {"created", meta.created},
           {"model", meta.model},
-          {"choices", json::array({choice})},
+          {"choices", choices},
           {"usage", UsageJson(outcome)},
           {"x_tessera_stats", StatsJson(outcome, meta.queue_ms)}};
 }
 
 json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
-  json choice = {{"index", 0},
-                 {"text", outcome.text},
-                 {"logprobs", meta.logprobs ? LegacyLogprobsJson(outcome.logprobs) : json(nullptr)},
-                 {"finish_reason", FinishReason(outcome)}};
+  json choices = json::array();
+  for (size_t i = 0; i < outcome.choices.size(); ++i) {
+    const ChoiceOutcome& c = outcome.choices[i];
+    choices.push_back({{"index", i},
+                       {"text", c.text},
+                       {"logprobs", meta.logprobs ? LegacyLogprobsJson(c.logprobs) : json(nullptr)},
+                       {"finish_reason", ChoiceFinishReason(outcome, i)}});
+  }
   return {{"id", meta.id},
           {"object", "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
-          {"choices", json::array({choice})},
+          {"choices", choices},
           {"usage", UsageJson(outcome)},
           {"x_tessera_stats", StatsJson(outcome, meta.queue_ms)}};
 }
 
 json ChatChunk(const ResponseMeta& meta, const json& delta, const std::string& finish_reason,
-               const std::vector<TokenLogprobEntry>* logprobs) {
-  json choice = {{"index", 0},
+               const std::vector<TokenLogprobEntry>* logprobs, int index) {
+  json choice = {{"index", index},
                  {"delta", delta},
                  {"logprobs", logprobs != nullptr ? LogprobsContentJson(*logprobs) : json(nullptr)},
                  {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
@@ -447,8 +515,8 @@ json ChatChunk(const ResponseMeta& meta, const json& delta, const std::string& f
 }
 
 json TextChunk(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-               const std::vector<TokenLogprobEntry>* logprobs) {
-  json choice = {{"index", 0},
+               const std::vector<TokenLogprobEntry>* logprobs, int index) {
+  json choice = {{"index", index},
                  {"text", text},
                  {"logprobs", logprobs != nullptr ? LegacyLogprobsJson(*logprobs) : json(nullptr)},
                  {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};

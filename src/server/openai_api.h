@@ -4,7 +4,7 @@
 //
 //   auto body = ParseJsonBody(req.body);                       // depth and syntax checked
 //   if (auto* err = std::get_if<ApiError>(&body)) reply(err->status, ErrorBody(*err));
-//   auto parsed = ParseChatRequest(std::get<nlohmann::json>(body), "default-model");
+//   auto parsed = ParseChatRequest(std::get<nlohmann::ordered_json>(body), "default-model");
 //   ...submit std::get<GenerationRequest>(parsed).job, collect a JobOutcome...
 //   reply(200, ChatCompletionBody(meta, outcome));
 #pragma once
@@ -38,7 +38,9 @@ struct ApiError {
 ApiError InvalidField(const std::string& param, const std::string& message);
 nlohmann::json ErrorBody(const ApiError& error);
 
-std::variant<nlohmann::json, ApiError> ParseJsonBody(const std::string& body);
+// Request bodies keep their member order (a response_format schema's properties are generated
+// in that order).
+std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const std::string& body);
 
 struct GenerationRequest {
   JobRequest job;
@@ -48,21 +50,29 @@ struct GenerationRequest {
 
 // `model` may be omitted (the default model is used). Sampling ranges are validated here, so
 // an out-of-range field never reaches the worker.
-std::variant<GenerationRequest, ApiError> ParseChatRequest(const nlohmann::json& body,
+std::variant<GenerationRequest, ApiError> ParseChatRequest(const nlohmann::ordered_json& body,
                                                            const std::string& default_model);
-std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const nlohmann::json& body,
+std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
                                                                  const std::string& default_model);
 // /tokenize {"model"?, "prompt" | "text", "add_special_tokens"?}; /detokenize {"model"?, "tokens"}.
-std::variant<JobRequest, ApiError> ParseTokenizeRequest(const nlohmann::json& body,
+std::variant<JobRequest, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body,
                                                         const std::string& default_model);
-std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const nlohmann::json& body,
+std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const nlohmann::ordered_json& body,
                                                           const std::string& default_model);
+
+// What the worker reported for one choice: its text, logprobs and tool calls (one entry per
+// call, its arguments joined from the fragments).
+struct ChoiceOutcome {
+  std::string text;
+  std::vector<TokenLogprobEntry> logprobs;
+  std::vector<ToolCallFragment> tool_calls;
+  void Add(const DeltaMessage& delta);
+};
 
 // Everything the worker reported for one generation job.
 struct JobOutcome {
   std::optional<StartedMessage> started;
-  std::string text;
-  std::vector<TokenLogprobEntry> logprobs;
+  std::vector<ChoiceOutcome> choices = std::vector<ChoiceOutcome>(1);  // n of them
   std::optional<DoneMessage> done;
   // Until Done arrives (a job cut short by a timeout, crash or disconnect): the tokens the
   // worker reported so far, and the server's own clock on them.
@@ -78,6 +88,7 @@ struct ResponseMeta {
   int64_t created = 0;  // unix seconds
   double queue_ms = 0;
   bool logprobs = false;
+  int choices = 1;  // n
 };
 
 // Prompt and completion tokens so far: from Done, else Started and the running count.
@@ -95,13 +106,19 @@ nlohmann::json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries
 nlohmann::json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 nlohmann::json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 
-// Stream chunks. `delta` carries role/content; finish_reason may be empty (null).
+// Stream chunks of choice `index`. `delta` carries role/content/tool_calls; finish_reason may
+// be empty (null).
 nlohmann::json ChatChunk(const ResponseMeta& meta, const nlohmann::json& delta,
                          const std::string& finish_reason,
-                         const std::vector<TokenLogprobEntry>* logprobs);
+                         const std::vector<TokenLogprobEntry>* logprobs, int index = 0);
 nlohmann::json TextChunk(const ResponseMeta& meta, const std::string& text,
                          const std::string& finish_reason,
-                         const std::vector<TokenLogprobEntry>* logprobs);
+                         const std::vector<TokenLogprobEntry>* logprobs, int index = 0);
+// OpenAI's tool_calls entries: [{index, id?, type?, function: {name?, arguments}}]; id, type
+// and name only where the fragment has them (a call's first).
+nlohmann::json ToolCallsJson(const std::vector<ToolCallFragment>& calls, bool stream);
+// Choice i's finish reason from Done.
+std::string ChoiceFinishReason(const JobOutcome& outcome, size_t i);
 
 // The models list of GET /v1/models, and one model (GET /v1/models/{id}).
 nlohmann::json ModelsListBody(const std::vector<std::string>& names, int64_t created);

@@ -11,8 +11,9 @@
 #include <memory>
 #include <optional>
 
+#include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
-#include "runtime/text_stream.h"
+#include "server/generation_job.h"
 #include "server/worker_protocol.h"
 
 namespace tessera::server {
@@ -25,29 +26,9 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 struct ResidentModel {
   std::string name;
   std::unique_ptr<LoadedModel> model;
+  std::shared_ptr<const TokenVocabulary> vocabulary;  // built on first constrained job
   int active_jobs = 0;
   uint64_t last_used = 0;
-};
-
-// A job-level failure: the kind decides the HTTP status, the message is shown to the client.
-struct JobFailure {
-  JobErrorKind kind;
-  std::string message;
-  int64_t prompt_tokens = 0;  // for kContextLength
-};
-
-// A generation job running in a model's scheduler.
-struct ActiveJob {
-  uint64_t job_id = 0;
-  ResidentModel* model = nullptr;
-  uint64_t sequence = 0;
-  std::unique_ptr<TextStream> stream;
-  bool logprobs = false;
-  std::vector<float> step_logits;  // the current step's raw row, for logprobs
-  int64_t generated = 0;
-  int64_t prompt_tokens = 0;
-  double load_ms = 0;
-  bool stopped_by_string = false;
 };
 
 class Worker {
@@ -91,9 +72,20 @@ class Worker {
           std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
         }
       }
+      ReapEnded();
       RetryDeferred();
     }
     return 0;
+  }
+
+  void ReapEnded() {
+    for (uint64_t id : ended_) {
+      auto it = jobs_.find(id);
+      if (it == jobs_.end()) continue;
+      --it->second.model->active_jobs;
+      jobs_.erase(it);
+    }
+    ended_.clear();
   }
 
  private:
@@ -124,7 +116,7 @@ class Worker {
 
   void CancelJob(uint64_t job_id) {
     if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-      it->second->model->model->scheduler().Cancel(it->second->sequence);
+      it->second.job->Cancel();
       return;
     }
     // A job waiting for its model to be loaded: answered at once, without running.
@@ -260,147 +252,36 @@ class Worker {
     Send(EncodeText({job.job_id, std::move(*text)}));
   }
 
-  Expected<std::vector<int32_t>> PromptIds(const ResidentModel& m, const JobRequest& job) {
-    if (job.kind == JobKind::kChat) {
-      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-      for (const ChatMessage& msg : job.messages) {
-        messages.push_back({{"role", msg.role}, {"content", msg.content}});
-      }
-      auto prompt = m.model->RenderChat(messages, nlohmann::ordered_json::object());
-      if (!prompt) return prompt.status().WithContext("messages");
-      return std::move(prompt->ids);
-    }
-    auto ids = m.model->EncodeText(job.prompt, /*add_special=*/true);
-    if (!ids) return ids.status().WithContext("prompt");
-    return ids;
-  }
-
-  // Validates the job and submits it to the model's scheduler; its callbacks stream the
-  // deltas and the end.
+  // Validates the job and submits its choices to the model's scheduler; the job streams its
+  // deltas and its end itself (generation_job.h).
   std::optional<JobFailure> Start(ResidentModel& m, const JobRequest& job, double load_ms) {
-    if (job.kind == JobKind::kChat && !m.model->has_chat_template()) {
-      return JobFailure{
-          JobErrorKind::kInvalidRequest,
-          "the model '" + m.name + "' has no chat template; use /v1/completions with a prompt"};
-    }
-    auto ids = PromptIds(m, job);
-    if (!ids) return JobFailure{JobErrorKind::kInvalidRequest, ids.status().message()};
-    std::vector<int32_t> prompt_ids = std::move(*ids);
-    if (prompt_ids.empty())
-      return JobFailure{JobErrorKind::kInvalidRequest, "prompt: the prompt is empty"};
-    const int64_t context = m.model->context();
-    const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
-    if (prompt_len >= context) {
-      return JobFailure{JobErrorKind::kContextLength,
-                        "the prompt is " + std::to_string(prompt_len) + " tokens but the model '" +
-                            m.name + "' has a context of " + std::to_string(context) +
-                            " tokens, which must also hold the reply; shorten the prompt",
-                        prompt_len};
-    }
-    auto sampling = ResolveSamplingParams(job.sampling, m.model->sampling_defaults());
-    if (!sampling) return JobFailure{JobErrorKind::kInvalidRequest, sampling.status().message()};
-    // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
-    // JSON client (JavaScript numbers are doubles) can send it back exactly.
-    if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
-
-    auto active = std::make_unique<ActiveJob>();
-    ActiveJob* a = active.get();
-    a->job_id = job.job_id;
-    a->model = &m;
-    a->logprobs = job.logprobs;
-    a->prompt_tokens = prompt_len;
-    a->load_ms = load_ms;
-    TextStreamOptions stream_options;
-    stream_options.stop = job.stop;
-    stream_options.logprobs = job.logprobs;
-    stream_options.top_logprobs = job.top_logprobs;
-    a->stream = std::make_unique<TextStream>(m.model->tokenizer(), prompt_ids, stream_options,
-                                             m.model->stop_ids());
-    SequenceRequest req;
-    req.prompt_ids = std::move(prompt_ids);
-    const int64_t room = context - prompt_len;
-    req.max_new_tokens = job.max_tokens < 0 ? room : std::min(job.max_tokens, room);
-    req.stop_ids = m.model->stop_ids();
-    req.sampling = *sampling;
-    if (job.logprobs) {
-      req.on_logits = [a](std::span<const float> logits) {
-        a->step_logits.assign(logits.begin(), logits.end());
-      };
-    }
-    req.on_token = [this, a](int32_t id) { return OnToken(*a, id); };
-    req.on_finish = [this, a](const SequenceResult& r) { OnFinish(*a, r); };
-    auto id = m.model->scheduler().Submit(std::move(req));
-    if (!id) return JobFailure{JobErrorKind::kInvalidRequest, id.status().message()};
-    a->sequence = *id;
+    auto vocabulary = [&m]() -> Expected<std::shared_ptr<const TokenVocabulary>> {
+      if (!m.vocabulary) {
+        TS_ASSIGN_OR_RETURN(m.vocabulary,
+                            VocabularyFromTokenizer(m.model->tokenizer(), m.model->stop_ids()));
+      }
+      return m.vocabulary;
+    };
+    auto send = [this](const std::string& frame) { Send(frame); };
+    // Ended jobs are deleted by the loop (ReapEnded), never inside their own callback.
+    auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
+    auto started = GenerationJob::Start(job, *m.model, vocabulary, load_ms, send, on_end);
+    if (auto* failure = std::get_if<JobFailure>(&started)) return *failure;
     ++m.active_jobs;
-    Send(EncodeStarted({job.job_id, prompt_len, *sampling}));
-    jobs_[job.job_id] = std::move(active);
+    jobs_[job.job_id] = {&m, std::move(std::get<std::unique_ptr<GenerationJob>>(started))};
     return std::nullopt;
   }
 
-  bool OnToken(ActiveJob& a, int32_t id) {
-    TokenDelta d = a.stream->Push(id, a.step_logits);
-    DeltaMessage delta;
-    delta.job_id = a.job_id;
-    delta.completion_tokens = ++a.generated;
-    delta.text = std::move(d.text);
-    if (d.logprob) {
-      TokenLogprobEntry entry;
-      entry.token = std::move(d.logprob->token);
-      entry.logprob = d.logprob->logprob;
-      for (auto& [text, lp] : d.logprob->top) entry.top.push_back({std::move(text), lp});
-      delta.logprobs.push_back(std::move(entry));
-    }
-    // Sent for every token, also one whose text is held back (a possible stop string): the
-    // count lets an error after it still report the usage so far.
-    Send(EncodeDelta(delta));
-    a.stopped_by_string = d.stopped;
-    return !d.stopped && !closed_;
-  }
-
-  void OnFinish(ActiveJob& a, const SequenceResult& r) {
-    const uint64_t job_id = a.job_id;
-    --a.model->active_jobs;
-    if (!r.status.ok()) {
-      std::fprintf(stderr, "tessera worker: generation failed: %s\n", r.status.message().c_str());
-      Fail(job_id, {JobErrorKind::kInternal, "generation failed inside the engine"});
-      jobs_.erase(job_id);
-      return;
-    }
-    const bool cancelled = r.stop_reason == StopReason::kCancelled && !a.stopped_by_string;
-    if (!a.stopped_by_string && !cancelled) {
-      std::string tail = a.stream->Finish();
-      a.stopped_by_string = a.stream->stopped();
-      if (!tail.empty()) Send(EncodeDelta({job_id, tail, {}, a.generated}));
-    }
-    DoneMessage done;
-    done.job_id = job_id;
-    if (cancelled) {
-      done.finish_reason = "cancelled";
-    } else if (a.stopped_by_string || r.stop_reason == StopReason::kStopToken) {
-      done.finish_reason = "stop";
-    } else {
-      done.finish_reason = "length";
-    }
-    done.prompt_tokens = a.prompt_tokens;
-    done.completion_tokens = static_cast<int64_t>(r.generated_ids.size());
-    done.cached_tokens = r.cached_tokens;
-    done.queue_ms = r.queue_ms;
-    done.load_ms = a.load_ms;
-    const GenerateTimings& t = r.timings;
-    done.prefill_ms = t.prefill_ms;
-    done.ttft_ms = t.ttft_ms;
-    done.decode_ms = t.decode_ms;
-    done.prefill_tok_s = t.prefill_tok_s;
-    done.decode_tok_s = t.decode_tok_s;
-    Send(EncodeDone(done));
-    jobs_.erase(job_id);  // `a` ends here
-  }
+  struct RunningJob {
+    ResidentModel* model = nullptr;
+    std::unique_ptr<GenerationJob> job;
+  };
 
   int fd_;
   const WorkerOptions& options_;
   std::vector<std::unique_ptr<ResidentModel>> resident_;
-  std::map<uint64_t, std::unique_ptr<ActiveJob>> jobs_;
+  std::map<uint64_t, RunningJob> jobs_;
+  std::vector<uint64_t> ended_;      // jobs that sent their end, to delete
   std::deque<JobRequest> deferred_;  // jobs for a model that cannot be loaded until one is idle
   uint64_t clock_ = 0;
   bool closed_ = false;

@@ -198,6 +198,9 @@ std::string EncodeJobRequest(const JobRequest& m) {
   for (const ChatMessage& msg : m.messages) {
     w.Str(msg.role);
     w.Str(msg.content);
+    w.Str(msg.tool_calls);
+    w.Str(msg.tool_call_id);
+    w.Str(msg.name);
   }
   w.Ids(m.ids);
   w.Bool(m.add_special_tokens);
@@ -215,6 +218,10 @@ std::string EncodeJobRequest(const JobRequest& m) {
   w.OptI64(s.seed);
   w.Bool(m.logprobs);
   w.I32(m.top_logprobs);
+  w.I32(m.n);
+  w.Str(m.response_format);
+  w.Str(m.tools);
+  w.Str(m.tool_choice);
   return w.Take();
 }
 
@@ -230,11 +237,14 @@ Expected<JobRequest> DecodeJobRequest(std::string_view payload) {
   m.kind = static_cast<JobKind>(kind);
   m.model = r.Str();
   m.prompt = r.Str();
-  uint32_t n = r.Count(8);
+  uint32_t n = r.Count(20);
   for (uint32_t i = 0; i < n && r.ok(); ++i) {
     ChatMessage msg;
     msg.role = r.Str();
     msg.content = r.Str();
+    msg.tool_calls = r.Str();
+    msg.tool_call_id = r.Str();
+    msg.name = r.Str();
     m.messages.push_back(std::move(msg));
   }
   m.ids = r.Ids();
@@ -253,6 +263,14 @@ Expected<JobRequest> DecodeJobRequest(std::string_view payload) {
   s.seed = r.OptI64();
   m.logprobs = r.Bool();
   m.top_logprobs = r.I32();
+  m.n = r.I32();
+  m.response_format = r.Str();
+  m.tools = r.Str();
+  m.tool_choice = r.Str();
+  if (r.ok() && (m.n < 1 || m.n > kMaxChoices)) {
+    return Corrupt("worker message: n " + std::to_string(m.n) + " is outside 1.." +
+                   std::to_string(kMaxChoices));
+  }
   return Checked(r, std::move(m));
 }
 
@@ -334,6 +352,14 @@ std::string EncodeDelta(const DeltaMessage& m) {
     }
   }
   w.I64(m.completion_tokens);
+  w.I32(m.choice);
+  w.U32(static_cast<uint32_t>(m.tool_calls.size()));
+  for (const ToolCallFragment& t : m.tool_calls) {
+    w.I32(t.index);
+    w.Str(t.id);
+    w.Str(t.name);
+    w.Str(t.arguments);
+  }
   return w.Take();
 }
 
@@ -357,6 +383,19 @@ Expected<DeltaMessage> DecodeDelta(std::string_view payload) {
     m.logprobs.push_back(std::move(e));
   }
   m.completion_tokens = r.I64();
+  m.choice = r.I32();
+  n = r.Count(16);
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    ToolCallFragment t;
+    t.index = r.I32();
+    t.id = r.Str();
+    t.name = r.Str();
+    t.arguments = r.Str();
+    m.tool_calls.push_back(std::move(t));
+  }
+  if (r.ok() && (m.choice < 0 || m.choice >= kMaxChoices)) {
+    return Corrupt("worker message: choice " + std::to_string(m.choice) + " is out of range");
+  }
   return Checked(r, std::move(m));
 }
 
@@ -374,6 +413,8 @@ std::string EncodeDone(const DoneMessage& m) {
   w.F64(m.decode_ms);
   w.F64(m.prefill_tok_s);
   w.F64(m.decode_tok_s);
+  w.U32(static_cast<uint32_t>(m.choice_finish_reasons.size()));
+  for (const std::string& f : m.choice_finish_reasons) w.Str(f);
   return w.Take();
 }
 
@@ -392,6 +433,11 @@ Expected<DoneMessage> DecodeDone(std::string_view payload) {
   m.decode_ms = r.F64();
   m.prefill_tok_s = r.F64();
   m.decode_tok_s = r.F64();
+  const uint32_t n = r.Count(4);
+  if (r.ok() && n > static_cast<uint32_t>(kMaxChoices)) {
+    return Corrupt("worker message: more finish reasons than choices");
+  }
+  for (uint32_t i = 0; i < n && r.ok(); ++i) m.choice_finish_reasons.push_back(r.Str());
   return Checked(r, std::move(m));
 }
 

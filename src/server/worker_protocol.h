@@ -39,9 +39,14 @@ enum class MessageType : uint8_t {
 
 enum class JobKind : uint8_t { kChat = 1, kCompletion = 2, kTokenize = 3, kDetokenize = 4 };
 
+inline constexpr int32_t kMaxChoices = 16;  // n
+
 struct ChatMessage {
   std::string role;
   std::string content;
+  std::string tool_calls;    // assistant: the OpenAI tool_calls array as JSON text, or empty
+  std::string tool_call_id;  // tool: the call this result answers
+  std::string name;          // tool: the function's name, when given
 };
 
 struct JobRequest {
@@ -57,6 +62,10 @@ struct JobRequest {
   SamplingParams sampling;
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  int32_t n = 1;                // choices, sharing the prompt's cache
+  std::string response_format;  // the request's response_format as JSON text; empty: none
+  std::string tools;            // chat: the tools array as JSON text; empty: none
+  std::string tool_choice;      // "auto", "none", "required" or a function's name
 };
 
 struct CancelRequest {
@@ -84,12 +93,22 @@ struct TokenLogprobEntry {
   std::vector<TopLogprob> top;
 };
 
+// One OpenAI delta.tool_calls entry: id and name on a call's first fragment.
+struct ToolCallFragment {
+  int32_t index = 0;
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct DeltaMessage {
   uint64_t job_id = 0;
   std::string text;
   std::vector<TokenLogprobEntry> logprobs;  // one per token of this delta, when asked
   // Tokens generated so far (this one included): errors after a delta still report usage.
   int64_t completion_tokens = 0;
+  int32_t choice = 0;                        // which of the request's n choices
+  std::vector<ToolCallFragment> tool_calls;  // parsed from the model's tool-call markup
 };
 
 struct DoneMessage {
@@ -105,6 +124,9 @@ struct DoneMessage {
   double decode_ms = 0;
   double prefill_tok_s = 0;
   double decode_tok_s = 0;
+  // Every choice's finish reason when n > 1 (finish_reason is choice 0's); "tool_calls" when
+  // the choice ended in tool calls.
+  std::vector<std::string> choice_finish_reasons;
 };
 
 // Why a job failed; the HTTP side maps each to a status and OpenAI error type.

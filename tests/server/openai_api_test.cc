@@ -97,7 +97,7 @@ TEST(OpenAiApi, JsonBodyLimits) {
   EXPECT_TRUE(std::holds_alternative<ApiError>(ParseJsonBody("[1]")));
   EXPECT_TRUE(std::holds_alternative<ApiError>(
       ParseJsonBody(std::string(100, '[') + std::string(100, ']'))));
-  EXPECT_TRUE(std::holds_alternative<json>(ParseJsonBody("{\"a\": [1]}")));
+  EXPECT_TRUE(std::holds_alternative<nlohmann::ordered_json>(ParseJsonBody("{\"a\": [1]}")));
 }
 
 TEST(OpenAiApi, ErrorShape) {

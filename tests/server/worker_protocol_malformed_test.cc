@@ -13,12 +13,12 @@ std::vector<std::string> Samples() {
   JobRequest job;
   job.job_id = 1;
   job.kind = JobKind::kChat;
-  job.messages = {{"user", "hello"}};
+  job.messages = {{"user", "hello", "", "", ""}};
   job.ids = {1, 2};
   job.stop = {"x"};
   job.sampling.temperature = 1.0;
   return {EncodeJobRequest(job),
-          EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3}),
+          EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3, 0, {{0, "c", "f", "{}"}}}),
           EncodeStarted({}),
           EncodeDone({}),
           EncodeJobError({1, JobErrorKind::kContextLength, "m", 9}),

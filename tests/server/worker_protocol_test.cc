@@ -13,7 +13,10 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
   job.kind = JobKind::kChat;
   job.model = "tiny";
   job.prompt = "p";
-  job.messages = {{"system", "be brief"}, {"user", "hi \xe2\x82\xac"}};
+  job.messages = {{"system", "be brief", "", "", ""},
+                  {"user", "hi \xe2\x82\xac", "", "", ""},
+                  {"assistant", "", "[{\"id\":\"c\"}]", "", ""},
+                  {"tool", "42", "", "call_1", "f"}};
   job.ids = {1, -2, 300000};
   job.add_special_tokens = false;
   job.max_tokens = 17;
@@ -23,13 +26,24 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
   job.sampling.seed = 1234;
   job.logprobs = true;
   job.top_logprobs = 5;
+  job.n = 3;
+  job.response_format = "{\"type\":\"json_object\"}";
+  job.tools = "[]";
+  job.tool_choice = "required";
   auto got = DecodeJobRequest(EncodeJobRequest(job));
   ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got->job_id, job.job_id);
   EXPECT_EQ(got->kind, JobKind::kChat);
   EXPECT_EQ(got->model, "tiny");
-  ASSERT_EQ(got->messages.size(), 2u);
+  ASSERT_EQ(got->messages.size(), 4u);
   EXPECT_EQ(got->messages[1].content, "hi \xe2\x82\xac");
+  EXPECT_EQ(got->messages[2].tool_calls, "[{\"id\":\"c\"}]");
+  EXPECT_EQ(got->messages[3].tool_call_id, "call_1");
+  EXPECT_EQ(got->messages[3].name, "f");
+  EXPECT_EQ(got->n, 3);
+  EXPECT_EQ(got->response_format, job.response_format);
+  EXPECT_EQ(got->tools, "[]");
+  EXPECT_EQ(got->tool_choice, "required");
   EXPECT_EQ(got->ids, job.ids);
   EXPECT_FALSE(got->add_special_tokens);
   EXPECT_EQ(got->max_tokens, 17);
@@ -43,7 +57,8 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
 }
 
 TEST(WorkerProtocol, EventsRoundTrip) {
-  DeltaMessage d{9, "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}}, 17};
+  DeltaMessage d{9, "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}}, 17, 2,
+                 {{0, "call_x", "f", "{\"a\":1}"}}};
   auto delta = DecodeDelta(EncodeDelta(d));
   ASSERT_TRUE(delta);
   EXPECT_EQ(delta->text, "text");
@@ -51,6 +66,10 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   ASSERT_EQ(delta->logprobs.size(), 1u);
   EXPECT_EQ(delta->logprobs[0].top[1].token, "b");
   EXPECT_FLOAT_EQ(delta->logprobs[0].top[1].logprob, -1.5f);
+  EXPECT_EQ(delta->choice, 2);
+  ASSERT_EQ(delta->tool_calls.size(), 1u);
+  EXPECT_EQ(delta->tool_calls[0].id, "call_x");
+  EXPECT_EQ(delta->tool_calls[0].arguments, "{\"a\":1}");
 
   StartedMessage s;
   s.job_id = 3;
@@ -70,9 +89,13 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   done.finish_reason = "stop";
   done.completion_tokens = 4;
   done.ttft_ms = 1.5;
+  done.cached_tokens = 9;
+  done.choice_finish_reasons = {"stop", "tool_calls"};
   auto got_done = DecodeDone(EncodeDone(done));
   ASSERT_TRUE(got_done);
   EXPECT_EQ(got_done->finish_reason, "stop");
+  EXPECT_EQ(got_done->cached_tokens, 9);
+  EXPECT_EQ(got_done->choice_finish_reasons, done.choice_finish_reasons);
   EXPECT_EQ(got_done->ttft_ms, 1.5);
 
   auto err = DecodeJobError(EncodeJobError({5, JobErrorKind::kContextLength, "too long", 4097}));
@@ -86,7 +109,9 @@ TEST(WorkerProtocol, EventsRoundTrip) {
 }
 
 TEST(WorkerProtocol, WrongTypeIsRefused) {
-  EXPECT_FALSE(DecodeDone(EncodeDelta({1, "x", {}})));
+  DeltaMessage d;
+  d.job_id = 1;
+  EXPECT_FALSE(DecodeDone(EncodeDelta(d)));
   EXPECT_FALSE(PeekMessageType(""));
   EXPECT_FALSE(PeekMessageType(std::string(1, '\x63')));
 }

@@ -1,0 +1,366 @@
+#include "server/generation_job.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "chat/tool_calls.h"
+#include "runtime/text_stream.h"
+
+namespace tessera::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool IsJsonSyntax(ToolCallSyntax s) {
+  return s == ToolCallSyntax::kHermes || s == ToolCallSyntax::kLlama3Json ||
+         s == ToolCallSyntax::kGemmaJson;
+}
+
+// The object a forced call writes, {"name": <one of the functions>, "arguments": <its
+// parameters>} ("parameters" for the Llama 3 form), as one JSON schema: the grammar then
+// constrains both the name and the arguments.
+ojson ForcedCallSchema(const ojson& tools, const std::string& only, ToolCallSyntax syntax) {
+  const char* key = syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
+  ojson alternatives = ojson::array();
+  for (const ojson& t : tools) {
+    const ojson& fn = t["function"];
+    const std::string name = fn["name"].get<std::string>();
+    if (!only.empty() && name != only) continue;
+    ojson params = fn.contains("parameters") && !fn["parameters"].is_null()
+                       ? fn["parameters"]
+                       : ojson{{"type", "object"},
+                               {"properties", ojson::object()},
+                               {"additionalProperties", false}};
+    ojson props = ojson::object();
+    props["name"] = {{"const", name}};
+    props[key] = params;
+    alternatives.push_back({{"type", "object"},
+                            {"properties", props},
+                            {"required", {"name", key}},
+                            {"additionalProperties", false}});
+  }
+  if (alternatives.size() == 1) return alternatives[0];
+  return {{"anyOf", alternatives}};
+}
+
+// OpenAI-shaped messages for the template (chat/chat_template.h turns them into what
+// templates expect).
+Expected<ojson> TemplateMessages(const std::vector<ChatMessage>& messages) {
+  ojson out = ojson::array();
+  for (const ChatMessage& msg : messages) {
+    ojson m = {{"role", msg.role}, {"content", msg.content}};
+    if (!msg.tool_calls.empty()) {
+      ojson calls = ojson::parse(msg.tool_calls, nullptr, false);
+      if (calls.is_discarded()) return InvalidArgument("messages: tool_calls is not JSON");
+      m["tool_calls"] = std::move(calls);
+    }
+    if (!msg.tool_call_id.empty()) m["tool_call_id"] = msg.tool_call_id;
+    if (!msg.name.empty()) m["name"] = msg.name;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+struct GenerationJob::Choice {
+  int index = 0;
+  uint64_t sequence = 0;
+  std::unique_ptr<TextStream> stream;
+  std::optional<ToolCallParser> parser;
+  std::optional<GrammarMatcher> matcher;
+  std::vector<uint64_t> mask;
+  std::vector<float> step_logits;  // the current step's raw row, for logprobs
+  bool logprobs = false;
+  int64_t generated = 0;
+  bool stopped_by_string = false;
+  bool grammar_done = false;  // the document is complete and nothing may follow
+  bool grammar_failed = false;
+  bool tool_calls = false;
+  bool finished = false;
+  std::string finish_reason;
+  SequenceResult result;
+};
+
+GenerationJob::~GenerationJob() = default;
+
+std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
+    const JobRequest& job, LoadedModel& model,
+    const std::function<Expected<std::shared_ptr<const TokenVocabulary>>()>& vocabulary,
+    double load_ms, SendFn send, EndFn on_end) {
+  auto invalid = [](std::string message) {
+    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  };
+  std::vector<int32_t> prompt_ids;
+  std::shared_ptr<const Grammar> grammar;
+  ToolCallSyntax syntax = ToolCallSyntax::kNone;
+  std::string forced_opening, forced_closing;
+  if (job.kind == JobKind::kChat) {
+    if (!model.has_chat_template()) {
+      return invalid("the model '" + job.model +
+                     "' has no chat template; use /v1/completions with a prompt");
+    }
+    auto messages = TemplateMessages(job.messages);
+    if (!messages) return invalid(messages.status().message());
+    ojson kwargs = ojson::object();
+    ojson tools;
+    if (!job.tools.empty() && job.tool_choice != "none") {
+      tools = ojson::parse(job.tools, nullptr, false);
+      if (tools.is_discarded()) return invalid("tools: not JSON");
+      const ChatTemplateConfig& config = model.assembler()->config();
+      if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
+        return invalid("tools: the chat template of '" + job.model +
+                       "' does not describe tools to the model");
+      }
+      syntax = config.tool_call_syntax;
+      kwargs["tools"] = tools;
+    }
+    auto prompt = model.RenderChat(*messages, kwargs);
+    if (!prompt) return invalid("messages: " + prompt.status().message());
+    prompt_ids = std::move(prompt->ids);
+    if (syntax != ToolCallSyntax::kNone && job.tool_choice != "auto") {
+      // "required" or a named function: the reply starts as a call and its object is
+      // constrained to the functions' schemas.
+      if (!IsJsonSyntax(syntax)) {
+        return invalid("tool_choice: forced calls are not supported for the " +
+                       std::string(ToolCallSyntaxName(syntax)) + " tool-call format of '" +
+                       job.model + "'; use auto");
+      }
+      const std::string only = job.tool_choice == "required" ? "" : job.tool_choice;
+      auto compiled = CompileJsonSchema(ForcedCallSchema(tools, only, syntax));
+      if (!compiled) return invalid("tools: " + compiled.status().message());
+      grammar = *compiled;
+      if (syntax == ToolCallSyntax::kHermes) {
+        forced_opening = "<tool_call>\n";
+        forced_closing = "\n</tool_call>";
+      }
+      auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
+      if (!opening) return invalid("tools: " + opening.status().message());
+      prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
+    }
+  } else {
+    auto ids = model.EncodeText(job.prompt, /*add_special=*/true);
+    if (!ids) return invalid("prompt: " + ids.status().message());
+    prompt_ids = std::move(*ids);
+  }
+  if (!job.response_format.empty()) {
+    const ojson format = ojson::parse(job.response_format, nullptr, false);
+    if (format.is_discarded()) return invalid("response_format: not JSON");
+    auto compiled = CompileResponseFormat(format);
+    if (!compiled) return invalid("response_format: " + compiled.status().message());
+    grammar = *compiled;
+  }
+  if (prompt_ids.empty()) return invalid("prompt: the prompt is empty");
+  const int64_t context = model.context();
+  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+  if (prompt_len >= context) {
+    return JobFailure{JobErrorKind::kContextLength,
+                      "the prompt is " + std::to_string(prompt_len) + " tokens but the model '" +
+                          job.model + "' has a context of " + std::to_string(context) +
+                          " tokens, which must also hold the reply; shorten the prompt",
+                      prompt_len};
+  }
+  std::shared_ptr<const TokenVocabulary> vocab;
+  if (grammar) {
+    auto v = vocabulary();
+    if (!v) return JobFailure{JobErrorKind::kInternal, "structured output is unavailable"};
+    vocab = *v;
+  }
+
+  std::unique_ptr<GenerationJob> self(new GenerationJob());
+  GenerationJob* g = self.get();
+  g->job_id_ = job.job_id;
+  g->model_ = &model;
+  g->prompt_tokens_ = prompt_len;
+  g->load_ms_ = load_ms;
+  g->forced_closing_ = forced_closing;
+  g->send_ = std::move(send);
+  g->on_end_ = std::move(on_end);
+  std::optional<ResolvedSamplingParams> first_sampling;
+  for (int i = 0; i < job.n; ++i) {
+    // Choices differ by seed: a given seed s makes choice i use s + i.
+    SamplingParams params = job.sampling;
+    if (params.seed && i > 0) {
+      params.seed = *params.seed + i <= kMaxSamplingSeed ? *params.seed + i : i;
+    }
+    auto sampling = ResolveSamplingParams(params, model.sampling_defaults());
+    if (!sampling) return invalid(sampling.status().message());
+    // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
+    // JSON client (JavaScript numbers are doubles) can send it back exactly.
+    if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
+    if (!first_sampling) first_sampling = *sampling;
+
+    auto c = std::make_unique<Choice>();
+    Choice* cp = c.get();
+    c->index = i;
+    c->logprobs = job.logprobs;
+    TextStreamOptions stream_options;
+    stream_options.stop = job.stop;
+    stream_options.logprobs = job.logprobs;
+    stream_options.top_logprobs = job.top_logprobs;
+    c->stream = std::make_unique<TextStream>(model.tokenizer(), prompt_ids, stream_options,
+                                             model.stop_ids());
+    if (syntax != ToolCallSyntax::kNone) {
+      ToolCallParserOptions parser_options;
+      parser_options.seed = sampling->seed * 31 + static_cast<uint64_t>(i);
+      c->parser.emplace(syntax, parser_options);
+      if (!forced_opening.empty()) (void)c->parser->Feed(forced_opening);
+    }
+    if (grammar) {
+      c->matcher.emplace(grammar, vocab);
+      c->mask.assign(vocab->mask_words(), 0);
+    }
+    SequenceRequest req;
+    req.prompt_ids = prompt_ids;
+    const int64_t room = context - prompt_len;
+    req.max_new_tokens = job.max_tokens < 0 ? room : std::min(job.max_tokens, room);
+    req.stop_ids = model.stop_ids();
+    req.sampling = *sampling;
+    if (job.logprobs) {
+      req.on_logits = [cp](std::span<const float> logits) {
+        cp->step_logits.assign(logits.begin(), logits.end());
+      };
+    }
+    if (grammar) {
+      req.constrain = [cp, size = vocab->size()](std::span<float> logits) {
+        cp->matcher->FillMask(cp->mask);
+        const float off = -std::numeric_limits<float>::infinity();
+        for (size_t id = 0; id < logits.size(); ++id) {
+          const bool allowed =
+              static_cast<int64_t>(id) < size && ((cp->mask[id / 64] >> (id % 64)) & 1) != 0;
+          if (!allowed) logits[id] = off;
+        }
+      };
+    }
+    req.on_token = [g, cp](int32_t id) { return g->OnToken(*cp, id); };
+    req.on_finish = [g, cp](const SequenceResult& r) { g->OnFinish(*cp, r); };
+    g->choices_.push_back(std::move(c));
+    auto id = model.scheduler().Submit(std::move(req));
+    if (!id) {
+      g->choices_.pop_back();
+      if (i == 0) return invalid(id.status().message());
+      // Later choices are validated like the first, so this does not happen; if it did, the
+      // job fails and lives until the choices already running have ended.
+      g->failed_ = true;
+      g->send_(EncodeJobError({job.job_id, JobErrorKind::kInternal, id.status().message(), 0}));
+      g->Cancel();
+      return self;
+    }
+    cp->sequence = *id;
+  }
+  g->send_(EncodeStarted({job.job_id, prompt_len, *first_sampling}));
+  return self;
+}
+
+void GenerationJob::Cancel() {
+  for (const auto& c : choices_) {
+    if (!c->finished) model_->scheduler().Cancel(c->sequence);
+  }
+}
+
+// Text (and tool calls, through the parser) of one choice as Delta frames; `at_end` flushes
+// what the parser held back.
+void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLogprobEntry> logprobs,
+                               bool at_end) {
+  DeltaMessage delta;
+  delta.job_id = job_id_;
+  delta.choice = c.index;
+  delta.logprobs = std::move(logprobs);
+  int64_t total = 0;
+  for (const auto& other : choices_) total += other->generated;
+  delta.completion_tokens = total;
+  if (!c.parser) {
+    delta.text = std::move(text);
+  } else {
+    ToolCallEvents events = c.parser->Feed(text);
+    if (at_end) {
+      ToolCallEvents tail = c.parser->Feed(forced_closing_);
+      events.insert(events.end(), tail.begin(), tail.end());
+      tail = c.parser->Finish();
+      events.insert(events.end(), tail.begin(), tail.end());
+    }
+    for (ToolCallEvent& e : events) {
+      if (e.kind == ToolCallEvent::Kind::kContent) {
+        delta.text += e.content;
+      } else {
+        c.tool_calls = true;
+        delta.tool_calls.push_back({static_cast<int32_t>(e.call.index), std::move(e.call.id),
+                                    std::move(e.call.name), std::move(e.call.arguments)});
+      }
+    }
+  }
+  send_(EncodeDelta(delta));
+}
+
+bool GenerationJob::OnToken(Choice& c, int32_t id) {
+  ++c.generated;
+  if (c.matcher) {
+    if (!c.matcher->Accept(id).ok()) c.grammar_failed = true;  // cannot happen under the mask
+    c.grammar_done = c.matcher->IsComplete() && !c.matcher->CanContinue();
+  }
+  TokenDelta d = c.stream->Push(id, c.step_logits);
+  std::vector<TokenLogprobEntry> logprobs;
+  if (d.logprob) {
+    TokenLogprobEntry entry;
+    entry.token = std::move(d.logprob->token);
+    entry.logprob = d.logprob->logprob;
+    for (auto& [text, lp] : d.logprob->top) entry.top.push_back({std::move(text), lp});
+    logprobs.push_back(std::move(entry));
+  }
+  // Sent for every token, also one whose text is held back (a possible stop string): the
+  // count lets an error after it still report the usage so far.
+  SendEvents(c, std::move(d.text), std::move(logprobs), false);
+  c.stopped_by_string = d.stopped;
+  return !d.stopped && !c.grammar_done && !c.grammar_failed;
+}
+
+void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
+  c.result = r;
+  c.finished = true;
+  ++finished_;
+  if (!r.status.ok() && !failed_) {
+    failed_ = true;
+    std::fprintf(stderr, "tessera worker: generation failed: %s\n", r.status.message().c_str());
+    send_(EncodeJobError(
+        {job_id_, JobErrorKind::kInternal, "generation failed inside the engine", 0}));
+    Cancel();
+  }
+  const bool ended_by_us = c.stopped_by_string || c.grammar_done;
+  const bool cancelled = r.stop_reason == StopReason::kCancelled && !ended_by_us;
+  if (!failed_ && !c.stopped_by_string && !cancelled) SendEvents(c, c.stream->Finish(), {}, true);
+  if (cancelled) {
+    c.finish_reason = "cancelled";
+  } else if (c.tool_calls) {
+    c.finish_reason = "tool_calls";
+  } else if (ended_by_us || r.stop_reason == StopReason::kStopToken) {
+    c.finish_reason = "stop";
+  } else {
+    c.finish_reason = "length";
+  }
+  if (finished_ < static_cast<int>(choices_.size())) return;
+  if (!failed_) {
+    const Choice& first = *choices_.front();
+    DoneMessage done;
+    done.job_id = job_id_;
+    done.finish_reason = first.finish_reason;
+    done.prompt_tokens = prompt_tokens_;
+    for (const auto& ch : choices_) {
+      done.completion_tokens += static_cast<int64_t>(ch->result.generated_ids.size());
+      if (choices_.size() > 1) done.choice_finish_reasons.push_back(ch->finish_reason);
+    }
+    done.cached_tokens = first.result.cached_tokens;
+    done.queue_ms = first.result.queue_ms;
+    done.load_ms = load_ms_;
+    const GenerateTimings& t = first.result.timings;
+    done.prefill_ms = t.prefill_ms;
+    done.ttft_ms = t.ttft_ms;
+    done.decode_ms = t.decode_ms;
+    done.prefill_tok_s = t.prefill_tok_s;
+    done.decode_tok_s = t.decode_tok_s;
+    send_(EncodeDone(done));
+  }
+  on_end_(job_id_);  // the worker deletes this job: nothing may touch it after
+}
+
+}  // namespace tessera::server

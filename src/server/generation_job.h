@@ -1,0 +1,68 @@
+// One chat or completion job inside the worker: its prompt (rendered with tools when given,
+// plus the forced opening of a required tool call), its n choices as scheduler sequences, and
+// what each choice streams back: text through its TextStream, tool calls through the
+// template's ToolCallParser, and the response_format or forced call enforced by a
+// GrammarMatcher masking each step's logits. The worker owns jobs and routes Cancel to them;
+// a job reports through `send` (encoded worker messages) and tells the worker when it ends.
+//
+//   auto job = GenerationJob::Start(request, model, vocabulary, load_ms, send, on_end);
+//   if (!job) reply with job.status();    // the failure kind travels as JobFailure
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "grammar/grammar.h"
+#include "runtime/loaded_model.h"
+#include "server/worker_protocol.h"
+
+namespace tessera::server {
+
+// A job-level failure: the kind decides the HTTP status, the message is shown to the client.
+struct JobFailure {
+  JobErrorKind kind;
+  std::string message;
+  int64_t prompt_tokens = 0;  // for kContextLength
+};
+
+class GenerationJob {
+ public:
+  using SendFn = std::function<void(const std::string& frame)>;
+  using EndFn = std::function<void(uint64_t job_id)>;
+
+  // Renders and validates the request and submits its choices to the model's scheduler.
+  // `vocabulary` (the model's tokens as bytes, for constrained decoding) is asked for only when
+  // the job needs it. The job ends (on_end) after its Done or JobError frame.
+  static std::variant<std::unique_ptr<GenerationJob>, JobFailure> Start(
+      const JobRequest& request, LoadedModel& model,
+      const std::function<Expected<std::shared_ptr<const TokenVocabulary>>()>& vocabulary,
+      double load_ms, SendFn send, EndFn on_end);
+
+  ~GenerationJob();
+  void Cancel();
+  uint64_t job_id() const { return job_id_; }
+
+ private:
+  struct Choice;
+  GenerationJob() = default;
+  bool OnToken(Choice& c, int32_t id);
+  void OnFinish(Choice& c, const SequenceResult& r);
+  void SendEvents(Choice& c, std::string text, std::vector<TokenLogprobEntry> logprobs,
+                  bool at_end);
+
+  uint64_t job_id_ = 0;
+  LoadedModel* model_ = nullptr;
+  std::vector<std::unique_ptr<Choice>> choices_;
+  int64_t prompt_tokens_ = 0;
+  double load_ms_ = 0;
+  int finished_ = 0;
+  bool failed_ = false;
+  std::string forced_closing_;  // text that closes a forced tool call, fed to the parser at end
+  SendFn send_;
+  EndFn on_end_;
+};
+
+}  // namespace tessera::server

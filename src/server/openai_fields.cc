@@ -1,0 +1,253 @@
+#include "server/openai_fields.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "grammar/grammar.h"
+
+namespace tessera::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr std::array<std::string_view, 22> kChatFieldList = {"model",
+                                                             "messages",
+                                                             "max_tokens",
+                                                             "max_completion_tokens",
+                                                             "stop",
+                                                             "temperature",
+                                                             "top_k",
+                                                             "top_p",
+                                                             "min_p",
+                                                             "repetition_penalty",
+                                                             "presence_penalty",
+                                                             "frequency_penalty",
+                                                             "seed",
+                                                             "stream",
+                                                             "stream_options",
+                                                             "logprobs",
+                                                             "top_logprobs",
+                                                             "n",
+                                                             "response_format",
+                                                             "tools",
+                                                             "tool_choice",
+                                                             "parallel_tool_calls"};
+constexpr std::array<std::string_view, 18> kCompletionFieldList = {"model",
+                                                                   "prompt",
+                                                                   "max_tokens",
+                                                                   "stop",
+                                                                   "temperature",
+                                                                   "top_k",
+                                                                   "top_p",
+                                                                   "min_p",
+                                                                   "repetition_penalty",
+                                                                   "presence_penalty",
+                                                                   "frequency_penalty",
+                                                                   "seed",
+                                                                   "stream",
+                                                                   "stream_options",
+                                                                   "logprobs",
+                                                                   "echo",
+                                                                   "n",
+                                                                   "response_format"};
+
+const ojson* Member(const ojson& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// Function names as OpenAI defines them: 1-64 of [a-zA-Z0-9_-].
+bool ValidFunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+}  // namespace
+
+const std::span<const std::string_view> kChatFields(kChatFieldList);
+const std::span<const std::string_view> kCompletionFields(kCompletionFieldList);
+
+std::optional<ApiError> RefuseUnknownFields(const ojson& body,
+                                            std::span<const std::string_view> known) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it->is_null()) continue;
+    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    return InvalidField(it.key(), it.key() + " is not supported by this server; remove it");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadResponseFormat(const ojson& body, JobRequest* job) {
+  const ojson* format = Member(body, "response_format");
+  if (format == nullptr) return std::nullopt;
+  if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+    return InvalidField("response_format",
+                        "response_format must be an object with a type: text, json_object or "
+                        "json_schema");
+  }
+  const std::string type = (*format)["type"].get<std::string>();
+  if (type == "text") return std::nullopt;
+  auto grammar = CompileResponseFormat(*format);
+  if (!grammar) {
+    const std::string param =
+        type == "json_schema" ? "response_format.json_schema.schema" : "response_format";
+    return InvalidField(param, grammar.status().message());
+  }
+  job->response_format = format->dump();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
+  const ojson* tools = Member(body, "tools");
+  const ojson* choice = Member(body, "tool_choice");
+  if (const ojson* parallel = Member(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean()) {
+      return InvalidField("parallel_tool_calls", "parallel_tool_calls must be true or false");
+    }
+    if (!parallel->get<bool>()) {
+      return InvalidField("parallel_tool_calls",
+                          "parallel_tool_calls false is not supported: the model may call "
+                          "several tools in one reply");
+    }
+  }
+  std::set<std::string> names;
+  std::set<std::string> strict;
+  if (tools != nullptr) {
+    if (!tools->is_array()) return InvalidField("tools", "tools must be an array of tools");
+    if (tools->size() > 128) return InvalidField("tools", "tools holds more than 128 tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const ojson& t = (*tools)[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function") {
+        return InvalidField(where + ".type", where + ".type must be \"function\"");
+      }
+      const ojson* fn = Member(t, "function");
+      if (fn == nullptr || !fn->is_object())
+        return InvalidField(where + ".function", where + ".function must be an object");
+      const ojson* name = Member(*fn, "name");
+      if (name == nullptr || !name->is_string() || !ValidFunctionName(name->get<std::string>())) {
+        return InvalidField(where + ".function.name",
+                            where + ".function.name must be 1-64 letters, digits, _ or -");
+      }
+      if (!names.insert(name->get<std::string>()).second) {
+        return InvalidField(where + ".function.name",
+                            "two tools are named '" + name->get<std::string>() + "'");
+      }
+      if (const ojson* d = Member(*fn, "description"); d != nullptr && !d->is_string()) {
+        return InvalidField(where + ".function.description",
+                            where + ".function.description must be a string");
+      }
+      for (auto it = fn->begin(); it != fn->end(); ++it) {
+        if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" &&
+            it.key() != "strict" && !it->is_null()) {
+          return InvalidField(where + ".function." + it.key(),
+                              it.key() + " is not supported in a function; remove it");
+        }
+      }
+      if (const ojson* params = Member(*fn, "parameters")) {
+        if (!params->is_object()) {
+          return InvalidField(where + ".function.parameters",
+                              where + ".function.parameters must be a JSON schema object");
+        }
+        // Compiled here so a schema the constrained decoder cannot enforce is named now.
+        if (auto g = CompileJsonSchema(*params); !g) {
+          return InvalidField(where + ".function.parameters", g.status().message());
+        }
+      }
+      if (const ojson* s = Member(*fn, "strict")) {
+        if (!s->is_boolean())
+          return InvalidField(where + ".function.strict",
+                              where + ".function.strict must be a boolean");
+        if (s->get<bool>()) strict.insert(name->get<std::string>());
+      }
+    }
+    job->tools = tools->empty() ? std::string() : tools->dump();
+  }
+  std::string chosen = job->tools.empty() ? "none" : "auto";
+  if (choice != nullptr) {
+    if (choice->is_string()) {
+      chosen = choice->get<std::string>();
+      if (chosen != "none" && chosen != "auto" && chosen != "required") {
+        return InvalidField("tool_choice",
+                            "tool_choice must be none, auto, required or a named function");
+      }
+    } else if (choice->is_object() && choice->contains("function") &&
+               (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
+               (*choice)["function"]["name"].is_string()) {
+      chosen = (*choice)["function"]["name"].get<std::string>();
+      if (names.count(chosen) == 0) {
+        return InvalidField("tool_choice",
+                            "tool_choice names '" + chosen + "', which is not one of the tools");
+      }
+    } else {
+      return InvalidField("tool_choice",
+                          "tool_choice must be none, auto, required or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (job->tools.empty() && chosen != "none") {
+      return InvalidField("tool_choice", "tool_choice needs tools");
+    }
+  }
+  if (chosen == "auto" && !strict.empty()) {
+    return InvalidField("tools", "strict function '" + *strict.begin() +
+                                     "' needs tool_choice required or its name: only forced "
+                                     "calls are constrained to their schema here");
+  }
+  if (!job->tools.empty() && !job->response_format.empty() && chosen != "none") {
+    return InvalidField("response_format",
+                        "response_format with tools is not supported; use one of them");
+  }
+  job->tool_choice = chosen;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string& where,
+                                              ChatMessage* out) {
+  if (const ojson* calls = Member(m, "tool_calls")) {
+    if (out->role != "assistant") {
+      return InvalidField(where + ".tool_calls", "only assistant messages carry tool_calls");
+    }
+    if (!calls->is_array()) {
+      return InvalidField(where + ".tool_calls", where + ".tool_calls must be an array");
+    }
+    for (size_t i = 0; i < calls->size(); ++i) {
+      const ojson& c = (*calls)[i];
+      const std::string at = where + ".tool_calls[" + std::to_string(i) + "]";
+      const ojson* fn = c.is_object() ? Member(c, "function") : nullptr;
+      if (fn == nullptr || !fn->is_object() || !fn->contains("name") ||
+          !(*fn)["name"].is_string() || !fn->contains("arguments") ||
+          !(*fn)["arguments"].is_string()) {
+        return InvalidField(at, at + " must be {id, type: \"function\", function: {name, "
+                                     "arguments (a JSON string)}}");
+      }
+    }
+    out->tool_calls = calls->dump();
+  }
+  if (out->role == "tool") {
+    const ojson* id = Member(m, "tool_call_id");
+    if (id == nullptr || !id->is_string()) {
+      return InvalidField(where + ".tool_call_id", "a tool message needs its tool_call_id");
+    }
+    out->tool_call_id = id->get<std::string>();
+  }
+  if (const ojson* name = Member(m, "name")) {
+    if (!name->is_string()) return InvalidField(where + ".name", where + ".name must be a string");
+    out->name = name->get<std::string>();
+  }
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    static const std::set<std::string> kKnown = {"role", "content", "tool_calls", "tool_call_id",
+                                                 "name"};
+    if (!it->is_null() && kKnown.count(it.key()) == 0) {
+      return InvalidField(where + "." + it.key(),
+                          it.key() + " is not supported in a message; remove it");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace tessera::server
