@@ -1,11 +1,14 @@
 // Writes the tiny chat model the server end-to-end tests serve: a synthetic Llama with a
 // working byte-level BPE tokenizer and a ChatML template (src/model/synthetic_checkpoint.h).
 //
-//   make_test_model OUT_DIR [--slow]
+//   make_test_model OUT_DIR [--slow | --qwen TOKENIZER_DIR]
 // --slow: wider and with a 4096-token context, so a long generation takes many seconds on
 // the reference backend (for queue, deadline and kill tests).
+// --qwen DIR: the real Qwen2.5 tokenizer and chat template copied from DIR (tool calls,
+// structured outputs over a real vocabulary), with random weights at Qwen's padded vocabulary.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "model/synthetic_checkpoint.h"
@@ -26,6 +29,32 @@ int main(int argc, char** argv) {
     spec.kv_heads = 4;
     spec.head_dim = 64;
     spec.max_position = 4096;
+  }
+  if (argc > 3 && std::string(argv[2]) == "--qwen") {
+    spec.family = tessera::ModelFamily::kQwen2;
+    spec.hidden = 32;
+    spec.intermediate = 64;
+    spec.heads = 2;
+    spec.kv_heads = 1;
+    spec.head_dim = 16;
+    spec.vocab = 151936;
+    spec.max_position = 2048;
+    spec.dtype = tessera::DType::kBF16;
+    spec.bos_token_id = 151643;  // <|endoftext|>
+    spec.eos_token_id = 151645;  // <|im_end|>
+    tessera::Status st = tessera::WriteSyntheticCheckpoint(argv[1], spec);
+    std::error_code ec;
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+      std::filesystem::copy_file(std::string(argv[3]) + "/" + file,
+                                 std::string(argv[1]) + "/" + file,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) st = tessera::IoError(std::string(file) + ": " + ec.message());
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "make_test_model: %s\n", st.message().c_str());
+      return 1;
+    }
+    return 0;
   }
   tessera::Status st = tessera::WriteSyntheticModel(argv[1], spec);
   if (!st.ok()) {
