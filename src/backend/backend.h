@@ -97,6 +97,17 @@ class Backend {
     return wanted;
   }
 
+  // Makes `to_slot` hold `from_slot`'s first `positions` positions (which `from_slot` holds
+  // `source_positions` of), so a sequence sharing that prefix (another choice of the same
+  // request, another request with the same system prompt) continues from there without
+  // running it again. Unsupported where the state cannot be rebuilt at `positions` (a sliding
+  // ring or recurrent state that has moved past it); the caller then runs the prefix.
+  virtual Status CopySequence(int from_slot, int to_slot, int64_t positions,
+                              int64_t source_positions) {
+    (void)from_slot, (void)to_slot, (void)positions, (void)source_positions;
+    return Unsupported(name() + " cannot copy a sequence's cache");
+  }
+
   // Token embeddings read from the resident LM head: hidden [tokens.size(), hidden_size]
   // receives row `id` of the head's matrix for each id (ids inside the vocabulary). For models
   // whose embedding is tied to the head and stored once, as the head (a package of a tied

@@ -64,6 +64,13 @@ int64_t ModelExecutor::ResumablePosition(int slot, int64_t wanted) const {
   return pos;
 }
 
+Status ModelExecutor::CopySequence(int from, int to, int64_t positions, int64_t source_positions) {
+  for (auto& b : backends_) {
+    TS_RETURN_IF_ERROR(b->CopySequence(from, to, positions, source_positions));
+  }
+  return Status::Ok();
+}
+
 Status ModelExecutor::ChooseEmbeddingSource(const Checkpoint& ckpt) {
   if (const TensorInfo* embed = ckpt.tensors.embed.info) {
     embed_from_head_ = false;

@@ -70,6 +70,10 @@ class ModelExecutor {
   // `wanted` for attention-only models; for recurrent layers, their live state or a snapshot.
   int64_t ResumablePosition(int slot, int64_t wanted) const;
 
+  // Copies `from`'s first `positions` positions into `to` on every backend (see
+  // Backend::CopySequence); an error leaves `to` to be recomputed.
+  Status CopySequence(int from, int to, int64_t positions, int64_t source_positions);
+
  private:
   ModelExecutor() = default;
   Status ChooseEmbeddingSource(const Checkpoint& ckpt);  // after the head is loaded

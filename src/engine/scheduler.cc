@@ -117,6 +117,15 @@ void Scheduler::Admit() {
       if (gone->req.on_finish) gone->req.on_finish(gone->result);
       continue;
     }
+    if (s.req.share_prompt_with) {
+      // Waits while the choice it shares a prompt with is still computing it.
+      const Sequence* parent = Running(*s.req.share_prompt_with);
+      if (parent != nullptr && parent->pos < parent->prompt_len &&
+          parent->req.prompt_ids == s.req.prompt_ids) {
+        return;
+      }
+      s.req.share_prompt_with.reset();
+    }
     const int index = ChooseSlot(s);
     if (index < 0) return;
     Slot& slot = slots_[static_cast<size_t>(index)];
@@ -133,6 +142,9 @@ void Scheduler::Admit() {
     // resume only from their live state or a snapshot.
     common = std::clamp<int64_t>(common, 0, s.prompt_len - 1);
     s.pos = exec_.ResumablePosition(index, common);
+    if (!s.req.reuse_prefix_tokens && options_.reuse_prefixes) {
+      s.pos = std::max(s.pos, CopyPrefixFromBusySlot(s, index, s.pos));
+    }
     slot.cached.assign(s.req.prompt_ids.begin(), s.req.prompt_ids.begin() + s.pos);
     slot.last_used = ++clock_;
     s.admitted = Clock::now();
@@ -142,6 +154,79 @@ void Scheduler::Admit() {
     waiting_.pop_front();
     ++running_;
     if (slot.seq->req.max_new_tokens == 0) Finish(index, StopReason::kLength);
+  }
+}
+
+Scheduler::Sequence* Scheduler::Running(uint64_t id) {
+  for (Slot& slot : slots_)
+    if (slot.seq && slot.seq->id == id) return slot.seq.get();
+  return nullptr;
+}
+
+int64_t Scheduler::CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own_common) {
+  int best = -1;
+  int64_t best_common = own_common + options_.min_copy_tokens - 1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& other = slots_[i];
+    if (static_cast<int>(i) == index || !other.seq) continue;
+    const size_t n = std::min(other.cached.size(), s.req.prompt_ids.size() - 1);
+    int64_t common = 0;
+    while (static_cast<size_t>(common) < n && other.cached[static_cast<size_t>(common)] ==
+                                                  s.req.prompt_ids[static_cast<size_t>(common)])
+      ++common;
+    if (common > best_common) {
+      best = static_cast<int>(i);
+      best_common = common;
+    }
+  }
+  if (best < 0) return 0;
+  const int64_t held = static_cast<int64_t>(slots_[static_cast<size_t>(best)].cached.size());
+  // Recurrent layers copy only a state they hold (live or snapshot); try where they resume.
+  const int64_t at = exec_.ResumablePosition(best, best_common);
+  if (at <= own_common || !exec_.CopySequence(best, index, at, held).ok()) return 0;
+  return at;
+}
+
+bool Scheduler::HasWaitingChildren(uint64_t parent) const {
+  for (const auto& w : waiting_)
+    if (w->req.share_prompt_with == parent) return true;
+  return false;
+}
+
+void Scheduler::ForkChildren(int parent_index, std::span<const float> raw_logits) {
+  const Sequence& parent = *slots_[static_cast<size_t>(parent_index)].seq;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Sequence& child = **it;
+    if (child.cancelled || child.req.share_prompt_with != parent.id ||
+        child.req.prompt_ids != parent.req.prompt_ids) {
+      ++it;
+      continue;
+    }
+    child.req.share_prompt_with.reset();  // from here on an ordinary sequence
+    int index = -1;
+    for (size_t i = 0; i < slots_.size() && index < 0; ++i)
+      if (!slots_[i].seq) index = static_cast<int>(i);
+    if (index < 0 ||
+        !exec_.CopySequence(parent_index, index, parent.prompt_len, parent.prompt_len).ok()) {
+      ++it;  // admitted later like any other sequence
+      continue;
+    }
+    Slot& slot = slots_[static_cast<size_t>(index)];
+    slot.cached = parent.req.prompt_ids;
+    slot.last_used = ++clock_;
+    child.pos = child.prompt_len;
+    child.admitted = Clock::now();
+    child.result.cached_tokens = child.prompt_len;
+    child.result.queue_ms = MsBetween(child.submitted, child.admitted);
+    slot.seq = std::move(*it);
+    it = waiting_.erase(it);
+    ++running_;
+    if (slot.seq->req.max_new_tokens == 0) {
+      Finish(index, StopReason::kLength);
+      continue;
+    }
+    fork_row_.assign(raw_logits.begin(), raw_logits.end());  // each child samples a fresh copy
+    TakeToken(index, fork_row_);
   }
 }
 
@@ -249,8 +334,19 @@ Status Scheduler::Step() {
     Slot& slot = slots_[static_cast<size_t>(i)];
     Sequence& s = *slot.seq;
     slot.cached.insert(slot.cached.end(), inputs_[k].tokens.begin(), inputs_[k].tokens.end());
+    const bool prompt_done_now =
+        s.pos < s.prompt_len &&
+        s.pos + static_cast<int64_t>(inputs_[k].tokens.size()) >= s.prompt_len;
     s.pos += static_cast<int64_t>(inputs_[k].tokens.size());
-    if (s.pos >= s.prompt_len) TakeToken(i, logits.subspan(k * vocab, vocab));
+    if (s.pos < s.prompt_len) continue;
+    if (prompt_done_now && HasWaitingChildren(s.id)) {
+      // The raw row (sampling edits it in place) is kept for the choices sharing this prompt.
+      fork_logits_.assign(logits.begin() + static_cast<std::ptrdiff_t>(k * vocab),
+                          logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * vocab));
+      // The children take their tokens now, while the parent's cache holds just the prompt.
+      ForkChildren(i, fork_logits_);
+    }
+    TakeToken(i, logits.subspan(k * vocab, vocab));
   }
   return Status::Ok();
 }

@@ -59,11 +59,19 @@ struct SequenceRequest {
   // a caller that manages slots itself (the terminal chat, Generate()).
   std::optional<int> pinned_slot;
   std::optional<int64_t> reuse_prefix_tokens;
+  // Another choice of the same prompt (n > 1): this sequence waits until that one's prompt is
+  // computed, then copies its cache and samples its first token from the same logits, so the
+  // prompt runs once for all choices. Falls back to running the prompt itself when no slot is
+  // free at that moment or the cache cannot be copied.
+  std::optional<uint64_t> share_prompt_with;
 };
 
 class Scheduler {
  public:
   struct Options {
+    // A busy slot's cache is copied into a new sequence's slot when it holds at least this
+    // many more prompt tokens than the slot's own (copying beats recomputing well before).
+    int64_t min_copy_tokens = 16;
     // Prompt tokens per chunk: a multiple of the cpu backend's 128-row blocks, so chunking
     // changes no result (see kPrefillChunkTokens).
     int64_t chunk_tokens = kPrefillChunkTokens;
@@ -103,6 +111,13 @@ class Scheduler {
 
   void Admit();
   int ChooseSlot(const Sequence& s) const;
+  // The prefix `s` can take from a busy slot's cache (copied into its own), if longer than
+  // what its chosen slot holds.
+  int64_t CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own_common);
+  // After `parent` computed its prompt: admits the choices waiting to share it.
+  void ForkChildren(int parent_index, std::span<const float> raw_logits);
+  Sequence* Running(uint64_t id);
+  bool HasWaitingChildren(uint64_t parent) const;
   void Finish(int slot, StopReason reason, Status status = Status::Ok());
   // After a step: choose the sequence's next token from its logits row; false when it ended.
   void TakeToken(int slot, std::span<float> logits);
@@ -119,6 +134,8 @@ class Scheduler {
   std::vector<int> input_slot_;
   std::vector<int> prefilling_;
   std::vector<float> logits_;
+  std::vector<float> fork_logits_;  // a parent's raw row, kept for its waiting choices
+  std::vector<float> fork_row_;     // a copy of it for one choice's sampler to edit
 };
 
 }  // namespace tessera

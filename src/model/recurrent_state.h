@@ -55,6 +55,11 @@ class RecurrentState {
   // or a snapshot at exactly that position. OutOfRange when neither is.
   Status Prepare(int slot, int64_t start_pos);
 
+  // Makes `to`'s live state `from`'s state after `pos` tokens (its live state or a snapshot
+  // at exactly pos; zeros for 0); `to`'s snapshots are dropped. OutOfRange when `from` has
+  // no state at pos. A no-op without recurrent layers.
+  Status CopyTo(int from, int to, int64_t pos);
+
  private:
   float* Saved(int slot, int k) {
     return saved_.data() +

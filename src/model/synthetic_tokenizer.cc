@@ -64,7 +64,8 @@ std::map<std::string, int> CountWords(std::string_view text) {
       flush();
       word = " ";
     } else if (alnum) {
-      if (!word.empty() && word != " " && !std::isalnum(static_cast<unsigned char>(word.back()))) flush();
+      if (!word.empty() && word != " " && !std::isalnum(static_cast<unsigned char>(word.back())))
+        flush();
       word += c;
     } else {
       flush();
@@ -126,8 +127,12 @@ Expected<SyntheticTokenizerFiles> MakeSyntheticTokenizer(int max_merges) {
   SyntheticTokenizerFiles files;
   nlohmann::ordered_json added = nlohmann::ordered_json::array();
   for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
-    added.push_back({{"id", next_id},        {"content", special}, {"single_word", false},
-                     {"lstrip", false},      {"rstrip", false},    {"normalized", false},
+    added.push_back({{"id", next_id},
+                     {"content", special},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
                      {"special", true}});
     ++next_id;
   }
@@ -142,17 +147,28 @@ Expected<SyntheticTokenizerFiles> MakeSyntheticTokenizer(int max_merges) {
   tok["padding"] = nullptr;
   tok["added_tokens"] = added;
   tok["normalizer"] = nullptr;
-  tok["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                          {"trim_offsets", true}, {"use_regex", true}};
-  tok["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                           {"trim_offsets", false}, {"use_regex", true}};
-  tok["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                    {"trim_offsets", true}, {"use_regex", true}};
-  tok["model"] = {{"type", "BPE"},          {"dropout", nullptr},
-                  {"unk_token", nullptr},   {"continuing_subword_prefix", nullptr},
-                  {"end_of_word_suffix", nullptr}, {"fuse_unk", false},
-                  {"byte_fallback", false}, {"ignore_merges", false},
-                  {"vocab", vocab},         {"merges", merges}};
+  tok["pre_tokenizer"] = {{"type", "ByteLevel"},
+                          {"add_prefix_space", false},
+                          {"trim_offsets", true},
+                          {"use_regex", true}};
+  tok["post_processor"] = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", false},
+                           {"use_regex", true}};
+  tok["decoder"] = {{"type", "ByteLevel"},
+                    {"add_prefix_space", false},
+                    {"trim_offsets", true},
+                    {"use_regex", true}};
+  tok["model"] = {{"type", "BPE"},
+                  {"dropout", nullptr},
+                  {"unk_token", nullptr},
+                  {"continuing_subword_prefix", nullptr},
+                  {"end_of_word_suffix", nullptr},
+                  {"fuse_unk", false},
+                  {"byte_fallback", false},
+                  {"ignore_merges", false},
+                  {"vocab", vocab},
+                  {"merges", merges}};
   files.tokenizer_json = tok.dump(1);
 
   nlohmann::ordered_json cfg;

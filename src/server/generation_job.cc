@@ -233,6 +233,8 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
         }
       };
     }
+    // The other choices share choice 0's prompt: it runs once (Scheduler's share_prompt_with).
+    if (i > 0) req.share_prompt_with = g->choices_.front()->sequence;
     req.on_token = [g, cp](int32_t id) { return g->OnToken(*cp, id); };
     req.on_finish = [g, cp](const SequenceResult& r) { g->OnFinish(*cp, r); };
     g->choices_.push_back(std::move(c));

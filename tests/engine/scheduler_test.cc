@@ -64,6 +64,10 @@ class SchedulerTest : public ::testing::Test {
       auto resolved = ResolveSamplingParams(q, {});
       EXPECT_TRUE(resolved);
       r.sampling = *resolved;
+      // This random model is sure of its next token; flatten it so sampling has choices.
+      r.constrain = [](std::span<float> logits) {
+        for (float& v : logits) v *= 0.02f;
+      };
     }
     return r;
   }
@@ -237,6 +241,67 @@ TEST_F(SchedulerTest, RefusesBadRequests) {
   bad_slot.pinned_slot = 5;
   EXPECT_FALSE(sched.Submit(std::move(bad_slot)));
   EXPECT_FALSE(sched.HasWork());
+}
+
+TEST_F(SchedulerTest, ChoicesShareThePromptAndGiveWhatTheyGiveAlone) {
+  auto exec = Load(4, 4 + 32);
+  ASSERT_TRUE(exec);
+  auto run = [&](bool share) {
+    Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+    std::vector<SequenceResult> out(3);
+    uint64_t first = 0;
+    for (int i = 0; i < 3; ++i) {
+      SequenceRequest r = Request(1, 10);  // 5 prompt tokens, sampled
+      r.prompt_ids = test::RandomTokens(70, 160, 3);
+      r.sampling->seed = 500 + static_cast<uint64_t>(i);
+      r.sampling->top_k = 0;
+      // This random model is sure of its next token; flatten it so the seeds matter.
+      r.constrain = [](std::span<float> logits) {
+        for (float& v : logits) v *= 0.01f;
+      };
+      if (share && i > 0) r.share_prompt_with = first;
+      r.on_finish = [&out, i](const SequenceResult& res) { out[static_cast<size_t>(i)] = res; };
+      auto id = sched.Submit(std::move(r));
+      EXPECT_TRUE(id);
+      if (i == 0) first = *id;
+    }
+    Drain(sched);
+    return out;
+  };
+  const auto shared = run(true), separate = run(false);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(shared[i].generated_ids, separate[i].generated_ids) << i;
+    EXPECT_EQ(shared[i].cached_tokens, i == 0 ? 0 : 70) << i;  // the prompt ran once
+  }
+  EXPECT_NE(shared[0].generated_ids, shared[1].generated_ids);  // different seeds
+}
+
+TEST_F(SchedulerTest, ARunningSequencesPrefixIsCopiedNotRecomputed) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  const std::vector<int32_t> system = test::RandomTokens(100, 160, 12);
+  auto request = [&](uint32_t q, int64_t max_new, SequenceResult* out) {
+    SequenceRequest r;
+    r.prompt_ids = system;
+    const auto question = test::RandomTokens(9, 160, q);
+    r.prompt_ids.insert(r.prompt_ids.end(), question.begin(), question.end());
+    r.max_new_tokens = max_new;
+    r.on_finish = [out](const SequenceResult& res) { *out = res; };
+    return r;
+  };
+  SequenceResult long_one, second, second_alone;
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = true});
+  ASSERT_TRUE(sched.Submit(request(1, 40, &long_one)));
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(sched.Step().ok());  // its prompt is computed
+  ASSERT_EQ(sched.running(), 1);
+  ASSERT_TRUE(sched.Submit(request(2, 8, &second)));
+  Drain(sched);
+  EXPECT_EQ(second.cached_tokens, 100);  // copied from the busy slot
+  EXPECT_EQ(second.timings.prefill_tokens, 9);
+  Scheduler plain(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  ASSERT_TRUE(plain.Submit(request(2, 8, &second_alone)));
+  Drain(plain);
+  EXPECT_EQ(second.generated_ids, second_alone.generated_ids);
 }
 
 }  // namespace

@@ -200,6 +200,39 @@ class CpuBackend final : public Backend {
     return state_.Resumable(slot, wanted);
   }
 
+  Status CopySequence(int from, int to, int64_t positions, int64_t source_positions) override {
+    if (from < 0 || from >= slots_ || to < 0 || to >= slots_ || from == to || positions < 0 ||
+        positions > source_positions || source_positions > max_seq_) {
+      return InvalidArgument("cpu backend: bad sequence copy");
+    }
+    // A sliding ring holds the source's last window + 128 positions: it still holds the
+    // window before `positions` only when the source is at most 128 past it.
+    if (ring_cap_ > 0 && source_positions - positions > kMaxBlockRows) {
+      return Unsupported("cpu backend: the sliding window has moved past the prefix");
+    }
+    TS_RETURN_IF_ERROR(state_.CopyTo(from, to, positions));
+    if (window_kv_.slots() > 0) {
+      if (ring_cap_ > 0) {
+        window_kv_.CopyPositions(from, to, 0, 2 * ring_cap_);  // the whole ring
+      } else {
+        window_kv_.CopyPositions(from, to, 0, positions);
+      }
+    }
+    if (kv_.slots() > 0) kv_.CopyPositions(from, to, 0, positions);
+    if (keys_t_.size() > 0) {
+      // Whole blocks of 16 transposed positions (those past `positions` are finite leftovers,
+      // masked by the kernel).
+      const int64_t floats = RoundUp(positions, 16) * spec_.head_dim;
+      for (int64_t l = 0; l < attention_layers_; ++l) {
+        for (int64_t g = 0; g < spec_.kv_heads; ++g) {
+          std::copy_n(KeysT(from, l) + g * kt_head_stride_, floats,
+                      KeysT(to, l) + g * kt_head_stride_);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
   // A packed head's rows, dequantized (packed_matrix.h): a tied embedding stored only once.
   bool CanEmbedFromHead() const override { return lm_head_.rows > 0; }
   Status EmbedFromHead(std::span<const int32_t> tokens, std::span<float> hidden) override {

@@ -232,6 +232,16 @@ class ReferenceBackend final : public Backend {
     return state_.Resumable(slot, wanted);
   }
 
+  Status CopySequence(int from, int to, int64_t positions, int64_t source_positions) override {
+    if (from < 0 || from >= slots_ || to < 0 || to >= slots_ || from == to || positions < 0 ||
+        positions > source_positions || source_positions > max_seq_) {
+      return InvalidArgument("reference backend: bad sequence copy");
+    }
+    TS_RETURN_IF_ERROR(state_.CopyTo(from, to, positions));
+    if (kv_.slots() > 0) kv_.CopyPositions(from, to, 0, positions);  // every position is kept
+    return Status::Ok();
+  }
+
   size_t resident_weight_bytes() const override {
     size_t n = final_norm_.size() + lm_head_.size();
     for (const RefLayer& L : layers_) {
