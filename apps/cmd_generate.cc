@@ -1,4 +1,5 @@
-// tessera generate: greedy generation from a prompt, streamed or as one JSON object.
+// tessera generate: greedy generation from a prompt, streamed or as one JSON object, through
+// the same request pipeline as the server (runtime/loaded_model.h, runtime/text_stream.h).
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -9,10 +10,10 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/generator.h"
-#include "engine/model_executor.h"
-#include "engine/placement.h"
 #include "model/checkpoint.h"
 #include "model_loading.h"
+#include "runtime/loaded_model.h"
+#include "runtime/text_stream.h"
 
 namespace tessera {
 namespace {
@@ -51,6 +52,7 @@ int Run(int argc, char** argv) {
                "bf16 weights: round prompt activations to bf16 and use bf16 dot products (AVX-512 "
                "BF16; faster prefill, less exact)");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
+  args.AddList("stop", "stop string: the text ends before it (repeatable)");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("generate", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -67,85 +69,104 @@ int Run(int argc, char** argv) {
   }
   auto resolved_dir = ResolveModelDir(args.GetString("model"));
   if (!resolved_dir) return ReportError("generate", resolved_dir.status());
-  const std::string dir = *resolved_dir;
-
-  auto ckpt = OpenCheckpoint(dir);
-  if (!ckpt) return ReportError("generate", ckpt.status());
-  auto tok = LoadTokenizerDir(dir);
-  if (!tok) return ReportError("generate", tok.status());
-
-  std::vector<int32_t> prompt_ids;
-  if (args.Has("prompt")) {
-    auto ids = EncodePrompt(*tok, args.GetString("prompt"));
-    if (!ids) return ReportError("generate", ids.status());
-    prompt_ids = std::move(*ids);
-  } else {
-    auto ids = ParseIdList(args.GetString("prompt-ids"));
-    if (!ids) return ReportError("generate", ids.status());
-    prompt_ids = std::move(*ids);
-  }
-  for (int32_t id : prompt_ids) {
-    if (id >= (*ckpt)->config.vocab_size) {
-      return ReportError("generate", InvalidArgument("prompt token id " + std::to_string(id) +
-                                                     " is outside the model's vocabulary of " +
-                                                     std::to_string((*ckpt)->config.vocab_size)));
-    }
-  }
-
-  auto placement = ParsePlacement(args.GetString("placement"), (*ckpt)->config.num_layers);
-  if (!placement) return ReportError("generate", placement.status());
-  ModelExecutor::Options options;
-  options.max_seq = args.GetInt("context");
   auto weights = ParseWeightFormat(args.GetString("dtype"));
   if (!weights) {
     return ReportError("generate", InvalidArgument("--dtype: " + weights.status().message()));
   }
-  options.backend.weights = *weights;
-  options.backend.bf16_activations = args.GetFlag("bf16-activations");
-  auto run_ckpt = UsePackageCache(args.GetString("model"), *ckpt, *placement, *weights);
-  if (!run_ckpt) return ReportError("generate", run_ckpt.status());
+  // Prompt ids are checked against the checkpoint's vocabulary before anything is loaded.
+  std::vector<int32_t> given_ids;
+  if (args.Has("prompt-ids")) {
+    auto ids = ParseIdList(args.GetString("prompt-ids"));
+    if (!ids) return ReportError("generate", ids.status());
+    auto ckpt = OpenCheckpoint(*resolved_dir);
+    if (!ckpt) return ReportError("generate", ckpt.status());
+    const int64_t vocab = (*ckpt)->config.vocab_size;
+    for (int32_t id : *ids) {
+      if (id >= vocab) {
+        return ReportError("generate", InvalidArgument("prompt token id " + std::to_string(id) +
+                                                       " is outside the model's vocabulary of " +
+                                                       std::to_string(vocab)));
+      }
+    }
+    given_ids = std::move(*ids);
+  }
+  ModelLoadOptions options;
+  options.placement = args.GetString("placement");
+  options.weights = *weights;
+  options.bf16_activations = args.GetFlag("bf16-activations");
+  options.context = args.GetInt("context");
+  options.parallel = 1;
   auto t_load = std::chrono::steady_clock::now();
-  auto exec = ModelExecutor::Load(*run_ckpt, *placement, options);
-  if (!exec) return ReportError("generate", exec.status());
+  auto model = LoadedModel::Open(*resolved_dir, options, [](const std::string& line) {
+    std::fprintf(stderr, "tessera: %s\n", line.c_str());
+  });
+  if (!model) return ReportError("generate", model.status());
+  LoadedModel& m = **model;
   double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
-  std::fprintf(stderr, "tessera: model: %s\n", DescribeCheckpoint(**run_ckpt).c_str());
-  std::fprintf(stderr, "tessera: placement: %s\n", (*placement).Describe().c_str());
-  std::fprintf(stderr, "tessera: token embedding: %s\n", (*exec)->embedding_source().c_str());
+  std::fprintf(stderr, "tessera: model: %s\n", DescribeCheckpoint(m.checkpoint()).c_str());
+  std::fprintf(stderr, "tessera: placement: %s\n", m.executor().placement().Describe().c_str());
+  std::fprintf(stderr, "tessera: token embedding: %s\n", m.executor().embedding_source().c_str());
+
+  std::vector<int32_t> prompt_ids;
+  if (args.Has("prompt")) {
+    auto ids = m.EncodeText(args.GetString("prompt"), /*add_special=*/true);
+    if (!ids) return ReportError("generate", ids.status());
+    prompt_ids = std::move(*ids);
+  } else {
+    prompt_ids = std::move(given_ids);
+  }
 
   const bool json = args.GetFlag("json");
-  GenerateRequest req;
-  req.prompt_ids = prompt_ids;
-  req.max_new_tokens = max_tokens;
-  req.stop_ids = StopIds(**ckpt);
-  req.top_logits_k = static_cast<int>(top_k);
-  StreamingDetokenizer detok(tok->tokenizer, /*skip_special_tokens=*/true);
-  // Prime the stream with the prompt so the completion decodes in context (a SentencePiece
-  // Strip decoder removes a leading space only at the very start of the text).
-  std::string prompt_echo;
-  for (int32_t id : prompt_ids) {
-    auto piece = detok.Push(id);
-    if (piece) prompt_echo += *piece;
-  }
+  TextStreamOptions stream_options;
+  stream_options.stop = args.GetList("stop");
+  TextStream stream(m.tokenizer(), prompt_ids, stream_options, m.stop_ids());
   if (!json && args.GetFlag("echo")) {
-    std::fwrite(prompt_echo.data(), 1, prompt_echo.size(), stdout);
+    StreamingDetokenizer echo(m.tokenizer(), /*skip_special_tokens=*/true);
+    std::string prompt_text;
+    for (int32_t id : prompt_ids) {
+      if (auto piece = echo.Push(id)) prompt_text += *piece;
+    }
+    std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
     std::fflush(stdout);
   }
-  if (!json) {
-    req.on_token = [&](int32_t id) {
-      auto piece = detok.Push(id);  // ids past the tokenizer's vocabulary have no text
-      if (piece) {
-        std::fwrite(piece->data(), 1, piece->size(), stdout);
-        std::fflush(stdout);
-      }
-      return true;
+  SequenceRequest req;
+  req.prompt_ids = prompt_ids;
+  req.max_new_tokens = max_tokens;
+  req.stop_ids = m.stop_ids();
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logits;
+  if (top_k > 0) {
+    req.on_logits = [&](std::span<const float> logits) {
+      top_logits.push_back(TopK(logits, static_cast<int>(top_k)));
     };
   }
-  auto result = GenerateGreedy(**exec, 0, req);
-  if (!result) return ReportError("generate", result.status());
+  std::string completion;
+  bool stopped_by_string = false;
+  auto emit = [&](const std::string& text) {
+    completion += text;
+    if (!json) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  req.on_token = [&](int32_t id) {
+    TokenDelta d = stream.Push(id, {});
+    emit(d.text);
+    stopped_by_string = d.stopped;
+    return !d.stopped;
+  };
+  SequenceResult result;
+  req.on_finish = [&](const SequenceResult& r) {
+    result = r;
+    if (!stopped_by_string) emit(stream.Finish());
+  };
+  if (auto id = m.scheduler().Submit(std::move(req)); !id)
+    return ReportError("generate", id.status());
+  while (m.scheduler().HasWork()) {
+    if (Status st = m.scheduler().Step(); !st.ok()) return ReportError("generate", st);
+  }
+  if (!result.status.ok()) return ReportError("generate", result.status);
   if (!json) {
-    std::string rest = detok.Finish();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
   }
@@ -154,40 +175,30 @@ int Run(int argc, char** argv) {
   auto known = [&](const std::vector<int32_t>& ids) {
     std::vector<int32_t> out;
     for (int32_t id : ids) {
-      if (id < tok->tokenizer.vocab_size()) out.push_back(id);
+      if (id < m.tokenizer().vocab_size()) out.push_back(id);
     }
     return out;
   };
   std::vector<int32_t> all = prompt_ids;
-  all.insert(all.end(), result->generated_ids.begin(), result->generated_ids.end());
-  auto text = tok->tokenizer.Decode(known(all), /*skip_special_tokens=*/true);
-  auto prompt_text = tok->tokenizer.Decode(known(prompt_ids), /*skip_special_tokens=*/true);
-  if (!text || !prompt_text) {
-    return ReportError("generate", (!text ? text : prompt_text).status());
-  }
-  std::string completion;
-  if (text->compare(0, prompt_text->size(), *prompt_text) == 0) {
-    completion = text->substr(prompt_text->size());
-  } else {
-    auto gen_text = tok->tokenizer.Decode(known(result->generated_ids), true);
-    if (!gen_text) return ReportError("generate", gen_text.status());
-    completion = *gen_text;
-  }
+  all.insert(all.end(), result.generated_ids.begin(), result.generated_ids.end());
+  auto text = m.tokenizer().Decode(known(all), /*skip_special_tokens=*/true);
+  if (!text) return ReportError("generate", text.status());
+  const StopReason reason = stopped_by_string ? StopReason::kStopToken : result.stop_reason;
   nlohmann::ordered_json out;
   out["prompt_ids"] = prompt_ids;
-  out["generated_ids"] = result->generated_ids;
+  out["generated_ids"] = result.generated_ids;
   out["text"] = *text;
   out["completion_text"] = completion;
-  out["stop_reason"] = StopReasonName(result->stop_reason);
+  out["stop_reason"] = StopReasonName(reason);
   nlohmann::ordered_json tops = nlohmann::ordered_json::array();
-  for (const auto& step : result->top_logits) {
+  for (const auto& step : top_logits) {
     nlohmann::ordered_json row = nlohmann::ordered_json::array();
     for (const auto& [id, logit] : step) row.push_back({id, logit});
     tops.push_back(row);
   }
   out["top_logits"] = tops;
-  out["placement"] = placement->Describe();
-  const GenerateTimings& t = result->timings;
+  out["placement"] = m.executor().placement().Describe();
+  const GenerateTimings& t = result.timings;
   out["timings"] = {{"load_ms", load_ms},
                     {"prefill_ms", t.prefill_ms},
                     {"ttft_ms", t.ttft_ms},

@@ -66,7 +66,12 @@ TEST(OpenAiApi, BadFieldsNameTheField) {
                         {"frequency_penalty", -2.5},
                         {"seed", -1},
                         {"top_logprobs", 21},
-                        {"n", 2},
+                        {"n", 17},
+                        {"n", 0},
+                        {"user", "u"},
+                        {"logit_bias", json::object()},
+                        {"tool_choice", "required"},
+                        {"response_format", json::object({{"type", "xml"}})},
                         {"max_tokens", 0},
                         {"stop", json::array({"a", "b", "c", "d", "e"})},
                         {"stream", "yes"}};
@@ -118,6 +123,104 @@ TEST(OpenAiApi, CompletionAndTokenizeRequests) {
   ASSERT_TRUE(std::holds_alternative<JobRequest>(t));
   EXPECT_FALSE(std::get<JobRequest>(t).add_special_tokens);
   EXPECT_TRUE(std::holds_alternative<ApiError>(ParseDetokenizeRequest({{"tokens", {1, -1}}}, "d")));
+}
+
+}  // namespace
+}  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+json Weather(bool strict = false) {
+  json params = {{"type", "object"},
+                 {"properties", {{"city", {{"type", "string"}}}}},
+                 {"required", json::array({"city"})}};
+  json fn = {{"name", "get_weather"}, {"parameters", params}};
+  if (strict) fn["strict"] = true;
+  return {{"type", "function"}, {"function", fn}};
+}
+
+json UserMessages() {
+  return json::array({{{"role", "user"}, {"content", "hi"}}});
+}
+
+TEST(OpenAiFields, ToolsAndToolChoiceReachTheJob) {
+  auto r = ParseChatRequest(
+      json{{"messages", UserMessages()},
+           {"tools", json::array({Weather()})},
+           {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
+      "m");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
+  const JobRequest& job = std::get<GenerationRequest>(r).job;
+  EXPECT_EQ(job.tool_choice, "get_weather");
+  EXPECT_NE(job.tools.find("get_weather"), std::string::npos);
+  auto plain = ParseChatRequest(json{{"messages", UserMessages()}}, "m");
+  EXPECT_EQ(std::get<GenerationRequest>(plain).job.tool_choice, "none");
+}
+
+TEST(OpenAiFields, BadToolsNameTheField) {
+  struct Case {
+    json extra;
+    std::string param;
+  };
+  json bad_name = Weather();
+  bad_name["function"]["name"] = "has space";
+  json bad_schema = Weather();
+  bad_schema["function"]["parameters"] = {{"type", "object"},
+                                          {"patternProperties", json::object()}};
+  const std::vector<Case> cases = {
+      {{{"tools", "x"}}, "tools"},
+      {{{"tools", json::array({bad_name})}}, "tools[0].function.name"},
+      {{{"tools", json::array({Weather(), Weather()})}}, "tools[1].function.name"},
+      {{{"tools", json::array({bad_schema})}}, "tools[0].function.parameters"},
+      {{{"tools", json::array({Weather(true)})}}, "tools"},  // strict needs a forced call
+      {{{"tools", json::array({Weather()})}, {"tool_choice", "sometimes"}}, "tool_choice"},
+      {{{"tools", json::array({Weather()})},
+        {"tool_choice", {{"type", "function"}, {"function", {{"name", "other"}}}}}},
+       "tool_choice"},
+      {{{"tool_choice", "auto"}}, "tool_choice"},  // no tools
+      {{{"parallel_tool_calls", false}}, "parallel_tool_calls"},
+      {{{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema",
+           {{"name", "x"}, {"schema", {{"type", "object"}, {"allOf", json::array()}}}}}}}},
+       "response_format.json_schema.schema"},
+  };
+  for (const Case& c : cases) {
+    json body = {{"messages", UserMessages()}};
+    body.update(c.extra);
+    auto r = ParseChatRequest(body, "m");
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body.dump();
+    EXPECT_EQ(std::get<ApiError>(r).param, c.param) << body.dump();
+  }
+}
+
+TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
+  json messages = json::array(
+      {{{"role", "user"}, {"content", "weather?"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls",
+         json::array(
+             {{{"id", "call_1"},
+               {"type", "function"},
+               {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"P\"}"}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21C"}}});
+  auto r = ParseChatRequest(json{{"messages", messages}, {"tools", json::array({Weather()})}}, "m");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
+  const JobRequest& job = std::get<GenerationRequest>(r).job;
+  ASSERT_EQ(job.messages.size(), 3u);
+  EXPECT_NE(job.messages[1].tool_calls.find("call_1"), std::string::npos);
+  EXPECT_EQ(job.messages[2].tool_call_id, "call_1");
+  // A tool message without its call id, and an unknown message field.
+  messages[2].erase("tool_call_id");
+  auto missing = ParseChatRequest(json{{"messages", messages}}, "m");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(missing));
+  EXPECT_EQ(std::get<ApiError>(missing).param, "messages[2].tool_call_id");
+  auto unknown = ParseChatRequest(
+      json{{"messages", json::array({{{"role", "user"}, {"content", "x"}, {"audio", 1}}})}}, "m");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(unknown));
+  EXPECT_EQ(std::get<ApiError>(unknown).param, "messages[0].audio");
 }
 
 }  // namespace
