@@ -8,7 +8,8 @@
 // Replies stream as they are decoded; only the model's text is printed, never template text.
 // Commands: /reset, /stats, /help, /exit (EOF also exits). The conversation is re-rendered
 // each turn and trimmed to the context window (oldest whole turns first, with a notice); the
-// KV cache is reused for the part of the new prompt that matches what the slot already holds.
+// scheduler's prompt cache reuses the part of the new prompt the slot already holds. The
+// model is opened and run through the same pipeline as the server (runtime/loaded_model.h).
 //
 // Ctrl-C (SIGINT) while a reply streams stops that reply and returns to the prompt (the
 // partial reply stays in the history). Ctrl-C at the prompt discards the line being typed and
@@ -32,11 +33,11 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/generator.h"
-#include "engine/model_executor.h"
-#include "engine/placement.h"
 #include "model/checkpoint.h"
 #include "model_loading.h"
 #include "prompt/prompt.h"
+#include "runtime/loaded_model.h"
+#include "runtime/text_stream.h"
 #include "sampling/sampling_params.h"
 
 namespace tessera {
@@ -189,11 +190,12 @@ struct ReplyStats {
 
 class ChatSession {
  public:
-  ChatSession(PromptAssembler assembler, ModelExecutor& exec, GenerateRequest base,
-              ordered_json kwargs, std::string system, int64_t reply_reserve)
-      : assembler_(std::move(assembler)),
-        exec_(exec),
-        base_(std::move(base)),
+  ChatSession(LoadedModel& model, int64_t max_new_tokens,
+              std::optional<ResolvedSamplingParams> sampling, ordered_json kwargs,
+              std::string system, int64_t reply_reserve)
+      : model_(model),
+        max_new_tokens_(max_new_tokens),
+        sampling_(std::move(sampling)),
         kwargs_(std::move(kwargs)),
         system_(std::move(system)),
         reply_reserve_(reply_reserve) {
@@ -203,72 +205,70 @@ class ChatSession {
   void Reset() {
     history_ = ordered_json::array();
     if (!system_.empty()) history_.push_back({{"role", "system"}, {"content", system_}});
-    slot_ids_.clear();
   }
 
   // One turn: streams the reply to stdout. Errors that leave the session usable (the
-  // message does not fit) come back as a Status with the history unchanged.
+  // message does not fit) come back as a Status with the history unchanged. The scheduler's
+  // prompt cache reuses the part of the new prompt the slot already holds.
   Status Turn(const std::string& user_text, bool* cancelled) {
     *cancelled = false;
     ordered_json candidate = history_;
     candidate.push_back({{"role", "user"}, {"content", user_text}});
-    const int64_t budget = exec_.max_seq() - reply_reserve_;
+    const int64_t context = model_.context();
+    const int64_t budget = context - reply_reserve_;
     TS_ASSIGN_OR_RETURN(TrimmedPrompt trimmed,
-                        assembler_.AssembleWithin(candidate, /*add_generation_prompt=*/true,
-                                                  kwargs_, static_cast<size_t>(budget)));
+                        model_.assembler()->AssembleWithin(candidate,
+                                                           /*add_generation_prompt=*/true, kwargs_,
+                                                           static_cast<size_t>(budget)));
     if (trimmed.dropped_messages > 0) {
       std::fprintf(stderr,
                    "[history trimmed: %zu earlier message%s dropped to fit the %lld-token "
                    "context]\n",
                    trimmed.dropped_messages, trimmed.dropped_messages == 1 ? "" : "s",
-                   static_cast<long long>(exec_.max_seq()));
+                   static_cast<long long>(context));
     }
     const std::vector<int32_t>& ids = trimmed.prompt.ids;
-    GenerateRequest req = base_;
+    SequenceRequest req;
     req.prompt_ids = ids;
     req.max_new_tokens =
-        std::min<int64_t>(base_.max_new_tokens, exec_.max_seq() - static_cast<int64_t>(ids.size()));
-    size_t common = 0;
-    while (common < slot_ids_.size() && common < ids.size() && slot_ids_[common] == ids[common]) {
-      ++common;
-    }
-    req.reuse_prefix_tokens = static_cast<int64_t>(common);
-
-    const Tokenizer& tok = assembler_.tokenizer();
-    StreamingDetokenizer detok(tok, /*skip_special_tokens=*/true);
-    std::vector<int32_t> reply_ids;
+        std::min<int64_t>(max_new_tokens_, context - static_cast<int64_t>(ids.size()));
+    req.stop_ids = model_.stop_ids();
+    req.sampling = sampling_;
+    TextStream stream(model_.tokenizer(), ids, {}, model_.stop_ids());
+    std::string reply;
     req.on_token = [&](int32_t id) {
       if (g_interrupted) return false;  // this token is not shown
-      bool is_stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
-      if (!is_stop && id < tok.vocab_size()) {
-        reply_ids.push_back(id);
-        if (auto piece = detok.Push(id)) Print(*piece);
-      }
+      const std::string piece = stream.Push(id, {}).text;
+      reply += piece;
+      Print(piece);
       return true;
     };
+    SequenceResult result;
+    req.on_finish = [&](const SequenceResult& r) { result = r; };
     g_interrupted = 0;
-    auto result = Generate(exec_, /*slot=*/0, req);
-    if (!result) {
-      slot_ids_.clear();  // the cache may hold a partial prefill
+    TS_RETURN_IF_ERROR(model_.scheduler().Submit(std::move(req)).status());
+    while (model_.scheduler().HasWork()) {
+      if (Status st = model_.scheduler().Step(); !st.ok()) {
+        Print("\n");
+        return st;
+      }
+    }
+    if (!result.status.ok()) {
       Print("\n");
-      return result.status();
+      return result.status;
     }
-    Print(detok.Finish() + "\n");
-    *cancelled = result->stop_reason == StopReason::kCancelled;
+    const std::string tail = result.stop_reason == StopReason::kCancelled ? "" : stream.Finish();
+    reply += tail;
+    Print(tail + "\n");
+    *cancelled = result.stop_reason == StopReason::kCancelled;
     g_interrupted = 0;
-
-    // The slot now holds the prompt and every generated id but the last one.
-    slot_ids_ = ids;
-    if (!result->generated_ids.empty()) {
-      slot_ids_.insert(slot_ids_.end(), result->generated_ids.begin(),
-                       result->generated_ids.end() - 1);
-    }
-    auto reply = tok.Decode(reply_ids, /*skip_special_tokens=*/true);
+    context_used_ =
+        ids.size() + (result.generated_ids.empty() ? 0 : result.generated_ids.size() - 1);
     history_ = std::move(trimmed.messages);
-    history_.push_back({{"role", "assistant"}, {"content", reply ? *reply : std::string()}});
+    history_.push_back({{"role", "assistant"}, {"content", reply}});
     stats_.valid = true;
-    stats_.timings = result->timings;
-    stats_.generated = result->generated_ids.size();
+    stats_.timings = result.timings;
+    stats_.generated = result.generated_ids.size();
     return Status::Ok();
   }
 
@@ -291,20 +291,20 @@ class ChatSession {
       out += "no reply yet\n";
     }
     std::snprintf(line, sizeof(line), "context: %zu of %lld tokens\npeak rss: %.1f MB\n",
-                  slot_ids_.size(), static_cast<long long>(exec_.max_seq()), peak_rss_mb);
+                  context_used_, static_cast<long long>(model_.context()), peak_rss_mb);
     out += line;
     return out;
   }
 
  private:
-  PromptAssembler assembler_;
-  ModelExecutor& exec_;
-  GenerateRequest base_;  // stop ids, sampling, max_new_tokens
+  LoadedModel& model_;
+  int64_t max_new_tokens_;
+  std::optional<ResolvedSamplingParams> sampling_;  // absent: greedy
   ordered_json kwargs_;
   std::string system_;
   int64_t reply_reserve_;
   ordered_json history_;
-  std::vector<int32_t> slot_ids_;  // what slot 0's KV cache holds, position by position
+  size_t context_used_ = 0;  // positions the slot's cache holds after the last reply
   ReplyStats stats_;
 };
 
@@ -402,19 +402,7 @@ int Run(int argc, char** argv) {
   auto resolved_dir = ResolveModelDir(args.GetString("model"));
   if (!resolved_dir) return ReportError("chat", resolved_dir.status());
   const std::string dir = *resolved_dir;
-
-  auto ckpt = OpenCheckpoint(dir);
-  if (!ckpt) return ReportError(kCommand, ckpt.status());
-  if (const auto thinking = (*ckpt)->config.default_enable_thinking;
-      thinking && !kwargs.contains("enable_thinking")) {
-    kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly unless asked
-  }
-  auto sampling = ResolveSamplingFlags(args, (*ckpt)->generation);
-  if (!sampling) return ReportError(kCommand, sampling.status());
-  auto tok = LoadTokenizerDir(dir);
-  if (!tok) return ReportError(kCommand, tok.status());
-  auto chat_config = LoadChatTemplateConfig(dir);
-  if (!chat_config) {
+  if (auto chat_config = LoadChatTemplateConfig(dir); !chat_config) {
     if (chat_config.status().code() == ErrorCode::kNotFound) {
       std::fprintf(stderr,
                    "tessera chat: %s has no chat template (no chat_template.jinja and no "
@@ -425,40 +413,37 @@ int Run(int argc, char** argv) {
     }
     return ReportError(kCommand, chat_config.status());
   }
-  auto assembler = PromptAssembler::Create(*chat_config, tok->tokenizer);
-  if (!assembler) return ReportError(kCommand, assembler.status());
-
-  auto placement = ParsePlacement(args.GetString("placement"), (*ckpt)->config.num_layers);
-  if (!placement) return ReportError(kCommand, placement.status());
-  ModelExecutor::Options options;
-  options.max_seq = args.GetInt("context");
-  auto run_ckpt =
-      UsePackageCache(args.GetString("model"), *ckpt, *placement, options.backend.weights);
-  if (!run_ckpt) return ReportError(kCommand, run_ckpt.status());
-  auto exec = ModelExecutor::Load(*run_ckpt, *placement, options);
-  if (!exec) return ReportError(kCommand, exec.status());
+  // Flags are checked before anything is loaded (the generation defaults come from the
+  // checkpoint's small config files).
+  auto ckpt = OpenCheckpoint(dir);
+  if (!ckpt) return ReportError(kCommand, ckpt.status());
+  auto sampling = ResolveSamplingFlags(args, (*ckpt)->generation);
+  if (!sampling) return ReportError(kCommand, sampling.status());
+  ckpt->reset();
+  ModelLoadOptions options;
+  options.placement = args.GetString("placement");
+  options.context = args.GetInt("context");
+  options.parallel = 1;
+  auto model = LoadedModel::Open(dir, options, [](const std::string& line) {
+    std::fprintf(stderr, "tessera: %s\n", line.c_str());
+  });
+  if (!model) return ReportError(kCommand, model.status());
+  LoadedModel& m = **model;
+  if (const auto thinking = m.checkpoint().config.default_enable_thinking;
+      thinking && !kwargs.contains("enable_thinking")) {
+    kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly unless asked
+  }
   if (sampling->seed_was_generated) {
     std::fprintf(stderr, "tessera chat: sampling seed %llu\n",
                  static_cast<unsigned long long>(sampling->seed));
   }
-
-  GenerateRequest base;
-  base.max_new_tokens = max_tokens;
-  base.stop_ids = StopIds(**ckpt);
-  if (tok->config.eos_token) {
-    // Chat models end a turn with the tokenizer's eos (e.g. <|im_end|>), which
-    // generation_config.json does not always list.
-    std::optional<int32_t> eos = tok->tokenizer.TokenToId(*tok->config.eos_token);
-    if (eos && std::find(base.stop_ids.begin(), base.stop_ids.end(), *eos) == base.stop_ids.end()) {
-      base.stop_ids.push_back(*eos);
-    }
-  }
-  if (sampling->mode == SamplingMode::kSample) base.sampling = *sampling;
+  std::optional<ResolvedSamplingParams> chosen;
+  if (sampling->mode == SamplingMode::kSample) chosen = *sampling;
   // Room kept for the reply when trimming the history: the reply budget, but never more than
   // half the context so that a long --max-tokens still leaves space for the conversation.
-  const int64_t reply_reserve = std::min(max_tokens, (*exec)->max_seq() / 2);
+  const int64_t reply_reserve = std::min(max_tokens, m.context() / 2);
 
-  ChatSession session(std::move(*assembler), **exec, std::move(base), std::move(kwargs),
+  ChatSession session(m, max_tokens, chosen, std::move(kwargs),
                       args.Has("system") ? args.GetString("system") : std::string(), reply_reserve);
   InstallInterruptHandler();
   if (args.Has("prompt")) {

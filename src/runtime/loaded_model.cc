@@ -81,6 +81,15 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   }
   m->defaults_ = SamplingDefaultsFor(ckpt->generation);
   m->stop_ids_ = StopIds(*ckpt);
+  if (m->assembler_ && m->tokenizer_config_.eos_token) {
+    // Chat models end a turn with the tokenizer's eos (e.g. <|im_end|>), which
+    // generation_config.json does not always list.
+    std::optional<int32_t> eos = m->tokenizer_->TokenToId(*m->tokenizer_config_.eos_token);
+    if (eos && *eos < ckpt->config.vocab_size &&
+        std::find(m->stop_ids_.begin(), m->stop_ids_.end(), *eos) == m->stop_ids_.end()) {
+      m->stop_ids_.push_back(*eos);
+    }
+  }
   TS_ASSIGN_OR_RETURN(Placement placement,
                       ParsePlacement(options.placement, ckpt->config.num_layers));
   if (options.package_cache) {
