@@ -360,6 +360,12 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
     done.decode_ms = t.decode_ms;
     done.prefill_tok_s = t.prefill_tok_s;
     done.decode_tok_s = t.decode_tok_s;
+    const Scheduler& sched = model_->scheduler();
+    done.slots = sched.slots();
+    done.slots_in_use = sched.running();
+    done.sequences_waiting = sched.waiting();
+    done.kv_free_positions =
+        static_cast<int64_t>(sched.slots() - sched.running()) * model_->context();
     send_(EncodeDone(done));
   }
   on_end_(job_id_);  // the worker deletes this job: nothing may touch it after

@@ -68,6 +68,8 @@ void AdmissionQueue::Leave(uint64_t, double seconds) {
     --active_;
     if (seconds >= 0 && std::isfinite(seconds))
       mean_job_seconds_ = 0.8 * mean_job_seconds_ + 0.2 * seconds;
+    finished_at_.push_back(Clock::now());
+    if (finished_at_.size() > kDrainWindow) finished_at_.pop_front();
   }
   cv_.notify_all();
 }
@@ -95,11 +97,34 @@ int AdmissionQueue::waiting() const {
   return static_cast<int>(waiting_.size());
 }
 
+double AdmissionQueue::DrainPerSecondLocked() const {
+  // Jobs finished per second over the recent finishes, while they are recent (a rate measured
+  // minutes ago says nothing about now).
+  if (finished_at_.size() < 2) return 0;
+  const double span =
+      std::chrono::duration<double>(finished_at_.back() - finished_at_.front()).count();
+  const double age = std::chrono::duration<double>(Clock::now() - finished_at_.back()).count();
+  if (span <= 0 || age > 4 * span + 10) return 0;
+  return static_cast<double>(finished_at_.size() - 1) / span;
+}
+
 int AdmissionQueue::RetryAfterLocked() const {
-  // Everyone ahead has to finish, max_active at a time.
-  const double ahead = static_cast<double>(active_) + static_cast<double>(waiting_.size());
-  const double seconds = ahead * mean_job_seconds_ / std::max(1, max_active_);
+  // A place opens when one job ahead finishes: at the measured drain rate, else (no recent
+  // finishes) everyone ahead at the mean job time, max_active at a time.
+  const double rate = DrainPerSecondLocked();
+  double seconds = 0;
+  if (rate > 0) {
+    seconds = 1.0 / rate;
+  } else {
+    const double ahead = static_cast<double>(active_) + static_cast<double>(waiting_.size());
+    seconds = ahead * mean_job_seconds_ / std::max(1, max_active_);
+  }
   return std::clamp(static_cast<int>(std::ceil(seconds)), 1, 3600);
+}
+
+double AdmissionQueue::drain_per_second() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DrainPerSecondLocked();
 }
 
 bool RateLimiter::Allow(const std::string& client, int* retry_after_s) {

@@ -1,7 +1,7 @@
 // The server's protections that do not need HTTP: the admission queue (a bounded number of
-// running and waiting requests, with a Retry-After estimate when full), a per-client sliding
-// window rate limit, constant-time key comparison and a JSON nesting check that runs before
-// any parser sees the body.
+// running and waiting requests, with a Retry-After from the measured drain rate when full), a
+// per-client sliding window rate limit, constant-time key comparison and a JSON nesting check that
+// runs before any parser sees the body.
 //
 //   AdmissionQueue queue(/*max_active=*/1, /*max_queued=*/2);
 //   AdmissionQueue::Entry e = queue.Enter();
@@ -53,9 +53,13 @@ class AdmissionQueue {
   bool WaitIdle(Clock::time_point deadline);
   int active() const;
   int waiting() const;
+  // Jobs finished per second, measured over the last finishes (0: none recently).
+  double drain_per_second() const;
 
  private:
+  static constexpr size_t kDrainWindow = 32;
   int RetryAfterLocked() const;
+  double DrainPerSecondLocked() const;
 
   const int max_active_;
   const int max_queued_;
@@ -64,7 +68,8 @@ class AdmissionQueue {
   std::deque<uint64_t> waiting_;
   int active_ = 0;
   uint64_t next_ticket_ = 1;
-  double mean_job_seconds_ = 2.0;  // a running average of finished jobs
+  double mean_job_seconds_ = 2.0;              // a running average of finished jobs
+  std::deque<Clock::time_point> finished_at_;  // the last kDrainWindow finishes
 };
 
 // At most `limit` requests per client in any 60-second window.

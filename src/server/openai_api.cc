@@ -337,6 +337,12 @@ json StatsJson(const JobOutcome& outcome, double queue_ms) {
     stats["prefill_tok_s"] = d.prefill_tok_s;
     stats["decode_tok_s"] = d.decode_tok_s;
     stats["model_load_ms"] = d.load_ms;
+    stats["cached_tokens"] = d.cached_tokens;
+    stats["worker_queue_ms"] = d.queue_ms;
+    stats["slots"] = {{"total", d.slots},
+                      {"in_use", d.slots_in_use},
+                      {"waiting", d.sequences_waiting},
+                      {"kv_free_positions", d.kv_free_positions}};
   } else {
     const bool any = outcome.ttft_ms_seen >= 0;
     const double decode_ms = any ? outcome.elapsed_ms_seen - outcome.ttft_ms_seen : 0;

@@ -415,6 +415,10 @@ std::string EncodeDone(const DoneMessage& m) {
   w.F64(m.decode_tok_s);
   w.U32(static_cast<uint32_t>(m.choice_finish_reasons.size()));
   for (const std::string& f : m.choice_finish_reasons) w.Str(f);
+  w.I32(m.slots);
+  w.I32(m.slots_in_use);
+  w.I32(m.sequences_waiting);
+  w.I64(m.kv_free_positions);
   return w.Take();
 }
 
@@ -438,6 +442,10 @@ Expected<DoneMessage> DecodeDone(std::string_view payload) {
     return Corrupt("worker message: more finish reasons than choices");
   }
   for (uint32_t i = 0; i < n && r.ok(); ++i) m.choice_finish_reasons.push_back(r.Str());
+  m.slots = r.I32();
+  m.slots_in_use = r.I32();
+  m.sequences_waiting = r.I32();
+  m.kv_free_positions = r.I64();
   return Checked(r, std::move(m));
 }
 

@@ -127,6 +127,12 @@ struct DoneMessage {
   // Every choice's finish reason when n > 1 (finish_reason is choice 0's); "tool_calls" when
   // the choice ended in tool calls.
   std::vector<std::string> choice_finish_reasons;
+  // The model's scheduler when the job ended: its slots, how many run a sequence, sequences
+  // waiting for one, and the KV positions of the free slots.
+  int32_t slots = 0;
+  int32_t slots_in_use = 0;
+  int32_t sequences_waiting = 0;
+  int64_t kv_free_positions = 0;
 };
 
 // Why a job failed; the HTTP side maps each to a status and OpenAI error type.

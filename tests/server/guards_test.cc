@@ -178,3 +178,28 @@ TEST(AdmissionQueue, AWithdrawnTicketGivesUpItsPlace) {
   queue.Leave(b.ticket, 0.1);
   EXPECT_TRUE(queue.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(10)));
 }
+
+namespace tessera::server {
+namespace {
+
+TEST(AdmissionQueueDrain, RetryAfterFollowsTheMeasuredDrainRate) {
+  AdmissionQueue q(/*max_active=*/1, /*max_queued=*/0);
+  EXPECT_EQ(q.drain_per_second(), 0);  // nothing finished yet
+  for (int i = 0; i < 4; ++i) {
+    AdmissionQueue::Entry e = q.Enter();
+    ASSERT_TRUE(e.admitted);
+    ASSERT_TRUE(q.WaitTurn(e.ticket, AdmissionQueue::Clock::now() + std::chrono::seconds(5)));
+    q.Leave(e.ticket, 100.0);  // a long mean job time, which the drain rate overrides
+  }
+  EXPECT_GT(q.drain_per_second(), 0);
+  AdmissionQueue::Entry running = q.Enter();
+  ASSERT_TRUE(q.WaitTurn(running.ticket, AdmissionQueue::Clock::now() + std::chrono::seconds(5)));
+  AdmissionQueue::Entry refused = q.Enter();
+  EXPECT_FALSE(refused.admitted);
+  // Jobs just finished back to back: a place opens in well under a second, so the floor of 1.
+  EXPECT_EQ(refused.retry_after_s, 1);
+  q.Leave(running.ticket, 0);
+}
+
+}  // namespace
+}  // namespace tessera::server
