@@ -156,6 +156,10 @@ int RunServeCommand(int argc, char** argv) {
               "sequence slots per model, decoded together (0: chosen from the cores and memory, "
               "logged)",
               0);
+  args.AddInt("kv-memory",
+              "MiB of KV cache per model; with it --context defaults to the longest that fits "
+              "(up to the model's own), and a larger cache is refused (0: no budget)",
+              0);
   args.AddInt("max-active", "requests running at once (0: --parallel's slots)", 0);
   args.AddInt("max-queued", "requests waiting before 429 (0: twice the slots)", 0);
   args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
@@ -284,7 +288,8 @@ int RunServeCommand(int argc, char** argv) {
   options.worker_args.insert(options.worker_args.end(),
                              {"--placement", args.GetString("placement"), "--context",
                               std::to_string(args.GetInt("context")), "--parallel",
-                              std::to_string(args.GetInt("parallel")), "--max-loaded-models",
+                              std::to_string(args.GetInt("parallel")), "--kv-memory",
+                              std::to_string(args.GetInt("kv-memory")), "--max-loaded-models",
                               std::to_string(args.GetInt("max-loaded-models"))});
   if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
   if (args.GetFlag("bf16-activations")) options.worker_args.push_back("--bf16-activations");
@@ -298,6 +303,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddString("placement", "layers per backend", false, "cpu");
   args.AddInt("context", "KV positions per model", 0);
   args.AddInt("parallel", "sequence slots per model (0: from cores and memory)", 0);
+  args.AddInt("kv-memory", "MiB of KV cache per model (0: no budget)", 0);
   args.AddInt("max-loaded-models", "models resident at once", 1);
   args.AddFlag("no-prewarm", "do not load the default model at start");
   args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
@@ -312,6 +318,7 @@ int RunWorkerCommand(int argc, char** argv) {
   options.placement = args.GetString("placement");
   options.context = args.GetInt("context");
   options.parallel = static_cast<int>(std::clamp<int64_t>(args.GetInt("parallel"), 0, 256));
+  options.kv_memory_mib = std::max<int64_t>(args.GetInt("kv-memory"), 0);
   options.max_loaded_models =
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");

@@ -103,18 +103,37 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   exec_options.backend.weights = options.weights;
   exec_options.backend.threads = options.threads;
   exec_options.backend.bf16_activations = options.bf16_activations;
-  const int64_t context =
-      options.context > 0
-          ? options.context
-          : std::min<int64_t>(std::max<int64_t>(ckpt->config.max_position_embeddings, 1), 4096);
-  const uint64_t per_slot = KvBytesPerSlot(ckpt->tensors.spec, context);
+  const int64_t model_max = std::max<int64_t>(ckpt->config.max_position_embeddings, 1);
+  int64_t context = options.context > 0 ? options.context : std::min<int64_t>(model_max, 4096);
+  const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(options.kv_memory_mib, 0)) << 20;
   int slots = options.parallel;
   if (slots <= 0) {
     std::string why;
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    slots = DefaultParallelSlots(cores, PhysicalMemoryBytes(), per_slot, &why);
+    slots = DefaultParallelSlots(cores, budget > 0 ? 4 * budget : PhysicalMemoryBytes(),
+                                 KvBytesPerSlot(ckpt->tensors.spec, context), &why);
     if (log) log("parallel: " + why);
   }
+  if (budget > 0 && options.context <= 0) {
+    // The longest context the budget holds for every slot, in steps of 256, up to the model's.
+    const uint64_t per_256 = KvBytesPerSlot(ckpt->tensors.spec, 256) * static_cast<uint64_t>(slots);
+    const int64_t fit = per_256 > 0 ? static_cast<int64_t>(budget / per_256) * 256 : model_max;
+    context = std::clamp<int64_t>(fit, 256, model_max);
+    if (log) {
+      log("context: " + std::to_string(context) + " positions per slot (--kv-memory " +
+          std::to_string(options.kv_memory_mib) + " MiB over " + std::to_string(slots) +
+          " slots; the model's limit is " + std::to_string(model_max) + ")");
+    }
+  }
+  const uint64_t per_slot = KvBytesPerSlot(ckpt->tensors.spec, context);
+  if (budget > 0 && per_slot * static_cast<uint64_t>(slots) > budget) {
+    return ResourceExhausted(
+        "the KV cache of " + std::to_string(slots) + " slots x " + std::to_string(context) +
+        " positions needs " + std::to_string((per_slot * static_cast<uint64_t>(slots)) >> 20) +
+        " MiB, more than --kv-memory " + std::to_string(options.kv_memory_mib) +
+        " MiB; lower --parallel or --context, or raise --kv-memory");
+  }
+  exec_options.max_seq = context;
   exec_options.max_slots = slots;
   // Every slot's decode token plus one prompt chunk per step.
   exec_options.max_batch_tokens = slots + kPrefillChunkTokens;

@@ -36,8 +36,12 @@ struct ModelLoadOptions {
   WeightFormat weights = WeightFormat::kAuto;
   int threads = 0;
   bool bf16_activations = false;
-  int64_t context = 0;        // KV positions per slot; 0: the model's own, at most 4096
-  int parallel = 1;           // sequence slots; 0: chosen from the cores and memory (logged)
+  int64_t context = 0;  // KV positions per slot; 0: the model's own, at most 4096
+  int parallel = 1;     // sequence slots; 0: chosen from the cores and memory (logged)
+  // The KV cache's budget in MiB (0: none given). With it, a context left at 0 is the largest
+  // the budget holds for the slots, up to the model's own limit; a cache larger than the
+  // budget is refused at load with the flags to change.
+  int64_t kv_memory_mib = 0;
   bool package_cache = true;  // a checkpoint given by path runs from its package
   bool prewarm = false;       // one forward pass at load, so the first request does not pay
 };

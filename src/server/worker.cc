@@ -161,6 +161,7 @@ class Worker {
     o.placement = options_.placement;
     o.context = options_.context;
     o.parallel = options_.parallel;
+    o.kv_memory_mib = options_.kv_memory_mib;
     o.bf16_activations = options_.bf16_activations;
     o.prewarm = true;
     auto log = [&](const std::string& line) {

@@ -26,8 +26,9 @@ struct ModelEntry {
 struct WorkerOptions {
   std::vector<ModelEntry> models;  // the first is the default, loaded at start
   std::string placement = "cpu";
-  int64_t context = 0;  // KV positions per slot; 0: the model's own, at most 4096
-  int parallel = 0;     // sequence slots per model; 0: chosen from cores and memory
+  int64_t context = 0;        // KV positions per slot; 0: the model's own, at most 4096
+  int parallel = 0;           // sequence slots per model; 0: chosen from cores and memory
+  int64_t kv_memory_mib = 0;  // each model's KV cache budget (0: none)
   int max_loaded_models = 1;
   bool prewarm = true;            // load and warm the default model before reporting ready
   bool bf16_activations = false;  // BackendOptions::bf16_activations for BF16 packages

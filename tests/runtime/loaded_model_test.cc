@@ -88,6 +88,21 @@ TEST(LoadedModel, RefusesWhatItCannotOpen) {
   EXPECT_FALSE(m->RenderChat(nlohmann::ordered_json::array(), {}));  // no chat template
 }
 
+TEST(LoadedModel, KvMemoryBudgetSetsTheContextOrRefuses) {
+  ModelLoadOptions o;
+  o.package_cache = false;
+  o.parallel = 8;
+  o.kv_memory_mib = 64;
+  auto roomy = LoadedModel::Open(StoriesDir(), o);
+  ASSERT_TRUE(roomy) << roomy.status().message();
+  EXPECT_EQ((*roomy)->context(), (*roomy)->checkpoint().config.max_position_embeddings);
+  EXPECT_LE((*roomy)->kv_bytes(), 64u << 20);
+  o.kv_memory_mib = 1;  // not even 256 positions for 8 slots
+  auto tight = LoadedModel::Open(StoriesDir(), o);
+  ASSERT_FALSE(tight);
+  EXPECT_NE(tight.status().message().find("--kv-memory"), std::string::npos);
+}
+
 TEST(LoadedModel, DefaultSlotsFollowCoresAndMemory) {
   std::string why;
   EXPECT_EQ(DefaultParallelSlots(2, 24ull << 30, 100ull << 20, &why), 4);
