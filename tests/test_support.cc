@@ -59,6 +59,22 @@ TempDir::~TempDir() {
   for (const auto& p : packages) std::filesystem::remove_all(p, ec);
 }
 
+std::vector<std::string> ChildEnvironment() {
+  std::vector<std::string> env;
+  std::string read_only = SharedDir();
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.starts_with("TESSERA_READ_ONLY_DIRS=")) {
+      const std::string listed = entry.substr(entry.find('=') + 1);
+      if (!listed.empty()) read_only += ":" + listed;
+    } else {
+      env.push_back(entry);
+    }
+  }
+  env.push_back("TESSERA_READ_ONLY_DIRS=" + read_only);
+  return env;
+}
+
 void WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw std::runtime_error("cannot write " + path);
@@ -103,8 +119,12 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
         deadline - std::chrono::steady_clock::now());
     return static_cast<int>(std::max<int64_t>(0, left.count()));
   };
+  const std::vector<std::string> env_strings = ChildEnvironment();
+  std::vector<char*> env;
+  for (const auto& e : env_strings) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
   pid_t pid;
-  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(in_pipe[0]);

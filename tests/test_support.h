@@ -4,6 +4,9 @@
 //   std::string dir = tessera::test::SharedDir() + "/models/stories260k";
 //   tessera::test::TempDir tmp;                     // removed at scope exit
 //   auto r = tessera::test::RunTessera({"generate", "--model", dir}, "");
+//
+// Tests leave the shared data untouched: every child sees it as read-only by policy
+// (ChildEnvironment), and ctest points TESSERA_MODELS into the build tree.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,11 @@ struct ProcessResult {
   std::string out;
   std::string err;
 };
+
+// The environment RunProcess gives a child: this process's, with SharedDir() added to
+// TESSERA_READ_ONLY_DIRS. Shared data is read-only by policy even where the filesystem lets a
+// test write there, so a package converted from it on first use goes to $TESSERA_MODELS.
+std::vector<std::string> ChildEnvironment();
 
 // Runs argv[0..] (argv[0] is the program) with `input` on stdin; captures stdout/stderr.
 // timeout_ms > 0 bounds the run: the child runs in a process group of its own, and when it has
