@@ -17,6 +17,7 @@
 #include "catalog/model_store.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "engine/placement.h"
 #include "format/model_config.h"
 #include "model_loading.h"
 #include "runtime/loaded_model.h"
@@ -114,6 +115,24 @@ Expected<std::vector<ModelEntry>> InstalledServableModels() {
   return found;
 }
 
+// --placement against every served model before the server listens: the worker would only
+// find a bad one when it loads, fail, and be restarted over and over. The layer counts come
+// from each model's config.json (cheap to read); a config that does not parse is left for the
+// worker to report when that model is asked for.
+Status CheckPlacementFitsModels(const std::string& spec, const std::vector<ModelEntry>& models) {
+  for (const ModelEntry& m : models) {
+    auto text = ReadFileToString(m.dir + "/config.json", 16u << 20);
+    if (!text) continue;
+    auto config = ParseModelConfig(*text);
+    if (!config) continue;
+    if (auto placement = ParsePlacement(spec, config->num_layers); !placement) {
+      return InvalidArgument("--placement does not fit the model '" + m.name +
+                             "': " + placement.status().message());
+    }
+  }
+  return Status::Ok();
+}
+
 std::string GenerateApiKey() {
   std::random_device rd;
   static const char kHex[] = "0123456789abcdef";
@@ -181,6 +200,36 @@ int RunServeCommand(int argc, char** argv) {
     std::printf("%s", args.Usage().c_str());
     return 0;
   }
+  // Every flag whose value can be checked without a model is checked here, before models are
+  // resolved and long before the server listens: a bad one is a one-line error and exit 2.
+  if (Status st = CheckPlacementSpec(args.GetString("placement")); !st.ok()) {
+    return ReportError("serve", InvalidArgument("--" + st.message()));
+  }
+  const int64_t port = args.GetInt("port");
+  if (port < 0 || port > 65535)
+    return ReportError("serve", InvalidArgument("--port must be between 0 and 65535"));
+  struct Bound {
+    const char* flag;
+    int64_t lo, hi;
+  };
+  for (const Bound& b :
+       {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
+        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096}, Bound{"parallel", 0, 256},
+        Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
+        Bound{"max-body-bytes", 1024, 64 << 20}, Bound{"max-loaded-models", 1, 64},
+        Bound{"context", 0, 1 << 20}, Bound{"http-threads", 1, 64},
+        Bound{"keep-alive-timeout", 1, 3600}, Bound{"header-timeout", 1, 3600},
+        Bound{"max-connections", 1, 1000000}, Bound{"max-connections-per-client", 1, 1000000}}) {
+    const int64_t v = args.GetInt(b.flag);
+    if (v < b.lo || v > b.hi) {
+      return ReportError("serve",
+                         InvalidArgument("--" + std::string(b.flag) + " must be between " +
+                                         std::to_string(b.lo) + " and " + std::to_string(b.hi)));
+    }
+  }
+  if (args.Has("tls-cert") != args.Has("tls-key")) {
+    return ReportError("serve", InvalidArgument("--tls-cert and --tls-key must be given together"));
+  }
   server::ServeOptions options;
   std::vector<ModelEntry> installed;
   if (args.Has("models-dir")) {
@@ -221,30 +270,11 @@ int RunServeCommand(int argc, char** argv) {
                                                 "holding checkpoint folders, or install one "
                                                 "with tessera pull"));
   }
-  options.host = args.GetString("host");
-  const int64_t port = args.GetInt("port");
-  if (port < 0 || port > 65535)
-    return ReportError("serve", InvalidArgument("--port must be between 0 and 65535"));
-  options.port = static_cast<int>(port);
-  struct Bound {
-    const char* flag;
-    int64_t lo, hi;
-  };
-  for (const Bound& b :
-       {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
-        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096}, Bound{"parallel", 0, 256},
-        Bound{"rate-limit", 0, 1000000}, Bound{"max-body-bytes", 1024, 64 << 20},
-        Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20},
-        Bound{"http-threads", 1, 64}, Bound{"keep-alive-timeout", 1, 3600},
-        Bound{"header-timeout", 1, 3600}, Bound{"max-connections", 1, 1000000},
-        Bound{"max-connections-per-client", 1, 1000000}}) {
-    const int64_t v = args.GetInt(b.flag);
-    if (v < b.lo || v > b.hi) {
-      return ReportError("serve",
-                         InvalidArgument("--" + std::string(b.flag) + " must be between " +
-                                         std::to_string(b.lo) + " and " + std::to_string(b.hi)));
-    }
+  if (Status st = CheckPlacementFitsModels(args.GetString("placement"), options.models); !st.ok()) {
+    return ReportError("serve", st);
   }
+  options.host = args.GetString("host");
+  options.port = static_cast<int>(port);
   options.request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
   options.socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
   // Requests run together up to the slots (the worker's scheduler batches them); the worker

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -57,6 +59,22 @@ TempDir::~TempDir() {
   for (const auto& p : packages) std::filesystem::remove_all(p, ec);
 }
 
+std::vector<std::string> ChildEnvironment() {
+  std::vector<std::string> env;
+  std::string read_only = SharedDir();
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.starts_with("TESSERA_READ_ONLY_DIRS=")) {
+      const std::string listed = entry.substr(entry.find('=') + 1);
+      if (!listed.empty()) read_only += ":" + listed;
+    } else {
+      env.push_back(entry);
+    }
+  }
+  env.push_back("TESSERA_READ_ONLY_DIRS=" + read_only);
+  return env;
+}
+
 void WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw std::runtime_error("cannot write " + path);
@@ -71,7 +89,8 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& input) {
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& input,
+                         int timeout_ms) {
   ::signal(SIGPIPE, SIG_IGN);  // a child that exits early must not kill the test
   int in_pipe[2], out_pipe[2], err_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) || ::pipe2(out_pipe, O_CLOEXEC) || ::pipe2(err_pipe, O_CLOEXEC)) {
@@ -85,9 +104,29 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // With a time limit the child leads a process group of its own, so that everything it starts
+  // (a server's worker, say) can be killed with it.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (timeout_ms > 0) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto ms_left = [&] {  // for poll: -1 (no limit) or what is left, at least 0
+    if (timeout_ms <= 0) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  };
+  const std::vector<std::string> env_strings = ChildEnvironment();
+  std::vector<char*> env;
+  for (const auto& e : env_strings) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
   pid_t pid;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(in_pipe[0]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -123,8 +162,14 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
       fds[n] = {in_fd, POLLOUT, 0};
       in_idx = n++;
     }
-    if (::poll(fds, n, -1) < 0) {
+    const int ready = ::poll(fds, n, ms_left());
+    if (ready < 0) {
       if (errno == EINTR) continue;
+      break;
+    }
+    if (ready == 0 && ms_left() == 0) {
+      ::kill(-pid, SIGKILL);
+      result.timed_out = true;
       break;
     }
     auto drain = [&](int idx, int fd, bool* open, std::string* dst) {
@@ -149,8 +194,25 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
       }
     }
   }
+  if (in_fd >= 0) ::close(in_fd);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
+  if (timeout_ms > 0 && !result.timed_out) {
+    // Its output is closed, but the child may still run: wait for its exit within the limit
+    // too (a pidfd becomes readable when the process ends).
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd >= 0) {
+      pollfd exited{pidfd, POLLIN, 0};
+      int r;
+      while ((r = ::poll(&exited, 1, ms_left())) < 0 && errno == EINTR) {
+      }
+      if (r == 0) {
+        ::kill(-pid, SIGKILL);
+        result.timed_out = true;
+      }
+      ::close(pidfd);
+    }
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -159,10 +221,11 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
   return result;
 }
 
-ProcessResult RunTessera(const std::vector<std::string>& args, const std::string& input) {
+ProcessResult RunTessera(const std::vector<std::string>& args, const std::string& input,
+                         int timeout_ms) {
   std::vector<std::string> argv{TesseraBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, input);
+  return RunProcess(argv, input, timeout_ms);
 }
 
 std::vector<int32_t> RandomTokens(size_t n, int64_t vocab, uint32_t seed) {

@@ -11,9 +11,11 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$1 MODEL=$2 ROUNDS=${3:-2}
-# `npm install` with the lock (npm ci refuses this lock: npm leaves unpublished optional
-# platform packages of node-llama-cpp out of it).
-[[ -d $HERE/node_modules/node-llama-cpp ]] || (cd "$HERE" && npm install --ignore-scripts --no-audit --no-fund > /dev/null)
+# `npm ci`: exactly the lock. node-llama-cpp 3.22.1 declares optional platform packages that were
+# never published at 3.22.1 (mac, win, linux-riscv64); npm install leaves them out of the lock
+# and npm ci (11.x) then calls that lock out of sync, so the lock keeps a placeholder entry for
+# each, with its os/cpu, which npm skips on linux-x64.
+[[ -d $HERE/node_modules/node-llama-cpp ]] || (cd "$HERE" && npm ci --ignore-scripts --no-audit --no-fund > /dev/null)
 for fmt in bf16 q8_0 q4_0; do
   [[ -f $MODEL.$fmt.gguf ]] || node "$HERE/gguf_from_hf.mjs" "$MODEL" "$MODEL.$fmt.gguf" "$fmt" > /dev/null
 done

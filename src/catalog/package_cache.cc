@@ -43,16 +43,38 @@ fs::path CanonicalDir(const std::string& dir) {
   return ec ? fs::path() : p;
 }
 
+namespace {
+
+// `source` (canonical) lies strictly below the folder `root`.
+bool IsBelow(const fs::path& source, const std::string& root) {
+  const fs::path r = CanonicalDir(root);
+  if (r.empty() || source.empty()) return false;
+  const fs::path rel = source.lexically_relative(r);
+  return !rel.empty() && *rel.begin() != ".." && *rel.begin() != ".";
+}
+
+}  // namespace
+
 bool IsInManagedStore(const std::string& dir) {
   const fs::path source = CanonicalDir(dir);
-  auto inside = [&](const Expected<std::string>& root) {
-    if (!root) return false;
-    const fs::path r = CanonicalDir(*root);
-    if (r.empty() || source.empty()) return false;
-    const fs::path rel = source.lexically_relative(r);
-    return !rel.empty() && *rel.begin() != ".." && *rel.begin() != ".";
-  };
+  auto inside = [&](const Expected<std::string>& root) { return root && IsBelow(source, *root); };
   return inside(ModelsDir()) || inside(HubCacheDir());
+}
+
+bool IsReadOnlyByPolicy(const std::string& dir) {
+  const char* env = std::getenv("TESSERA_READ_ONLY_DIRS");
+  if (env == nullptr) return false;
+  const fs::path source = CanonicalDir(dir);
+  const std::string list = env;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t colon = list.find(':', start);
+    if (colon == std::string::npos) colon = list.size();
+    const std::string root = list.substr(start, colon - start);
+    if (!root.empty() && (IsBelow(source, root) || source == CanonicalDir(root))) return true;
+    start = colon + 1;
+  }
+  return false;
 }
 
 Expected<std::string> PackageCachePath(const std::string& source_dir, WeightFormat format) {
@@ -60,7 +82,7 @@ Expected<std::string> PackageCachePath(const std::string& source_dir, WeightForm
   if (source.empty()) return IoError("cannot resolve the path " + source_dir);
   const std::string suffix = "tessera-" + std::string(WeightFormatName(format));
   const fs::path parent = source.parent_path();
-  if (FolderIsWritable(parent)) {
+  if (FolderIsWritable(parent) && !IsReadOnlyByPolicy(source.string())) {
     return (parent / (source.filename().string() + "." + suffix)).string();
   }
   TS_ASSIGN_OR_RETURN(std::string models, ModelsDir());

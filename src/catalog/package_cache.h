@@ -1,6 +1,7 @@
 // Convert on first use: a user's own checkpoint given by path is converted once into a
 // runtime package (catalog/package.h) in the format it will run in, cached beside it, or in
-// the models directory when its folder is read-only, and reused while the source is unchanged.
+// the models directory when its folder is read-only (by its permissions or by
+// TESSERA_READ_ONLY_DIRS), and reused while the source is unchanged.
 //
 //   TS_ASSIGN_OR_RETURN(auto source, OpenCheckpoint("/data/my-finetune"));
 //   TS_ASSIGN_OR_RETURN(CachedPackage pkg, PackageOnFirstUse(*source, WeightFormat::kInt8));
@@ -25,8 +26,14 @@ bool PackageCacheEnabled();
 // used in place (convert them explicitly with `tessera convert` to get a package).
 bool IsInManagedStore(const std::string& dir);
 
+// True for a folder listed in TESSERA_READ_ONLY_DIRS (separated by ':') or below one: read-only
+// by policy, even where the filesystem would let tessera write (shared data, a colleague's
+// checkpoints). Nothing is written beside such a folder.
+bool IsReadOnlyByPolicy(const std::string& dir);
+
 // Where the package of `source_dir` in `format` lives: "<source_dir>.tessera-<format>" when the
-// parent folder is writable, else "<models dir>/.packages/<name>-<hash of the path>-<format>".
+// parent folder is writable and the source is not read-only by policy, else
+// "<models dir>/.packages/<name>-<hash of the path>-<format>".
 Expected<std::string> PackageCachePath(const std::string& source_dir, WeightFormat format);
 
 struct CachedPackage {

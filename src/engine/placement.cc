@@ -29,6 +29,63 @@ std::vector<std::string> AvailableBackendKinds() {
   return {"reference", "cpu"};
 }
 
+namespace {
+
+// "reference, cpu": for messages naming what this build offers.
+std::string KnownKindsText() {
+  std::string known;
+  for (const auto& k : AvailableBackendKinds()) known += (known.empty() ? "" : ", ") + k;
+  return known;
+}
+
+bool IsKnownKind(std::string_view kind) {
+  const auto kinds = AvailableBackendKinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+struct StageSpec {
+  std::string_view kind;
+  int64_t count = -1;  // -1: the remaining layers (the last stage only)
+};
+
+// The stages as written, with their syntax, counts and backend kinds checked: all that needs
+// no model.
+Expected<std::vector<StageSpec>> ParseStages(std::string_view spec) {
+  std::vector<StageSpec> stages;
+  size_t start = 0;
+  while (true) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string_view::npos) comma = spec.size();
+    std::string_view item = spec.substr(start, comma - start);
+    const bool last = comma == spec.size();
+    StageSpec stage{item};
+    if (size_t colon = item.find(':'); colon != std::string_view::npos) {
+      stage.kind = item.substr(0, colon);
+      std::string_view num = item.substr(colon + 1);
+      auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), stage.count);
+      if (ec != std::errc() || ptr != num.data() + num.size() || stage.count <= 0) {
+        return InvalidArgument("placement '" + std::string(item) +
+                               "': the layer count must be a positive integer");
+      }
+    }
+    if (stage.kind.empty())
+      return InvalidArgument("placement '" + std::string(spec) + "' has an empty stage");
+    if (!IsKnownKind(stage.kind)) {
+      return InvalidArgument("placement '" + std::string(spec) + "': unknown backend '" +
+                             std::string(stage.kind) + "'; available: " + KnownKindsText());
+    }
+    if (stage.count < 0 && !last) {
+      return InvalidArgument("placement stage '" + std::string(item) +
+                             "' needs a layer count (kind:count); only the last may omit it");
+    }
+    stages.push_back(stage);
+    if (last) return stages;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
                                                  const BackendOptions& options) {
   if (kind == "reference") {
@@ -38,49 +95,26 @@ Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
     return MakeReferenceBackend();
   }
   if (kind == "cpu") return MakeCpuBackend(options);
-  std::string known;
-  for (const auto& k : AvailableBackendKinds()) known += (known.empty() ? "" : ", ") + k;
-  return InvalidArgument("unknown backend '" + kind + "'; available: " + known);
+  return InvalidArgument("unknown backend '" + kind + "'; available: " + KnownKindsText());
+}
+
+Status CheckPlacementSpec(std::string_view spec) {
+  return ParseStages(spec).status();
 }
 
 Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers) {
   if (num_layers <= 0) return InvalidArgument("the model has no layers to place");
+  TS_ASSIGN_OR_RETURN(std::vector<StageSpec> stages, ParseStages(spec));
   Placement p;
   int64_t next = 0;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = spec.find(',', start);
-    if (comma == std::string_view::npos) comma = spec.size();
-    std::string_view item = spec.substr(start, comma - start);
-    bool last = comma == spec.size();
-    std::string_view kind = item;
-    int64_t count = -1;
-    if (size_t colon = item.find(':'); colon != std::string_view::npos) {
-      kind = item.substr(0, colon);
-      std::string_view num = item.substr(colon + 1);
-      auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), count);
-      if (ec != std::errc() || ptr != num.data() + num.size() || count <= 0) {
-        return InvalidArgument("placement '" + std::string(item) +
-                               "': the layer count must be a positive integer");
-      }
-    }
-    if (kind.empty())
-      return InvalidArgument("placement '" + std::string(spec) + "' has an empty stage");
-    if (count < 0) {
-      if (!last) {
-        return InvalidArgument("placement stage '" + std::string(item) +
-                               "' needs a layer count (kind:count); only the last may omit it");
-      }
-      count = num_layers - next;
-    }
+  for (const StageSpec& stage : stages) {
+    const int64_t count = stage.count < 0 ? num_layers - next : stage.count;
     if (count <= 0 || next + count > num_layers) {
       return InvalidArgument("placement '" + std::string(spec) + "' places more than the model's " +
                              std::to_string(num_layers) + " layers");
     }
-    p.stages.push_back({std::string(kind), {next, next + count}});
+    p.stages.push_back({std::string(stage.kind), {next, next + count}});
     next += count;
-    start = comma + 1;
-    if (last) break;
   }
   if (next != num_layers) {
     return InvalidArgument("placement '" + std::string(spec) + "' covers " + std::to_string(next) +

@@ -28,8 +28,13 @@ struct Placement {
 };
 
 // "kind[:count],kind[:count],...,kind": counts are layer counts; the last stage may omit its
-// count and takes the remaining layers. Every stage needs at least one layer.
+// count and takes the remaining layers. Every stage needs at least one layer, and every kind
+// must be one of AvailableBackendKinds().
 Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers);
+
+// What ParsePlacement checks without a model: the syntax, the counts and the backend kinds.
+// The layer counts are checked against a model only by ParsePlacement.
+Status CheckPlacementSpec(std::string_view spec);
 
 // The backend kinds this build can create.
 std::vector<std::string> AvailableBackendKinds();

@@ -184,6 +184,51 @@ TEST_F(CliMalformed, MissingModelDirectory) {
   ExpectCleanFailure({"generate", "--model", tmp_.File("nope"), "--prompt", "x"}, "nope");
 }
 
+// `serve` with a flag whose value can be checked up front exits 2 with one line before it
+// listens, instead of starting a worker that fails and is restarted forever. A regression would
+// listen and never exit: the run is bounded, and its whole process group killed at the limit.
+TEST_F(CliMalformed, ServeRefusesBadFlagsBeforeListening) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"--placement", "bogus"}, "--placement 'bogus': unknown backend 'bogus'"},
+      {{"--placement", "reference:1,gpu"}, "unknown backend 'gpu'; available: reference, cpu"},
+      {{"--placement", "cpu:x"}, "the layer count must be a positive integer"},
+      {{"--placement", "cpu,reference"}, "needs a layer count"},
+      // The synthetic model has 2 layers: checked against its config.json, no load needed.
+      {{"--placement", "cpu:3"}, "--placement does not fit the model 'model'"},
+      {{"--placement", "reference:1,cpu:2"}, "places more than the model's 2 layers"},
+      {{"--port", "70000"}, "--port must be between 0 and 65535"},
+      {{"--http-threads", "0"}, "--http-threads must be between 1 and 64"},
+      {{"--context", "-1"}, "--context must be between"},
+      {{"--tls-cert", tmp_.File("cert.pem")}, "--tls-cert and --tls-key must be given together"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"serve",     "--model", dir_, "--host",
+                                     "127.0.0.1", "--port",  "0",  "--no-auth"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const std::string what = c.flags[0] + " " + c.flags[1];
+    auto r = test::RunTessera(args, "", /*timeout_ms=*/60000);
+    ASSERT_FALSE(r.timed_out) << what << ": serve did not exit; stdout: " << r.out
+                              << " stderr: " << r.err;
+    EXPECT_EQ(r.signal, 0) << what << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos) << what << ": " << r.out;
+    ASSERT_FALSE(r.err.empty()) << what;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << what << ": not one line: " << r.err;
+    EXPECT_TRUE(r.err.starts_with("tessera serve: ")) << what << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << what << ": " << r.err;
+  }
+  // The placement's syntax and kinds are checked before any model is looked at.
+  auto r = test::RunTessera({"serve", "--model", tmp_.File("nope"), "--placement", "bogus"}, "",
+                            /*timeout_ms=*/60000);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown backend 'bogus'"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tessera
 

@@ -8,9 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -565,6 +567,85 @@ TEST_F(PackageCacheTest, ADamagedCachedPackageIsReplacedNotUsed) {
   EXPECT_NE(r.err.find("(the cached package was damaged"), std::string::npos) << r.err;
   EXPECT_TRUE(VerifyPackage(pkg));
   EXPECT_EQ(Logits(r), Logits(Run("bf16", "off")));
+}
+
+// Every file and folder below `dir`, relative to it, sorted.
+std::vector<std::string> Listing(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    out.push_back(fs::relative(e.path(), dir).string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The one package in `models`/.packages.
+std::string OnlyCachedPackage(const std::string& models) {
+  std::vector<std::string> cached;
+  for (const auto& e : fs::directory_iterator(models + "/.packages")) {
+    cached.push_back(e.path().filename().string());
+  }
+  return cached.size() == 1 ? cached[0] : "(" + std::to_string(cached.size()) + " packages)";
+}
+
+// A folder in TESSERA_READ_ONLY_DIRS is read-only by policy: writable or not, nothing is
+// written beside a source inside it; its package goes to the models directory.
+TEST_F(PackageCacheTest, ASourceReadOnlyByPolicyIsCachedInTheModelsDirectory) {
+  const auto before = Listing(tmp_.path());
+  auto r =
+      test::RunProcess({"env", "TESSERA_MODELS=" + tmp_.File("models"),
+                        "TESSERA_READ_ONLY_DIRS=/nonexistent::" + parent_, test::TesseraBinary(),
+                        "generate", "--model", source_, "--prompt-ids", "5,6,7", "--max-tokens",
+                        "3", "--json", "--top-logits", "4", "--dtype", "int8"},
+                       "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> after;
+  for (const std::string& f : Listing(tmp_.path())) {
+    if (!f.starts_with("models")) after.push_back(f);
+  }
+  EXPECT_EQ(after, before) << "written beside a read-only source";
+  const std::string cached = OnlyCachedPackage(tmp_.File("models"));
+  EXPECT_TRUE(cached.starts_with("my-finetune-") && cached.ends_with("-tessera-int8")) << cached;
+  EXPECT_NE(r.err.find(cached + " (first use)"), std::string::npos) << r.err;
+  EXPECT_EQ(Logits(r), Logits(Run("int8", "off")));
+}
+
+// The test suite leaves the shared data untouched even where its folder is writable (a clean
+// clone beside a writable ../shared): a copy of a model in a writable folder, used as tests use
+// shared data (through TESSERA_SHARED_DIR and test::RunTessera), gets its package converted on
+// first use into the models directory, and nothing appears in the shared folder.
+TEST(SharedData, AWritableSharedFolderIsLeftUntouched) {
+  test::TempDir tmp;
+  const std::string shared = tmp.File("shared");
+  fs::create_directories(shared + "/models/tiny");
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  Status written = WriteSyntheticModel(shared + "/models/tiny", spec);
+  ASSERT_TRUE(written.ok()) << written.message();
+  const auto before = Listing(shared);
+  // The variables tests run under, pointed at the copy; restored at the end.
+  struct EnvGuard {
+    std::string name;
+    std::optional<std::string> old;
+    EnvGuard(std::string n, const std::string& value) : name(std::move(n)) {
+      if (const char* v = std::getenv(name.c_str())) old = v;
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~EnvGuard() {
+      old ? (void)::setenv(name.c_str(), old->c_str(), 1) : (void)::unsetenv(name.c_str());
+    }
+  };
+  EnvGuard shared_dir("TESSERA_SHARED_DIR", shared);
+  EnvGuard models("TESSERA_MODELS", tmp.File("models"));
+  ASSERT_EQ(test::SharedDir(), shared);
+  for (int run = 0; run < 2; ++run) {  // converted, then reused
+    auto r = test::RunTessera({"generate", "--model", test::SharedDir() + "/models/tiny",
+                               "--prompt-ids", "1,2", "--max-tokens", "2", "--placement", "cpu"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(tmp.File("models") + "/.packages/tiny-"), std::string::npos) << r.err;
+    EXPECT_EQ(Listing(shared), before) << "run " << run << " wrote into the shared folder";
+  }
+  EXPECT_TRUE(OnlyCachedPackage(tmp.File("models")).starts_with("tiny-"));
 }
 
 // A package cached by an older tessera (format 2 kept a tied model's embedding beside its head)

@@ -28,5 +28,27 @@ TEST(Placement, RefusesBadSpecs) {
   EXPECT_FALSE(CreateBackend("gpu"));
 }
 
+TEST(Placement, RefusesUnknownBackendsNamingTheAvailableOnes) {
+  for (const char* spec : {"bogus", "gpu:2,reference", "reference:2,gpu"}) {
+    auto p = ParsePlacement(spec, 5);
+    ASSERT_FALSE(p) << spec;
+    EXPECT_NE(p.status().message().find("unknown backend"), std::string::npos);
+    EXPECT_NE(p.status().message().find("available: reference, cpu"), std::string::npos);
+  }
+}
+
+// Without a model: the syntax and the kinds, not the layer counts.
+TEST(Placement, CheckSpecNeedsNoModel) {
+  for (const char* spec : {"cpu", "reference", "reference:3,cpu", "cpu:1000"}) {
+    EXPECT_TRUE(CheckPlacementSpec(spec).ok()) << spec;
+  }
+  for (const char* spec : {"", "bogus", "cpu,cpu", "cpu:0", "cpu:x", "cpu:2,", "reference:1,gpu"}) {
+    Status st = CheckPlacementSpec(spec);
+    EXPECT_FALSE(st.ok()) << spec;
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << spec;
+    EXPECT_EQ(st.message().find('\n'), std::string::npos) << spec;
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -378,6 +378,7 @@ ln -sfn "$TINY" "$WORK/store/test-org--tiny-chat"
 commit=0123456789abcdef0123456789abcdef01234567
 ln -sfn "$TINY" "$WORK/hub/models--hub-org--hub-chat/snapshots/$commit"
 echo "$commit" > "$WORK/hub/models--hub-org--hub-chat/refs/main"
+ctest_models=${TESSERA_MODELS-}
 export TESSERA_MODELS=$WORK/store HF_HUB_CACHE=$WORK/hub
 start_server store --model test-org/tiny-chat --model hub-org/hub-chat --model alias=test-org/tiny-chat --no-auth
 wait_ready 60
@@ -442,7 +443,10 @@ grep -qF "into the package $WORK/mine/tiny-ft.tessera-f32 (first use)" "$WORK/pa
   pass "the first start converted the checkpoint beside it" || fail "no conversion: $(cat "$WORK/package-first.err")"
 grep -qF "using the package $WORK/mine/tiny-ft.tessera-f32" "$WORK/package-second.err" &&
   pass "the second start reused the package" || fail "not reused: $(cat "$WORK/package-second.err")"
-unset TESSERA_MODELS HF_HUB_CACHE
+# Back to the models directory ctest gave: packages of read-only sources (the shared data) go
+# there, never to the user's home.
+if [ -n "$ctest_models" ]; then export TESSERA_MODELS=$ctest_models; else unset TESSERA_MODELS; fi
+unset HF_HUB_CACHE
 
 if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
   fail "--no-auth on a non-loopback bind was accepted"

@@ -18,7 +18,8 @@ foreach(entry IN LISTS SERVER_HOSTILE_GROUPS)
     COMMAND node ${SERVER_HOSTILE_JS} ${group} $<TARGET_FILE:tessera> ${SERVER_E2E_WORK}/hostile/${group}
             ${SERVER_E2E_WORK}/tiny ${SERVER_E2E_WORK}/slow ${SERVER_E2E_STORIES})
   set_tests_properties(server_hostile_${group} PROPERTIES
-    FIXTURES_REQUIRED server_models LABELS e2e TIMEOUT ${group_timeout})
+    ENVIRONMENT "${TESSERA_TEST_ENVIRONMENT}" FIXTURES_REQUIRED server_models LABELS e2e
+    TIMEOUT ${group_timeout})
 endforeach()
 # These two measure latency and completion under load: no other test beside them.
 set_tests_properties(server_hostile_slowloris server_hostile_burst PROPERTIES RUN_SERIAL TRUE)

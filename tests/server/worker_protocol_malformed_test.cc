@@ -1,66 +1,241 @@
-// Hostile frames: every truncation and every single-byte corruption of valid messages must
-// decode to an error or a value, never crash (run under ASan+UBSan with -L malformed).
+// Hostile frames, for every message type of the worker protocol (run under ASan+UBSan with
+// -L malformed). The encoding is canonical: every field has exactly one encoding (booleans are
+// 0 or 1, enums are checked, counts are exact and nothing may trail), so a payload that decodes
+// at all must be exactly the encoding of what it decoded to. That is the property asserted for
+// every truncation and every corruption of valid messages, with every decoder:
+//   * a proper prefix of a message is refused by every decoder (no field is zero bytes long);
+//   * a corrupted message is refused, or it decodes (only as the type its first byte names) to a
+//     message whose encoding is the corrupted payload byte for byte.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <limits>
+#include <set>
 
 #include "server/worker_protocol.h"
 
 namespace tessera::server {
 namespace {
 
-std::vector<std::string> Samples() {
-  JobRequest job;
-  job.job_id = 1;
-  job.kind = JobKind::kChat;
-  job.messages = {{"user", "hello", "", "", ""}};
-  job.ids = {1, 2};
-  job.stop = {"x"};
-  job.sampling.temperature = 1.0;
-  return {EncodeJobRequest(job),
-          EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3, 0, {{0, "c", "f", "{}"}}}),
-          EncodeStarted({}),
-          EncodeDone({}),
-          EncodeJobError({1, JobErrorKind::kContextLength, "m", 9}),
-          EncodeTokens({1, {1, 2, 3}}),
-          EncodeText({1, "t"})};
+// Decodes `payload` as M and encodes the result again; the decoder's error otherwise.
+template <typename M, Expected<M> (*Decode)(std::string_view), std::string (*Encode)(const M&)>
+Expected<std::string> Reencode(std::string_view payload) {
+  Expected<M> m = Decode(payload);
+  if (!m) return m.status();
+  return Encode(*m);
 }
 
-void DecodeAll(const std::string& p) {
-  (void)PeekMessageType(p);
-  (void)DecodeJobRequest(p);
-  (void)DecodeCancel(p);
-  (void)DecodeReady(p);
-  (void)DecodeStarted(p);
-  (void)DecodeDelta(p);
-  (void)DecodeDone(p);
-  (void)DecodeJobError(p);
-  (void)DecodeTokens(p);
-  (void)DecodeText(p);
+// One decoder per message type, each paired with its encoder.
+struct Codec {
+  MessageType type;
+  const char* name;
+  Expected<std::string> (*reencode)(std::string_view);
+};
+
+const std::vector<Codec>& Codecs() {
+  static const std::vector<Codec> codecs = {
+      {MessageType::kJobRequest, "JobRequest",
+       Reencode<JobRequest, DecodeJobRequest, EncodeJobRequest>},
+      {MessageType::kCancel, "Cancel", Reencode<CancelRequest, DecodeCancel, EncodeCancel>},
+      {MessageType::kReady, "Ready", Reencode<ReadyMessage, DecodeReady, EncodeReady>},
+      {MessageType::kStarted, "Started", Reencode<StartedMessage, DecodeStarted, EncodeStarted>},
+      {MessageType::kDelta, "Delta", Reencode<DeltaMessage, DecodeDelta, EncodeDelta>},
+      {MessageType::kDone, "Done", Reencode<DoneMessage, DecodeDone, EncodeDone>},
+      {MessageType::kJobError, "JobError",
+       Reencode<JobErrorMessage, DecodeJobError, EncodeJobError>},
+      {MessageType::kTokens, "Tokens", Reencode<TokensMessage, DecodeTokens, EncodeTokens>},
+      {MessageType::kText, "Text", Reencode<TextMessage, DecodeText, EncodeText>},
+  };
+  return codecs;
+}
+
+struct Sample {
+  MessageType type;
+  std::string payload;
+};
+
+// Valid messages of every type, with every field set away from its default somewhere (and
+// optional fields both present and absent, lists empty and not).
+std::vector<Sample> Samples() {
+  std::vector<Sample> out;
+  JobRequest chat;
+  chat.job_id = 0x0102030405060708ull;
+  chat.kind = JobKind::kChat;
+  chat.model = "stories";
+  chat.messages = {{"system", "be brief", "", "", ""},
+                   {"user", "hello", "", "", ""},
+                   {"assistant", "", "[{\"id\":\"call_1\"}]", "", ""},
+                   {"tool", "21", "", "call_1", "get_weather"}};
+  chat.add_special_tokens = false;
+  chat.max_tokens = 16;
+  chat.stop = {"x", "\n\n"};
+  chat.sampling.temperature = 0.7;
+  chat.sampling.top_k = 40;
+  chat.sampling.top_p = 0.9;
+  chat.sampling.min_p = 0.05;
+  chat.sampling.repetition_penalty = 1.1;
+  chat.sampling.presence_penalty = -0.5;
+  chat.sampling.frequency_penalty = 0.25;
+  chat.sampling.seed = -3;
+  chat.logprobs = true;
+  chat.top_logprobs = 5;
+  chat.n = 3;
+  chat.response_format = "{\"type\":\"json_object\"}";
+  chat.tools = "[]";
+  chat.tool_choice = "required";
+  out.push_back({MessageType::kJobRequest, EncodeJobRequest(chat)});
+  JobRequest completion;
+  completion.job_id = 2;
+  completion.prompt = "Once upon";
+  out.push_back({MessageType::kJobRequest, EncodeJobRequest(completion)});
+  JobRequest tokenize;
+  tokenize.kind = JobKind::kTokenize;
+  tokenize.prompt = "caf\xc3\xa9";
+  out.push_back({MessageType::kJobRequest, EncodeJobRequest(tokenize)});
+  JobRequest detokenize;
+  detokenize.kind = JobKind::kDetokenize;
+  detokenize.ids = {1, -1, 70000};
+  out.push_back({MessageType::kJobRequest, EncodeJobRequest(detokenize)});
+  out.push_back({MessageType::kCancel, EncodeCancel({42})});
+  out.push_back({MessageType::kReady, EncodeReady({"stories"})});
+  out.push_back({MessageType::kReady, EncodeReady({""})});
+  StartedMessage started;
+  started.job_id = 3;
+  started.prompt_tokens = 12;
+  started.sampling.mode = SamplingMode::kSample;
+  started.sampling.temperature = 0.8;
+  started.sampling.top_k = 50;
+  started.sampling.top_p = 0.95;
+  started.sampling.min_p = 0.01;
+  started.sampling.repetition_penalty = 1.2;
+  started.sampling.presence_penalty = 0.1;
+  started.sampling.frequency_penalty = 0.2;
+  started.sampling.seed = ~0ull;
+  started.sampling.seed_was_generated = true;
+  out.push_back({MessageType::kStarted, EncodeStarted(started)});
+  out.push_back({MessageType::kStarted, EncodeStarted({})});
+  out.push_back(
+      {MessageType::kDelta, EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3, 0, {}})});
+  out.push_back(
+      {MessageType::kDelta,
+       EncodeDelta({7,
+                    "",
+                    {{"a", -0.5f, {}},
+                     {"b", -std::numeric_limits<float>::infinity(), {{"c", -3.0f}, {"d", -4.0f}}}},
+                    9,
+                    2,
+                    {{0, "call_x", "get_weather", "{\"city\":"}, {1, "", "", "\"P\"}"}}})});
+  DoneMessage done;
+  done.job_id = 5;
+  done.finish_reason = "length";
+  done.prompt_tokens = 10;
+  done.completion_tokens = 20;
+  done.cached_tokens = 7;
+  done.queue_ms = 0.5;
+  done.load_ms = 1.5;
+  done.prefill_ms = 2.5;
+  done.ttft_ms = 3.5;
+  done.decode_ms = 4.5;
+  done.prefill_tok_s = 100.0;
+  done.decode_tok_s = 50.0;
+  done.choice_finish_reasons = {"length", "tool_calls"};
+  done.slots = 8;
+  done.slots_in_use = 3;
+  done.sequences_waiting = 1;
+  done.kv_free_positions = 20480;
+  out.push_back({MessageType::kDone, EncodeDone(done)});
+  out.push_back({MessageType::kDone, EncodeDone({})});
+  for (JobErrorKind kind : {JobErrorKind::kInvalidRequest, JobErrorKind::kContextLength,
+                            JobErrorKind::kModelNotFound, JobErrorKind::kInternal}) {
+    out.push_back({MessageType::kJobError, EncodeJobError({1, kind, "m", 9})});
+  }
+  out.push_back({MessageType::kTokens, EncodeTokens({1, {1, 2, 3}})});
+  out.push_back({MessageType::kTokens, EncodeTokens({1, {}})});
+  out.push_back({MessageType::kText, EncodeText({1, "t"})});
+  out.push_back({MessageType::kText, EncodeText({8, ""})});
+  return out;
+}
+
+// The types PeekMessageType accepts: every type the protocol has.
+std::set<MessageType> ProtocolTypes() {
+  std::set<MessageType> types;
+  for (int t = 0; t < 256; ++t) {
+    if (auto type = PeekMessageType(std::string(1, static_cast<char>(t)))) types.insert(*type);
+  }
+  return types;
+}
+
+// The codecs that decode `payload`; each must re-encode it byte for byte.
+std::vector<MessageType> CheckDecoders(const std::string& payload, const std::string& what) {
+  std::vector<MessageType> accepted;
+  for (const Codec& c : Codecs()) {
+    auto again = c.reencode(payload);
+    if (!again) {
+      EXPECT_FALSE(again.status().message().empty()) << what << " as " << c.name;
+      continue;
+    }
+    accepted.push_back(c.type);
+    EXPECT_EQ(*again, payload) << what << ": decoded as " << c.name
+                               << " but does not encode back to the same bytes";
+  }
+  // At most one decoder accepts a payload: the one of the type its first byte names.
+  EXPECT_LE(accepted.size(), 1u) << what;
+  if (!accepted.empty()) {
+    auto peeked = PeekMessageType(payload);
+    EXPECT_TRUE(peeked && *peeked == accepted[0]) << what;
+  }
+  return accepted;
+}
+
+TEST(WorkerProtocolMalformed, EveryMessageTypeHasACodecAndSamplesThatRoundTrip) {
+  const std::set<MessageType> types = ProtocolTypes();
+  std::set<MessageType> codec_types, sample_types;
+  for (const Codec& c : Codecs()) codec_types.insert(c.type);
+  for (const Sample& s : Samples()) sample_types.insert(s.type);
+  EXPECT_EQ(types.size(), 9u);
+  EXPECT_EQ(codec_types, types) << "a message type without a codec in this test";
+  EXPECT_EQ(sample_types, types) << "a message type without a sample in this test";
+  for (const Sample& s : Samples()) {
+    auto accepted = CheckDecoders(s.payload, "a valid message");
+    EXPECT_EQ(accepted, std::vector<MessageType>{s.type});
+  }
 }
 
 TEST(WorkerProtocolMalformed, TruncationsAreErrors) {
-  for (const std::string& s : Samples()) {
-    for (size_t n = 0; n < s.size(); ++n) {
-      std::string cut = s.substr(0, n);
-      DecodeAll(cut);
+  EXPECT_FALSE(PeekMessageType(""));
+  for (const Sample& s : Samples()) {
+    for (size_t n = 0; n < s.payload.size(); ++n) {
+      // Every field takes at least one byte, so no decoder may accept a proper prefix.
+      auto accepted = CheckDecoders(s.payload.substr(0, n), "a prefix");
+      EXPECT_TRUE(accepted.empty()) << "type " << int(s.type) << " cut to " << n << " of "
+                                    << s.payload.size() << " bytes was accepted";
     }
   }
-  // A truncated job request is always refused.
-  std::string job = Samples()[0];
-  for (size_t n = 0; n < job.size(); ++n) EXPECT_FALSE(DecodeJobRequest(job.substr(0, n))) << n;
 }
 
-TEST(WorkerProtocolMalformed, ByteFlipsNeverCrash) {
-  for (const std::string& s : Samples()) {
-    for (size_t i = 0; i < s.size(); ++i) {
-      for (int v : {0x00, 0x01, 0x7f, 0x80, 0xff}) {
-        std::string bad = s;
+TEST(WorkerProtocolMalformed, ByteFlipsAreErrorsOrExactlyReencode) {
+  size_t refused = 0, decoded = 0;
+  for (const Sample& s : Samples()) {
+    for (size_t i = 0; i < s.payload.size(); ++i) {
+      std::set<uint8_t> values = {0x00, 0x01, 0x02, 0x7f, 0x80, 0xfe, 0xff};
+      for (int bit = 0; bit < 8; ++bit) {
+        values.insert(static_cast<uint8_t>(static_cast<uint8_t>(s.payload[i]) ^ (1u << bit)));
+      }
+      for (uint8_t v : values) {
+        if (v == static_cast<uint8_t>(s.payload[i])) continue;
+        std::string bad = s.payload;
         bad[i] = static_cast<char>(v);
-        DecodeAll(bad);
+        const std::string what = "type " + std::to_string(int(s.type)) + " byte " +
+                                 std::to_string(i) + " -> " + std::to_string(v);
+        (CheckDecoders(bad, what).empty() ? refused : decoded)++;
       }
     }
   }
+  // Both outcomes happen (a flipped character of a string decodes, a flipped type or count
+  // does not), so neither half of the property holds vacuously.
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(decoded, 0u);
 }
 
 TEST(WorkerProtocolMalformed, HugeCountsAreRefusedWithoutAllocating) {
