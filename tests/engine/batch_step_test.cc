@@ -96,7 +96,7 @@ std::vector<Script> Scripts(int64_t vocab) {
 // sequence runs to its end before the next starts.
 void RunScripts(ModelExecutor& exec, std::vector<Script>& scripts, bool together) {
   const size_t vocab = static_cast<size_t>(exec.spec().vocab);
-  for (int guard = 0; guard < 1000; ++guard) {
+  for (int guard = 0; guard < 5000; ++guard) {
     std::vector<std::vector<int32_t>> tokens;
     std::vector<int> who;
     for (int i = 0; i < kSlots; ++i) {
@@ -154,6 +154,46 @@ TEST_P(BatchStep, SequenceResultsDoNotDependOnTheBatch) {
   // The steps that mixed decode rows and a prompt chunk happened: sequence 2's 40-token
   // prompt took 3 steps while sequences 0 and 1 were already decoding.
   EXPECT_GT(together[0].generated.size(), 0u);
+}
+
+// Past 256 positions a model whose kv heads do not divide among the threads splits decode
+// attention over positions; batched rows must keep each row's own split and merge.
+TEST(BatchStepLong, SplitDecodeAttentionIsTheSameBatched) {
+  SyntheticModelSpec spec = SpecFor(Arch::kLlama);
+  spec.kv_heads = 1;
+  spec.heads = 3;
+  spec.max_position = 1024;
+  test::TempDir tmp;
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("m"), spec).ok());
+  auto ckpt = OpenCheckpoint(tmp.File("m"));
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  auto placement = ParsePlacement("cpu", (*ckpt)->config.num_layers);
+  ASSERT_TRUE(placement);
+  for (WeightFormat format : {WeightFormat::kBF16, WeightFormat::kInt8}) {
+    ModelExecutor::Options o;
+    o.max_slots = kSlots;
+    o.max_seq = 1024;
+    o.max_batch_tokens = kSlots * kChunk;
+    o.backend.weights = format;
+    o.backend.threads = 2;  // 1 kv head over 2 threads: split
+    auto exec = ModelExecutor::Load(*ckpt, *placement, o);
+    ASSERT_TRUE(exec) << exec.status().message();
+    auto scripts = [&] {
+      std::vector<Script> s(kSlots);
+      const size_t lengths[kSlots] = {600, 5, 700, 300};
+      for (int i = 0; i < kSlots; ++i)
+        s[i].prompt = test::RandomTokens(lengths[i], 160, 900 + static_cast<uint32_t>(i));
+      return s;
+    };
+    std::vector<Script> alone = scripts(), together = scripts();
+    RunScripts(**exec, alone, false);
+    RunScripts(**exec, together, true);
+    for (int i = 0; i < kSlots; ++i) {
+      ASSERT_EQ(alone[i].logits.size(), together[i].logits.size());
+      for (size_t t = 0; t < alone[i].logits.size(); ++t)
+        EXPECT_EQ(alone[i].logits[t], together[i].logits[t]) << "sequence " << i << " step " << t;
+    }
+  }
 }
 
 TEST(BatchStepErrors, RefusesBadInputs) {

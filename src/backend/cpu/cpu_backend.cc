@@ -302,8 +302,10 @@ class CpuBackend final : public Backend {
             ? kBlockedAttentionQueries * BlockedAttentionScoreStride(std::max<int64_t>(max_seq_, 1))
             : std::max<int64_t>(max_seq_, 1);
     scores_.Resize(static_cast<size_t>(pool_.size() * scores_per_thread_));
-    split_partials_.Resize(static_cast<size_t>(spec_.heads * MaxDecodeSplits() *
-                                               DecodeSplitPartialSize(spec_.head_dim)));
+    // One region per decode row of a block (AttendDecodeRows).
+    split_partials_.Resize(
+        static_cast<size_t>(std::min<int64_t>(std::max(slots_, 1), kMaxBlockRows)) *
+        SplitPartialFloatsPerRow());
     if (!xn_.data() || !qkv_.data() || !attn_.data() || !gate_up_.data() || !act_.data() ||
         !gates_.data() || !branch_.data() || !conv_.data() || !acts_.bf16.data() ||
         !acts_.q8.data() || !scores_.data() || (spec_.heads > 0 && !split_partials_.data())) {
@@ -512,6 +514,99 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // Decode rows of different sequences: every row's attention tasks go to the pool in one
+  // balanced dispatch (8 rows of 3 kv heads are 24 tasks for 2 threads, where one row's 3 left
+  // a thread idle), each row with the kernels, task split and merge it gets alone, so its
+  // result does not change.
+  enum class RowAttention : uint8_t { kSliding, kSplit, kBlocked, kPlain };
+  void AttendDecodeRows(const CpuLayerWeights& L, int64_t layer, int64_t n) {
+    const ModelSpec& d = spec_;
+    int64_t total = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const int slot = row_slot_[static_cast<size_t>(r)];
+      const int64_t pos = row_pos_[static_cast<size_t>(r)];
+      AttentionArgs& att = row_att_[static_cast<size_t>(r)];
+      att = AttentionArgs{};
+      att.q = qkv_.data() + r * qkv_width_;
+      att.q_stride = qkv_width_;
+      att.kv_stride = d.kv_dim;
+      att.start_pos = pos;
+      att.rows = 1;
+      att.heads = d.heads;
+      att.kv_heads = d.kv_heads;
+      att.head_dim = d.head_dim;
+      att.scale = static_cast<float>(d.attention_scale);
+      att.out = attn_.data() + r * q_stride_;
+      att.out_stride = q_stride_;
+      int64_t splits = 1, tasks = 0;
+      RowAttention kind;
+      if (L.spec.window > 0) {
+        const int64_t first = std::max<int64_t>(0, pos - L.spec.window + 1);
+        att.keys = window_kv_.Key(slot, layer, 0) + RingIndex(first) * att.kv_stride;
+        att.values = window_kv_.Value(slot, layer, 0) + RingIndex(first) * att.kv_stride;
+        att.start_pos = pos - first;
+        kind = RowAttention::kSliding;
+        tasks = d.heads;
+      } else {
+        att.keys = kv_.Key(slot, layer, 0);
+        att.values = kv_.Value(slot, layer, 0);
+        if (UseBlockedAttention()) {
+          att.keys_t = KeysT(slot, layer);
+          att.keys_t_head_stride = kt_head_stride_;
+          splits = DecodeSplits(pos + 1);
+        }
+        if (splits > 1) {
+          kind = RowAttention::kSplit;
+          tasks = d.kv_heads * splits;
+        } else if (UseBlockedAttention()) {
+          kind = RowAttention::kBlocked;
+          tasks = BlockedAttentionTasks(att);
+        } else {
+          kind = RowAttention::kPlain;
+          tasks = d.heads;
+        }
+      }
+      row_kind_[static_cast<size_t>(r)] = kind;
+      row_splits_[static_cast<size_t>(r)] = splits;
+      row_first_task_[static_cast<size_t>(r)] = total;
+      total += tasks;
+    }
+    row_first_task_[static_cast<size_t>(n)] = total;
+    const size_t partial_floats = SplitPartialFloatsPerRow();
+    pool_.ParallelForBalanced(total, 1, [&](int64_t begin, int64_t end, int thread) {
+      float* scores = scores_.data() + thread * scores_per_thread_;
+      int64_t r = 0;
+      for (int64_t t = begin; t < end; ++t) {
+        while (row_first_task_[static_cast<size_t>(r) + 1] <= t) ++r;
+        const int64_t local = t - row_first_task_[static_cast<size_t>(r)];
+        const AttentionArgs& att = row_att_[static_cast<size_t>(r)];
+        switch (row_kind_[static_cast<size_t>(r)]) {
+          case RowAttention::kSliding:
+          case RowAttention::kPlain:
+            k_.attention(att, local, local + 1, scores);
+            break;
+          case RowAttention::kSplit:
+            k_.attention_decode_split(
+                att, row_splits_[static_cast<size_t>(r)], local, local + 1, scores,
+                split_partials_.data() + static_cast<size_t>(r) * partial_floats);
+            break;
+          case RowAttention::kBlocked:
+            k_.attention_blocked(att, local, local + 1, scores);
+            break;
+        }
+      }
+    });
+    for (int64_t r = 0; r < n; ++r) {
+      if (row_kind_[static_cast<size_t>(r)] != RowAttention::kSplit) continue;
+      MergeDecodeSplits(row_att_[static_cast<size_t>(r)], row_splits_[static_cast<size_t>(r)],
+                        split_partials_.data() + static_cast<size_t>(r) * partial_floats);
+    }
+  }
+  size_t SplitPartialFloatsPerRow() const {
+    return static_cast<size_t>(spec_.heads * MaxDecodeSplits() *
+                               DecodeSplitPartialSize(spec_.head_dim));
+  }
+
   // x += branch(input) for a block of rows: the residual add happens inside the output matmul,
   // unless the family norms the branch's output first (gemma3's sandwich norms).
   void AddBranch(const PackedMatrix& w, const float* input, int64_t input_stride,
@@ -542,9 +637,7 @@ class CpuBackend final : public Backend {
            L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), block_decode_);
     ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, r); });
     if (block_decode_) {
-      for (int64_t r = 0; r < n; ++r) {
-        Attend(L, layer, row_slot_[static_cast<size_t>(r)], row_pos_[static_cast<size_t>(r)], 1, r);
-      }
+      AttendDecodeRows(L, layer, n);
     } else {
       Attend(L, layer, row_slot_[0], row_pos_[0], n, 0);
     }
@@ -688,6 +781,11 @@ class CpuBackend final : public Backend {
   int64_t block_rows_ = 0;
   bool block_decode_ = false;
   std::vector<int> slot_seen_;  // [slots], CheckBatch's scratch
+  // AttendDecodeRows' per-row arguments, kernel, splits and first task (n + 1 entries).
+  std::vector<AttentionArgs> row_att_ = std::vector<AttentionArgs>(kMaxBlockRows);
+  std::vector<RowAttention> row_kind_ = std::vector<RowAttention>(kMaxBlockRows);
+  std::vector<int64_t> row_splits_ = std::vector<int64_t>(kMaxBlockRows);
+  std::vector<int64_t> row_first_task_ = std::vector<int64_t>(kMaxBlockRows + 1);
 };
 
 }  // namespace

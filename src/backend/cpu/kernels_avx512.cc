@@ -82,6 +82,7 @@ constexpr int kPromptPanels = 2;
 
 struct F32Kernel {
   static constexpr int kMR = 6;
+  static constexpr int kDecodeMR = 6;  // rows per tile of a batched decode step
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -113,6 +114,7 @@ struct Bf16WidenedKernel {
   // registers for 12 rows per tile: 2 panels x 12 rows, 24 accumulators, each widened weight
   // vector feeds 12 FMAs (4 widening ops per 48 FMAs; 3 panels x 8 rows needs 6).
   static constexpr int kMR = 12;
+  static constexpr int kDecodeMR = 4;  // rows per tile of a batched decode step
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -159,6 +161,7 @@ struct Bf16WidenedKernel {
 // BF16 x BF16 -> FP32 with vdpbf16ps; the caller rounded the activations into x->bf16.
 struct Bf16DotKernel {
   static constexpr int kMR = 6;
+  static constexpr int kDecodeMR = 6;  // rows per tile of a batched decode step
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -186,6 +189,7 @@ struct Bf16DotKernel {
 
 struct Int8Kernel {
   static constexpr int kMR = 6;
+  static constexpr int kDecodeMR = 8;  // rows per tile of a batched decode step
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -225,6 +229,7 @@ struct Int8Kernel {
 
 struct Int4Kernel {
   static constexpr int kMR = 4;
+  static constexpr int kDecodeMR = 4;  // rows per tile of a batched decode step
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
@@ -351,8 +356,8 @@ void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
 // Decode uses 4 panels at a time (independent chains, shared broadcasts), then a pair; prefill
 // kPromptPanels (the tile width every kernel's registers were sized for), then singles.
 // Decode rows of several sequences: pairs of panels, each streamed from memory once and
-// then read again from cache by every further tile of up to 4 rows; the decode arithmetic per
-// (panel, row) is the same as for a lone row.
+// then read again from cache by every further tile of up to K::kDecodeMR rows (as many as the
+// registers hold); the decode arithmetic per (panel, row) is the same as for a lone row.
 template <class K, int NP, int MR>
 void DecodeRowTiles(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left) {
   if constexpr (MR > 0) {
@@ -369,8 +374,8 @@ template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
   if (a.x->rows > 1 && a.decode_rows) {
-    for (; p + 2 <= pe; p += 2) DecodeRowTiles<K, 2, 4>(a, p, 0, a.x->rows);
-    for (; p < pe; ++p) DecodeRowTiles<K, 1, 4>(a, p, 0, a.x->rows);
+    for (; p + 2 <= pe; p += 2) DecodeRowTiles<K, 2, K::kDecodeMR>(a, p, 0, a.x->rows);
+    for (; p < pe; ++p) DecodeRowTiles<K, 1, K::kDecodeMR>(a, p, 0, a.x->rows);
     return;
   }
   if (a.x->rows == 1) {
