@@ -32,6 +32,8 @@ Scheduler::Scheduler(ModelExecutor& exec, Options options)
   // Room for every slot's decode token plus one chunk.
   const int64_t room = exec.max_batch_tokens() - exec.max_slots();
   options_.chunk_tokens = std::max<int64_t>(1, std::min(options_.chunk_tokens, room));
+  options_.busy_chunk_tokens =
+      std::clamp<int64_t>(options_.busy_chunk_tokens, 1, options_.chunk_tokens);
   inputs_.reserve(slots_.size());
   input_slot_.reserve(slots_.size());
   prefilling_.reserve(slots_.size());
@@ -311,7 +313,8 @@ Status Scheduler::Step() {
   });
   for (int i : prefilling) {
     const Sequence& s = *slots_[static_cast<size_t>(i)].seq;
-    const int64_t n = std::min(options_.chunk_tokens, s.prompt_len - s.pos);
+    const int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
+    const int64_t n = std::min(chunk, s.prompt_len - s.pos);
     if (n > budget) break;
     inputs_.push_back({i, s.pos,
                        std::span<const int32_t>(s.req.prompt_ids)

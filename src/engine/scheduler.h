@@ -75,6 +75,9 @@ class Scheduler {
     // Prompt tokens per chunk: a multiple of the cpu backend's 128-row blocks, so chunking
     // changes no result (see kPrefillChunkTokens).
     int64_t chunk_tokens = kPrefillChunkTokens;
+    // The chunk while other sequences decode: how long a prompt may stall their next token
+    // (one 128-row block of the cpu backend, so the prompt's results are the same either way).
+    int64_t busy_chunk_tokens = 128;
     bool reuse_prefixes = true;  // the slot-level prompt cache
   };
 
