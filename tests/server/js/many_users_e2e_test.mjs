@@ -5,38 +5,11 @@
 // call round trip (tool call -> tool result -> final answer) on a model with the real Qwen2.5
 // tokenizer and chat template; the prefix cache reported in usage.
 //   node many_users_e2e_test.mjs TESSERA STORIES_MODEL QWEN_TEMPLATE_MODEL
-import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { runTests, startServer, waitReady } from './harness.mjs';
 
 const [tessera, stories, qwen] = process.argv.slice(2);
-
-function startServer() {
-  const child = spawn(tessera, ['serve', '--port', '0', '--no-auth', '--rate-limit', '100000',
-                                '--parallel', '8', '--max-loaded-models', '2',
-                                '--model', `stories=${stories}`, '--model', `qwen=${qwen}`],
-                      { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stderr.on('data', () => {});
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('server did not start in 60 s')), 60000);
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
-    });
-    child.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
-}
-
-async function waitReady(base, seconds) {
-  const deadline = Date.now() + seconds * 1000;
-  while (Date.now() < deadline) {
-    try { if ((await fetch(`${base}/ready`)).status === 200) return; } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('server not ready');
-}
 
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
@@ -239,23 +212,9 @@ test('a shared system prompt is cached across requests', async (client) => {
   assert.ok(a.usage.prompt_tokens > 300);
 });
 
-const { child, port } = await startServer();
-let failed = 0;
-try {
-  const base = `http://127.0.0.1:${port}`;
-  await waitReady(base, 120);
-  const client = new OpenAI({ apiKey: 'unused', baseURL: `${base}/v1`, maxRetries: 0, timeout: 120000 });
-  for (const t of tests) {
-    try {
-      await t.fn(client);
-      console.log(`ok: ${t.name}`);
-    } catch (e) {
-      failed++;
-      console.log(`FAIL: ${t.name}: ${e.stack ?? e}`);
-    }
-  }
-} finally {
-  child.kill('SIGTERM');
-}
-console.log(`${tests.length - failed}/${tests.length} passed`);
-process.exit(failed ? 1 : 0);
+const { child, port } = await startServer(
+  tessera, ['--no-auth', '--rate-limit', '100000', '--parallel', '8', '--max-loaded-models', '2',
+            '--model', `stories=${stories}`, '--model', `qwen=${qwen}`]);
+const base = `http://127.0.0.1:${port}`;
+await waitReady(base, 120);
+await runTests(tests, new OpenAI({ apiKey: 'unused', baseURL: `${base}/v1`, maxRetries: 0, timeout: 120000 }), child);

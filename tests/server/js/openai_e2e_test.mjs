@@ -2,38 +2,12 @@
 // chat non-streamed and streamed (with usage), seeded sampling reproduced exactly, logprobs
 // consistent with the greedy choice, stop strings honoured, errors surfaced as APIError.
 //   node openai_e2e_test.mjs TESSERA TINY_MODEL STORIES_MODEL
-import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { runTests, startServer, waitReady } from './harness.mjs';
 
 const [tessera, tiny, stories] = process.argv.slice(2);
 const apiKey = 'js-test-key';
-
-function startServer() {
-  const child = spawn(tessera, ['serve', '--port', '0', '--placement', 'reference', '--rate-limit', '1000',
-                                '--model', `tiny=${tiny}`, '--model', `stories=${stories}`, '--max-loaded-models', '2'],
-                      { env: { ...process.env, TESSERA_API_KEY: apiKey }, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stderr.on('data', () => {});
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('server did not start in 30 s')), 30000);
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
-    });
-    child.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
-}
-
-async function waitReady(base, seconds) {
-  const deadline = Date.now() + seconds * 1000;
-  while (Date.now() < deadline) {
-    try { if ((await fetch(`${base}/ready`)).status === 200) return; } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('server not ready');
-}
 
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
@@ -150,23 +124,10 @@ test('errors are APIErrors with OpenAI fields', async (client) => {
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
 });
 
-const { child, port } = await startServer();
-let failed = 0;
-try {
-  const base = `http://127.0.0.1:${port}`;
-  await waitReady(base, 60);
-  const client = new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 60000 });
-  for (const t of tests) {
-    try {
-      await t.fn(client);
-      console.log(`ok: ${t.name}`);
-    } catch (e) {
-      failed++;
-      console.log(`FAIL: ${t.name}: ${e.stack ?? e}`);
-    }
-  }
-} finally {
-  child.kill('SIGTERM');
-}
-console.log(`${tests.length - failed}/${tests.length} passed`);
-process.exit(failed ? 1 : 0);
+const { child, port } = await startServer(
+  tessera, ['--placement', 'reference', '--rate-limit', '1000', '--model', `tiny=${tiny}`,
+            '--model', `stories=${stories}`, '--max-loaded-models', '2'],
+  { TESSERA_API_KEY: apiKey });
+const base = `http://127.0.0.1:${port}`;
+await waitReady(base, 60);
+await runTests(tests, new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 60000 }), child);

@@ -1,0 +1,50 @@
+// What the openai-client end-to-end tests share: starting `tessera serve` on a free loopback
+// port, waiting for /ready, and running named tests with a pass/fail summary.
+import { spawn } from 'node:child_process';
+
+// Starts `tessera serve --port 0 ARGS...`; resolves with the child and its port once it
+// listens (the port is read from its stdout).
+export function startServer(tessera, args, env = {}) {
+  const child = spawn(tessera, ['serve', '--port', '0', ...args],
+                      { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stderr.on('data', () => {});
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('server did not start in 60 s')), 60000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
+    });
+    child.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
+  });
+}
+
+export async function waitReady(base, seconds) {
+  const deadline = Date.now() + seconds * 1000;
+  while (Date.now() < deadline) {
+    try { if ((await fetch(`${base}/ready`)).status === 200) return; } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('server not ready');
+}
+
+// Runs every test against `client`, prints ok/FAIL lines and a summary; exits 1 on failure.
+export async function runTests(tests, client, child) {
+  let failed = 0;
+  try {
+    for (const t of tests) {
+      try {
+        await t.fn(client);
+        console.log(`ok: ${t.name}`);
+      } catch (e) {
+        failed++;
+        console.log(`FAIL: ${t.name}: ${e.stack ?? e}`);
+      }
+    }
+  } finally {
+    child.kill('SIGTERM');
+  }
+  console.log(`${tests.length - failed}/${tests.length} passed`);
+  process.exit(failed ? 1 : 0);
+}
