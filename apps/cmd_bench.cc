@@ -19,6 +19,7 @@
 #include "engine/placement.h"
 #include "engine/scheduler.h"
 #include "model/checkpoint.h"
+#include "runtime/loaded_model.h"
 
 namespace tessera {
 namespace {
@@ -132,6 +133,7 @@ int Run(int argc, char** argv) {
   args.AddInt("gen-tokens", "tokens to decode per repeat", 128);
   args.AddInt("repeat", "repeats; medians are reported", 3);
   args.AddString("placement", "layers per backend", false, "cpu");
+  args.AddString("kv-cache", "KV cache precision: bf16 or f32", false, "bf16");
   args.AddString("concurrency",
                  "also run N streams at once through the scheduler, for each N in the list "
                  "(aggregate decode tok/s, TTFT p50/p99; prompts of the first --prompt-tokens)");
@@ -179,6 +181,9 @@ int Run(int argc, char** argv) {
   options.backend.weights = *dtype;
   options.backend.threads = static_cast<int>(threads);
   options.backend.bf16_activations = args.GetFlag("bf16-activations");
+  auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
+  if (!kv_cache) return ReportError("bench", kv_cache.status());
+  options.backend.kv_cache = *kv_cache;
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
   if (!exec) return ReportError("bench", exec.status());
   const double load_s = Seconds(t_load);
@@ -213,6 +218,7 @@ int Run(int argc, char** argv) {
   out["embedding"] = (*exec)->embedding_source();
   out["dtype"] = std::string(WeightFormatName(*dtype));
   out["bf16_activations"] = options.backend.bf16_activations;
+  out["kv_cache"] = KvCacheTypeName(options.backend.kv_cache);
   out["threads"] = threads;
   out["load_s"] = load_s;
   nlohmann::ordered_json pf = nlohmann::ordered_json::object();

@@ -380,6 +380,7 @@ int Run(int argc, char** argv) {
   args.AddInt("max-tokens", "maximum tokens per reply", kDefaultMaxTokens);
   args.AddString("placement", "layers per backend, e.g. cpu or reference:3,cpu", false, "cpu");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
+  args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError(kCommand, st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -420,7 +421,10 @@ int Run(int argc, char** argv) {
   auto sampling = ResolveSamplingFlags(args, (*ckpt)->generation);
   if (!sampling) return ReportError(kCommand, sampling.status());
   ckpt->reset();
+  auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
+  if (!kv_cache) return ReportError(kCommand, kv_cache.status());
   ModelLoadOptions options;
+  options.kv_cache = *kv_cache;
   options.placement = args.GetString("placement");
   options.context = args.GetInt("context");
   options.parallel = 1;

@@ -53,6 +53,7 @@ int Run(int argc, char** argv) {
                "BF16; faster prefill, less exact)");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
   args.AddList("stop", "stop string: the text ends before it (repeatable)");
+  args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("generate", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -90,7 +91,10 @@ int Run(int argc, char** argv) {
     }
     given_ids = std::move(*ids);
   }
+  auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
+  if (!kv_cache) return ReportError("generate", kv_cache.status());
   ModelLoadOptions options;
+  options.kv_cache = *kv_cache;
   options.placement = args.GetString("placement");
   options.weights = *weights;
   options.bf16_activations = args.GetFlag("bf16-activations");

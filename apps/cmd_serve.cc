@@ -179,6 +179,7 @@ int RunServeCommand(int argc, char** argv) {
               "MiB of KV cache per model; with it --context defaults to the longest that fits "
               "(up to the model's own), and a larger cache is refused (0: no budget)",
               0);
+  args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
   args.AddInt("max-active", "requests running at once (0: --parallel's slots)", 0);
   args.AddInt("max-queued", "requests waiting before 429 (0: twice the slots)", 0);
   args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
@@ -226,6 +227,9 @@ int RunServeCommand(int argc, char** argv) {
                          InvalidArgument("--" + std::string(b.flag) + " must be between " +
                                          std::to_string(b.lo) + " and " + std::to_string(b.hi)));
     }
+  }
+  if (auto kv = ParseKvCacheType(args.GetString("kv-cache")); !kv) {
+    return ReportError("serve", kv.status());
   }
   if (args.Has("tls-cert") != args.Has("tls-key")) {
     return ReportError("serve", InvalidArgument("--tls-cert and --tls-key must be given together"));
@@ -315,12 +319,13 @@ int RunServeCommand(int argc, char** argv) {
     options.worker_args.push_back("--model");
     options.worker_args.push_back(m.name + "=" + m.dir);
   }
-  options.worker_args.insert(options.worker_args.end(),
-                             {"--placement", args.GetString("placement"), "--context",
-                              std::to_string(args.GetInt("context")), "--parallel",
-                              std::to_string(args.GetInt("parallel")), "--kv-memory",
-                              std::to_string(args.GetInt("kv-memory")), "--max-loaded-models",
-                              std::to_string(args.GetInt("max-loaded-models"))});
+  options.worker_args.insert(
+      options.worker_args.end(),
+      {"--placement", args.GetString("placement"), "--context",
+       std::to_string(args.GetInt("context")), "--parallel",
+       std::to_string(args.GetInt("parallel")), "--kv-memory",
+       std::to_string(args.GetInt("kv-memory")), "--kv-cache", args.GetString("kv-cache"),
+       "--max-loaded-models", std::to_string(args.GetInt("max-loaded-models"))});
   if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
   if (args.GetFlag("bf16-activations")) options.worker_args.push_back("--bf16-activations");
   return server::RunServer(options);
@@ -334,6 +339,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddInt("context", "KV positions per model", 0);
   args.AddInt("parallel", "sequence slots per model (0: from cores and memory)", 0);
   args.AddInt("kv-memory", "MiB of KV cache per model (0: no budget)", 0);
+  args.AddString("kv-cache", "KV cache precision: bf16 or f32", false, "bf16");
   args.AddInt("max-loaded-models", "models resident at once", 1);
   args.AddFlag("no-prewarm", "do not load the default model at start");
   args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
@@ -349,6 +355,9 @@ int RunWorkerCommand(int argc, char** argv) {
   options.context = args.GetInt("context");
   options.parallel = static_cast<int>(std::clamp<int64_t>(args.GetInt("parallel"), 0, 256));
   options.kv_memory_mib = std::max<int64_t>(args.GetInt("kv-memory"), 0);
+  auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
+  if (!kv_cache) return ReportError("worker", kv_cache.status());
+  options.kv_cache = *kv_cache;
   options.max_loaded_models =
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");

@@ -32,6 +32,9 @@ struct LayerRange {
 
 // Choices made once when a backend is created.
 enum class WeightFormat { kAuto, kF32, kBF16, kInt8, kInt4 };
+// How a backend stores its KV cache: fp32 (exact) or bf16 (half the memory and the bytes
+// attention reads; each key and value rounded to nearest-even once, when written).
+enum class KvCacheType { kF32, kBF16 };
 struct BackendOptions {
   WeightFormat weights = WeightFormat::kAuto;  // kAuto: the backend's natural format
   int threads = 0;                             // 0: the backend decides
@@ -39,6 +42,9 @@ struct BackendOptions {
   // (AVX-512 BF16), as llama.cpp does; faster, less exact than the default (activations kept
   // in fp32, weights widened). Decode rows stay exact. Refused where the CPU lacks the kernel.
   bool bf16_activations = false;
+  // The cpu backend's KV cache; the reference backend is always fp32. The engine's default is
+  // exact; the commands (runtime/loaded_model.h) default to bf16.
+  KvCacheType kv_cache = KvCacheType::kF32;
 };
 
 struct KvCacheConfig {

@@ -2,30 +2,31 @@
 
 #include <limits>
 #include <new>
+#include <string>
 
 namespace tessera {
 
-Status KvCache::Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim) {
+template <typename T>
+Status BasicKvCache<T>::Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim) {
   if (slots <= 0 || layers < 0 || max_seq <= 0 || kv_dim <= 0) {
     return InvalidArgument("KV cache sizes must be positive");
   }
   // Refuse sizes whose product overflows or exceeds what we would ever want to allocate.
   long double total = static_cast<long double>(slots) * layers * max_seq * kv_dim;
-  constexpr long double kMaxFloats = static_cast<long double>(1ull << 36);  // 256 GiB
-  if (total > kMaxFloats) {
+  constexpr long double kMaxElements = static_cast<long double>(1ull << 36);
+  if (total > kMaxElements) {
     return ResourceExhausted("KV cache of " + std::to_string(slots) + " slots x " +
                              std::to_string(max_seq) + " positions is too large; lower --context");
   }
   size_t n = static_cast<size_t>(total);
   try {
-    keys_.assign(n, 0.0f);
-    values_.assign(n, 0.0f);
+    keys_.assign(n, T{});
+    values_.assign(n, T{});
   } catch (const std::bad_alloc&) {
     keys_.clear();
     values_.clear();
     return ResourceExhausted("out of memory allocating the KV cache (" +
-                             std::to_string(2 * n * sizeof(float) >> 20) +
-                             " MiB); lower --context");
+                             std::to_string(2 * n * sizeof(T) >> 20) + " MiB); lower --context");
   }
   slots_ = slots;
   layers_ = layers;
@@ -33,5 +34,8 @@ Status KvCache::Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_
   kv_dim_ = kv_dim;
   return Status::Ok();
 }
+
+template class BasicKvCache<float>;
+template class BasicKvCache<uint16_t>;
 
 }  // namespace tessera

@@ -1,5 +1,7 @@
-// KvCache: fp32 keys and values for a contiguous range of decoder layers, one region per
-// sequence slot, allocated once at load (never in the token loop).
+// KvCache: keys and values for a contiguous range of decoder layers, one region per sequence
+// slot, allocated once at load (never in the token loop). Elements are fp32 (KvCache) or bf16
+// bits (KvCacheBf16, the cpu backend's default cache: half the memory and the bytes read per
+// step; a value is rounded to nearest-even when written).
 //
 //   KvCache kv;
 //   kv.Allocate(/*slots=*/1, /*layers=*/4, /*max_seq=*/512, /*kv_dim=*/64);
@@ -14,7 +16,8 @@
 
 namespace tessera {
 
-class KvCache {
+template <typename T>
+class BasicKvCache {
  public:
   Status Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim);
 
@@ -23,13 +26,11 @@ class KvCache {
   int64_t kv_dim() const { return kv_dim_; }
 
   // Layout: keys_[slot][layer][pos][kv_dim], the same for values_.
-  float* Key(int slot, int64_t layer, int64_t pos) {
-    return keys_.data() + Offset(slot, layer, pos);
-  }
-  float* Value(int slot, int64_t layer, int64_t pos) {
+  T* Key(int slot, int64_t layer, int64_t pos) { return keys_.data() + Offset(slot, layer, pos); }
+  T* Value(int slot, int64_t layer, int64_t pos) {
     return values_.data() + Offset(slot, layer, pos);
   }
-  size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
+  size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(T); }
 
   // Copies positions [first, first + n) of every layer from slot `from` to slot `to`.
   void CopyPositions(int from, int to, int64_t first, int64_t n) {
@@ -41,8 +42,7 @@ class KvCache {
 
  private:
   size_t Offset(int slot, int64_t layer, int64_t pos) const {
-    return ((static_cast<size_t>(slot) * static_cast<size_t>(layers_) +
-             static_cast<size_t>(layer)) *
+    return ((static_cast<size_t>(slot) * static_cast<size_t>(layers_) + static_cast<size_t>(layer)) *
                 static_cast<size_t>(max_seq_) +
             static_cast<size_t>(pos)) *
            static_cast<size_t>(kv_dim_);
@@ -51,8 +51,14 @@ class KvCache {
   int64_t layers_ = 0;
   int64_t max_seq_ = 0;
   int64_t kv_dim_ = 0;
-  std::vector<float> keys_;
-  std::vector<float> values_;
+  std::vector<T> keys_;
+  std::vector<T> values_;
 };
+
+using KvCache = BasicKvCache<float>;
+using KvCacheBf16 = BasicKvCache<uint16_t>;
+
+extern template class BasicKvCache<float>;
+extern template class BasicKvCache<uint16_t>;
 
 }  // namespace tessera

@@ -21,8 +21,10 @@ uint64_t PhysicalMemoryBytes() {
 }
 
 // The cache a slot holds at `context` positions: keys, values and the cpu backend's
-// transposed key copy (fp32) for every attention layer, the recurrent state of DeltaNet layers.
-uint64_t KvBytesPerSlot(const ModelSpec& spec, int64_t context) {
+// transposed key copy for every attention layer (4 or 2 bytes a value), the recurrent state
+// (fp32, with its snapshots) of DeltaNet layers.
+uint64_t KvBytesPerSlot(const ModelSpec& spec, int64_t context, KvCacheType type) {
+  const uint64_t element = type == KvCacheType::kBF16 ? 2 : 4;
   uint64_t bytes = 0;
   for (const LayerSpec& layer : spec.layer) {
     if (layer.kind == LayerKind::kGatedDeltaNet) {
@@ -31,13 +33,23 @@ uint64_t KvBytesPerSlot(const ModelSpec& spec, int64_t context) {
     } else {
       const int64_t positions =
           layer.window > 0 ? std::min(context, 2 * (layer.window + 128)) : context;
-      bytes += 3u * 4u * static_cast<uint64_t>(spec.kv_dim) * static_cast<uint64_t>(positions);
+      bytes += 3u * element * static_cast<uint64_t>(spec.kv_dim) * static_cast<uint64_t>(positions);
     }
   }
   return bytes;
 }
 
 }  // namespace
+
+Expected<KvCacheType> ParseKvCacheType(std::string_view name) {
+  if (name == "bf16") return KvCacheType::kBF16;
+  if (name == "f32") return KvCacheType::kF32;
+  return InvalidArgument("--kv-cache must be bf16 or f32, got '" + std::string(name) + "'");
+}
+
+const char* KvCacheTypeName(KvCacheType type) {
+  return type == KvCacheType::kBF16 ? "bf16" : "f32";
+}
 
 int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per_slot,
                          std::string* why) {
@@ -103,6 +115,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   exec_options.backend.weights = options.weights;
   exec_options.backend.threads = options.threads;
   exec_options.backend.bf16_activations = options.bf16_activations;
+  exec_options.backend.kv_cache = options.kv_cache;
   const int64_t model_max = std::max<int64_t>(ckpt->config.max_position_embeddings, 1);
   int64_t context = options.context > 0 ? options.context : std::min<int64_t>(model_max, 4096);
   const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(options.kv_memory_mib, 0)) << 20;
@@ -111,12 +124,13 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
     std::string why;
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     slots = DefaultParallelSlots(cores, budget > 0 ? 4 * budget : PhysicalMemoryBytes(),
-                                 KvBytesPerSlot(ckpt->tensors.spec, context), &why);
+                                 KvBytesPerSlot(ckpt->tensors.spec, context, options.kv_cache), &why);
     if (log) log("parallel: " + why);
   }
   if (budget > 0 && options.context <= 0) {
     // The longest context the budget holds for every slot, in steps of 256, up to the model's.
-    const uint64_t per_256 = KvBytesPerSlot(ckpt->tensors.spec, 256) * static_cast<uint64_t>(slots);
+    const uint64_t per_256 =
+        KvBytesPerSlot(ckpt->tensors.spec, 256, options.kv_cache) * static_cast<uint64_t>(slots);
     const int64_t fit = per_256 > 0 ? static_cast<int64_t>(budget / per_256) * 256 : model_max;
     context = std::clamp<int64_t>(fit, 256, model_max);
     if (log) {
@@ -125,7 +139,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
           " slots; the model's limit is " + std::to_string(model_max) + ")");
     }
   }
-  const uint64_t per_slot = KvBytesPerSlot(ckpt->tensors.spec, context);
+  const uint64_t per_slot = KvBytesPerSlot(ckpt->tensors.spec, context, options.kv_cache);
   if (budget > 0 && per_slot * static_cast<uint64_t>(slots) > budget) {
     return ResourceExhausted(
         "the KV cache of " + std::to_string(slots) + " slots x " + std::to_string(context) +
@@ -138,6 +152,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   // Every slot's decode token plus one prompt chunk per step.
   exec_options.max_batch_tokens = slots + kPrefillChunkTokens;
   m->kv_bytes_ = per_slot * static_cast<uint64_t>(slots);
+  m->kv_cache_ = options.kv_cache;
   TS_ASSIGN_OR_RETURN(m->exec_, ModelExecutor::Load(ckpt, placement, exec_options));
   m->scheduler_ = std::make_unique<Scheduler>(*m->exec_, Scheduler::Options{});
   if (options.prewarm) {
@@ -185,7 +200,7 @@ std::string LoadedModel::Describe() const {
   return DescribeCheckpoint(checkpoint()) + "; " + exec_->placement().Describe() +
          "; token embedding: " + exec_->embedding_source() + "; " + std::to_string(slots()) +
          " slots x " + std::to_string(context()) + " positions, KV cache ~" +
-         std::to_string(kv_bytes_ >> 20) + " MiB";
+         std::to_string(kv_bytes_ >> 20) + " MiB (" + KvCacheTypeName(kv_cache_) + ")";
 }
 
 }  // namespace tessera

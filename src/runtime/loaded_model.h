@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,9 @@ struct ModelLoadOptions {
   WeightFormat weights = WeightFormat::kAuto;
   int threads = 0;
   bool bf16_activations = false;
+  // The cpu backend's KV cache: bf16 by default (half the memory and the bytes attention reads;
+  // measured cost in docs/backends.md), fp32 for exactness.
+  KvCacheType kv_cache = KvCacheType::kBF16;
   int64_t context = 0;  // KV positions per slot; 0: the model's own, at most 4096
   int parallel = 1;     // sequence slots; 0: chosen from the cores and memory (logged)
   // The KV cache's budget in MiB (0: none given). With it, a context left at 0 is the largest
@@ -45,6 +49,10 @@ struct ModelLoadOptions {
   bool package_cache = true;  // a checkpoint given by path runs from its package
   bool prewarm = false;       // one forward pass at load, so the first request does not pay
 };
+
+// "f32" or "bf16".
+Expected<KvCacheType> ParseKvCacheType(std::string_view name);
+const char* KvCacheTypeName(KvCacheType type);
 
 // The slots `parallel = 0` gives: two per core, 2..8, fewer when their KV cache would take
 // more than a quarter of the machine's memory; `why` says how it was chosen.
@@ -97,6 +105,7 @@ class LoadedModel {
   std::vector<int32_t> stop_ids_;
   SamplingDefaults defaults_;
   uint64_t kv_bytes_ = 0;
+  KvCacheType kv_cache_ = KvCacheType::kBF16;
 };
 
 }  // namespace tessera

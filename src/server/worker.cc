@@ -162,6 +162,7 @@ class Worker {
     o.context = options_.context;
     o.parallel = options_.parallel;
     o.kv_memory_mib = options_.kv_memory_mib;
+    o.kv_cache = options_.kv_cache;
     o.bf16_activations = options_.bf16_activations;
     o.prewarm = true;
     auto log = [&](const std::string& line) {

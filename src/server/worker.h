@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+
 #include <string>
 #include <vector>
+#include "backend/backend.h"
 
 namespace tessera::server {
 
@@ -29,6 +31,7 @@ struct WorkerOptions {
   int64_t context = 0;        // KV positions per slot; 0: the model's own, at most 4096
   int parallel = 0;           // sequence slots per model; 0: chosen from cores and memory
   int64_t kv_memory_mib = 0;  // each model's KV cache budget (0: none)
+  KvCacheType kv_cache = KvCacheType::kBF16;
   int max_loaded_models = 1;
   bool prewarm = true;            // load and warm the default model before reporting ready
   bool bf16_activations = false;  // BackendOptions::bf16_activations for BF16 packages

@@ -395,7 +395,10 @@ TEST_P(IsaTest, SwigluMatchesScalar) {
   }
 }
 
-TEST_P(IsaTest, AttentionMatchesScalar) {
+// Every attention kernel against the scalar one over an fp32 cache, and (kv_bf16) over a bf16
+// cache: keys and values rounded to bf16 first, so the fp32 scalar result on the rounded values
+// is what the widening kernels must give.
+void CheckAttention(const KernelTable& k, bool bf16) {
   std::mt19937 rng(10);
   struct Case {
     int64_t heads, kv_heads, head_dim, start_pos, rows;
@@ -426,6 +429,15 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
     auto q = RandomVector(rng, static_cast<size_t>(c.rows * q_stride), 2.0f);
     auto keys = RandomVector(rng, static_cast<size_t>(positions * kv_stride), 2.0f);
     auto values = RandomVector(rng, static_cast<size_t>(positions * kv_stride));
+    std::vector<uint16_t> keys16(keys.size()), values16(values.size());
+    if (bf16) {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        keys16[i] = FloatToBf16(keys[i]);
+        keys[i] = Bf16ToFloat(keys16[i]);
+        values16[i] = FloatToBf16(values[i]);
+        values[i] = Bf16ToFloat(values16[i]);
+      }
+    }
     AttentionArgs a;
     a.q = q.data();
     a.q_stride = q_stride;
@@ -442,16 +454,22 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
     std::vector<float> want(static_cast<size_t>(c.rows * a.out_stride)), got = want;
     std::vector<float> scores(static_cast<size_t>(positions));
     a.out = want.data();
-    ref().attention(a, 0, c.rows * c.heads, scores.data());
+    ScalarKernels().attention(a, 0, c.rows * c.heads, scores.data());  // fp32 cache
+    if (bf16) {
+      a.kv_bf16 = true;
+      a.keys_bf16 = keys16.data();
+      a.values_bf16 = values16.data();
+      a.keys = a.values = nullptr;  // the kernels must not read the fp32 arrays
+    }
     a.out = got.data();
     const int64_t tasks = c.rows * c.heads;
-    k_->attention(a, 0, tasks / 2, scores.data());
-    k_->attention(a, tasks / 2, tasks, scores.data());
+    k.attention(a, 0, tasks / 2, scores.data());
+    k.attention(a, tasks / 2, tasks, scores.data());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5f) << i;
 
     // The blocked kernel, where there is one, over keys transposed in blocks of 16; the
     // padding positions hold large finite junk that causal masking must keep out.
-    if (k_->attention_blocked == nullptr || c.head_dim > 256) continue;
+    if (k.attention_blocked == nullptr || c.head_dim > 256) continue;
     const int64_t blocks = (positions + 15) / 16;
     std::vector<float> keys_t(static_cast<size_t>(c.kv_heads * blocks * c.head_dim * 16), 1e4f);
     for (int64_t g = 0; g < c.kv_heads; ++g) {
@@ -462,20 +480,26 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
         }
       }
     }
-    a.keys_t = keys_t.data();
+    std::vector<uint16_t> keys_t16(keys_t.size());
+    for (size_t i = 0; i < keys_t.size(); ++i) keys_t16[i] = FloatToBf16(keys_t[i]);
+    if (bf16) {
+      a.keys_t_bf16 = keys_t16.data();
+    } else {
+      a.keys_t = keys_t.data();
+    }
     a.keys_t_head_stride = blocks * c.head_dim * 16;
     std::vector<float> blocked(want.size(), -1.0f);
     std::vector<float> block_scores(
         static_cast<size_t>(kBlockedAttentionQueries * BlockedAttentionScoreStride(positions)));
     a.out = blocked.data();
     const int64_t blocked_tasks = BlockedAttentionTasks(a);
-    k_->attention_blocked(a, 0, blocked_tasks / 2, block_scores.data());
-    k_->attention_blocked(a, blocked_tasks / 2, blocked_tasks, block_scores.data());
+    k.attention_blocked(a, 0, blocked_tasks / 2, block_scores.data());
+    k.attention_blocked(a, blocked_tasks / 2, blocked_tasks, block_scores.data());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(blocked[i], want[i], 2e-5f) << i;
 
     // Decode rows also split over positions (1 to 5 splits; short contexts leave later
     // splits empty), then merged.
-    if (c.rows != 1 || k_->attention_decode_split == nullptr) continue;
+    if (c.rows != 1 || k.attention_decode_split == nullptr) continue;
     for (int64_t splits = 1; splits <= 5; ++splits) {
       SCOPED_TRACE("splits=" + std::to_string(splits));
       std::vector<float> partials(
@@ -483,14 +507,20 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
       std::vector<float> merged(want.size(), -1.0f);
       a.out = merged.data();
       const int64_t split_tasks = c.kv_heads * splits;
-      k_->attention_decode_split(a, splits, 0, split_tasks / 2, block_scores.data(),
-                                 partials.data());
-      k_->attention_decode_split(a, splits, split_tasks / 2, split_tasks, block_scores.data(),
-                                 partials.data());
+      k.attention_decode_split(a, splits, 0, split_tasks / 2, block_scores.data(), partials.data());
+      k.attention_decode_split(a, splits, split_tasks / 2, split_tasks, block_scores.data(),
+                               partials.data());
       MergeDecodeSplits(a, splits, partials.data());
       for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(merged[i], want[i], 2e-5f) << i;
     }
   }
+}
+
+TEST_P(IsaTest, AttentionMatchesScalar) {
+  CheckAttention(*k_, /*bf16=*/false);
+}
+TEST_P(IsaTest, AttentionOverABf16CacheMatchesScalar) {
+  CheckAttention(*k_, /*bf16=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,

@@ -131,29 +131,33 @@ TEST_P(BatchStep, SequenceResultsDoNotDependOnTheBatch) {
   ASSERT_TRUE(ckpt) << ckpt.status().message();
   auto placement = ParsePlacement(backend, (*ckpt)->config.num_layers);
   ASSERT_TRUE(placement) << placement.status().message();
-  ModelExecutor::Options o;
-  o.max_slots = kSlots;
-  o.max_seq = 128;
-  o.max_batch_tokens = 64;
-  o.backend.weights = format;
-  auto exec = ModelExecutor::Load(*ckpt, *placement, o);
-  ASSERT_TRUE(exec) << exec.status().message();
-  const int64_t vocab = (*exec)->spec().vocab;
+  for (KvCacheType kv : {KvCacheType::kF32, KvCacheType::kBF16}) {
+    SCOPED_TRACE(kv == KvCacheType::kBF16 ? "bf16 KV cache" : "fp32 KV cache");
+    ModelExecutor::Options o;
+    o.max_slots = kSlots;
+    o.max_seq = 128;
+    o.max_batch_tokens = 64;
+    o.backend.weights = format;
+    o.backend.kv_cache = kv;
+    auto exec = ModelExecutor::Load(*ckpt, *placement, o);
+    ASSERT_TRUE(exec) << exec.status().message();
+    const int64_t vocab = (*exec)->spec().vocab;
 
-  std::vector<Script> alone = Scripts(vocab), together = Scripts(vocab);
-  RunScripts(**exec, alone, false);
-  RunScripts(**exec, together, true);
-  for (int i = 0; i < kSlots; ++i) {
-    SCOPED_TRACE("sequence " + std::to_string(i));
-    EXPECT_EQ(alone[i].generated, together[i].generated);
-    ASSERT_EQ(alone[i].logits.size(), together[i].logits.size());
-    for (size_t t = 0; t < alone[i].logits.size(); ++t) {
-      EXPECT_EQ(alone[i].logits[t], together[i].logits[t]) << "step " << t;  // bit for bit
+    std::vector<Script> alone = Scripts(vocab), together = Scripts(vocab);
+    RunScripts(**exec, alone, false);
+    RunScripts(**exec, together, true);
+    for (int i = 0; i < kSlots; ++i) {
+      SCOPED_TRACE("sequence " + std::to_string(i));
+      EXPECT_EQ(alone[i].generated, together[i].generated);
+      ASSERT_EQ(alone[i].logits.size(), together[i].logits.size());
+      for (size_t t = 0; t < alone[i].logits.size(); ++t) {
+        EXPECT_EQ(alone[i].logits[t], together[i].logits[t]) << "step " << t;  // bit for bit
+      }
     }
+    // The steps that mixed decode rows and a prompt chunk happened: sequence 2's 40-token
+    // prompt took 3 steps while sequences 0 and 1 were already decoding.
+    EXPECT_GT(together[0].generated.size(), 0u);
   }
-  // The steps that mixed decode rows and a prompt chunk happened: sequence 2's 40-token
-  // prompt took 3 steps while sequences 0 and 1 were already decoding.
-  EXPECT_GT(together[0].generated.size(), 0u);
 }
 
 // Past 256 positions a model whose kv heads do not divide among the threads splits decode
@@ -176,6 +180,8 @@ TEST(BatchStepLong, SplitDecodeAttentionIsTheSameBatched) {
     o.max_batch_tokens = kSlots * kChunk;
     o.backend.weights = format;
     o.backend.threads = 2;  // 1 kv head over 2 threads: split
+    // The int8 run reads a bf16 KV cache (its split kernels too).
+    o.backend.kv_cache = format == WeightFormat::kInt8 ? KvCacheType::kBF16 : KvCacheType::kF32;
     auto exec = ModelExecutor::Load(*ckpt, *placement, o);
     ASSERT_TRUE(exec) << exec.status().message();
     auto scripts = [&] {

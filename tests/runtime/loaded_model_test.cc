@@ -28,6 +28,7 @@ std::unique_ptr<LoadedModel> Open(int parallel) {
   ModelLoadOptions o;
   o.placement = "cpu";
   o.weights = WeightFormat::kF32;
+  o.kv_cache = KvCacheType::kF32;  // exact, to match run.c token for token
   o.parallel = parallel;
   o.package_cache = false;  // tests never write next to ../shared
   auto m = LoadedModel::Open(StoriesDir(), o);

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_deltanet.h"
+#include "base/half.h"
 #include "base/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/recurrent_state.h"
@@ -22,6 +23,41 @@ namespace {
 constexpr int64_t kMaxBlockRows = 128;
 // Recurrent snapshots kept per slot (see RecurrentState).
 constexpr int kStateSnapshots = 2;
+
+// Slot caches of some layers in the precision BackendOptions::kv_cache chose (one of the two
+// is allocated); bf16 values are rounded to nearest-even as they are written.
+struct KvStore {
+  bool bf16 = false;
+  KvCache f32;
+  KvCacheBf16 b16;
+
+  Status Allocate(bool use_bf16, int slots, int64_t layers, int64_t max_seq, int64_t kv_dim) {
+    bf16 = use_bf16;
+    return bf16 ? b16.Allocate(slots, layers, max_seq, kv_dim)
+                : f32.Allocate(slots, layers, max_seq, kv_dim);
+  }
+  int slots() const { return bf16 ? b16.slots() : f32.slots(); }
+  void Write(int slot, int64_t layer, int64_t pos, const float* k, const float* v, int64_t n) {
+    if (!bf16) {
+      std::copy_n(k, n, f32.Key(slot, layer, pos));
+      std::copy_n(v, n, f32.Value(slot, layer, pos));
+      return;
+    }
+    uint16_t* kd = b16.Key(slot, layer, pos);
+    uint16_t* vd = b16.Value(slot, layer, pos);
+    for (int64_t i = 0; i < n; ++i) {
+      kd[i] = FloatToBf16(k[i]);
+      vd[i] = FloatToBf16(v[i]);
+    }
+  }
+  void CopyPositions(int from, int to, int64_t first, int64_t n) {
+    if (bf16) {
+      b16.CopyPositions(from, to, first, n);
+    } else {
+      f32.CopyPositions(from, to, first, n);
+    }
+  }
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -92,18 +128,26 @@ class CpuBackend final : public Backend {
       // keeps the plain layout.
       const int64_t cap = window + kMaxBlockRows;
       if (2 * cap < kv.max_seq) ring_cap_ = cap;
-      TS_RETURN_IF_ERROR(window_kv_.Allocate(
-          kv.max_slots, sliding_layers, ring_cap_ > 0 ? 2 * ring_cap_ : kv.max_seq, spec_.kv_dim));
+      TS_RETURN_IF_ERROR(window_kv_.Allocate(kv_bf16(), kv.max_slots, sliding_layers,
+                                             ring_cap_ > 0 ? 2 * ring_cap_ : kv.max_seq,
+                                             spec_.kv_dim));
     }
     keys_t_.Resize(0);
+    keys_t16_.Resize(0);
     if (attention_layers > 0) {
-      TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
+      TS_RETURN_IF_ERROR(
+          kv_.Allocate(kv_bf16(), kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
       // A second, transposed copy of the keys for the blocked attention kernel.
       kt_head_stride_ = RoundUp(kv.max_seq, 16) * spec_.head_dim;
       if (k_.attention_blocked != nullptr && spec_.head_dim <= 256) {
-        keys_t_.Resize(static_cast<size_t>(kv.max_slots * attention_layers * spec_.kv_heads *
-                                           kt_head_stride_));
-        if (keys_t_.size() == 0)
+        const size_t n =
+            static_cast<size_t>(kv.max_slots * attention_layers * spec_.kv_heads * kt_head_stride_);
+        if (kv_bf16()) {
+          keys_t16_.Resize(n);
+        } else {
+          keys_t_.Resize(n);
+        }
+        if (keys_t_.size() + keys_t16_.size() == 0)
           return ResourceExhausted("cpu backend: cannot allocate the key cache");
       }
     }
@@ -219,14 +263,19 @@ class CpuBackend final : public Backend {
       }
     }
     if (kv_.slots() > 0) kv_.CopyPositions(from, to, 0, positions);
-    if (keys_t_.size() > 0) {
+    if (UseBlockedAttention()) {
       // Whole blocks of 16 transposed positions (those past `positions` are finite leftovers,
       // masked by the kernel).
-      const int64_t floats = RoundUp(positions, 16) * spec_.head_dim;
+      const int64_t elements = RoundUp(positions, 16) * spec_.head_dim;
       for (int64_t l = 0; l < attention_layers_; ++l) {
         for (int64_t g = 0; g < spec_.kv_heads; ++g) {
-          std::copy_n(KeysT(from, l) + g * kt_head_stride_, floats,
-                      KeysT(to, l) + g * kt_head_stride_);
+          const size_t a = KeysTOffset(from, l) + static_cast<size_t>(g * kt_head_stride_);
+          const size_t b = KeysTOffset(to, l) + static_cast<size_t>(g * kt_head_stride_);
+          if (kv_bf16()) {
+            std::copy_n(keys_t16_.data() + a, elements, keys_t16_.data() + b);
+          } else {
+            std::copy_n(keys_t_.data() + a, elements, keys_t_.data() + b);
+          }
         }
       }
     }
@@ -334,12 +383,34 @@ class CpuBackend final : public Backend {
   // per head. Measured per decode step (bf16, 2 threads, alternating kernels token by token in
   // one process): smollm2-135m 1.04x faster at 32-160 positions, 1.32x at 1024, 1.77x at 3000;
   // qwen2.5-0.5b 1.01x, 1.10x, 1.44x.
-  bool UseBlockedAttention() const { return k_.attention_blocked != nullptr && keys_t_.size() > 0; }
+  bool UseBlockedAttention() const {
+    return k_.attention_blocked != nullptr && keys_t_.size() + keys_t16_.size() > 0;
+  }
+  bool kv_bf16() const { return options_.kv_cache == KvCacheType::kBF16; }
 
-  // Transposed keys of one slot and layer (see AttentionArgs::keys_t).
-  float* KeysT(int slot, int64_t layer) {
-    return keys_t_.data() + (static_cast<int64_t>(slot) * attention_layers_ + layer) *
-                                spec_.kv_heads * kt_head_stride_;
+  // Where one slot and layer's transposed keys start (see AttentionArgs::keys_t).
+  size_t KeysTOffset(int slot, int64_t layer) const {
+    return static_cast<size_t>((static_cast<int64_t>(slot) * attention_layers_ + layer) *
+                               spec_.kv_heads * kt_head_stride_);
+  }
+  // Points `att` at slot/layer's cache of `store` from position `first`, in its precision.
+  void PointAtCache(AttentionArgs& att, KvStore& store, int slot, int64_t layer, int64_t first) {
+    att.kv_bf16 = store.bf16;
+    if (store.bf16) {
+      att.keys_bf16 = store.b16.Key(slot, layer, first);
+      att.values_bf16 = store.b16.Value(slot, layer, first);
+    } else {
+      att.keys = store.f32.Key(slot, layer, first);
+      att.values = store.f32.Value(slot, layer, first);
+    }
+  }
+  void PointAtKeysT(AttentionArgs& att, int slot, int64_t layer) {
+    att.keys_t_head_stride = kt_head_stride_;
+    if (kv_bf16()) {
+      att.keys_t_bf16 = keys_t16_.data() + KeysTOffset(slot, layer);
+    } else {
+      att.keys_t = keys_t_.data() + KeysTOffset(slot, layer);
+    }
   }
 
   // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced): two threads given
@@ -428,21 +499,23 @@ class CpuBackend final : public Backend {
     k_.rope(k, d.kv_heads, d.head_dim, 2 * rope.half(), cs, sn);
     if (L.spec.window > 0) {
       const int64_t at = RingIndex(p);
-      std::copy(k, k + d.kv_dim, window_kv_.Key(slot, layer, at));
-      std::copy(v, v + d.kv_dim, window_kv_.Value(slot, layer, at));
-      if (ring_cap_ > 0) {
-        std::copy(k, k + d.kv_dim, window_kv_.Key(slot, layer, at + ring_cap_));
-        std::copy(v, v + d.kv_dim, window_kv_.Value(slot, layer, at + ring_cap_));
-      }
+      window_kv_.Write(slot, layer, at, k, v, d.kv_dim);
+      if (ring_cap_ > 0) window_kv_.Write(slot, layer, at + ring_cap_, k, v, d.kv_dim);
       return;
     }
-    std::copy(k, k + d.kv_dim, kv_.Key(slot, layer, p));
-    std::copy(v, v + d.kv_dim, kv_.Value(slot, layer, p));
-    if (!keys_t_.size()) return;
-    float* kt = KeysT(slot, layer) + (p / 16) * d.head_dim * 16 + p % 16;
+    kv_.Write(slot, layer, p, k, v, d.kv_dim);
+    if (!UseBlockedAttention()) return;
+    const size_t kt =
+        KeysTOffset(slot, layer) + static_cast<size_t>((p / 16) * d.head_dim * 16 + p % 16);
     for (int64_t g = 0; g < d.kv_heads; ++g) {
-      for (int64_t i = 0; i < d.head_dim; ++i)
-        kt[g * kt_head_stride_ + i * 16] = k[g * d.head_dim + i];
+      for (int64_t i = 0; i < d.head_dim; ++i) {
+        const size_t at = kt + static_cast<size_t>(g * kt_head_stride_ + i * 16);
+        if (kv_bf16()) {
+          keys_t16_.data()[at] = FloatToBf16(k[g * d.head_dim + i]);
+        } else {
+          keys_t_.data()[at] = k[g * d.head_dim + i];
+        }
+      }
     }
   }
 
@@ -468,16 +541,13 @@ class CpuBackend final : public Backend {
     if (L.spec.window > 0) {
       // A sliding window: each row sees its own span of positions (one contiguous run of the
       // ring), so rows run one by one through the per-head kernel.
-      const float* keys = window_kv_.Key(slot, layer, 0);
-      const float* values = window_kv_.Value(slot, layer, 0);
       pool_.ParallelFor(n * d.heads, [&](int64_t begin, int64_t end, int thread) {
         for (int64_t t = begin; t < end; ++t) {
           const int64_t r = t / d.heads, h = t % d.heads;
           const int64_t first = std::max<int64_t>(0, pos + r - L.spec.window + 1);
           AttentionArgs row = att;
           row.q = att.q + r * att.q_stride;
-          row.keys = keys + RingIndex(first) * att.kv_stride;
-          row.values = values + RingIndex(first) * att.kv_stride;
+          PointAtCache(row, window_kv_, slot, layer, RingIndex(first));
           row.start_pos = pos + r - first;
           row.rows = 1;
           row.out = att.out + r * att.out_stride;
@@ -486,12 +556,8 @@ class CpuBackend final : public Backend {
       });
       return;
     }
-    att.keys = kv_.Key(slot, layer, 0);
-    att.values = kv_.Value(slot, layer, 0);
-    if (UseBlockedAttention()) {
-      att.keys_t = KeysT(slot, layer);
-      att.keys_t_head_stride = kt_head_stride_;
-    }
+    PointAtCache(att, kv_, slot, layer, 0);
+    if (UseBlockedAttention()) PointAtKeysT(att, slot, layer);
     const int64_t splits = n == 1 && UseBlockedAttention() ? DecodeSplits(pos + 1) : 1;
     if (splits > 1) {
       pool_.ParallelFor(d.kv_heads * splits, [&](int64_t begin, int64_t end, int thread) {
@@ -542,17 +608,14 @@ class CpuBackend final : public Backend {
       RowAttention kind;
       if (L.spec.window > 0) {
         const int64_t first = std::max<int64_t>(0, pos - L.spec.window + 1);
-        att.keys = window_kv_.Key(slot, layer, 0) + RingIndex(first) * att.kv_stride;
-        att.values = window_kv_.Value(slot, layer, 0) + RingIndex(first) * att.kv_stride;
+        PointAtCache(att, window_kv_, slot, layer, RingIndex(first));
         att.start_pos = pos - first;
         kind = RowAttention::kSliding;
         tasks = d.heads;
       } else {
-        att.keys = kv_.Key(slot, layer, 0);
-        att.values = kv_.Value(slot, layer, 0);
+        PointAtCache(att, kv_, slot, layer, 0);
         if (UseBlockedAttention()) {
-          att.keys_t = KeysT(slot, layer);
-          att.keys_t_head_stride = kt_head_stride_;
+          PointAtKeysT(att, slot, layer);
           splits = DecodeSplits(pos + 1);
         }
         if (splits > 1) {
@@ -751,8 +814,8 @@ class CpuBackend final : public Backend {
   LayerRange range_;
   std::vector<CpuLayerWeights> layers_;
   std::vector<int64_t> cache_index_;  // per layer: into kv_ (attention) or state_ (DeltaNet)
-  KvCache kv_;                        // full-attention layers
-  KvCache window_kv_;                 // sliding layers: [2 ring_cap_] or [max_seq] positions
+  KvStore kv_;                        // full-attention layers
+  KvStore window_kv_;                 // sliding layers: [2 ring_cap_] or [max_seq] positions
   RecurrentState state_;              // DeltaNet layers
   std::vector<RopeTable> ropes_;      // one per spec_.ropes entry (model/rope.h)
   std::vector<float> ones_;           // [conv_width] for SiLU through the swiglu kernel
@@ -773,8 +836,9 @@ class CpuBackend final : public Backend {
   int64_t scores_per_thread_ = 0;
   // [slot][layer][kv_head][RoundUp(max_seq, 16) / 16][head_dim][16]; empty when unused.
   AlignedArray<float> keys_t_;
-  int64_t kt_head_stride_ = 0;  // floats per (slot, layer, kv head)
-  ActivationBlock acts_;        // prepared copy of the current matmul input
+  AlignedArray<uint16_t> keys_t16_;  // the same in bf16 (BackendOptions::kv_cache)
+  int64_t kt_head_stride_ = 0;       // floats per (slot, layer, kv head)
+  ActivationBlock acts_;             // prepared copy of the current matmul input
   // The block being run: its rows' sequences and positions, and whether they are decode rows.
   std::vector<int> row_slot_ = std::vector<int>(kMaxBlockRows);
   std::vector<int64_t> row_pos_ = std::vector<int64_t>(kMaxBlockRows);

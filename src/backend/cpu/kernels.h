@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/packed_matrix.h"
+#include "base/half.h"
 
 namespace tessera {
 
@@ -55,7 +56,36 @@ struct AttentionArgs {
   // as [head_dim][16]; positions not yet written may hold anything finite (they are masked).
   const float* keys_t = nullptr;
   int64_t keys_t_head_stride = 0;
+  // A bf16 KV cache (BackendOptions::kv_cache): keys, values and keys_t are read from these
+  // instead, in the same layouts, each value widened to fp32 (exactly) as it is loaded.
+  bool kv_bf16 = false;
+  const uint16_t* keys_bf16 = nullptr;
+  const uint16_t* values_bf16 = nullptr;
+  const uint16_t* keys_t_bf16 = nullptr;
 };
+
+// The KV arrays of `a` as element type KV (float, or uint16_t for bf16), for kernels written
+// once for both; KvToFloat widens one element.
+template <typename KV>
+struct KvArrays;
+template <>
+struct KvArrays<float> {
+  static const float* keys(const AttentionArgs& a) { return a.keys; }
+  static const float* values(const AttentionArgs& a) { return a.values; }
+  static const float* keys_t(const AttentionArgs& a) { return a.keys_t; }
+};
+template <>
+struct KvArrays<uint16_t> {
+  static const uint16_t* keys(const AttentionArgs& a) { return a.keys_bf16; }
+  static const uint16_t* values(const AttentionArgs& a) { return a.values_bf16; }
+  static const uint16_t* keys_t(const AttentionArgs& a) { return a.keys_t_bf16; }
+};
+inline float KvToFloat(float v) {
+  return v;
+}
+inline float KvToFloat(uint16_t v) {
+  return Bf16ToFloat(v);
+}
 // `scores` is scratch for one task: [start_pos + rows] floats.
 using AttentionFn = void (*)(const AttentionArgs& args, int64_t task_begin, int64_t task_end,
                              float* scores);

@@ -293,7 +293,18 @@ void Geglu(const float* gate, const float* up, int64_t n, float* out) {
 }
 
 // Dot products and value sums use 8-wide chunks with a scalar tail for odd head sizes.
-void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+inline __m256 LoadKv8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 LoadKv8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+template <typename KV>
+void AttentionKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const KV* keys = KvArrays<KV>::keys(a);
+  const KV* values = KvArrays<KV>::values(a);
   const int64_t group = a.heads / a.kv_heads;
   const int64_t full = a.head_dim / 8 * 8;
   for (int64_t task = tb; task < te; ++task) {
@@ -304,12 +315,12 @@ void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     const int64_t count = a.start_pos + m + 1;
     float max_score = -INFINITY;
     for (int64_t t = 0; t < count; ++t) {
-      const float* k = a.keys + t * a.kv_stride + kv_off;
+      const KV* k = keys + t * a.kv_stride + kv_off;
       __m256 acc = _mm256_setzero_ps();
       for (int64_t i = 0; i < full; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), LoadKv8(k + i), acc);
       float s = HorizontalSum(acc);
-      for (int64_t i = full; i < a.head_dim; ++i) s += q[i] * k[i];
+      for (int64_t i = full; i < a.head_dim; ++i) s += q[i] * KvToFloat(k[i]);
       s *= a.scale;
       scores[t] = s;
       max_score = std::max(max_score, s);
@@ -330,16 +341,21 @@ void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     float* o = a.out + m * a.out_stride + h * a.head_dim;
     for (int64_t i = 0; i < a.head_dim; ++i) o[i] = 0.0f;
     for (int64_t s = 0; s < count; ++s) {
-      const float* v = a.values + s * a.kv_stride + kv_off;
+      const KV* v = values + s * a.kv_stride + kv_off;
       __m256 p = _mm256_set1_ps(scores[s]);
       for (int64_t i = 0; i < full; i += 8) {
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, LoadKv8(v + i), _mm256_loadu_ps(o + i)));
       }
-      for (int64_t i = full; i < a.head_dim; ++i) o[i] += scores[s] * v[i];
+      for (int64_t i = full; i < a.head_dim; ++i) o[i] += scores[s] * KvToFloat(v[i]);
     }
     const float inv = 1.0f / sum;
     for (int64_t i = 0; i < a.head_dim; ++i) o[i] *= inv;
   }
+}
+
+void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  if (a.kv_bf16) return AttentionKv<uint16_t>(a, tb, te, scores);
+  AttentionKv<float>(a, tb, te, scores);
 }
 
 // Eight at a time, the same values as kernels_scalar.cc's definition (NaN -> 0, clamp, which

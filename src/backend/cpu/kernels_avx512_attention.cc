@@ -1,10 +1,10 @@
 // AVX-512 attention kernels: per-head attention over the KV cache, the blocked kernel for
 // prompt blocks and decode (a kv head's whole query group per task, reading the transposed
-// key cache), and decode attention split over positions. Compiled with the AVX-512 flags and
-// reached only through the kernel table (kernels_avx512.cc) once cpu_features.cc has checked
-// the CPU.
-// GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation, which trips
-// -Wuninitialized inside the intrinsics themselves (GCC bug 105593); silenced for this file.
+// key cache), and decode attention split over positions; each over an fp32 or a bf16 cache
+// (KvArrays, LoadKv: bf16 values widened exactly as they are loaded). Compiled with the AVX-512
+// flags and reached only through the kernel table (kernels_avx512.cc) once cpu_features.cc has
+// checked the CPU. GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation, which
+// trips -Wuninitialized inside the intrinsics themselves (GCC bug 105593); silenced for this file.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -20,6 +20,22 @@ namespace {
 
 // Head vectors up to 256 values stay in registers across the positions.
 constexpr int kMaxHeadChunks = 16;
+
+// 16 KV values as fp32: fp32 as they are, bf16 widened exactly (the bits moved up 16).
+inline __m512 LoadKv(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 LoadKv(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 LoadKvMasked(__mmask16 m, const float* p) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+inline __m512 LoadKvMasked(__mmask16 m, const uint16_t* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
 
 // r[i] = sum of the 16 lanes of v[i], for 16 vectors at once.
 inline __m512 SumEach16(const __m512* v) {
@@ -42,7 +58,10 @@ inline __m512 SumEach16(const __m512* v) {
                        _mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+template <typename KV>
 void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const KV* keys = KvArrays<KV>::keys(a);
+  const KV* values = KvArrays<KV>::values(a);
   const int64_t group = a.heads / a.kv_heads;
   const int64_t chunks = (a.head_dim + 15) / 16;
   if (chunks > kMaxHeadChunks) return ScalarKernels().attention(a, tb, te, scores);
@@ -63,11 +82,11 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     for (; t + 16 <= count; t += 16) {
       __m512 acc[16];
       for (int i = 0; i < 16; ++i) {
-        const float* k = a.keys + (t + i) * a.kv_stride + kv_off;
+        const KV* k = keys + (t + i) * a.kv_stride + kv_off;
         acc[i] = _mm512_setzero_ps();
         for (int64_t c = 0; c < chunks; ++c) {
-          acc[i] = _mm512_fmadd_ps(
-              qv[c], _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), k + c * 16), acc[i]);
+          acc[i] = _mm512_fmadd_ps(qv[c], LoadKvMasked(TailMask(a.head_dim - c * 16), k + c * 16),
+                                   acc[i]);
         }
       }
       __m512 s16 = _mm512_mul_ps(SumEach16(acc), scale);
@@ -75,11 +94,10 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
       max_score = std::max(max_score, _mm512_reduce_max_ps(s16));
     }
     for (; t < count; ++t) {
-      const float* k = a.keys + t * a.kv_stride + kv_off;
+      const KV* k = keys + t * a.kv_stride + kv_off;
       __m512 acc = _mm512_setzero_ps();
       for (int64_t c = 0; c < chunks; ++c) {
-        acc = _mm512_fmadd_ps(
-            qv[c], _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), k + c * 16), acc);
+        acc = _mm512_fmadd_ps(qv[c], LoadKvMasked(TailMask(a.head_dim - c * 16), k + c * 16), acc);
       }
       float s = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
       scores[t] = s;
@@ -97,11 +115,11 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     __m512 out[kMaxHeadChunks];
     for (int64_t c = 0; c < chunks; ++c) out[c] = _mm512_setzero_ps();
     for (int64_t t = 0; t < count; ++t) {
-      const float* v = a.values + t * a.kv_stride + kv_off;
+      const KV* v = values + t * a.kv_stride + kv_off;
       __m512 p = _mm512_set1_ps(scores[t]);
       for (int64_t c = 0; c < chunks; ++c) {
-        out[c] = _mm512_fmadd_ps(
-            p, _mm512_maskz_loadu_ps(TailMask(a.head_dim - c * 16), v + c * 16), out[c]);
+        out[c] =
+            _mm512_fmadd_ps(p, LoadKvMasked(TailMask(a.head_dim - c * 16), v + c * 16), out[c]);
       }
     }
     const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
@@ -121,15 +139,15 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
 //   values: each value vector loaded once per sub-tile of NV queries.
 
 // scores[j][t..t + 16 * NP) = scale * q_j . k_t for positions t.. (one or two key blocks).
-template <int NP, int NQ>
-void ScoreStep(const float* kt, int64_t head_dim, const float* const* q, float scale, float* scores,
+template <int NP, int NQ, typename KV>
+void ScoreStep(const KV* kt, int64_t head_dim, const float* const* q, float scale, float* scores,
                int64_t stride, int64_t t) {
   __m512 acc[NP][NQ];
   for (int i = 0; i < NP; ++i)
     for (int j = 0; j < NQ; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t d = 0; d < head_dim; ++d) {
     __m512 kv[NP];
-    for (int i = 0; i < NP; ++i) kv[i] = _mm512_loadu_ps(kt + (i * head_dim + d) * 16);
+    for (int i = 0; i < NP; ++i) kv[i] = LoadKv(kt + (i * head_dim + d) * 16);
     for (int j = 0; j < NQ; ++j) {
       __m512 b = _mm512_set1_ps(q[j][d]);
       for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_fmadd_ps(kv[i], b, acc[i][j]);
@@ -141,9 +159,9 @@ void ScoreStep(const float* kt, int64_t head_dim, const float* const* q, float s
       _mm512_storeu_ps(scores + j * stride + t + 16 * i, _mm512_mul_ps(acc[i][j], vs));
 }
 
-template <int NQ>
-void ScoreQueries(const float* kt, int64_t head_dim, const float* const* q, float scale,
-                  float* scores, int64_t stride, int64_t count) {
+template <int NQ, typename KV>
+void ScoreQueries(const KV* kt, int64_t head_dim, const float* const* q, float scale, float* scores,
+                  int64_t stride, int64_t count) {
   int64_t t = 0;
   for (; t + 16 < count; t += 32) {
     ScoreStep<2, NQ>(kt + (t / 16) * head_dim * 16, head_dim, q, scale, scores, stride, t);
@@ -177,18 +195,17 @@ float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out = nullp
 // kMasked handles a head_dim that is not a multiple of 16. Unmasked is its own instantiation
 // because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
 // which made this loop 2.3x slower than the score loop of the same FLOPs.
-template <int CH, int NV, bool kMasked>
-void WeightValues(const float* values, int64_t kv_stride, int64_t head_dim, const float* p,
+template <int CH, int NV, bool kMasked, typename KV>
+void WeightValues(const KV* values, int64_t kv_stride, int64_t head_dim, const float* p,
                   int64_t stride, int64_t count, const float* sums, float* const* out) {
   __m512 acc[NV][CH];
   for (int j = 0; j < NV; ++j)
     for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
   for (int64_t t = 0; t < count; ++t) {
-    const float* v = values + t * kv_stride;
+    const KV* v = values + t * kv_stride;
     __m512 vc[CH];
     for (int c = 0; c < CH; ++c) {
-      vc[c] = kMasked ? _mm512_maskz_loadu_ps(TailMask(head_dim - c * 16), v + c * 16)
-                      : _mm512_loadu_ps(v + c * 16);
+      vc[c] = kMasked ? LoadKvMasked(TailMask(head_dim - c * 16), v + c * 16) : LoadKv(v + c * 16);
     }
     for (int j = 0; j < NV; ++j) {
       const __m512 w = _mm512_set1_ps(p[j * stride + t]);
@@ -204,10 +221,9 @@ void WeightValues(const float* values, int64_t kv_stride, int64_t head_dim, cons
   }
 }
 
-template <int CH, int NV>
-void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t head_dim,
-                      const float* p, int64_t stride, int64_t count, const float* sums,
-                      float* const* out) {
+template <int CH, int NV, typename KV>
+void WeightValuesUpTo(int nv, const KV* values, int64_t kv_stride, int64_t head_dim, const float* p,
+                      int64_t stride, int64_t count, const float* sums, float* const* out) {
   if constexpr (NV > 0) {
     if (nv == NV) {
       if (head_dim == CH * 16) {
@@ -222,7 +238,8 @@ void WeightValuesUpTo(int nv, const float* values, int64_t kv_stride, int64_t he
 
 // out_j for nq queries (scores of query j at p + j * stride), in sub-tiles whose
 // accumulators stay in registers: 6 queries x 4 chunks (head_dim <= 64) or 3 x 8.
-void WeightValuesTiledUpTo128(int nq, const float* values, int64_t kv_stride, int64_t head_dim,
+template <typename KV>
+void WeightValuesTiledUpTo128(int nq, const KV* values, int64_t kv_stride, int64_t head_dim,
                               const float* p, int64_t stride, int64_t count, const float* sums,
                               float* const* out) {
   // Sub-tiles of equal size (8 queries: 4 + 4, not 6 + 2): measured 1.01x per prompt layer.
@@ -243,7 +260,8 @@ void WeightValuesTiledUpTo128(int nq, const float* values, int64_t kv_stride, in
 
 // Heads over 128 dims (Qwen3.5's and Gemma 3's 256) are weighted 128 dims at a time: the
 // value accumulators of a wider head would not fit in the registers.
-void WeightValuesTiled(int nq, const float* values, int64_t kv_stride, int64_t head_dim,
+template <typename KV>
+void WeightValuesTiled(int nq, const KV* values, int64_t kv_stride, int64_t head_dim,
                        const float* p, int64_t stride, int64_t count, const float* sums,
                        float* const* out) {
   if (head_dim <= 128) {
@@ -257,8 +275,8 @@ void WeightValuesTiled(int nq, const float* values, int64_t kv_stride, int64_t h
   }
 }
 
-template <int NQ>
-void ScoreQueriesUpTo(int nq, const float* kt, int64_t head_dim, const float* const* q, float scale,
+template <int NQ, typename KV>
+void ScoreQueriesUpTo(int nq, const KV* kt, int64_t head_dim, const float* const* q, float scale,
                       float* scores, int64_t stride, int64_t count) {
   if constexpr (NQ > 0) {
     if (nq == NQ) return ScoreQueries<NQ>(kt, head_dim, q, scale, scores, stride, count);
@@ -266,6 +284,7 @@ void ScoreQueriesUpTo(int nq, const float* kt, int64_t head_dim, const float* co
   }
 }
 
+template <typename KV>
 void Blocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
   const int64_t group = a.heads / a.kv_heads;
   const int64_t blocks = (a.rows + kAttentionBlockRows - 1) / kAttentionBlockRows;
@@ -276,8 +295,8 @@ void Blocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     const int64_t block = pair % 2 == 0 ? pair / 2 : blocks - 1 - pair / 2;
     const int64_t r0 = block * kAttentionBlockRows;
     const int64_t queries = std::min(kAttentionBlockRows, a.rows - r0) * group;
-    const float* kt = a.keys_t + g * a.keys_t_head_stride;
-    const float* values = a.values + g * a.head_dim;
+    const KV* kt = KvArrays<KV>::keys_t(a) + g * a.keys_t_head_stride;
+    const KV* values = KvArrays<KV>::values(a) + g * a.head_dim;
     for (int64_t q0 = 0; q0 < queries; q0 += kTile) {
       const int nq = static_cast<int>(std::min<int64_t>(kTile, queries - q0));
       const float* q[kTile];
@@ -301,6 +320,7 @@ void Blocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
 
 // One query row, positions split (see AttentionSplitFn). Same steps as AttentionBlocked on
 // the split's positions, with the values left unnormalized (sums of 1) for the merge.
+template <typename KV>
 void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te, float* scores,
                  float* partials) {
   const int64_t group = a.heads / a.kv_heads;
@@ -326,7 +346,8 @@ void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
         for (int j = 0; j < nq; ++j) out[j][0] = -INFINITY;
         continue;
       }
-      const float* kt = a.keys_t + g * a.keys_t_head_stride + (t0 / 16) * a.head_dim * 16;
+      const KV* kt =
+          KvArrays<KV>::keys_t(a) + g * a.keys_t_head_stride + (t0 / 16) * a.head_dim * 16;
       ScoreQueriesUpTo<kTile>(nq, kt, a.head_dim, q, a.scale, scores, stride, n);
       const int64_t padded = (n + 15) / 16 * 16;
       float* values_out[kTile];
@@ -334,7 +355,7 @@ void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
         out[j][1] = SoftmaxRow(scores + j * stride, n, padded, &out[j][0]);
         values_out[j] = out[j] + 2;
       }
-      const float* values = a.values + t0 * a.kv_stride + g * a.head_dim;
+      const KV* values = KvArrays<KV>::values(a) + t0 * a.kv_stride + g * a.head_dim;
       WeightValuesTiled(nq, values, a.kv_stride, a.head_dim, scores, stride, n, ones, values_out);
     }
   }
@@ -343,14 +364,17 @@ void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
 }  // namespace
 
 void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
-  PerHead(a, tb, te, scores);
+  if (a.kv_bf16) return PerHead<uint16_t>(a, tb, te, scores);
+  PerHead<float>(a, tb, te, scores);
 }
 void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
-  Blocked(a, tb, te, scores);
+  if (a.kv_bf16) return Blocked<uint16_t>(a, tb, te, scores);
+  Blocked<float>(a, tb, te, scores);
 }
 void AttentionDecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
                           float* scores, float* partials) {
-  DecodeSplit(a, splits, tb, te, scores, partials);
+  if (a.kv_bf16) return DecodeSplit<uint16_t>(a, splits, tb, te, scores, partials);
+  DecodeSplit<float>(a, splits, tb, te, scores, partials);
 }
 
 }  // namespace tessera::avx512

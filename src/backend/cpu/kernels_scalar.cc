@@ -147,7 +147,10 @@ void DeltaNetStepScalar(float* state, int64_t ld, const float* q, const float* k
   }
 }
 
-void AttentionScalar(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+template <typename KV>
+void AttentionScalarKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  const KV* keys = KvArrays<KV>::keys(a);
+  const KV* values = KvArrays<KV>::values(a);
   const int64_t group = a.heads / a.kv_heads;
   for (int64_t task = tb; task < te; ++task) {
     int64_t m = 0, h = 0;
@@ -157,9 +160,9 @@ void AttentionScalar(const AttentionArgs& a, int64_t tb, int64_t te, float* scor
     const int64_t last = a.start_pos + m;
     double max_score = -INFINITY;
     for (int64_t t = 0; t <= last; ++t) {
-      const float* k = a.keys + t * a.kv_stride + kv_off;
+      const KV* k = keys + t * a.kv_stride + kv_off;
       double dot = 0.0;
-      for (int64_t i = 0; i < a.head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
+      for (int64_t i = 0; i < a.head_dim; ++i) dot += static_cast<double>(q[i]) * KvToFloat(k[i]);
       scores[t] = static_cast<float>(dot * a.scale);
       max_score = std::max(max_score, static_cast<double>(scores[t]));
     }
@@ -173,10 +176,15 @@ void AttentionScalar(const AttentionArgs& a, int64_t tb, int64_t te, float* scor
     for (int64_t i = 0; i < a.head_dim; ++i) {
       double acc = 0.0;
       for (int64_t t = 0; t <= last; ++t)
-        acc += static_cast<double>(scores[t]) * a.values[t * a.kv_stride + kv_off + i];
+        acc += static_cast<double>(scores[t]) * KvToFloat(values[t * a.kv_stride + kv_off + i]);
       out[i] = static_cast<float>(acc / sum);
     }
   }
+}
+
+void AttentionScalar(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
+  if (a.kv_bf16) return AttentionScalarKv<uint16_t>(a, tb, te, scores);
+  AttentionScalarKv<float>(a, tb, te, scores);
 }
 
 // The definition: std::round per element (half away from zero), then the clamp.

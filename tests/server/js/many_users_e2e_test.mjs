@@ -96,7 +96,8 @@ function validate(value, schema) {
       return Array.isArray(value) && value.length >= (schema.minItems ?? 0) &&
              value.length <= (schema.maxItems ?? Infinity) && value.every((v) => validate(v, schema.items));
     case 'string':
-      return typeof value === 'string' && value.length <= (schema.maxLength ?? Infinity);
+      // JSON Schema counts characters (code points), not UTF-16 units.
+      return typeof value === 'string' && [...value].length <= (schema.maxLength ?? Infinity);
     case 'integer':
       return Number.isInteger(value) && value >= (schema.minimum ?? -Infinity) && value <= (schema.maximum ?? Infinity);
     case 'boolean':
