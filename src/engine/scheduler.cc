@@ -145,7 +145,7 @@ void Scheduler::Admit() {
     common = std::clamp<int64_t>(common, 0, s.prompt_len - 1);
     s.pos = exec_.ResumablePosition(index, common);
     if (!s.req.reuse_prefix_tokens && options_.reuse_prefixes) {
-      s.pos = std::max(s.pos, CopyPrefixFromBusySlot(s, index, s.pos));
+      s.pos = CopyPrefixFromBusySlot(s, index, s.pos);
     }
     slot.cached.assign(s.req.prompt_ids.begin(), s.req.prompt_ids.begin() + s.pos);
     slot.last_used = ++clock_;
@@ -181,11 +181,15 @@ int64_t Scheduler::CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t 
       best_common = common;
     }
   }
-  if (best < 0) return 0;
+  if (best < 0) return own_common;
   const int64_t held = static_cast<int64_t>(slots_[static_cast<size_t>(best)].cached.size());
   // Recurrent layers copy only a state they hold (live or snapshot); try where they resume.
   const int64_t at = exec_.ResumablePosition(best, best_common);
-  if (at <= own_common || !exec_.CopySequence(best, index, at, held).ok()) return 0;
+  if (at <= own_common) return own_common;
+  if (!exec_.CopySequence(best, index, at, held).ok()) {
+    // A backend may have taken part of the copy: resume where the slot now can.
+    return exec_.ResumablePosition(index, own_common);
+  }
   return at;
 }
 

@@ -114,8 +114,8 @@ class Scheduler {
 
   void Admit();
   int ChooseSlot(const Sequence& s) const;
-  // The prefix `s` can take from a busy slot's cache (copied into its own), if longer than
-  // what its chosen slot holds.
+  // Where `s` starts in slot `index`: a longer prefix copied from a busy slot's cache, else
+  // `own_common` (what the slot itself holds).
   int64_t CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own_common);
   // After `parent` computed its prompt: admits the choices waiting to share it.
   void ForkChildren(int parent_index, std::span<const float> raw_logits);

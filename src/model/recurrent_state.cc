@@ -90,20 +90,24 @@ Status RecurrentState::CopyTo(int from, int to, int64_t pos) {
   if (from < 0 || from >= slots_ || to < 0 || to >= slots_ || from == to) {
     return InvalidArgument("recurrent state: bad slots to copy");
   }
-  const size_t to_base = static_cast<size_t>(to) * static_cast<size_t>(snapshots_);
-  for (int k = 0; k < snapshots_; ++k) saved_position_[to_base + k] = -1;
-  if (pos == 0) {
-    std::fill_n(Live(to, 0), SlotFloats(), 0.0f);
-  } else if (position(from) == pos) {
-    std::copy_n(Live(from, 0), SlotFloats(), Live(to, 0));
-  } else {
+  // Where `from`'s state at pos is, checked before `to` is touched (a refusal leaves it as
+  // it was).
+  int found = -1;  // -1: the live state (or zeros for 0)
+  if (pos != 0 && position(from) != pos) {
     const size_t base = static_cast<size_t>(from) * static_cast<size_t>(snapshots_);
-    int found = -1;
     for (int k = 0; k < snapshots_; ++k)
       if (saved_position_[base + k] == pos) found = k;
     if (found < 0) {
       return OutOfRange("no recurrent state at position " + std::to_string(pos) + " to copy");
     }
+  }
+  const size_t to_base = static_cast<size_t>(to) * static_cast<size_t>(snapshots_);
+  for (int k = 0; k < snapshots_; ++k) saved_position_[to_base + k] = -1;
+  if (pos == 0) {
+    std::fill_n(Live(to, 0), SlotFloats(), 0.0f);
+  } else if (found < 0) {
+    std::copy_n(Live(from, 0), SlotFloats(), Live(to, 0));
+  } else {
     std::copy_n(Saved(from, found), SlotFloats(), Live(to, 0));
   }
   SetPosition(to, pos);
