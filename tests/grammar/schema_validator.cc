@@ -1,10 +1,28 @@
 #include "schema_validator.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <cmath>
-#include <regex>
 
 namespace tessera::test {
 namespace {
+
+// JSON Schema's `pattern`: an ECMA-262 regular expression found anywhere in the string
+// (unanchored), checked with PCRE2, an engine independent of the grammar's own automaton.
+bool PatternFound(const std::string& pattern, const std::string& text) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                 PCRE2_UTF, &error, &offset, nullptr);
+  if (re == nullptr) return false;
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
+  const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0,
+                             md, nullptr);
+  pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  return rc >= 0;
+}
 
 using nlohmann::json;
 
@@ -119,8 +137,7 @@ bool ValidateJson(const json& v, const json& schema, const json& root, std::stri
     if (schema.contains("maxLength") && Codepoints(s) > schema["maxLength"].get<size_t>()) {
       return Fail(why, "maxLength: " + v.dump());
     }
-    if (schema.contains("pattern") &&
-        !std::regex_search(s, std::regex(schema["pattern"].get<std::string>()))) {
+    if (schema.contains("pattern") && !PatternFound(schema["pattern"].get<std::string>(), s)) {
       return Fail(why, "pattern: " + v.dump());
     }
   }
