@@ -11,30 +11,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr std::array<std::string_view, 22> kChatFieldList = {"model",
-                                                             "messages",
-                                                             "max_tokens",
-                                                             "max_completion_tokens",
-                                                             "stop",
-                                                             "temperature",
-                                                             "top_k",
-                                                             "top_p",
-                                                             "min_p",
-                                                             "repetition_penalty",
-                                                             "presence_penalty",
-                                                             "frequency_penalty",
-                                                             "seed",
-                                                             "stream",
-                                                             "stream_options",
-                                                             "logprobs",
-                                                             "top_logprobs",
-                                                             "n",
-                                                             "response_format",
-                                                             "tools",
-                                                             "tool_choice",
-                                                             "parallel_tool_calls"};
-constexpr std::array<std::string_view, 18> kCompletionFieldList = {"model",
-                                                                   "prompt",
+// What both generation endpoints implement, then each one's own fields.
+constexpr std::array<std::string_view, 15> kGenerationFieldList = {"model",
                                                                    "max_tokens",
                                                                    "stop",
                                                                    "temperature",
@@ -47,10 +25,12 @@ constexpr std::array<std::string_view, 18> kCompletionFieldList = {"model",
                                                                    "seed",
                                                                    "stream",
                                                                    "stream_options",
-                                                                   "logprobs",
-                                                                   "echo",
                                                                    "n",
                                                                    "response_format"};
+constexpr std::array<std::string_view, 7> kChatFieldList = {
+    "messages", "max_completion_tokens", "logprobs",           "top_logprobs",
+    "tools",    "tool_choice",           "parallel_tool_calls"};
+constexpr std::array<std::string_view, 3> kCompletionFieldList = {"prompt", "logprobs", "echo"};
 
 const ojson* Member(const ojson& object, const char* name) {
   auto it = object.find(name);
@@ -73,10 +53,14 @@ const std::span<const std::string_view> kChatFields(kChatFieldList);
 const std::span<const std::string_view> kCompletionFields(kCompletionFieldList);
 
 std::optional<ApiError> RefuseUnknownFields(const ojson& body,
-                                            std::span<const std::string_view> known) {
+                                            std::span<const std::string_view> endpoint_fields) {
+  auto known = [&](const std::string& key) {
+    return std::find(kGenerationFieldList.begin(), kGenerationFieldList.end(), key) !=
+               kGenerationFieldList.end() ||
+           std::find(endpoint_fields.begin(), endpoint_fields.end(), key) != endpoint_fields.end();
+  };
   for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null()) continue;
-    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    if (it->is_null() || known(it.key())) continue;
     return InvalidField(it.key(), it.key() + " is not supported by this server; remove it");
   }
   return std::nullopt;

@@ -22,13 +22,15 @@
 
 namespace tessera::server {
 
-// Every field /v1/chat/completions and /v1/completions implement.
+// The fields only /v1/chat/completions, or only /v1/completions, implement (beside the
+// generation fields both do).
 extern const std::span<const std::string_view> kChatFields;
 extern const std::span<const std::string_view> kCompletionFields;
 
-// A non-null member of `body` not in `known` is a 400 naming it.
+// A non-null member of `body` that neither endpoint_fields nor the generation fields both
+// endpoints share name is a 400 naming it.
 std::optional<ApiError> RefuseUnknownFields(const nlohmann::ordered_json& body,
-                                            std::span<const std::string_view> known);
+                                            std::span<const std::string_view> endpoint_fields);
 
 // response_format: {"type": "text"} (nothing to enforce), {"type": "json_object"} or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}}.
