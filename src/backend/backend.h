@@ -47,9 +47,26 @@ struct BackendOptions {
   KvCacheType kv_cache = KvCacheType::kF32;
 };
 
+// The KV cache is a pool of blocks of kKvBlockTokens positions shared by every slot: a
+// sequence's positions live in the blocks its block table lists (SequenceChunk::blocks), so
+// memory follows what sequences hold, not slots x context, and sequences with a common prefix
+// read the same blocks (engine/kv_block_pool.h). A chunk without a table uses its slot's own
+// blocks [slot * KvBlocksFor(max_seq), ...) (the identity layout, for callers that drive one
+// sequence per slot themselves; it needs a pool of max_slots x KvBlocksFor(max_seq) blocks).
+// Per-slot state outside the pool: recurrent state and sliding-window rings.
+inline constexpr int kKvBlockShift = 5;
+inline constexpr int64_t kKvBlockTokens = int64_t{1} << kKvBlockShift;  // a multiple of 32
+inline constexpr int64_t KvBlocksFor(int64_t positions) {
+  return (positions + kKvBlockTokens - 1) / kKvBlockTokens;
+}
+
 struct KvCacheConfig {
-  int max_slots = 1;    // concurrent sequences, each with its own KV region
-  int64_t max_seq = 0;  // positions per slot
+  int max_slots = 1;    // concurrent sequences
+  int64_t max_seq = 0;  // positions per sequence
+  int64_t blocks = 0;   // pool blocks; 0: max_slots x KvBlocksFor(max_seq)
+  int64_t pool_blocks() const {
+    return blocks > 0 ? blocks : static_cast<int64_t>(max_slots) * KvBlocksFor(max_seq);
+  }
 };
 
 // Consecutive positions of one sequence; a batch concatenates chunks of several sequences, at
@@ -60,6 +77,8 @@ struct SequenceChunk {
   int slot = 0;
   int64_t start_pos = 0;
   int64_t n_tokens = 0;
+  // Pool blocks of positions [0, start_pos + n_tokens), in order; empty: the identity layout.
+  std::span<const int32_t> blocks;
 };
 struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
@@ -103,16 +122,21 @@ class Backend {
     return wanted;
   }
 
-  // Makes `to_slot` hold `from_slot`'s first `positions` positions (which `from_slot` holds
-  // `source_positions` of), so a sequence sharing that prefix (another choice of the same
-  // request, another request with the same system prompt) continues from there without
-  // running it again. Unsupported where the state cannot be rebuilt at `positions` (a sliding
-  // ring or recurrent state that has moved past it); the caller then runs the prefix.
-  virtual Status CopySequence(int from_slot, int to_slot, int64_t positions,
-                              int64_t source_positions) {
+  // Makes `to_slot`'s per-slot state (recurrent state, sliding-window rings: what the block
+  // pool does not hold) that of `from_slot` after its first `positions` positions (of the
+  // `source_positions` it has run), so a sequence sharing that prefix (another choice of the
+  // same request, another request with the same system prompt) continues from there.
+  // Unsupported where the state cannot be rebuilt at `positions` (a ring or recurrent state
+  // that has moved past it); the caller then runs the prefix. Nothing to do for a model with
+  // no per-slot state.
+  virtual Status CopySlotState(int from_slot, int to_slot, int64_t positions,
+                               int64_t source_positions) {
     (void)from_slot, (void)to_slot, (void)positions, (void)source_positions;
-    return Unsupported(name() + " cannot copy a sequence's cache");
+    return Unsupported(name() + " cannot copy a sequence's state");
   }
+  // Copies the first `positions` positions of pool block `from` into pool block `to` (every
+  // layer): a shared block about to be written (copy on write).
+  virtual Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) = 0;
 
   // Token embeddings read from the resident LM head: hidden [tokens.size(), hidden_size]
   // receives row `id` of the head's matrix for each id (ids inside the vocabulary). For models

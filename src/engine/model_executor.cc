@@ -35,7 +35,12 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<con
   exec->max_batch_tokens_ = options.max_batch_tokens;
   exec->placement_ = placement;
   if (placement.stages.empty()) return InvalidArgument("placement has no stages");
-  KvCacheConfig kv{options.max_slots, max_seq};
+  if (options.kv_blocks < 0) return InvalidArgument("kv_blocks must be >= 0");
+  KvCacheConfig kv{options.max_slots, max_seq, options.kv_blocks};
+  exec->kv_blocks_ = kv.pool_blocks();
+  const ModelSpec& spec = ckpt->tensors.spec;
+  exec->has_slot_state_ =
+      spec.count(LayerKind::kGatedDeltaNet) > 0 || spec.count(LayerKind::kSlidingAttention) > 0;
   for (size_t i = 0; i < placement.stages.size(); ++i) {
     const PlacementStage& stage = placement.stages[i];
     TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
@@ -64,10 +69,16 @@ int64_t ModelExecutor::ResumablePosition(int slot, int64_t wanted) const {
   return pos;
 }
 
-Status ModelExecutor::CopySequence(int from, int to, int64_t positions, int64_t source_positions) {
+Status ModelExecutor::CopySlotState(int from, int to, int64_t positions, int64_t source_positions) {
+  if (!has_slot_state_) return Status::Ok();
   for (auto& b : backends_) {
-    TS_RETURN_IF_ERROR(b->CopySequence(from, to, positions, source_positions));
+    TS_RETURN_IF_ERROR(b->CopySlotState(from, to, positions, source_positions));
   }
+  return Status::Ok();
+}
+
+Status ModelExecutor::CopyKvBlock(int32_t from, int32_t to, int64_t positions) {
+  for (auto& b : backends_) TS_RETURN_IF_ERROR(b->CopyKvBlock(from, to, positions));
   return Status::Ok();
 }
 
@@ -133,7 +144,7 @@ Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32
     std::span<float> hidden(hidden_.data(), static_cast<size_t>(chunk * d.hidden));
     TS_RETURN_IF_ERROR(
         Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
-    ForwardBatch batch{{SequenceChunk{slot, start_pos + done, chunk}}};
+    ForwardBatch batch{{SequenceChunk{slot, start_pos + done, chunk, {}}}};  // identity layout
     for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, hidden));
     if (!all_logits.empty()) {
       TS_RETURN_IF_ERROR(
@@ -183,7 +194,7 @@ Status ModelExecutor::Step(std::span<const StepInput> inputs, std::span<float> l
     }
     TS_RETURN_IF_ERROR(Embed(
         in.tokens, std::span<float>(hidden_.data() + rows * hidden, in.tokens.size() * hidden)));
-    batch.chunks.push_back({in.slot, in.start_pos, n});
+    batch.chunks.push_back({in.slot, in.start_pos, n, in.blocks});
     rows += in.tokens.size();
   }
   std::span<float> all(hidden_.data(), rows * hidden);

@@ -30,7 +30,10 @@ class ModelExecutor {
     int max_slots = 1;
     int64_t max_seq = 0;             // 0: the model's max_position_embeddings, capped at 4096
     int64_t max_batch_tokens = 512;  // prompt positions per forward pass (longer ones are split)
-    BackendOptions backend;          // given to every backend the placement creates
+    // KV pool blocks (backend.h); 0: max_slots x KvBlocksFor(max_seq), enough for the identity
+    // layout that Forward() uses.
+    int64_t kv_blocks = 0;
+    BackendOptions backend;  // given to every backend the placement creates
   };
 
   static Expected<std::unique_ptr<ModelExecutor>> Load(std::shared_ptr<const Checkpoint> ckpt,
@@ -52,6 +55,7 @@ class ModelExecutor {
     int slot = 0;
     int64_t start_pos = 0;
     std::span<const int32_t> tokens;
+    std::span<const int32_t> blocks;  // the sequence's KV block table; empty: identity layout
   };
   Status Step(std::span<const StepInput> inputs, std::span<float> logits);
 
@@ -70,9 +74,16 @@ class ModelExecutor {
   // `wanted` for attention-only models; for recurrent layers, their live state or a snapshot.
   int64_t ResumablePosition(int slot, int64_t wanted) const;
 
-  // Copies `from`'s first `positions` positions into `to` on every backend (see
-  // Backend::CopySequence); an error leaves `to` to be recomputed.
-  Status CopySequence(int from, int to, int64_t positions, int64_t source_positions);
+  // Makes `to`'s per-slot state that of `from` after `positions` positions on every backend
+  // (see Backend::CopySlotState; nothing to do without recurrent or sliding layers); an error
+  // leaves `to` to be recomputed.
+  Status CopySlotState(int from, int to, int64_t positions, int64_t source_positions);
+  // Whether slots hold state outside the block pool (recurrent layers, sliding rings): a
+  // sequence then resumes a prefix only where its slot's state can.
+  bool has_slot_state() const { return has_slot_state_; }
+  // Copies a pool block's first `positions` positions to another block on every backend.
+  Status CopyKvBlock(int32_t from, int32_t to, int64_t positions);
+  int64_t kv_blocks() const { return kv_blocks_; }
 
  private:
   ModelExecutor() = default;
@@ -89,6 +100,8 @@ class ModelExecutor {
   std::vector<size_t> order_;     // Step's batch order (one-token inputs first)
   ForwardBatch batch_;            // Step's batch (kept: no allocation per step)
   int max_slots_ = 1;
+  int64_t kv_blocks_ = 0;
+  bool has_slot_state_ = false;
   bool embed_from_head_ = false;  // token rows come from the head backend's EmbedFromHead
   std::string embedding_source_;
 };

@@ -13,6 +13,14 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+int64_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b, int64_t limit) {
+  const int64_t n =
+      std::min({static_cast<int64_t>(a.size()), static_cast<int64_t>(b.size()), limit});
+  int64_t i = 0;
+  while (i < n && a[static_cast<size_t>(i)] == b[static_cast<size_t>(i)]) ++i;
+  return i;
+}
+
 }  // namespace
 
 struct Scheduler::Sequence {
@@ -20,15 +28,23 @@ struct Scheduler::Sequence {
   SequenceRequest req;
   std::optional<Sampler> sampler;
   int64_t prompt_len = 0;
-  int64_t pos = 0;       // positions of the slot's cache this sequence has filled
-  int32_t pending = -1;  // the last generated token, to run in the next step
+  // The prompt, then every generated token: positions [0, pos) are in the cache, tokens[pos..]
+  // run next (the last generated token, or what remains of the prompt).
+  std::vector<int32_t> tokens;
+  int64_t pos = 0;
+  std::vector<int32_t> blocks;  // block table: positions [i * B, i * B + B) in blocks[i]
+  int64_t registered = 0;       // leading full blocks already offered to the prefix cache
   bool cancelled = false;
+  bool admitted_once = false;
   Clock::time_point submitted, admitted, first_token;
   SequenceResult result;
 };
 
 Scheduler::Scheduler(ModelExecutor& exec, Options options)
-    : exec_(exec), options_(options), slots_(static_cast<size_t>(exec.max_slots())) {
+    : exec_(exec),
+      options_(options),
+      slots_(static_cast<size_t>(exec.max_slots())),
+      pool_(exec.kv_blocks(), kKvBlockTokens) {
   // Room for every slot's decode token plus one chunk.
   const int64_t room = exec.max_batch_tokens() - exec.max_slots();
   options_.chunk_tokens = std::max<int64_t>(1, std::min(options_.chunk_tokens, room));
@@ -50,6 +66,15 @@ Expected<uint64_t> Scheduler::Submit(SequenceRequest req) {
     return InvalidArgument("the prompt has " + std::to_string(prompt_len) +
                            " tokens, more than the context of " + std::to_string(exec_.max_seq()));
   }
+  // The prompt and a first generated token must fit the pool even with nothing else running.
+  const int64_t needed = KvBlocksFor(std::min(prompt_len + 1, exec_.max_seq()));
+  if (needed > pool_.blocks()) {
+    return ResourceExhausted(
+        "the prompt has " + std::to_string(prompt_len) + " tokens: its KV cache needs " +
+        std::to_string(needed) + " blocks of " + std::to_string(kKvBlockTokens) +
+        " positions, more than the model's whole pool of " + std::to_string(pool_.blocks()) +
+        " (raise --kv-memory or shorten the prompt)");
+  }
   const int64_t vocab = exec_.spec().vocab;
   for (int32_t id : req.prompt_ids) {
     if (id < 0 || id >= vocab) {
@@ -68,6 +93,9 @@ Expected<uint64_t> Scheduler::Submit(SequenceRequest req) {
   }
   s->id = next_id_++;
   s->prompt_len = prompt_len;
+  s->tokens.reserve(static_cast<size_t>(
+      std::min(prompt_len + std::max<int64_t>(req.max_new_tokens, 0), exec_.max_seq()) + 1));
+  s->tokens = req.prompt_ids;
   s->req = std::move(req);
   s->submitted = Clock::now();
   s->result.prompt_tokens = prompt_len;
@@ -86,18 +114,15 @@ void Scheduler::Cancel(uint64_t id) {
 int Scheduler::ChooseSlot(const Sequence& s) const {
   if (s.req.pinned_slot)
     return slots_[static_cast<size_t>(*s.req.pinned_slot)].seq ? -1 : *s.req.pinned_slot;
-  // The free slot whose cache shares the longest prefix with the prompt; then the least
-  // recently used (its cache is the least likely to be wanted again).
+  // With per-slot state: the free slot whose state shares the longest prefix with the
+  // tokens; then (and otherwise) the least recently used.
+  const bool by_prefix = options_.reuse_prefixes && exec_.has_slot_state();
   int best = -1;
-  size_t best_common = 0;
+  int64_t best_common = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& slot = slots_[i];
     if (slot.seq) continue;
-    size_t common = 0;
-    if (options_.reuse_prefixes) {
-      const size_t n = std::min(slot.cached.size(), s.req.prompt_ids.size());
-      while (common < n && slot.cached[common] == s.req.prompt_ids[common]) ++common;
-    }
+    const int64_t common = by_prefix ? CommonPrefix(slot.cached, s.tokens, INT64_MAX) : 0;
     if (best < 0 || common > best_common ||
         (common == best_common && slot.last_used < slots_[static_cast<size_t>(best)].last_used)) {
       best = static_cast<int>(i);
@@ -105,6 +130,34 @@ int Scheduler::ChooseSlot(const Sequence& s) const {
     }
   }
   return best;
+}
+
+bool Scheduler::TakeBlocks(Sequence& s, const KvBlockPool::Match& m, int64_t start) {
+  const int64_t full = start / kKvBlockTokens, rem = start % kKvBlockTokens;
+  int32_t source = -1;  // the block whose first `rem` positions are copied
+  if (rem > 0) {
+    source = full < static_cast<int64_t>(m.shared.size()) ? m.shared[static_cast<size_t>(full)]
+                                                          : m.partial;
+  }
+  // References first, so that allocating cannot evict what is about to be shared or copied.
+  for (int64_t i = 0; i < full; ++i) pool_.Ref(m.shared[static_cast<size_t>(i)]);
+  if (source >= 0) pool_.Ref(source);
+  const int64_t fresh = KvBlocksFor(static_cast<int64_t>(s.tokens.size())) - full;
+  // One spare block per running sequence, so that admitting this one does not preempt them.
+  if (pool_.available() < fresh + running_) {
+    for (int64_t i = 0; i < full; ++i) pool_.Unref(m.shared[static_cast<size_t>(i)]);
+    if (source >= 0) pool_.Unref(source);
+    return false;
+  }
+  s.blocks.assign(m.shared.begin(), m.shared.begin() + full);
+  for (int64_t i = 0; i < fresh; ++i) s.blocks.push_back(pool_.Allocate());
+  s.pos = full * kKvBlockTokens;
+  if (source >= 0) {
+    if (exec_.CopyKvBlock(source, s.blocks[static_cast<size_t>(full)], rem).ok()) s.pos = start;
+    pool_.Unref(source);
+  }
+  s.registered = full;
+  return true;
 }
 
 void Scheduler::Admit() {
@@ -115,7 +168,7 @@ void Scheduler::Admit() {
       std::unique_ptr<Sequence> gone = std::move(waiting_.front());
       waiting_.pop_front();
       gone->result.stop_reason = StopReason::kCancelled;
-      gone->result.queue_ms = MsBetween(gone->submitted, Clock::now());
+      if (!gone->admitted_once) gone->result.queue_ms = MsBetween(gone->submitted, Clock::now());
       if (gone->req.on_finish) gone->req.on_finish(gone->result);
       continue;
     }
@@ -131,27 +184,45 @@ void Scheduler::Admit() {
     const int index = ChooseSlot(s);
     if (index < 0) return;
     Slot& slot = slots_[static_cast<size_t>(index)];
-    int64_t common = 0;
-    if (s.req.reuse_prefix_tokens) {
-      common = *s.req.reuse_prefix_tokens;  // the caller vouches for its slot's cache
-    } else if (options_.reuse_prefixes) {
-      const size_t n = std::min(slot.cached.size(), s.req.prompt_ids.size());
-      while (static_cast<size_t>(common) < n && slot.cached[static_cast<size_t>(common)] ==
-                                                    s.req.prompt_ids[static_cast<size_t>(common)])
-        ++common;
+    // At least the last token runs (its logits choose the next one).
+    const int64_t limit = static_cast<int64_t>(s.tokens.size()) - 1;
+    KvBlockPool::Match m;
+    if (options_.reuse_prefixes) m = pool_.Lookup(s.tokens, limit);
+    int64_t start = static_cast<int64_t>(m.shared.size()) * kKvBlockTokens + m.partial_tokens;
+    if (exec_.has_slot_state()) {
+      // Recurrent layers resume only from their live state or a snapshot; a busy slot's
+      // state may be copied from further on.
+      const int64_t own = options_.reuse_prefixes ? CommonPrefix(slot.cached, s.tokens, start) : 0;
+      const int64_t at = exec_.ResumablePosition(index, own);
+      start = options_.reuse_prefixes ? CopyPrefixFromBusySlot(s, index, at, start) : at;
+      slot.cached.assign(s.tokens.begin(), s.tokens.begin() + start);
     }
-    // At least the last prompt id runs (its logits choose the first token); recurrent layers
-    // resume only from their live state or a snapshot.
-    common = std::clamp<int64_t>(common, 0, s.prompt_len - 1);
-    s.pos = exec_.ResumablePosition(index, common);
-    if (!s.req.reuse_prefix_tokens && options_.reuse_prefixes) {
-      s.pos = CopyPrefixFromBusySlot(s, index, s.pos);
+    if (!TakeBlocks(s, m, start)) {
+      if (running_ > 0) return;  // waits for blocks to come back
+      // Nothing runs, so every block not shared or copied here is available: without reuse
+      // the sequence fits (Submit checked), though the prefix it could share does not.
+      slot.cached.clear();
+      if (!TakeBlocks(s, {}, 0)) {
+        std::unique_ptr<Sequence> gone = std::move(waiting_.front());
+        waiting_.pop_front();
+        gone->result.status = ResourceExhausted("the KV block pool cannot hold this sequence");
+        gone->result.stop_reason = StopReason::kContext;
+        if (gone->req.on_finish) gone->req.on_finish(gone->result);
+        continue;
+      }
     }
-    slot.cached.assign(s.req.prompt_ids.begin(), s.req.prompt_ids.begin() + s.pos);
+    if (exec_.has_slot_state() && s.pos < start) {
+      // A block copy failed: the slot state must go back to where the blocks are.
+      s.pos = std::min(s.pos, exec_.ResumablePosition(index, s.pos));
+      slot.cached.resize(static_cast<size_t>(s.pos));
+    }
     slot.last_used = ++clock_;
-    s.admitted = Clock::now();
-    s.result.cached_tokens = s.pos;
-    s.result.queue_ms = MsBetween(s.submitted, s.admitted);
+    if (!s.admitted_once) {
+      s.admitted_once = true;
+      s.admitted = Clock::now();
+      s.result.cached_tokens = s.pos;
+      s.result.queue_ms = MsBetween(s.submitted, s.admitted);
+    }
     slot.seq = std::move(waiting_.front());
     waiting_.pop_front();
     ++running_;
@@ -165,30 +236,27 @@ Scheduler::Sequence* Scheduler::Running(uint64_t id) {
   return nullptr;
 }
 
-int64_t Scheduler::CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own_common) {
+int64_t Scheduler::CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own,
+                                          int64_t limit) {
   int best = -1;
-  int64_t best_common = own_common + options_.min_copy_tokens - 1;
+  int64_t best_common = own + options_.min_copy_tokens - 1;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& other = slots_[i];
     if (static_cast<int>(i) == index || !other.seq) continue;
-    const size_t n = std::min(other.cached.size(), s.req.prompt_ids.size() - 1);
-    int64_t common = 0;
-    while (static_cast<size_t>(common) < n && other.cached[static_cast<size_t>(common)] ==
-                                                  s.req.prompt_ids[static_cast<size_t>(common)])
-      ++common;
+    const int64_t common = CommonPrefix(other.cached, s.tokens, limit);
     if (common > best_common) {
       best = static_cast<int>(i);
       best_common = common;
     }
   }
-  if (best < 0) return own_common;
+  if (best < 0) return own;
   const int64_t held = static_cast<int64_t>(slots_[static_cast<size_t>(best)].cached.size());
   // Recurrent layers copy only a state they hold (live or snapshot); try where they resume.
   const int64_t at = exec_.ResumablePosition(best, best_common);
-  if (at <= own_common) return own_common;
-  if (!exec_.CopySequence(best, index, at, held).ok()) {
+  if (at <= own) return own;
+  if (!exec_.CopySlotState(best, index, at, held).ok()) {
     // A backend may have taken part of the copy: resume where the slot now can.
-    return exec_.ResumablePosition(index, own_common);
+    return exec_.ResumablePosition(index, own);
   }
   return at;
 }
@@ -201,6 +269,8 @@ bool Scheduler::HasWaitingChildren(uint64_t parent) const {
 
 void Scheduler::ForkChildren(int parent_index, std::span<const float> raw_logits) {
   const Sequence& parent = *slots_[static_cast<size_t>(parent_index)].seq;
+  const int64_t full = parent.prompt_len / kKvBlockTokens;
+  const int64_t rem = parent.prompt_len % kKvBlockTokens;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Sequence& child = **it;
     if (child.cancelled || child.req.share_prompt_with != parent.id ||
@@ -212,15 +282,30 @@ void Scheduler::ForkChildren(int parent_index, std::span<const float> raw_logits
     int index = -1;
     for (size_t i = 0; i < slots_.size() && index < 0; ++i)
       if (!slots_[i].seq) index = static_cast<int>(i);
-    if (index < 0 ||
-        !exec_.CopySequence(parent_index, index, parent.prompt_len, parent.prompt_len).ok()) {
+    // The prompt's full blocks are shared; its last, partial block is copied.
+    const bool room = pool_.available() >= (rem > 0 ? 1 : 0) + running_;
+    if (index < 0 || !room ||
+        !exec_.CopySlotState(parent_index, index, parent.prompt_len, parent.prompt_len).ok()) {
       ++it;  // admitted later like any other sequence
       continue;
     }
+    child.blocks.assign(parent.blocks.begin(), parent.blocks.begin() + full);
+    for (int32_t b : child.blocks) pool_.Ref(b);
+    if (rem > 0) {
+      const int32_t b = pool_.Allocate();
+      child.blocks.push_back(b);
+      if (!exec_.CopyKvBlock(parent.blocks[static_cast<size_t>(full)], b, rem).ok()) {
+        ReleaseBlocks(child, false);
+        ++it;
+        continue;
+      }
+    }
+    child.registered = std::min(full, parent.registered);
     Slot& slot = slots_[static_cast<size_t>(index)];
     slot.cached = parent.req.prompt_ids;
     slot.last_used = ++clock_;
     child.pos = child.prompt_len;
+    child.admitted_once = true;
     child.admitted = Clock::now();
     child.result.cached_tokens = child.prompt_len;
     child.result.queue_ms = MsBetween(child.submitted, child.admitted);
@@ -236,10 +321,77 @@ void Scheduler::ForkChildren(int parent_index, std::span<const float> raw_logits
   }
 }
 
+void Scheduler::RegisterFullBlocks(Sequence& s) {
+  while ((s.registered + 1) * kKvBlockTokens <= s.pos) {
+    const size_t i = static_cast<size_t>(s.registered);
+    pool_.Register(s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
+                   std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, kKvBlockTokens));
+    ++s.registered;
+  }
+}
+
+void Scheduler::ReleaseBlocks(Sequence& s, bool contents_good) {
+  if (contents_good) {
+    RegisterFullBlocks(s);
+    const int64_t last = s.pos / kKvBlockTokens, rem = s.pos % kKvBlockTokens;
+    if (rem > 0 && last < static_cast<int64_t>(s.blocks.size()) && s.registered == last) {
+      const size_t i = static_cast<size_t>(last);
+      pool_.Register(
+          s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
+          std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, static_cast<size_t>(rem)));
+    }
+  }
+  for (int32_t b : s.blocks) pool_.Unref(b);
+  s.blocks.clear();
+  s.registered = 0;
+}
+
+void Scheduler::Preempt(int index) {
+  Slot& slot = slots_[static_cast<size_t>(index)];
+  std::unique_ptr<Sequence> s = std::move(slot.seq);
+  --running_;
+  ++preemptions_;
+  ReleaseBlocks(*s, true);
+  s->pos = 0;
+  // Back to the queue in submission order: it is resumed before anything submitted later.
+  auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const std::unique_ptr<Sequence>& w) { return w->id > s->id; });
+  waiting_.insert(at, std::move(s));
+}
+
+bool Scheduler::GrowBlocks(int index, int64_t positions) {
+  Sequence* s = slots_[static_cast<size_t>(index)].seq.get();
+  const size_t needed = static_cast<size_t>(KvBlocksFor(positions));
+  while (s->blocks.size() < needed) {
+    const int32_t b = pool_.Allocate();
+    if (b >= 0) {
+      s->blocks.push_back(b);
+      continue;
+    }
+    // The pool is dry: preempt the most recently admitted sequence (this one, if it is).
+    int victim = -1;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].seq &&
+          (victim < 0 || slots_[i].seq->id > slots_[static_cast<size_t>(victim)].seq->id)) {
+        victim = static_cast<int>(i);
+      }
+    }
+    if (victim == index && running_ == 1) {
+      // Alone and still out of blocks: the pool cannot hold this sequence any longer.
+      Finish(index, StopReason::kContext);
+      return false;
+    }
+    Preempt(victim);
+    if (victim == index) return false;
+  }
+  return true;
+}
+
 void Scheduler::Finish(int index, StopReason reason, Status status) {
   Slot& slot = slots_[static_cast<size_t>(index)];
   std::unique_ptr<Sequence> s = std::move(slot.seq);
   --running_;
+  ReleaseBlocks(*s, status.ok());
   SequenceResult& r = s->result;
   r.status = std::move(status);
   r.stop_reason = reason;
@@ -274,6 +426,7 @@ void Scheduler::TakeToken(int index, std::span<float> logits) {
     next = ArgMax(logits);
   }
   s.result.generated_ids.push_back(next);
+  s.tokens.push_back(next);
   if (s.result.generated_ids.size() == 1) s.first_token = Clock::now();
   const bool keep_going = !s.req.on_token || s.req.on_token(next);
   const auto& stops = s.req.stop_ids;
@@ -285,7 +438,6 @@ void Scheduler::TakeToken(int index, std::span<float> logits) {
     return Finish(index, StopReason::kLength);
   }
   if (s.pos >= exec_.max_seq()) return Finish(index, StopReason::kContext);
-  s.pending = next;
 }
 
 Status Scheduler::Step() {
@@ -294,6 +446,19 @@ Status Scheduler::Step() {
       Finish(static_cast<int>(i), StopReason::kCancelled);
   }
   Admit();
+  // Decoding sequences get the blocks for their next position, oldest first (a dry pool
+  // preempts the newest).
+  std::vector<int>& order = prefilling_;
+  order.clear();
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].seq) order.push_back(static_cast<int>(i));
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return slots_[static_cast<size_t>(a)].seq->id < slots_[static_cast<size_t>(b)].seq->id;
+  });
+  for (int i : order) {
+    Sequence* s = slots_[static_cast<size_t>(i)].seq.get();
+    if (s != nullptr) GrowBlocks(i, s->pos + 1);
+  }
   // Decode tokens first (one per running sequence past its prompt), then prompt chunks in
   // admission order while the budget lasts; the oldest prompt always gets its chunk.
   inputs_.clear();
@@ -301,28 +466,29 @@ Status Scheduler::Step() {
   int64_t budget = exec_.max_batch_tokens();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Sequence* s = slots_[i].seq.get();
-    if (s == nullptr || s->pos < s->prompt_len) continue;
-    inputs_.push_back({static_cast<int>(i), s->pos, std::span<const int32_t>(&s->pending, 1)});
+    if (s == nullptr || static_cast<int64_t>(s->tokens.size()) - s->pos != 1) continue;
+    inputs_.push_back({static_cast<int>(i), s->pos,
+                       std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(s->pos), 1),
+                       s->blocks});
     input_slot_.push_back(static_cast<int>(i));
     --budget;
   }
-  std::vector<int>& prefilling = prefilling_;
-  prefilling.clear();
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Sequence* s = slots_[i].seq.get();
-    if (s != nullptr && s->pos < s->prompt_len) prefilling.push_back(static_cast<int>(i));
-  }
-  std::sort(prefilling.begin(), prefilling.end(), [&](int a, int b) {
-    return slots_[static_cast<size_t>(a)].seq->id < slots_[static_cast<size_t>(b)].seq->id;
-  });
-  for (int i : prefilling) {
+  order.erase(std::remove_if(order.begin(), order.end(),
+                             [&](int i) {
+                               const Sequence* s = slots_[static_cast<size_t>(i)].seq.get();
+                               return s == nullptr ||
+                                      static_cast<int64_t>(s->tokens.size()) - s->pos <= 1;
+                             }),
+              order.end());
+  for (int i : order) {
     const Sequence& s = *slots_[static_cast<size_t>(i)].seq;
     const int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
-    const int64_t n = std::min(chunk, s.prompt_len - s.pos);
+    const int64_t n = std::min(chunk, static_cast<int64_t>(s.tokens.size()) - s.pos);
     if (n > budget) break;
     inputs_.push_back({i, s.pos,
-                       std::span<const int32_t>(s.req.prompt_ids)
-                           .subspan(static_cast<size_t>(s.pos), static_cast<size_t>(n))});
+                       std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.pos),
+                                                                  static_cast<size_t>(n)),
+                       s.blocks});
     input_slot_.push_back(i);
     budget -= n;
   }
@@ -331,7 +497,7 @@ Status Scheduler::Step() {
   std::span<float> logits(logits_.data(), inputs_.size() * vocab);
   if (Status st = exec_.Step(inputs_, logits); !st.ok()) {
     for (int i : input_slot_) {
-      slots_[static_cast<size_t>(i)].cached.clear();  // its cache is in an unknown state
+      slots_[static_cast<size_t>(i)].cached.clear();  // its state is unknown
       Finish(i, StopReason::kCancelled, st);
     }
     return st;
@@ -340,12 +506,14 @@ Status Scheduler::Step() {
     const int i = input_slot_[k];
     Slot& slot = slots_[static_cast<size_t>(i)];
     Sequence& s = *slot.seq;
-    slot.cached.insert(slot.cached.end(), inputs_[k].tokens.begin(), inputs_[k].tokens.end());
-    const bool prompt_done_now =
-        s.pos < s.prompt_len &&
-        s.pos + static_cast<int64_t>(inputs_[k].tokens.size()) >= s.prompt_len;
-    s.pos += static_cast<int64_t>(inputs_[k].tokens.size());
-    if (s.pos < s.prompt_len) continue;
+    const int64_t ran = static_cast<int64_t>(inputs_[k].tokens.size());
+    if (exec_.has_slot_state()) {
+      slot.cached.insert(slot.cached.end(), inputs_[k].tokens.begin(), inputs_[k].tokens.end());
+    }
+    const bool prompt_done_now = s.pos < s.prompt_len && s.pos + ran >= s.prompt_len;
+    s.pos += ran;
+    RegisterFullBlocks(s);
+    if (s.pos < static_cast<int64_t>(s.tokens.size())) continue;  // more prompt to run
     if (prompt_done_now && HasWaitingChildren(s.id)) {
       // The raw row (sampling edits it in place) is kept for the choices sharing this prompt.
       fork_logits_.assign(logits.begin() + static_cast<std::ptrdiff_t>(k * vocab),

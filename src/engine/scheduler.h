@@ -4,9 +4,18 @@
 // budget (chunked prefill: a long prompt delays the others by at most one chunk per step). The
 // batch goes through each weight once (ModelExecutor::Step), and a sequence's tokens do not
 // depend on what else was batched with it. Each sequence samples, stops and reports through
-// its own callbacks. A slot remembers the tokens its cache holds; a new sequence takes the
-// free slot sharing the longest prefix with its prompt and skips that prefix (the slot-level
-// prompt cache), as far as the backends can resume (recurrent layers: their snapshots).
+// its own callbacks.
+//
+// KV memory is the executor's block pool (backend.h), managed by a KvBlockPool: a sequence's
+// block table grows as it does, and a new sequence shares the cached blocks of the longest
+// prefix of its prompt that any earlier sequence computed (multi-turn chat, a shared system
+// prompt, many questions about one text), copying a partly matching block rather than writing
+// into a shared one. Cached blocks are evicted least recently used first. A prompt is admitted
+// when its blocks (plus one spare block per running sequence) are available; when a decoding
+// sequence finds no block, the most recently admitted sequence is preempted: its blocks go
+// back to the pool (their prefix stays cached) and it waits to be resumed, recomputing what
+// was evicted. Models with per-slot state (recurrent layers, sliding rings) resume a prefix
+// only as far as a slot's state can (its live state, a snapshot, or a busy slot's, copied).
 //
 //   Scheduler sched(exec, {});
 //   SequenceRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = stops};
@@ -27,6 +36,7 @@
 
 #include "base/status.h"
 #include "engine/generator.h"
+#include "engine/kv_block_pool.h"
 #include "engine/model_executor.h"
 #include "sampling/sampling_params.h"
 
@@ -55,10 +65,8 @@ struct SequenceRequest {
   std::function<bool(int32_t)> on_token;
   // Exactly once, when the sequence ends for any reason; its slot is free again.
   std::function<void(const SequenceResult&)> on_finish;
-  // Use this slot (and at most reuse_prefix_tokens of its cache) instead of choosing one:
-  // a caller that manages slots itself (the terminal chat, Generate()).
+  // Use this slot instead of choosing one (tests of per-slot state).
   std::optional<int> pinned_slot;
-  std::optional<int64_t> reuse_prefix_tokens;
   // Another choice of the same prompt (n > 1): this sequence waits until that one's prompt is
   // computed, then copies its cache and samples its first token from the same logits, so the
   // prompt runs once for all choices. Falls back to running the prompt itself when no slot is
@@ -78,7 +86,7 @@ class Scheduler {
     // The chunk while other sequences decode: how long a prompt may stall their next token
     // (one 128-row block of the cpu backend, so the prompt's results are the same either way).
     int64_t busy_chunk_tokens = 128;
-    bool reuse_prefixes = true;  // the slot-level prompt cache
+    bool reuse_prefixes = true;  // the prefix cache (cached blocks, slot states)
   };
 
   // The executor's max_batch_tokens is the step's token budget; it must hold a decode token
@@ -102,21 +110,35 @@ class Scheduler {
   int slots() const { return static_cast<int>(slots_.size()); }
   int running() const { return running_; }
   int waiting() const { return static_cast<int>(waiting_.size()); }
+  const KvBlockPool& kv_pool() const { return pool_; }
+  int64_t preemptions() const { return preemptions_; }
   const ModelExecutor& executor() const { return exec_; }
 
  private:
   struct Sequence;
   struct Slot {
     std::unique_ptr<Sequence> seq;  // null: free
-    std::vector<int32_t> cached;    // the tokens its cache holds at positions 0..
+    std::vector<int32_t> cached;    // the tokens its per-slot state holds at positions 0..
     uint64_t last_used = 0;
   };
 
   void Admit();
   int ChooseSlot(const Sequence& s) const;
-  // Where `s` starts in slot `index`: a longer prefix copied from a busy slot's cache, else
-  // `own_common` (what the slot itself holds).
-  int64_t CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own_common);
+  // Where `s` starts in slot `index` (models with per-slot state): a longer prefix (up to
+  // `limit`) copied from a busy slot's state, else `own` (what the slot itself resumes).
+  int64_t CopyPrefixFromBusySlot(const Sequence& s, int index, int64_t own, int64_t limit);
+  // Gives `s` the blocks of its first `start` positions (shared from `m`, or copied) and fresh
+  // ones for the rest of its tokens; false (nothing taken) when the pool cannot spare them.
+  bool TakeBlocks(Sequence& s, const KvBlockPool::Match& m, int64_t start);
+  // Grows a running sequence's table to hold `positions`, preempting newer sequences when the
+  // pool is dry; false when it cannot (the sequence itself was preempted or finished).
+  bool GrowBlocks(int index, int64_t positions);
+  void Preempt(int index);
+  // Registers the sequence's blocks that have filled up since the last call.
+  void RegisterFullBlocks(Sequence& s);
+  // Returns the table's blocks to the pool (registering the last partial one when its
+  // contents are good).
+  void ReleaseBlocks(Sequence& s, bool contents_good);
   // After `parent` computed its prompt: admits the choices waiting to share it.
   void ForkChildren(int parent_index, std::span<const float> raw_logits);
   Sequence* Running(uint64_t id);
@@ -129,6 +151,8 @@ class Scheduler {
   Options options_;
   std::vector<Slot> slots_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
+  KvBlockPool pool_;
+  int64_t preemptions_ = 0;
   int running_ = 0;
   uint64_t next_id_ = 1;
   uint64_t clock_ = 0;

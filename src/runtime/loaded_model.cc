@@ -20,20 +20,30 @@ uint64_t PhysicalMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
-// The cache a slot holds at `context` positions: keys, values and the cpu backend's
-// transposed key copy for every attention layer (4 or 2 bytes a value), the recurrent state
-// (fp32, with its snapshots) of DeltaNet layers.
-uint64_t KvBytesPerSlot(const ModelSpec& spec, int64_t context, KvCacheType type) {
+// KV memory per position of the shared block pool: keys, values and the cpu backend's
+// transposed key copy for every full-attention layer (4 or 2 bytes a value).
+uint64_t PoolBytesPerPosition(const ModelSpec& spec, KvCacheType type) {
+  const uint64_t element = type == KvCacheType::kBF16 ? 2 : 4;
+  uint64_t bytes = 0;
+  for (const LayerSpec& layer : spec.layer) {
+    if (layer.kind == LayerKind::kAttention)
+      bytes += 3u * element * static_cast<uint64_t>(spec.kv_dim);
+  }
+  return bytes;
+}
+
+// What each slot holds outside the pool: the rings of sliding layers (their window + 128
+// positions, twice) and the recurrent state of DeltaNet layers (fp32, with its 2 snapshots).
+uint64_t SlotStateBytes(const ModelSpec& spec, int64_t context, KvCacheType type) {
   const uint64_t element = type == KvCacheType::kBF16 ? 2 : 4;
   uint64_t bytes = 0;
   for (const LayerSpec& layer : spec.layer) {
     if (layer.kind == LayerKind::kGatedDeltaNet) {
       const DeltaNetSpec& n = *spec.deltanet;
       bytes += 4u * static_cast<uint64_t>(n.conv_state_floats() + n.matrix_state_floats()) * 3;
-    } else {
-      const int64_t positions =
-          layer.window > 0 ? std::min(context, 2 * (layer.window + 128)) : context;
-      bytes += 3u * element * static_cast<uint64_t>(spec.kv_dim) * static_cast<uint64_t>(positions);
+    } else if (layer.kind == LayerKind::kSlidingAttention) {
+      const int64_t positions = std::min(context, 2 * (layer.window + 128));
+      bytes += 2u * element * static_cast<uint64_t>(spec.kv_dim) * static_cast<uint64_t>(positions);
     }
   }
   return bytes;
@@ -116,42 +126,65 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   exec_options.backend.threads = options.threads;
   exec_options.backend.bf16_activations = options.bf16_activations;
   exec_options.backend.kv_cache = options.kv_cache;
+  const ModelSpec& spec = ckpt->tensors.spec;
   const int64_t model_max = std::max<int64_t>(ckpt->config.max_position_embeddings, 1);
-  int64_t context = options.context > 0 ? options.context : std::min<int64_t>(model_max, 4096);
   const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(options.kv_memory_mib, 0)) << 20;
+  // Without a budget every slot can hold a whole context (up to 4096 unless asked); with one,
+  // a sequence may use the whole pool, up to the model's own limit.
+  int64_t context = options.context > 0 ? options.context
+                    : budget > 0        ? model_max
+                                        : std::min<int64_t>(model_max, 4096);
+  const uint64_t per_position = PoolBytesPerPosition(spec, options.kv_cache);
   int slots = options.parallel;
   if (slots <= 0) {
     std::string why;
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int64_t typical = std::min<int64_t>(context, 4096);
     slots = DefaultParallelSlots(cores, budget > 0 ? 4 * budget : PhysicalMemoryBytes(),
-                                 KvBytesPerSlot(ckpt->tensors.spec, context, options.kv_cache), &why);
+                                 SlotStateBytes(spec, typical, options.kv_cache) +
+                                     per_position * static_cast<uint64_t>(typical),
+                                 &why);
     if (log) log("parallel: " + why);
   }
-  if (budget > 0 && options.context <= 0) {
-    // The longest context the budget holds for every slot, in steps of 256, up to the model's.
-    const uint64_t per_256 =
-        KvBytesPerSlot(ckpt->tensors.spec, 256, options.kv_cache) * static_cast<uint64_t>(slots);
-    const int64_t fit = per_256 > 0 ? static_cast<int64_t>(budget / per_256) * 256 : model_max;
-    context = std::clamp<int64_t>(fit, 256, model_max);
-    if (log) {
-      log("context: " + std::to_string(context) + " positions per slot (--kv-memory " +
-          std::to_string(options.kv_memory_mib) + " MiB over " + std::to_string(slots) +
-          " slots; the model's limit is " + std::to_string(model_max) + ")");
+  const uint64_t slot_state =
+      SlotStateBytes(spec, context, options.kv_cache) * static_cast<uint64_t>(slots);
+  const uint64_t block_bytes = per_position * static_cast<uint64_t>(kKvBlockTokens);
+  int64_t blocks = static_cast<int64_t>(slots) * KvBlocksFor(context);
+  if (budget > 0) {
+    if (slot_state >= budget) {
+      return ResourceExhausted("the per-slot state of " + std::to_string(slots) +
+                               " slots (recurrent state, sliding "
+                               "windows) needs " +
+                               std::to_string(slot_state >> 20) + " MiB, more than --kv-memory " +
+                               std::to_string(options.kv_memory_mib) +
+                               " MiB; lower --parallel or raise --kv-memory");
+    }
+    if (block_bytes > 0) {
+      blocks = static_cast<int64_t>((budget - slot_state) / block_bytes);
+      if (blocks < slots) {
+        return ResourceExhausted(
+            "--kv-memory " + std::to_string(options.kv_memory_mib) + " MiB holds " +
+            std::to_string(blocks) + " KV blocks of " + std::to_string(kKvBlockTokens) +
+            " positions (" + std::to_string(block_bytes >> 10) + " KiB each), fewer than the " +
+            std::to_string(slots) + " slots; raise --kv-memory or lower --parallel");
+      }
+      if (options.context <= 0) context = std::min(model_max, blocks * kKvBlockTokens);
     }
   }
-  const uint64_t per_slot = KvBytesPerSlot(ckpt->tensors.spec, context, options.kv_cache);
-  if (budget > 0 && per_slot * static_cast<uint64_t>(slots) > budget) {
-    return ResourceExhausted(
-        "the KV cache of " + std::to_string(slots) + " slots x " + std::to_string(context) +
-        " positions needs " + std::to_string((per_slot * static_cast<uint64_t>(slots)) >> 20) +
-        " MiB, more than --kv-memory " + std::to_string(options.kv_memory_mib) +
-        " MiB; lower --parallel or --context, or raise --kv-memory");
+  if (log) {
+    log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(kKvBlockTokens) +
+        " positions (" + std::to_string((static_cast<uint64_t>(blocks) * block_bytes) >> 20) +
+        " MiB, " + KvCacheTypeName(options.kv_cache) + ") shared by " + std::to_string(slots) +
+        " slots; context " + std::to_string(context) + " positions (the model's limit is " +
+        std::to_string(model_max) + ")" +
+        (budget > 0 ? ", from --kv-memory " + std::to_string(options.kv_memory_mib) + " MiB" : ""));
   }
   exec_options.max_seq = context;
   exec_options.max_slots = slots;
+  exec_options.kv_blocks = blocks;
   // Every slot's decode token plus one prompt chunk per step.
   exec_options.max_batch_tokens = slots + kPrefillChunkTokens;
-  m->kv_bytes_ = per_slot * static_cast<uint64_t>(slots);
+  m->kv_bytes_ = slot_state + static_cast<uint64_t>(blocks) * block_bytes;
   m->kv_cache_ = options.kv_cache;
   TS_ASSIGN_OR_RETURN(m->exec_, ModelExecutor::Load(ckpt, placement, exec_options));
   m->scheduler_ = std::make_unique<Scheduler>(*m->exec_, Scheduler::Options{});
@@ -199,8 +232,9 @@ Expected<AssembledPrompt> LoadedModel::RenderChat(const nlohmann::ordered_json& 
 std::string LoadedModel::Describe() const {
   return DescribeCheckpoint(checkpoint()) + "; " + exec_->placement().Describe() +
          "; token embedding: " + exec_->embedding_source() + "; " + std::to_string(slots()) +
-         " slots x " + std::to_string(context()) + " positions, KV cache ~" +
-         std::to_string(kv_bytes_ >> 20) + " MiB (" + KvCacheTypeName(kv_cache_) + ")";
+         " slots, context " + std::to_string(context()) + " positions, KV pool of " +
+         std::to_string(exec_->kv_blocks()) + " blocks, ~" + std::to_string(kv_bytes_ >> 20) +
+         " MiB (" + KvCacheTypeName(kv_cache_) + ")";
 }
 
 }  // namespace tessera

@@ -40,11 +40,14 @@ struct ModelLoadOptions {
   // The cpu backend's KV cache: bf16 by default (half the memory and the bytes attention reads;
   // measured cost in docs/backends.md), fp32 for exactness.
   KvCacheType kv_cache = KvCacheType::kBF16;
-  int64_t context = 0;  // KV positions per slot; 0: the model's own, at most 4096
+  int64_t context = 0;  // positions per sequence; 0: see kv_memory_mib
   int parallel = 1;     // sequence slots; 0: chosen from the cores and memory (logged)
-  // The KV cache's budget in MiB (0: none given). With it, a context left at 0 is the largest
-  // the budget holds for the slots, up to the model's own limit; a cache larger than the
-  // budget is refused at load with the flags to change.
+  // The KV cache's budget in MiB (0: none given). Without it the block pool (backend.h) holds
+  // slots x context positions and the context defaults to the model's own, at most 4096. With
+  // it the pool is what the budget holds after the slots' own state (recurrent, sliding
+  // windows), shared by all slots, and the context defaults to the model's own limit, at most
+  // the whole pool; a budget too small for the slots is refused at load with the flags to
+  // change. The choice is logged.
   int64_t kv_memory_mib = 0;
   bool package_cache = true;  // a checkpoint given by path runs from its package
   bool prewarm = false;       // one forward pass at load, so the first request does not pay

@@ -364,8 +364,9 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
     done.slots = sched.slots();
     done.slots_in_use = sched.running();
     done.sequences_waiting = sched.waiting();
-    done.kv_free_positions =
-        static_cast<int64_t>(sched.slots() - sched.running()) * model_->context();
+    done.kv_blocks = sched.kv_pool().blocks();
+    done.kv_blocks_free = sched.kv_pool().available();
+    done.kv_blocks_cached = sched.kv_pool().cached();
     send_(EncodeDone(done));
   }
   on_end_(job_id_);  // the worker deletes this job: nothing may touch it after

@@ -342,7 +342,9 @@ json StatsJson(const JobOutcome& outcome, double queue_ms) {
     stats["slots"] = {{"total", d.slots},
                       {"in_use", d.slots_in_use},
                       {"waiting", d.sequences_waiting},
-                      {"kv_free_positions", d.kv_free_positions}};
+                      {"kv_blocks", d.kv_blocks},
+                      {"kv_blocks_free", d.kv_blocks_free},
+                      {"kv_blocks_cached", d.kv_blocks_cached}};
   } else {
     const bool any = outcome.ttft_ms_seen >= 0;
     const double decode_ms = any ? outcome.elapsed_ms_seen - outcome.ttft_ms_seen : 0;

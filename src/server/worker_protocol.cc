@@ -418,7 +418,9 @@ std::string EncodeDone(const DoneMessage& m) {
   w.I32(m.slots);
   w.I32(m.slots_in_use);
   w.I32(m.sequences_waiting);
-  w.I64(m.kv_free_positions);
+  w.I64(m.kv_blocks);
+  w.I64(m.kv_blocks_free);
+  w.I64(m.kv_blocks_cached);
   return w.Take();
 }
 
@@ -445,7 +447,9 @@ Expected<DoneMessage> DecodeDone(std::string_view payload) {
   m.slots = r.I32();
   m.slots_in_use = r.I32();
   m.sequences_waiting = r.I32();
-  m.kv_free_positions = r.I64();
+  m.kv_blocks = r.I64();
+  m.kv_blocks_free = r.I64();
+  m.kv_blocks_cached = r.I64();
   return Checked(r, std::move(m));
 }
 

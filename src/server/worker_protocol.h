@@ -128,11 +128,14 @@ struct DoneMessage {
   // the choice ended in tool calls.
   std::vector<std::string> choice_finish_reasons;
   // The model's scheduler when the job ended: its slots, how many run a sequence, sequences
-  // waiting for one, and the KV positions of the free slots.
+  // waiting for one, and its KV block pool: blocks, blocks available (free or cached and
+  // evictable), blocks cached (holding a prefix nobody uses right now).
   int32_t slots = 0;
   int32_t slots_in_use = 0;
   int32_t sequences_waiting = 0;
-  int64_t kv_free_positions = 0;
+  int64_t kv_blocks = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t kv_blocks_cached = 0;
 };
 
 // Why a job failed; the HTTP side maps each to a status and OpenAI error type.

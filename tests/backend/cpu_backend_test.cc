@@ -403,11 +403,14 @@ TEST(CpuBackend, NamesItsPathAndRefusesBadRequests) {
   EXPECT_EQ(b->name(), "cpu-scalar-int4");
   EXPECT_GT(b->resident_weight_bytes(), 0u);
   std::vector<float> hidden(64 * 2);
-  EXPECT_EQ(b->ForwardLayers({{{.slot = 0, .start_pos = 15, .n_tokens = 2}}}, hidden).code(),
+  EXPECT_EQ(b->ForwardLayers({{{.slot = 0, .start_pos = 15, .n_tokens = 2, .blocks = {}}}}, hidden)
+                .code(),
             ErrorCode::kOutOfRange);
-  EXPECT_EQ(b->ForwardLayers({{{.slot = 3, .start_pos = 0, .n_tokens = 2}}}, hidden).code(),
-            ErrorCode::kOutOfRange);
-  EXPECT_FALSE(b->ForwardLayers({{{.slot = 0, .start_pos = 0, .n_tokens = 3}}}, hidden).ok());
+  EXPECT_EQ(
+      b->ForwardLayers({{{.slot = 3, .start_pos = 0, .n_tokens = 2, .blocks = {}}}}, hidden).code(),
+      ErrorCode::kOutOfRange);
+  EXPECT_FALSE(
+      b->ForwardLayers({{{.slot = 0, .start_pos = 0, .n_tokens = 3, .blocks = {}}}}, hidden).ok());
   std::vector<float> logits(128);
   EXPECT_FALSE(
       b->ComputeLogits(std::span<const float>(hidden.data(), 64), 1, logits, LogitRows::kPositions)

@@ -4,6 +4,8 @@
 // promises the same greedy tokens alone or batched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
@@ -92,9 +94,27 @@ std::vector<Script> Scripts(int64_t vocab) {
   return s;
 }
 
+// Block tables that scatter each sequence over the whole KV pool (backend.h), in a shuffled
+// order, where the identity layout keeps slot s in blocks [s * per_slot, ...).
+std::vector<std::vector<int32_t>> ScatteredTables(const ModelExecutor& exec) {
+  const int64_t per_slot = KvBlocksFor(exec.max_seq());
+  std::vector<int32_t> all(static_cast<size_t>(exec.kv_blocks()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  std::mt19937 rng(7);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(exec.max_slots()));
+  for (size_t s = 0; s < tables.size(); ++s) {
+    tables[s].assign(all.begin() + static_cast<std::ptrdiff_t>(s * per_slot),
+                     all.begin() + static_cast<std::ptrdiff_t>((s + 1) * per_slot));
+  }
+  return tables;
+}
+
 // Runs the scripts: `together` puts every unfinished sequence in each step; otherwise one
-// sequence runs to its end before the next starts.
-void RunScripts(ModelExecutor& exec, std::vector<Script>& scripts, bool together) {
+// sequence runs to its end before the next starts. `tables`: each slot's block table (null:
+// the identity layout).
+void RunScripts(ModelExecutor& exec, std::vector<Script>& scripts, bool together,
+                const std::vector<std::vector<int32_t>>* tables = nullptr) {
   const size_t vocab = static_cast<size_t>(exec.spec().vocab);
   for (int guard = 0; guard < 5000; ++guard) {
     std::vector<std::vector<int32_t>> tokens;
@@ -108,7 +128,9 @@ void RunScripts(ModelExecutor& exec, std::vector<Script>& scripts, bool together
     if (who.empty()) return;
     std::vector<ModelExecutor::StepInput> inputs;
     for (size_t k = 0; k < who.size(); ++k)
-      inputs.push_back({who[k], scripts[who[k]].pos, tokens[k]});
+      inputs.push_back({who[k], scripts[who[k]].pos, tokens[k],
+                        tables ? std::span<const int32_t>((*tables)[static_cast<size_t>(who[k])])
+                               : std::span<const int32_t>()});
     std::vector<float> logits(who.size() * vocab);
     const Status st = exec.Step(inputs, logits);
     ASSERT_TRUE(st.ok()) << st.message();
@@ -143,9 +165,11 @@ TEST_P(BatchStep, SequenceResultsDoNotDependOnTheBatch) {
     ASSERT_TRUE(exec) << exec.status().message();
     const int64_t vocab = (*exec)->spec().vocab;
 
+    // Alone in the identity layout; together with each sequence scattered over the pool.
     std::vector<Script> alone = Scripts(vocab), together = Scripts(vocab);
+    const auto tables = ScatteredTables(**exec);
     RunScripts(**exec, alone, false);
-    RunScripts(**exec, together, true);
+    RunScripts(**exec, together, true, &tables);
     for (int i = 0; i < kSlots; ++i) {
       SCOPED_TRACE("sequence " + std::to_string(i));
       EXPECT_EQ(alone[i].generated, together[i].generated);
@@ -192,8 +216,9 @@ TEST(BatchStepLong, SplitDecodeAttentionIsTheSameBatched) {
       return s;
     };
     std::vector<Script> alone = scripts(), together = scripts();
+    const auto tables = ScatteredTables(**exec);
     RunScripts(**exec, alone, false);
-    RunScripts(**exec, together, true);
+    RunScripts(**exec, together, true, &tables);
     for (int i = 0; i < kSlots; ++i) {
       ASSERT_EQ(alone[i].logits.size(), together[i].logits.size());
       for (size_t t = 0; t < alone[i].logits.size(); ++t)
@@ -213,6 +238,7 @@ TEST(BatchStepErrors, RefusesBadInputs) {
   o.max_slots = 2;
   o.max_seq = 32;
   o.max_batch_tokens = 8;
+  o.kv_blocks = 3;  // slot 1's identity block and one more
   auto exec = ModelExecutor::Load(*ckpt, *placement, o);
   ASSERT_TRUE(exec);
   const size_t vocab = static_cast<size_t>((*exec)->spec().vocab);
@@ -220,19 +246,28 @@ TEST(BatchStepErrors, RefusesBadInputs) {
   std::vector<float> logits2(2 * vocab), logits1(vocab);
   using In = ModelExecutor::StepInput;
   // Two chunks for one slot.
-  std::vector<In> same_slot{{0, 0, one}, {0, 1, one}};
+  std::vector<In> same_slot{{0, 0, one, {}}, {0, 1, one, {}}};
   EXPECT_FALSE((*exec)->Step(same_slot, logits2).ok());
   // Over the step's token budget.
-  std::vector<In> too_many{{0, 0, nine}};
+  std::vector<In> too_many{{0, 0, nine, {}}};
   EXPECT_FALSE((*exec)->Step(too_many, logits1).ok());
   // Past the context, and a token outside the vocabulary.
-  std::vector<In> past{{1, 32, one}};
+  std::vector<In> past{{1, 32, one, {}}};
   EXPECT_FALSE((*exec)->Step(past, logits1).ok());
-  std::vector<In> oov{{1, 0, bad}};
+  std::vector<In> oov{{1, 0, bad, {}}};
   EXPECT_FALSE((*exec)->Step(oov, logits1).ok());
   // Slot out of range.
-  std::vector<In> slot{{2, 0, one}};
+  std::vector<In> slot{{2, 0, one, {}}};
   EXPECT_FALSE((*exec)->Step(slot, logits1).ok());
+  // A block table naming a block outside the pool (of 3), a negative one, and the pool's
+  // last block, which is fine.
+  std::vector<int32_t> outside{3}, negative{-1}, last{2};
+  std::vector<In> far{{0, 0, one, outside}};
+  EXPECT_FALSE((*exec)->Step(far, logits1).ok());
+  std::vector<In> below{{0, 0, one, negative}};
+  EXPECT_FALSE((*exec)->Step(below, logits1).ok());
+  std::vector<In> fine{{0, 0, one, last}};
+  EXPECT_TRUE((*exec)->Step(fine, logits1).ok());
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {

@@ -2,7 +2,8 @@
 // sampling settings give exactly the tokens each gives alone; cancelling one leaves the others
 // intact; a long prompt arriving mid-stream delays the running streams by one chunk per step
 // at most (every step still carries their decode tokens); FCFS admission past the slots; the
-// slot-level prompt cache reuses a shared prefix and changes no result.
+// prefix cache (shared KV blocks) reuses a shared prefix and changes no result; a small block
+// pool preempts and resumes.
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -37,7 +38,7 @@ class SchedulerTest : public ::testing::Test {
     ckpt_ = *ckpt;
   }
 
-  std::unique_ptr<ModelExecutor> Load(int slots, int64_t batch_tokens) {
+  std::unique_ptr<ModelExecutor> Load(int slots, int64_t batch_tokens, int64_t kv_blocks = 0) {
     auto placement = ParsePlacement("cpu", ckpt_->config.num_layers);
     EXPECT_TRUE(placement);
     ModelExecutor::Options o;
@@ -45,6 +46,7 @@ class SchedulerTest : public ::testing::Test {
     o.max_seq = 512;
     o.max_batch_tokens = batch_tokens;
     o.backend.weights = WeightFormat::kBF16;  // decode and prompt arithmetic differ here
+    o.kv_blocks = kv_blocks;
     auto exec = ModelExecutor::Load(ckpt_, *placement, o);
     EXPECT_TRUE(exec) << exec.status().message();
     return exec ? std::move(*exec) : nullptr;
@@ -276,7 +278,9 @@ TEST_F(SchedulerTest, ChoicesShareThePromptAndGiveWhatTheyGiveAlone) {
   EXPECT_NE(shared[0].generated_ids, shared[1].generated_ids);  // different seeds
 }
 
-TEST_F(SchedulerTest, ARunningSequencesPrefixIsCopiedNotRecomputed) {
+// A running sequence's full blocks are shared with a new sequence of the same prefix; the
+// positions of its block still being written (96..99 here) are recomputed.
+TEST_F(SchedulerTest, ARunningSequencesFullBlocksAreSharedNotRecomputed) {
   auto exec = Load(2, 2 + 32);
   ASSERT_TRUE(exec);
   const std::vector<int32_t> system = test::RandomTokens(100, 160, 12);
@@ -296,12 +300,108 @@ TEST_F(SchedulerTest, ARunningSequencesPrefixIsCopiedNotRecomputed) {
   ASSERT_EQ(sched.running(), 1);
   ASSERT_TRUE(sched.Submit(request(2, 8, &second)));
   Drain(sched);
-  EXPECT_EQ(second.cached_tokens, 100);  // copied from the busy slot
-  EXPECT_EQ(second.timings.prefill_tokens, 9);
+  EXPECT_EQ(second.cached_tokens, 96);  // 3 blocks of the running sequence
+  EXPECT_EQ(second.timings.prefill_tokens, 13);
   Scheduler plain(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
   ASSERT_TRUE(plain.Submit(request(2, 8, &second_alone)));
   Drain(plain);
   EXPECT_EQ(second.generated_ids, second_alone.generated_ids);
+}
+
+// The prefix cache outlives the slots: a prefix computed long ago (its slots reused since by
+// other prompts) is found again by its blocks; a multi-turn chat's next turn runs only the new
+// turn (and the reply's last token, which never ran); results are the same with the cache off.
+TEST_F(SchedulerTest, CachedBlocksOutliveSlotsAndServeTheNextTurn) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  const std::vector<int32_t> system = test::RandomTokens(70, 160, 21);
+  auto run = [&](Scheduler& sched, std::vector<int32_t> prompt, int64_t max_new) {
+    SequenceRequest r;
+    r.prompt_ids = std::move(prompt);
+    r.max_new_tokens = max_new;
+    SequenceResult out;
+    r.on_finish = [&](const SequenceResult& res) { out = res; };
+    EXPECT_TRUE(sched.Submit(std::move(r)));
+    Drain(sched);
+    return out;
+  };
+  auto with = [&](const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    std::vector<int32_t> v = a;
+    v.insert(v.end(), b.begin(), b.end());
+    return v;
+  };
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "cache on" : "cache off");
+    Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = cache});
+    const auto turn1 = with(system, test::RandomTokens(5, 160, 1));
+    const SequenceResult first = run(sched, turn1, 6);
+    // Four other prompts pass through both slots.
+    for (uint32_t i = 0; i < 4; ++i) run(sched, test::RandomTokens(40, 160, 300 + i), 3);
+    const auto turn2 = with(with(turn1, first.generated_ids), test::RandomTokens(9, 160, 2));
+    const SequenceResult second = run(sched, turn2, 6);
+    const SequenceResult again = run(sched, with(system, test::RandomTokens(5, 160, 3)), 6);
+    if (cache) {
+      // Everything the first sequence ran: its prompt and all but its last generated token.
+      EXPECT_EQ(second.cached_tokens,
+                static_cast<int64_t>(turn1.size() + first.generated_ids.size()) - 1);
+      EXPECT_EQ(second.timings.prefill_tokens, 10);
+      EXPECT_EQ(again.cached_tokens, 70);
+      EXPECT_GT(sched.kv_pool().cached(), 0);
+    } else {
+      EXPECT_EQ(second.cached_tokens, 0);
+      EXPECT_EQ(again.cached_tokens, 0);
+    }
+    EXPECT_EQ(sched.kv_pool().available(), sched.kv_pool().blocks());  // every block returned
+    static std::vector<int32_t> second_ids, again_ids;
+    if (cache) {
+      second_ids = second.generated_ids;
+      again_ids = again.generated_ids;
+    } else {
+      EXPECT_EQ(second.generated_ids, second_ids);
+      EXPECT_EQ(again.generated_ids, again_ids);
+    }
+  }
+}
+
+// A pool smaller than what the sequences want at once: the newest running sequence is
+// preempted when a decode step finds no block, waits, and resumes; every sequence completes,
+// the oldest exactly as alone, and every block comes back. A prompt larger than the whole
+// pool is refused at submission.
+TEST_F(SchedulerTest, ASmallPoolPreemptsAndResumesAndRefusesWhatCanNeverFit) {
+  auto exec = Load(4, 4 + 32, /*kv_blocks=*/8);  // 256 positions for 4 slots
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = true});
+  std::vector<SequenceResult> out(4);
+  for (int i = 0; i < 4; ++i) {
+    SequenceRequest r;
+    r.prompt_ids = test::RandomTokens(40, 160, 600 + static_cast<uint32_t>(i));
+    r.max_new_tokens = 60;  // 100 positions: 4 blocks each, 16 wanted of 8
+    r.on_finish = [&out, i](const SequenceResult& res) { out[static_cast<size_t>(i)] = res; };
+    ASSERT_TRUE(sched.Submit(std::move(r)));
+  }
+  Drain(sched);
+  EXPECT_GT(sched.preemptions(), 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(out[static_cast<size_t>(i)].status.ok()) << i;
+    EXPECT_EQ(out[static_cast<size_t>(i)].stop_reason, StopReason::kLength) << i;
+    EXPECT_EQ(out[static_cast<size_t>(i)].generated_ids.size(), 60u) << i;
+  }
+  EXPECT_EQ(sched.kv_pool().available(), 8);
+  Scheduler alone(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  SequenceRequest r;
+  r.prompt_ids = test::RandomTokens(40, 160, 600);
+  r.max_new_tokens = 60;
+  SequenceResult first_alone;
+  r.on_finish = [&](const SequenceResult& res) { first_alone = res; };
+  ASSERT_TRUE(alone.Submit(std::move(r)));
+  Drain(alone);
+  EXPECT_EQ(out[0].generated_ids, first_alone.generated_ids);
+
+  SequenceRequest huge;
+  huge.prompt_ids.assign(300, 1);  // 10 blocks of a pool of 8
+  auto refused = sched.Submit(std::move(huge));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("--kv-memory"), std::string::npos);
 }
 
 }  // namespace

@@ -98,10 +98,20 @@ TEST(LoadedModel, KvMemoryBudgetSetsTheContextOrRefuses) {
   ASSERT_TRUE(roomy) << roomy.status().message();
   EXPECT_EQ((*roomy)->context(), (*roomy)->checkpoint().config.max_position_embeddings);
   EXPECT_LE((*roomy)->kv_bytes(), 64u << 20);
-  o.kv_memory_mib = 1;  // not even 256 positions for 8 slots
+  // The pool is what the budget holds, shared: more than 8 whole contexts of this tiny model.
+  const int64_t context_blocks = KvBlocksFor((*roomy)->context());
+  EXPECT_GT((*roomy)->scheduler().kv_pool().blocks(), 8 * context_blocks);
+  EXPECT_GT((*roomy)->kv_bytes(), 60u << 20);
+  // 40 slots, an fp32 cache (5 layers x 3 x 4 bytes x 32 values = 1920 bytes a position, 60
+  // KiB a block): 1 MiB holds 17 blocks, fewer than the slots.
+  o.parallel = 40;
+  o.kv_cache = KvCacheType::kF32;
+  o.kv_memory_mib = 1;
   auto tight = LoadedModel::Open(StoriesDir(), o);
   ASSERT_FALSE(tight);
   EXPECT_NE(tight.status().message().find("--kv-memory"), std::string::npos);
+  EXPECT_NE(tight.status().message().find("17 KV blocks"), std::string::npos)
+      << tight.status().message();
 }
 
 TEST(LoadedModel, DefaultSlotsFollowCoresAndMemory) {

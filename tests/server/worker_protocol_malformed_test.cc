@@ -143,7 +143,9 @@ std::vector<Sample> Samples() {
   done.slots = 8;
   done.slots_in_use = 3;
   done.sequences_waiting = 1;
-  done.kv_free_positions = 20480;
+  done.kv_blocks = 640;
+  done.kv_blocks_free = 600;
+  done.kv_blocks_cached = 17;
   out.push_back({MessageType::kDone, EncodeDone(done)});
   out.push_back({MessageType::kDone, EncodeDone({})});
   for (JobErrorKind kind : {JobErrorKind::kInvalidRequest, JobErrorKind::kContextLength,

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_deltanet.h"
+#include "backend/kv_block_table.h"
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "model/kv_cache.h"
@@ -134,14 +135,17 @@ class CpuBackend final : public Backend {
     }
     keys_t_.Resize(0);
     keys_t16_.Resize(0);
+    kv_tables_.Init(kv);
+    if (kv.pool_blocks() > INT32_MAX) return InvalidArgument("cpu backend: too many KV blocks");
     if (attention_layers > 0) {
-      TS_RETURN_IF_ERROR(
-          kv_.Allocate(kv_bf16(), kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
+      // The block pool of the full-attention layers: [block][layer][kKvBlockTokens][kv_dim].
+      TS_RETURN_IF_ERROR(kv_.Allocate(kv_bf16(), static_cast<int>(kv.pool_blocks()),
+                                      attention_layers, kKvBlockTokens, spec_.kv_dim));
       // A second, transposed copy of the keys for the blocked attention kernel.
-      kt_head_stride_ = RoundUp(kv.max_seq, 16) * spec_.head_dim;
+      kt_head_stride_ = kKvBlockTokens * spec_.head_dim;
       if (k_.attention_blocked != nullptr && spec_.head_dim <= 256) {
-        const size_t n =
-            static_cast<size_t>(kv.max_slots * attention_layers * spec_.kv_heads * kt_head_stride_);
+        const size_t n = static_cast<size_t>(kv.pool_blocks() * attention_layers * spec_.kv_heads *
+                                             kt_head_stride_);
         if (kv_bf16()) {
           keys_t16_.Resize(n);
         } else {
@@ -199,6 +203,7 @@ class CpuBackend final : public Backend {
       for (size_t r = 0; r < n; ++r) {
         row_slot_[r] = batch.chunks[c0 + r].slot;
         row_pos_[r] = batch.chunks[c0 + r].start_pos;
+        row_blocks_[r] = chunk_blocks_[c0 + r];
       }
       RunBlock(static_cast<int64_t>(n), /*decode=*/true, rows);
       rows += static_cast<int64_t>(n) * spec_.hidden;
@@ -211,6 +216,7 @@ class CpuBackend final : public Backend {
         for (int64_t r = 0; r < n; ++r) {
           row_slot_[static_cast<size_t>(r)] = c.slot;
           row_pos_[static_cast<size_t>(r)] = c.start_pos + done + r;
+          row_blocks_[static_cast<size_t>(r)] = chunk_blocks_[ci];
         }
         RunBlock(n, /*decode=*/false, rows + done * spec_.hidden);
         done += n;
@@ -244,7 +250,7 @@ class CpuBackend final : public Backend {
     return state_.Resumable(slot, wanted);
   }
 
-  Status CopySequence(int from, int to, int64_t positions, int64_t source_positions) override {
+  Status CopySlotState(int from, int to, int64_t positions, int64_t source_positions) override {
     if (from < 0 || from >= slots_ || to < 0 || to >= slots_ || from == to || positions < 0 ||
         positions > source_positions || source_positions > max_seq_) {
       return InvalidArgument("cpu backend: bad sequence copy");
@@ -262,9 +268,19 @@ class CpuBackend final : public Backend {
         window_kv_.CopyPositions(from, to, 0, positions);
       }
     }
-    if (kv_.slots() > 0) kv_.CopyPositions(from, to, 0, positions);
+    return Status::Ok();
+  }
+
+  Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
+    const int64_t pool = kv_tables_.pool_blocks();
+    if (from < 0 || from >= pool || to < 0 || to >= pool || positions < 0 ||
+        positions > kKvBlockTokens) {
+      return InvalidArgument("cpu backend: bad KV block copy");
+    }
+    if (kv_.slots() == 0 || from == to || positions == 0) return Status::Ok();
+    kv_.CopyPositions(from, to, 0, positions);
     if (UseBlockedAttention()) {
-      // Whole blocks of 16 transposed positions (those past `positions` are finite leftovers,
+      // Whole tiles of 16 transposed positions (those past `positions` are finite leftovers,
       // masked by the kernel).
       const int64_t elements = RoundUp(positions, 16) * spec_.head_dim;
       for (int64_t l = 0; l < attention_layers_; ++l) {
@@ -388,9 +404,9 @@ class CpuBackend final : public Backend {
   }
   bool kv_bf16() const { return options_.kv_cache == KvCacheType::kBF16; }
 
-  // Where one slot and layer's transposed keys start (see AttentionArgs::keys_t).
-  size_t KeysTOffset(int slot, int64_t layer) const {
-    return static_cast<size_t>((static_cast<int64_t>(slot) * attention_layers_ + layer) *
+  // Where one pool block and layer's transposed keys start (see AttentionArgs::keys_t).
+  size_t KeysTOffset(int32_t block, int64_t layer) const {
+    return static_cast<size_t>((static_cast<int64_t>(block) * attention_layers_ + layer) *
                                spec_.kv_heads * kt_head_stride_);
   }
   // Points `att` at slot/layer's cache of `store` from position `first`, in its precision.
@@ -404,12 +420,19 @@ class CpuBackend final : public Backend {
       att.values = store.f32.Value(slot, layer, first);
     }
   }
-  void PointAtKeysT(AttentionArgs& att, int slot, int64_t layer) {
+  // Points `att` at layer's blocks of the pool (kv_), through the row's block table.
+  void PointAtPool(AttentionArgs& att, int64_t layer, const int32_t* blocks) {
+    PointAtCache(att, kv_, 0, layer, 0);
+    att.kv_blocks = blocks;
+    att.kv_block_shift = kKvBlockShift;
+    att.kv_block_stride = attention_layers_ * kKvBlockTokens * spec_.kv_dim;
+    if (!UseBlockedAttention()) return;
     att.keys_t_head_stride = kt_head_stride_;
+    att.keys_t_block_stride = attention_layers_ * spec_.kv_heads * kt_head_stride_;
     if (kv_bf16()) {
-      att.keys_t_bf16 = keys_t16_.data() + KeysTOffset(slot, layer);
+      att.keys_t_bf16 = keys_t16_.data() + KeysTOffset(0, layer);
     } else {
-      att.keys_t = keys_t_.data() + KeysTOffset(slot, layer);
+      att.keys_t = keys_t_.data() + KeysTOffset(0, layer);
     }
   }
 
@@ -503,10 +526,12 @@ class CpuBackend final : public Backend {
       if (ring_cap_ > 0) window_kv_.Write(slot, layer, at + ring_cap_, k, v, d.kv_dim);
       return;
     }
-    kv_.Write(slot, layer, p, k, v, d.kv_dim);
+    const int32_t block = row_blocks_[static_cast<size_t>(r)][p >> kKvBlockShift];
+    const int64_t row = p & (kKvBlockTokens - 1);
+    kv_.Write(block, layer, row, k, v, d.kv_dim);
     if (!UseBlockedAttention()) return;
     const size_t kt =
-        KeysTOffset(slot, layer) + static_cast<size_t>((p / 16) * d.head_dim * 16 + p % 16);
+        KeysTOffset(block, layer) + static_cast<size_t>((row / 16) * d.head_dim * 16 + row % 16);
     for (int64_t g = 0; g < d.kv_heads; ++g) {
       for (int64_t i = 0; i < d.head_dim; ++i) {
         const size_t at = kt + static_cast<size_t>(g * kt_head_stride_ + i * 16);
@@ -556,8 +581,7 @@ class CpuBackend final : public Backend {
       });
       return;
     }
-    PointAtCache(att, kv_, slot, layer, 0);
-    if (UseBlockedAttention()) PointAtKeysT(att, slot, layer);
+    PointAtPool(att, layer, row_blocks_[static_cast<size_t>(r0)]);
     const int64_t splits = n == 1 && UseBlockedAttention() ? DecodeSplits(pos + 1) : 1;
     if (splits > 1) {
       pool_.ParallelFor(d.kv_heads * splits, [&](int64_t begin, int64_t end, int thread) {
@@ -613,11 +637,8 @@ class CpuBackend final : public Backend {
         kind = RowAttention::kSliding;
         tasks = d.heads;
       } else {
-        PointAtCache(att, kv_, slot, layer, 0);
-        if (UseBlockedAttention()) {
-          PointAtKeysT(att, slot, layer);
-          splits = DecodeSplits(pos + 1);
-        }
+        PointAtPool(att, layer, row_blocks_[static_cast<size_t>(r)]);
+        if (UseBlockedAttention()) splits = DecodeSplits(pos + 1);
         if (splits > 1) {
           kind = RowAttention::kSplit;
           tasks = d.kv_heads * splits;
@@ -779,8 +800,10 @@ class CpuBackend final : public Backend {
   // Slots and positions inside the cache; the one-token chunks first, one chunk per slot.
   Status CheckBatch(const ForwardBatch& batch) {
     std::fill(slot_seen_.begin(), slot_seen_.end(), 0);
+    chunk_blocks_.resize(batch.chunks.size());
     bool prompt_seen = false;
-    for (const SequenceChunk& c : batch.chunks) {
+    for (size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+      const SequenceChunk& c = batch.chunks[ci];
       if (c.slot < 0 || c.slot >= slots_) return OutOfRange("KV slot out of range");
       if (c.start_pos < 0 || c.n_tokens < 1 || c.start_pos + c.n_tokens > max_seq_) {
         return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
@@ -794,6 +817,7 @@ class CpuBackend final : public Backend {
       } else if (prompt_seen) {
         return InvalidArgument("a batch lists its one-token chunks first");
       }
+      TS_ASSIGN_OR_RETURN(chunk_blocks_[ci], kv_tables_.For(c));
     }
     return Status::Ok();
   }
@@ -814,13 +838,14 @@ class CpuBackend final : public Backend {
   LayerRange range_;
   std::vector<CpuLayerWeights> layers_;
   std::vector<int64_t> cache_index_;  // per layer: into kv_ (attention) or state_ (DeltaNet)
-  KvStore kv_;                        // full-attention layers
-  KvStore window_kv_;                 // sliding layers: [2 ring_cap_] or [max_seq] positions
-  RecurrentState state_;              // DeltaNet layers
-  std::vector<RopeTable> ropes_;      // one per spec_.ropes entry (model/rope.h)
-  std::vector<float> ones_;           // [conv_width] for SiLU through the swiglu kernel
-  std::vector<float> final_norm_;     // [hidden]
-  PackedMatrix lm_head_;              // [vocab, hidden]
+  KvStore kv_;                        // full-attention layers: the block pool
+  KvBlockTables kv_tables_;
+  KvStore window_kv_;              // sliding layers: [2 ring_cap_] or [max_seq] positions
+  RecurrentState state_;           // DeltaNet layers
+  std::vector<RopeTable> ropes_;   // one per spec_.ropes entry (model/rope.h)
+  std::vector<float> ones_;        // [conv_width] for SiLU through the swiglu kernel
+  std::vector<float> final_norm_;  // [hidden]
+  PackedMatrix lm_head_;           // [vocab, hidden]
   // Block scratch, sized at load (kMaxBlockRows rows each).
   AlignedArray<float> xn_;       // [block][hidden_stride], normed input, zero padded
   AlignedArray<float> qkv_;      // [block][qkv_width_]
@@ -834,14 +859,16 @@ class CpuBackend final : public Backend {
   // [heads][MaxDecodeSplits()][DecodeSplitPartialSize(head_dim)], see AttentionSplitFn.
   AlignedArray<float> split_partials_;
   int64_t scores_per_thread_ = 0;
-  // [slot][layer][kv_head][RoundUp(max_seq, 16) / 16][head_dim][16]; empty when unused.
+  // [block][layer][kv_head][kKvBlockTokens / 16][head_dim][16]; empty when unused.
   AlignedArray<float> keys_t_;
   AlignedArray<uint16_t> keys_t16_;  // the same in bf16 (BackendOptions::kv_cache)
-  int64_t kt_head_stride_ = 0;       // floats per (slot, layer, kv head)
+  int64_t kt_head_stride_ = 0;       // elements per (block, layer, kv head)
   ActivationBlock acts_;             // prepared copy of the current matmul input
   // The block being run: its rows' sequences and positions, and whether they are decode rows.
   std::vector<int> row_slot_ = std::vector<int>(kMaxBlockRows);
   std::vector<int64_t> row_pos_ = std::vector<int64_t>(kMaxBlockRows);
+  std::vector<const int32_t*> row_blocks_ = std::vector<const int32_t*>(kMaxBlockRows);
+  std::vector<const int32_t*> chunk_blocks_;  // per chunk of the batch: its block table
   int64_t block_rows_ = 0;
   bool block_decode_ = false;
   std::vector<int> slot_seen_;  // [slots], CheckBatch's scratch

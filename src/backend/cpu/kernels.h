@@ -62,6 +62,16 @@ struct AttentionArgs {
   const uint16_t* keys_bf16 = nullptr;
   const uint16_t* values_bf16 = nullptr;
   const uint16_t* keys_t_bf16 = nullptr;
+  // A paged cache (the KV block pool, backend.h): position t lives in pool block
+  // kv_blocks[t >> kv_block_shift], at row t & (2^kv_block_shift - 1) of it; keys, values and
+  // keys_t point at block 0, whose successors are kv_block_stride (keys_t: keys_t_block_stride)
+  // elements apart, and keys_t_head_stride is then a kv head's share of one block. Null: the
+  // arrays are contiguous over positions. Blocks hold a multiple of 32 positions, so the
+  // 16-position key tiles and the decode splits never straddle two blocks.
+  const int32_t* kv_blocks = nullptr;
+  int kv_block_shift = 0;
+  int64_t kv_block_stride = 0;
+  int64_t keys_t_block_stride = 0;
 };
 
 // The KV arrays of `a` as element type KV (float, or uint16_t for bf16), for kernels written
@@ -80,6 +90,46 @@ struct KvArrays<uint16_t> {
   static const uint16_t* values(const AttentionArgs& a) { return a.values_bf16; }
   static const uint16_t* keys_t(const AttentionArgs& a) { return a.keys_t_bf16; }
 };
+// The rows of a (paged or contiguous) cache as element type KV, for kernels written once for
+// every layout: a contiguous cache is one block that never ends.
+template <typename KV>
+class KvView {
+ public:
+  explicit KvView(const AttentionArgs& a)
+      : keys_(KvArrays<KV>::keys(a)),
+        values_(KvArrays<KV>::values(a)),
+        keys_t_(KvArrays<KV>::keys_t(a)),
+        blocks_(a.kv_blocks != nullptr ? a.kv_blocks : kOneBlock),
+        shift_(a.kv_blocks != nullptr ? a.kv_block_shift : 62),
+        mask_((int64_t{1} << shift_) - 1),
+        block_stride_(a.kv_block_stride),
+        kt_block_stride_(a.keys_t_block_stride),
+        stride_(a.kv_stride),
+        kt_head_stride_(a.keys_t_head_stride),
+        head_dim_(a.head_dim) {}
+  // Position t's keys / values ([kv_stride], kv head g at g * head_dim).
+  const KV* Key(int64_t t) const { return keys_ + Row(t, stride_); }
+  const KV* Value(int64_t t) const { return values_ + Row(t, stride_); }
+  // Kv head g's transposed key tile [head_dim][16] of positions [t, t + 16), t % 16 == 0; the
+  // next tile (t + 16) follows it directly when t % 32 == 0.
+  const KV* KeysTile(int64_t g, int64_t t) const {
+    return keys_t_ + static_cast<int64_t>(blocks_[t >> shift_]) * kt_block_stride_ +
+           g * kt_head_stride_ + ((t & mask_) >> 4) * head_dim_ * 16;
+  }
+
+ private:
+  int64_t Row(int64_t t, int64_t stride) const {
+    return static_cast<int64_t>(blocks_[t >> shift_]) * block_stride_ + (t & mask_) * stride;
+  }
+  static constexpr int32_t kOneBlock[1] = {0};
+  const KV* keys_;
+  const KV* values_;
+  const KV* keys_t_;
+  const int32_t* blocks_;
+  int shift_;
+  int64_t mask_, block_stride_, kt_block_stride_, stride_, kt_head_stride_, head_dim_;
+};
+
 inline float KvToFloat(float v) {
   return v;
 }

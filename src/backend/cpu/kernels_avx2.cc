@@ -303,8 +303,7 @@ inline __m256 LoadKv8(const uint16_t* p) {
 
 template <typename KV>
 void AttentionKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
-  const KV* keys = KvArrays<KV>::keys(a);
-  const KV* values = KvArrays<KV>::values(a);
+  const KvView<KV> kv(a);
   const int64_t group = a.heads / a.kv_heads;
   const int64_t full = a.head_dim / 8 * 8;
   for (int64_t task = tb; task < te; ++task) {
@@ -315,7 +314,7 @@ void AttentionKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) 
     const int64_t count = a.start_pos + m + 1;
     float max_score = -INFINITY;
     for (int64_t t = 0; t < count; ++t) {
-      const KV* k = keys + t * a.kv_stride + kv_off;
+      const KV* k = kv.Key(t) + kv_off;
       __m256 acc = _mm256_setzero_ps();
       for (int64_t i = 0; i < full; i += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), LoadKv8(k + i), acc);
@@ -341,7 +340,7 @@ void AttentionKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) 
     float* o = a.out + m * a.out_stride + h * a.head_dim;
     for (int64_t i = 0; i < a.head_dim; ++i) o[i] = 0.0f;
     for (int64_t s = 0; s < count; ++s) {
-      const KV* v = values + s * a.kv_stride + kv_off;
+      const KV* v = kv.Value(s) + kv_off;
       __m256 p = _mm256_set1_ps(scores[s]);
       for (int64_t i = 0; i < full; i += 8) {
         _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, LoadKv8(v + i), _mm256_loadu_ps(o + i)));

@@ -149,8 +149,7 @@ void DeltaNetStepScalar(float* state, int64_t ld, const float* q, const float* k
 
 template <typename KV>
 void AttentionScalarKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
-  const KV* keys = KvArrays<KV>::keys(a);
-  const KV* values = KvArrays<KV>::values(a);
+  const KvView<KV> kv(a);
   const int64_t group = a.heads / a.kv_heads;
   for (int64_t task = tb; task < te; ++task) {
     int64_t m = 0, h = 0;
@@ -160,7 +159,7 @@ void AttentionScalarKv(const AttentionArgs& a, int64_t tb, int64_t te, float* sc
     const int64_t last = a.start_pos + m;
     double max_score = -INFINITY;
     for (int64_t t = 0; t <= last; ++t) {
-      const KV* k = keys + t * a.kv_stride + kv_off;
+      const KV* k = kv.Key(t) + kv_off;
       double dot = 0.0;
       for (int64_t i = 0; i < a.head_dim; ++i) dot += static_cast<double>(q[i]) * KvToFloat(k[i]);
       scores[t] = static_cast<float>(dot * a.scale);
@@ -176,7 +175,7 @@ void AttentionScalarKv(const AttentionArgs& a, int64_t tb, int64_t te, float* sc
     for (int64_t i = 0; i < a.head_dim; ++i) {
       double acc = 0.0;
       for (int64_t t = 0; t <= last; ++t)
-        acc += static_cast<double>(scores[t]) * KvToFloat(values[t * a.kv_stride + kv_off + i]);
+        acc += static_cast<double>(scores[t]) * KvToFloat(kv.Value(t)[kv_off + i]);
       out[i] = static_cast<float>(acc / sum);
     }
   }

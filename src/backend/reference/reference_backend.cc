@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/kv_block_table.h"
 #include "model/kv_cache.h"
 #include "model/recurrent_state.h"
 #include "model/rope.h"
@@ -144,8 +145,13 @@ class ReferenceBackend final : public Backend {
           {&src.mlp_out_norm, &L.mlp_out_norm}};
       for (const auto& [ref, out] : fields) TS_RETURN_IF_ERROR(WidenToF32OrClear(*ref, out));
     }
+    kv_tables_.Init(kv);
+    if (kv.pool_blocks() > INT32_MAX)
+      return InvalidArgument("reference backend: too many KV blocks");
     if (attention_layers > 0) {
-      TS_RETURN_IF_ERROR(kv_.Allocate(kv.max_slots, attention_layers, kv.max_seq, spec_.kv_dim));
+      // The block pool (backend.h), sliding layers included: [block][layer][position][kv_dim].
+      TS_RETURN_IF_ERROR(kv_.Allocate(static_cast<int>(kv.pool_blocks()), attention_layers,
+                                      kKvBlockTokens, spec_.kv_dim));
     }
     if (recurrent_layers > 0) {
       const DeltaNetSpec& n = *spec_.deltanet;
@@ -194,13 +200,14 @@ class ReferenceBackend final : public Backend {
         return OutOfRange("position " + std::to_string(c.start_pos + c.n_tokens) +
                           " is past the KV cache capacity of " + std::to_string(max_seq_));
       }
+      TS_ASSIGN_OR_RETURN(blocks_, kv_tables_.For(c));
       TS_RETURN_IF_ERROR(state_.Prepare(c.slot, c.start_pos));
       // Token by token: each token's keys (and recurrent state) are updated before the next
       // token reads them, which is exactly causal attention over the prompt.
       for (int64_t i = 0; i < c.n_tokens; ++i, row += spec_.hidden) {
         for (RefLayer& L : layers_) {
           if (L.spec.is_attention()) {
-            AttentionStep(L, c.slot, c.start_pos + i, row);
+            AttentionStep(L, c.start_pos + i, row);
           } else {
             DeltaNetStep(L, c.slot, row);
           }
@@ -232,13 +239,21 @@ class ReferenceBackend final : public Backend {
     return state_.Resumable(slot, wanted);
   }
 
-  Status CopySequence(int from, int to, int64_t positions, int64_t source_positions) override {
+  Status CopySlotState(int from, int to, int64_t positions, int64_t source_positions) override {
     if (from < 0 || from >= slots_ || to < 0 || to >= slots_ || from == to || positions < 0 ||
         positions > source_positions || source_positions > max_seq_) {
       return InvalidArgument("reference backend: bad sequence copy");
     }
-    TS_RETURN_IF_ERROR(state_.CopyTo(from, to, positions));
-    if (kv_.slots() > 0) kv_.CopyPositions(from, to, 0, positions);  // every position is kept
+    return state_.CopyTo(from, to, positions);  // every attention position is in the pool
+  }
+
+  Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
+    const int64_t pool = kv_tables_.pool_blocks();
+    if (from < 0 || from >= pool || to < 0 || to >= pool || positions < 0 ||
+        positions > kKvBlockTokens) {
+      return InvalidArgument("reference backend: bad KV block copy");
+    }
+    if (kv_.slots() > 0 && from != to) kv_.CopyPositions(from, to, 0, positions);
     return Status::Ok();
   }
 
@@ -271,12 +286,20 @@ class ReferenceBackend final : public Backend {
   }
 
   // One token through one attention layer; x is the residual stream [hidden], updated in place.
-  void AttentionStep(const RefLayer& L, int slot, int64_t pos, float* x) {
+  // The cache of `layer` at position t of the current chunk's sequence (blocks_).
+  float* Key(int64_t layer, int64_t t) {
+    return kv_.Key(blocks_[t >> kKvBlockShift], layer, t & (kKvBlockTokens - 1));
+  }
+  float* Value(int64_t layer, int64_t t) {
+    return kv_.Value(blocks_[t >> kKvBlockShift], layer, t & (kKvBlockTokens - 1));
+  }
+
+  void AttentionStep(const RefLayer& L, int64_t pos, float* x) {
     const ModelSpec& d = spec_;
     const RopeTable& rope = ropes_[static_cast<size_t>(L.spec.rope)];
     RmsNorm(x, L.input_norm.data(), d.hidden, d.eps, xn_.data());
-    float* k = kv_.Key(slot, L.cache_index, pos);
-    float* v = kv_.Value(slot, L.cache_index, pos);
+    float* k = Key(L.cache_index, pos);
+    float* v = Value(L.cache_index, pos);
     MatVec(L.q_proj, L.q_bias, xn_.data(), d.q_proj_rows(), d.hidden, q_.data());
     MatVec(L.k_proj, L.k_bias, xn_.data(), d.kv_dim, d.hidden, k);
     MatVec(L.v_proj, L.v_bias, xn_.data(), d.kv_dim, d.hidden, v);
@@ -300,7 +323,7 @@ class ReferenceBackend final : public Backend {
       const int64_t kvh = h / group;
       double max_score = -INFINITY;
       for (int64_t t = first; t <= pos; ++t) {
-        const float* kt = kv_.Key(slot, L.cache_index, t) + kvh * d.head_dim;
+        const float* kt = Key(L.cache_index, t) + kvh * d.head_dim;
         double dot = 0.0;
         for (int64_t i = 0; i < d.head_dim; ++i) dot += static_cast<double>(qh[i]) * kt[i];
         scores_[static_cast<size_t>(t)] = dot * d.attention_scale;
@@ -316,8 +339,7 @@ class ReferenceBackend final : public Backend {
       for (int64_t i = 0; i < d.head_dim; ++i) {
         double acc = 0.0;
         for (int64_t t = first; t <= pos; ++t) {
-          acc += scores_[static_cast<size_t>(t)] *
-                 kv_.Value(slot, L.cache_index, t)[kvh * d.head_dim + i];
+          acc += scores_[static_cast<size_t>(t)] * Value(L.cache_index, t)[kvh * d.head_dim + i];
         }
         double o = acc / sum;
         if (d.output_gate) o *= Sigmoid(qh[d.head_dim + i]);
@@ -419,11 +441,13 @@ class ReferenceBackend final : public Backend {
   int64_t max_seq_ = 0;
   int slots_ = 0;
   std::vector<RefLayer> layers_;
-  KvCache kv_;                     // attention layers only
-  RecurrentState state_;           // DeltaNet layers only
-  std::vector<RopeTable> ropes_;   // one per spec_.ropes entry (model/rope.h)
-  std::vector<float> final_norm_;  // [hidden]
-  std::vector<float> lm_head_;     // [vocab, hidden]
+  KvCache kv_;  // attention layers only: the block pool
+  KvBlockTables kv_tables_;
+  const int32_t* blocks_ = nullptr;  // the block table of the chunk being run
+  RecurrentState state_;             // DeltaNet layers only
+  std::vector<RopeTable> ropes_;     // one per spec_.ropes entry (model/rope.h)
+  std::vector<float> final_norm_;    // [hidden]
+  std::vector<float> lm_head_;       // [vocab, hidden]
   // Per-token scratch, sized at load.
   std::vector<float> xn_, q_, k_, attn_, proj_, gate_, up_, head_xn_;
   std::vector<float> mixed_, z_, ba_, delta_out_;
