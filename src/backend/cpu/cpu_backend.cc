@@ -743,7 +743,7 @@ class CpuBackend final : public Backend {
     Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false, nullptr,
            block_decode_);
     const int64_t conv_width = spec_.deltanet->conv_width();
-    auto run = [&](int64_t r0, int64_t rows) {
+    auto block = [&](int64_t r0, int64_t rows) {
       DeltaNetBlock b;
       b.spec = &*spec_.deltanet;
       b.layer = &L;
@@ -756,12 +756,15 @@ class CpuBackend final : public Backend {
       b.ones = ones_.data();
       b.out = attn_.data() + r0 * q_stride_;
       b.out_stride = q_stride_;
-      RunDeltaNetBlock(k_, pool_, b);
+      return b;
     };
     if (block_decode_) {
-      for (int64_t r = 0; r < n; ++r) run(r, 1);
+      // Each decode row is its own sequence with its own state, all in one set of dispatches.
+      for (int64_t r = 0; r < n; ++r) delta_rows_[static_cast<size_t>(r)] = block(r, 1);
+      RunDeltaNetDecodeRows(
+          k_, pool_, std::span<const DeltaNetBlock>(delta_rows_.data(), static_cast<size_t>(n)));
     } else {
-      run(0, n);
+      RunDeltaNetBlock(k_, pool_, block(0, n));
     }
     AddBranch(L.o_proj, attn_.data(), q_stride_, {}, {}, x);
   }
@@ -877,6 +880,7 @@ class CpuBackend final : public Backend {
   std::vector<RowAttention> row_kind_ = std::vector<RowAttention>(kMaxBlockRows);
   std::vector<int64_t> row_splits_ = std::vector<int64_t>(kMaxBlockRows);
   std::vector<int64_t> row_first_task_ = std::vector<int64_t>(kMaxBlockRows + 1);
+  std::vector<DeltaNetBlock> delta_rows_ = std::vector<DeltaNetBlock>(kMaxBlockRows);
 };
 
 }  // namespace

@@ -63,59 +63,91 @@ void PrepareRow(const KernelTable& k, const DeltaNetBlock& b, int64_t r) {
   }
 }
 
+// Channels in chunks of 64 (whole cache lines), spread over the pool.
+constexpr int64_t kConvChunk = 64;
+// The recurrence: each (value head, block of value columns) runs through the block's tokens
+// in order; columns are independent, and a block of kColumns columns of the head's state
+// (key_dim x kColumns floats, 16 KiB for 128 x 32) stays in L1 across the tokens.
+constexpr int64_t kColumns = 32;
+
+void RecurrenceTask(const KernelTable& k, const DeltaNetBlock& b, int64_t t) {
+  const DeltaNetSpec& n = *b.spec;
+  float* matrices = b.state + n.conv_state_floats();
+  const int64_t ratio = n.value_heads / n.key_heads;
+  const int64_t col_blocks = (n.value_dim + kColumns - 1) / kColumns;
+  const int64_t h = t / col_blocks, j0 = (t % col_blocks) * kColumns;
+  const int64_t width = std::min(kColumns, n.value_dim - j0);
+  float* S = matrices + h * n.key_dim * n.value_dim + j0;
+  for (int64_t r = 0; r < b.rows; ++r) {
+    const float* row = b.proj + r * b.proj_stride;
+    const float* conv = b.conv + r * n.conv_width();
+    const float* q = conv + (h / ratio) * n.key_dim;
+    const float* kk = conv + n.qk_width() + (h / ratio) * n.key_dim;
+    const float* v = conv + 2 * n.qk_width() + h * n.value_dim + j0;
+    const float beta = row[n.conv_width() + n.v_width() + h];
+    const float decay = row[n.conv_width() + n.v_width() + n.value_heads + h];
+    float* o = b.out + r * b.out_stride + h * n.value_dim + j0;
+    k.deltanet_step(S, n.value_dim, q, kk, v, beta, decay, n.key_dim, width, o);
+  }
+}
+
+// Per head: RMSNorm (plain w) of the output, then the SiLU(z) gate; the padding zeroed.
+void NormAndGateRow(const KernelTable& k, const DeltaNetBlock& b, int64_t r) {
+  const DeltaNetSpec& n = *b.spec;
+  const float* z = b.proj + r * b.proj_stride + n.conv_width();
+  float* out = b.out + r * b.out_stride;
+  for (int64_t h = 0; h < n.value_heads; ++h) {
+    float* o = out + h * n.value_dim;
+    k.rms_norm(o, b.layer->delta_norm.data(), n.value_dim, n.value_dim, b.eps, o);
+    k.swiglu(z + h * n.value_dim, o, n.value_dim, o);  // silu(z) * o
+  }
+  for (int64_t i = n.v_width(); i < b.out_stride; ++i) out[i] = 0.0f;
+}
+
 }  // namespace
 
 void RunDeltaNetBlock(const KernelTable& k, ThreadPool& pool, const DeltaNetBlock& b) {
   const DeltaNetSpec& n = *b.spec;
-  // Channels in chunks of 64 (whole cache lines), spread over the pool.
-  constexpr int64_t kChunk = 64;
-  const int64_t chunks = (n.conv_width() + kChunk - 1) / kChunk;
+  const int64_t chunks = (n.conv_width() + kConvChunk - 1) / kConvChunk;
   pool.ParallelFor(chunks, [&](int64_t b0, int64_t b1, int) {
-    ConvChannels(b, b0 * kChunk, std::min(b1 * kChunk, n.conv_width()));
+    ConvChannels(b, b0 * kConvChunk, std::min(b1 * kConvChunk, n.conv_width()));
   });
   pool.ParallelFor(b.rows, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) PrepareRow(k, b, r);
   });
-  // The recurrence: each (value head, block of value columns) runs through the block's tokens
-  // in order; columns are independent, and a block of kColumns columns of the head's state
-  // (key_dim x kColumns floats, 16 KiB for 128 x 32) stays in L1 across the tokens.
-  constexpr int64_t kColumns = 32;
-  float* matrices = b.state + n.conv_state_floats();
-  const int64_t ratio = n.value_heads / n.key_heads;
   const int64_t col_blocks = (n.value_dim + kColumns - 1) / kColumns;
   pool.ParallelFor(n.value_heads * col_blocks, [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t h = t / col_blocks, j0 = (t % col_blocks) * kColumns;
-      const int64_t width = std::min(kColumns, n.value_dim - j0);
-      float* S = matrices + h * n.key_dim * n.value_dim + j0;
-      for (int64_t r = 0; r < b.rows; ++r) {
-        const float* row = b.proj + r * b.proj_stride;
-        const float* conv = b.conv + r * n.conv_width();
-        const float* q = conv + (h / ratio) * n.key_dim;
-        const float* kk = conv + n.qk_width() + (h / ratio) * n.key_dim;
-        const float* v = conv + 2 * n.qk_width() + h * n.value_dim + j0;
-        const float beta = row[n.conv_width() + n.v_width() + h];
-        const float decay = row[n.conv_width() + n.v_width() + n.value_heads + h];
-        float* o = b.out + r * b.out_stride + h * n.value_dim + j0;
-        k.deltanet_step(S, n.value_dim, q, kk, v, beta, decay, n.key_dim, width, o);
-      }
-    }
+    for (int64_t t = t0; t < t1; ++t) RecurrenceTask(k, b, t);
   });
-  // Per head: RMSNorm (plain w) of the output, then the SiLU(z) gate.
   pool.ParallelFor(b.rows, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* z = b.proj + r * b.proj_stride + n.conv_width();
-      for (int64_t h = 0; h < n.value_heads; ++h) {
-        float* o = b.out + r * b.out_stride + h * n.value_dim;
-        k.rms_norm(o, b.layer->delta_norm.data(), n.value_dim, n.value_dim, b.eps, o);
-        k.swiglu(z + h * n.value_dim, o, n.value_dim, o);  // silu(z) * o
-      }
+    for (int64_t r = r0; r < r1; ++r) NormAndGateRow(k, b, r);
+  });
+}
+
+void RunDeltaNetDecodeRows(const KernelTable& k, ThreadPool& pool,
+                           std::span<const DeltaNetBlock> rows) {
+  if (rows.empty()) return;
+  const DeltaNetSpec& n = *rows[0].spec;
+  const int64_t count = static_cast<int64_t>(rows.size());
+  const int64_t chunks = (n.conv_width() + kConvChunk - 1) / kConvChunk;
+  pool.ParallelFor(count * chunks, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t c = t % chunks;
+      ConvChannels(rows[static_cast<size_t>(t / chunks)], c * kConvChunk,
+                   std::min((c + 1) * kConvChunk, n.conv_width()));
     }
   });
-  for (int64_t r = 0; r < b.rows; ++r) {
-    float* o = b.out + r * b.out_stride;
-    for (int64_t i = n.v_width(); i < b.out_stride; ++i) o[i] = 0.0f;
-  }
+  pool.ParallelFor(count, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) PrepareRow(k, rows[static_cast<size_t>(r)], 0);
+  });
+  const int64_t tasks = n.value_heads * ((n.value_dim + kColumns - 1) / kColumns);
+  pool.ParallelForBalanced(count * tasks, 1, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t)
+      RecurrenceTask(k, rows[static_cast<size_t>(t / tasks)], t % tasks);
+  });
+  pool.ParallelFor(count, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) NormAndGateRow(k, rows[static_cast<size_t>(r)], 0);
+  });
 }
 
 }  // namespace tessera

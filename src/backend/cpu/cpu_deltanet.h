@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/kernels.h"
@@ -34,5 +35,11 @@ struct DeltaNetBlock {
 };
 
 void RunDeltaNetBlock(const KernelTable& k, ThreadPool& pool, const DeltaNetBlock& b);
+
+// One decode row each of several sequences (rows == 1, each with its own state): the same
+// arithmetic as RunDeltaNetBlock on each alone, in four pool dispatches for all of them (conv,
+// preparation, recurrence, norm and gate) instead of four per sequence.
+void RunDeltaNetDecodeRows(const KernelTable& k, ThreadPool& pool,
+                           std::span<const DeltaNetBlock> rows);
 
 }  // namespace tessera

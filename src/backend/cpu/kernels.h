@@ -112,6 +112,9 @@ class KvView {
   const KV* Value(int64_t t) const { return values_ + Row(t, stride_); }
   // Kv head g's transposed key tile [head_dim][16] of positions [t, t + 16), t % 16 == 0; the
   // next tile (t + 16) follows it directly when t % 32 == 0.
+  // The first position of the block after the one holding position t (contiguous: never).
+  int64_t BlockEnd(int64_t t) const { return (t | mask_) + 1; }
+  int64_t stride() const { return stride_; }
   const KV* KeysTile(int64_t g, int64_t t) const {
     return keys_t_ + static_cast<int64_t>(blocks_[t >> shift_]) * kt_block_stride_ +
            g * kt_head_stride_ + ((t & mask_) >> 4) * head_dim_ * 16;

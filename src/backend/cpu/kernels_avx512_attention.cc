@@ -202,15 +202,20 @@ void WeightValues(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_di
   __m512 acc[NV][CH];
   for (int j = 0; j < NV; ++j)
     for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < count; ++t) {
+  // Block by block: the rows of one block are kv.stride() apart.
+  for (int64_t t = 0; t < count;) {
+    const int64_t end = std::min(count, kv.BlockEnd(t0 + t) - t0);
     const KV* v = kv.Value(t0 + t) + off;
-    __m512 vc[CH];
-    for (int c = 0; c < CH; ++c) {
-      vc[c] = kMasked ? LoadKvMasked(TailMask(head_dim - c * 16), v + c * 16) : LoadKv(v + c * 16);
-    }
-    for (int j = 0; j < NV; ++j) {
-      const __m512 w = _mm512_set1_ps(p[j * stride + t]);
-      for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_fmadd_ps(w, vc[c], acc[j][c]);
+    for (; t < end; ++t, v += kv.stride()) {
+      __m512 vc[CH];
+      for (int c = 0; c < CH; ++c) {
+        vc[c] =
+            kMasked ? LoadKvMasked(TailMask(head_dim - c * 16), v + c * 16) : LoadKv(v + c * 16);
+      }
+      for (int j = 0; j < NV; ++j) {
+        const __m512 w = _mm512_set1_ps(p[j * stride + t]);
+        for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_fmadd_ps(w, vc[c], acc[j][c]);
+      }
     }
   }
   for (int j = 0; j < NV; ++j) {
