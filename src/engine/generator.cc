@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "sampling/sampler.h"
 
@@ -22,11 +23,25 @@ const char* StopReasonName(StopReason reason) {
 }
 
 int32_t ArgMax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  // The first index of the largest value (NaN never wins a comparison; a leading NaN is
+  // kept, as a plain scan keeps it). Two passes that vectorize: the maximum over 16
+  // independent lanes, then its first occurrence. A batched step takes one per sequence
+  // over the whole vocabulary, which the scalar scan made ~4 % of a step at 8 streams.
+  const size_t n = logits.size();
+  if (n == 0 || std::isnan(logits[0])) return 0;
+  constexpr size_t kLanes = 16;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, -INFINITY);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) lane[l] = logits[i + l] > lane[l] ? logits[i + l] : lane[l];
   }
-  return best;
+  float most = logits[0];
+  for (; i < n; ++i) most = logits[i] > most ? logits[i] : most;
+  for (size_t l = 0; l < kLanes; ++l) most = lane[l] > most ? lane[l] : most;
+  for (size_t j = 0; j < n; ++j)
+    if (logits[j] == most) return static_cast<int32_t>(j);
+  return 0;
 }
 
 std::vector<std::pair<int32_t, float>> TopK(std::span<const float> logits, int k) {

@@ -29,8 +29,13 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
   const int64_t blocks = stride / kInt4Block;
   auto quantize = [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
-      k.quantize_row(x + r * stride, stride, acts->q8.data() + r * stride, acts->q_scale.data() + r,
+      int8_t* q = acts->q8.data() + r * stride;
+      k.quantize_row(x + r * stride, stride, q, acts->q_scale.data() + r,
                      acts->q_block_sum.data() + r * blocks);
+      if (format == WeightFormat::kInt8) {
+        uint8_t* u = acts->q8u.data() + r * stride;
+        for (int64_t i = 0; i < stride; ++i) u[i] = static_cast<uint8_t>(q[i]) ^ 0x80u;
+      }
     }
   };
   // A prompt block's rows (128 x up to 4864 values) are worth spreading; ParallelFor runs a

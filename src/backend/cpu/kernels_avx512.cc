@@ -196,9 +196,10 @@ struct Int8Kernel {
     const auto* base = reinterpret_cast<const int8_t*>(a.w->data.data());
     const int8_t* w[NP];
     for (int i = 0; i < NP; ++i) w[i] = base + (p0 + i) * kp * 16;
-    const int8_t* x[MR];
-    for (int j = 0; j < MR; ++j) x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
-    const __m512i to_unsigned = _mm512_set1_epi32(static_cast<int32_t>(0x80808080u));
+    // The activations as unsigned bytes (q + 128, ActivationBlock::q8u); the row offsets the
+    // accumulators start from take the 128 back out.
+    const uint8_t* x[MR];
+    for (int j = 0; j < MR; ++j) x[j] = a.x->q8u.data() + (m0 + j) * a.x->stride;
     __m512i acc[NP][MR];
     for (int i = 0; i < NP; ++i) {
       __m512i offset = _mm512_loadu_si512(a.w->row_offset.data() + (p0 + i) * 16);
@@ -212,7 +213,7 @@ struct Int8Kernel {
         wv[i] = _mm512_loadu_si512(w[i] + k * 16);
       }
       for (int j = 0; j < MR; ++j) {
-        __m512i xb = _mm512_xor_si512(BroadcastGroup(x[j] + k), to_unsigned);
+        const __m512i xb = BroadcastGroup(x[j] + k);
         for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xb, wv[i]);
       }
     }

@@ -200,11 +200,14 @@ Status DequantizeRows(const PackedMatrix& m, std::span<const int32_t> rows, std:
 // Rows of activations prepared for one weight format: fp32 always, plus bf16 copies or
 // int8 quantized values with per-row scale and per-block sums. Sized once by Reserve.
 struct ActivationBlock {
-  int64_t rows = 0;                   // tokens currently held
-  int64_t stride = 0;                 // padded_cols of the matrices it feeds
-  const float* f32 = nullptr;         // [rows][stride], zero padded (points at the caller's rows)
-  AlignedArray<uint16_t> bf16;        // [max_rows][stride]
-  AlignedArray<int8_t> q8;            // [max_rows][stride]
+  int64_t rows = 0;             // tokens currently held
+  int64_t stride = 0;           // padded_cols of the matrices it feeds
+  const float* f32 = nullptr;   // [rows][stride], zero padded (points at the caller's rows)
+  AlignedArray<uint16_t> bf16;  // [max_rows][stride]
+  AlignedArray<int8_t> q8;      // [max_rows][stride]
+  // INT8 only: q8 + 128 as unsigned bytes (the sign bit flipped), the operand vpdpbusd takes,
+  // so the AVX-512 kernel need not flip it per use.
+  AlignedArray<uint8_t> q8u;          // [max_rows][stride]
   AlignedArray<float> q_scale;        // [max_rows]
   AlignedArray<int32_t> q_block_sum;  // [max_rows][stride / 32], sum of q over each block
   int64_t max_rows = 0;
@@ -215,6 +218,7 @@ struct ActivationBlock {
     max_stride = stride_cap;
     bf16.Resize(static_cast<size_t>(rows_cap * stride_cap));
     q8.Resize(static_cast<size_t>(rows_cap * stride_cap));
+    q8u.Resize(static_cast<size_t>(rows_cap * stride_cap));
     q_scale.Resize(static_cast<size_t>(rows_cap));
     q_block_sum.Resize(static_cast<size_t>(rows_cap * stride_cap / kInt4Block));
   }
