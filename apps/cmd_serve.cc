@@ -159,7 +159,9 @@ int RunServeCommand(int argc, char** argv) {
   args.AddString("host", "address to bind", false, "127.0.0.1");
   args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
   args.AddString("placement", "layers per backend for every model", false, "cpu");
-  args.AddInt("context", "KV cache positions per model (default: the model's, at most 4096)", 0);
+  args.AddInt("context",
+              "positions per sequence (default: the model's, at most 4096 without --kv-memory)",
+              0);
   args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
   args.AddFlag("no-prewarm", "do not load the default model before the first request");
   args.AddFlag("bf16-activations",
@@ -176,8 +178,10 @@ int RunServeCommand(int argc, char** argv) {
               "logged)",
               0);
   args.AddInt("kv-memory",
-              "MiB of KV cache per model; with it --context defaults to the longest that fits "
-              "(up to the model's own), and a larger cache is refused (0: no budget)",
+              "MiB of KV cache per model: the block pool shared by its slots (prefix cache "
+              "included); with it --context defaults to the model's own limit, at most the "
+              "whole pool; a budget smaller than one block per slot is refused (0: slots x "
+              "context)",
               0);
   args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
   args.AddInt("max-active", "requests running at once (0: --parallel's slots)", 0);
