@@ -64,6 +64,7 @@ struct KvCacheConfig {
   int max_slots = 1;    // concurrent sequences
   int64_t max_seq = 0;  // positions per sequence
   int64_t blocks = 0;   // pool blocks; 0: max_slots x KvBlocksFor(max_seq)
+  int kept_states = 0;  // recurrent states kept apart from the slots (Backend::KeepSlotState)
   int64_t pool_blocks() const {
     return blocks > 0 ? blocks : static_cast<int64_t>(max_slots) * KvBlocksFor(max_seq);
   }
@@ -133,6 +134,20 @@ class Backend {
                                int64_t source_positions) {
     (void)from_slot, (void)to_slot, (void)positions, (void)source_positions;
     return Unsupported(name() + " cannot copy a sequence's state");
+  }
+  // Recurrent state kept apart from the slots, so that a prefix cached in the block pool can
+  // be resumed on any slot by a model with recurrent layers: KeepSlotState copies `slot`'s
+  // state after `positions` tokens (live, or a snapshot at exactly that position) into kept
+  // entry `entry` (< KvCacheConfig::kept_states); RestoreSlotState makes an entry a slot's
+  // live state, at `positions` (the caller's record). No-ops for a backend without
+  // recurrent layers.
+  virtual Status KeepSlotState(int slot, int64_t positions, int entry) {
+    (void)slot, (void)positions, (void)entry;
+    return Unsupported(name() + " cannot keep a sequence's state");
+  }
+  virtual Status RestoreSlotState(int entry, int slot, int64_t positions) {
+    (void)slot, (void)positions, (void)entry;
+    return Unsupported(name() + " cannot restore a sequence's state");
   }
   // Copies the first `positions` positions of pool block `from` into pool block `to` (every
   // layer): a shared block about to be written (copy on write).

@@ -58,6 +58,11 @@ class KvBlockPool {
   // is cached already (another sequence computed the same) is left unregistered.
   void Register(int32_t block, int32_t parent, std::span<const int32_t> tokens);
   bool registered(int32_t block) const { return blocks_[static_cast<size_t>(block)].registered; }
+  // Changes whenever the block is handed out again: a record made of it (a kept recurrent
+  // state) is valid while the generation it saw stands.
+  uint32_t generation(int32_t block) const {
+    return blocks_[static_cast<size_t>(block)].generation;
+  }
 
  private:
   struct Block {

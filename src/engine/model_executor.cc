@@ -36,11 +36,14 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<con
   exec->placement_ = placement;
   if (placement.stages.empty()) return InvalidArgument("placement has no stages");
   if (options.kv_blocks < 0) return InvalidArgument("kv_blocks must be >= 0");
-  KvCacheConfig kv{options.max_slots, max_seq, options.kv_blocks};
-  exec->kv_blocks_ = kv.pool_blocks();
+  if (options.kept_states < 0) return InvalidArgument("kept_states must be >= 0");
   const ModelSpec& spec = ckpt->tensors.spec;
-  exec->has_slot_state_ =
-      spec.count(LayerKind::kGatedDeltaNet) > 0 || spec.count(LayerKind::kSlidingAttention) > 0;
+  const bool recurrent = spec.count(LayerKind::kGatedDeltaNet) > 0;
+  const bool sliding = spec.count(LayerKind::kSlidingAttention) > 0;
+  exec->has_slot_state_ = recurrent || sliding;
+  exec->kept_states_ = recurrent && !sliding ? options.kept_states : 0;
+  KvCacheConfig kv{options.max_slots, max_seq, options.kv_blocks, exec->kept_states_};
+  exec->kv_blocks_ = kv.pool_blocks();
   for (size_t i = 0; i < placement.stages.size(); ++i) {
     const PlacementStage& stage = placement.stages[i];
     TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
@@ -74,6 +77,18 @@ Status ModelExecutor::CopySlotState(int from, int to, int64_t positions, int64_t
   for (auto& b : backends_) {
     TS_RETURN_IF_ERROR(b->CopySlotState(from, to, positions, source_positions));
   }
+  return Status::Ok();
+}
+
+Status ModelExecutor::KeepSlotState(int slot, int64_t positions, int entry) {
+  if (entry < 0 || entry >= kept_states_) return InvalidArgument("no such kept state");
+  for (auto& b : backends_) TS_RETURN_IF_ERROR(b->KeepSlotState(slot, positions, entry));
+  return Status::Ok();
+}
+
+Status ModelExecutor::RestoreSlotState(int entry, int slot, int64_t positions) {
+  if (entry < 0 || entry >= kept_states_) return InvalidArgument("no such kept state");
+  for (auto& b : backends_) TS_RETURN_IF_ERROR(b->RestoreSlotState(entry, slot, positions));
   return Status::Ok();
 }
 

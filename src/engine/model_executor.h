@@ -33,6 +33,10 @@ class ModelExecutor {
     // KV pool blocks (backend.h); 0: max_slots x KvBlocksFor(max_seq), enough for the identity
     // layout that Forward() uses.
     int64_t kv_blocks = 0;
+    // Recurrent states kept apart from the slots (Backend::KeepSlotState), for prefixes cached
+    // in the pool; used only by models whose per-slot state is recurrent alone (no sliding
+    // rings).
+    int kept_states = 0;
     BackendOptions backend;  // given to every backend the placement creates
   };
 
@@ -84,6 +88,10 @@ class ModelExecutor {
   // Copies a pool block's first `positions` positions to another block on every backend.
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions);
   int64_t kv_blocks() const { return kv_blocks_; }
+  // Kept recurrent states (0 when the model has none to keep, or sliding rings).
+  int kept_states() const { return kept_states_; }
+  Status KeepSlotState(int slot, int64_t positions, int entry);
+  Status RestoreSlotState(int entry, int slot, int64_t positions);
 
  private:
   ModelExecutor() = default;
@@ -102,6 +110,7 @@ class ModelExecutor {
   int max_slots_ = 1;
   int64_t kv_blocks_ = 0;
   bool has_slot_state_ = false;
+  int kept_states_ = 0;
   bool embed_from_head_ = false;  // token rows come from the head backend's EmbedFromHead
   std::string embedding_source_;
 };

@@ -44,7 +44,8 @@ Scheduler::Scheduler(ModelExecutor& exec, Options options)
     : exec_(exec),
       options_(options),
       slots_(static_cast<size_t>(exec.max_slots())),
-      pool_(exec.kv_blocks(), kKvBlockTokens) {
+      pool_(exec.kv_blocks(), kKvBlockTokens),
+      kept_(static_cast<size_t>(exec.kept_states())) {
   // Room for every slot's decode token plus one chunk.
   const int64_t room = exec.max_batch_tokens() - exec.max_slots();
   options_.chunk_tokens = std::max<int64_t>(1, std::min(options_.chunk_tokens, room));
@@ -191,10 +192,12 @@ void Scheduler::Admit() {
     int64_t start = static_cast<int64_t>(m.shared.size()) * kKvBlockTokens + m.partial_tokens;
     if (exec_.has_slot_state()) {
       // Recurrent layers resume only from their live state or a snapshot; a busy slot's
-      // state may be copied from further on.
+      // state may be copied from further on, or a kept state restored.
       const int64_t own = options_.reuse_prefixes ? CommonPrefix(slot.cached, s.tokens, start) : 0;
       const int64_t at = exec_.ResumablePosition(index, own);
+      const int64_t limit_blocks = start;
       start = options_.reuse_prefixes ? CopyPrefixFromBusySlot(s, index, at, start) : at;
+      if (options_.reuse_prefixes) start = RestoreKeptState(m, index, start, limit_blocks);
       slot.cached.assign(s.tokens.begin(), s.tokens.begin() + start);
     }
     if (!TakeBlocks(s, m, start)) {
@@ -328,6 +331,43 @@ void Scheduler::RegisterFullBlocks(Sequence& s) {
                    std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, kKvBlockTokens));
     ++s.registered;
   }
+}
+
+void Scheduler::KeepStateAtBlockEnd(int index) {
+  if (kept_.empty() || !options_.reuse_prefixes) return;
+  const Sequence& s = *slots_[static_cast<size_t>(index)].seq;
+  // The last block boundary of a prompt: what a later prompt with the same beginning (a
+  // system prompt, a document) can resume from on any slot.
+  const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.pos;
+  if (s.pos == 0 || s.pos % kKvBlockTokens != 0 || remaining > options_.chunk_tokens) return;
+  const int32_t block = s.blocks[static_cast<size_t>(s.pos / kKvBlockTokens - 1)];
+  if (!pool_.registered(block)) return;  // not findable (a duplicate of a cached prefix)
+  const uint32_t generation = pool_.generation(block);
+  size_t entry = 0;
+  for (size_t e = 0; e < kept_.size(); ++e) {
+    if (kept_[e].block == block && kept_[e].generation == generation) return;  // kept already
+    if (kept_[e].used < kept_[entry].used) entry = e;  // empty entries have used == 0
+  }
+  if (!exec_.KeepSlotState(index, s.pos, static_cast<int>(entry)).ok()) return;
+  kept_[entry] = {block, generation, s.pos, ++clock_};
+}
+
+int64_t Scheduler::RestoreKeptState(const KvBlockPool::Match& m, int index, int64_t start,
+                                    int64_t limit) {
+  for (size_t i = m.shared.size(); i-- > 0;) {
+    const int64_t pos = static_cast<int64_t>(i + 1) * kKvBlockTokens;
+    if (pos <= start) break;
+    if (pos > limit) continue;
+    const int32_t block = m.shared[i];
+    for (size_t e = 0; e < kept_.size(); ++e) {
+      Kept& k = kept_[e];
+      if (k.block != block || k.generation != pool_.generation(block) || k.pos != pos) continue;
+      if (!exec_.RestoreSlotState(static_cast<int>(e), index, pos).ok()) return start;
+      k.used = ++clock_;
+      return pos;
+    }
+  }
+  return start;
 }
 
 void Scheduler::ReleaseBlocks(Sequence& s, bool contents_good) {
@@ -513,6 +553,7 @@ Status Scheduler::Step() {
     const bool prompt_done_now = s.pos < s.prompt_len && s.pos + ran >= s.prompt_len;
     s.pos += ran;
     RegisterFullBlocks(s);
+    if (ran > 1) KeepStateAtBlockEnd(i);
     if (s.pos < static_cast<int64_t>(s.tokens.size())) continue;  // more prompt to run
     if (prompt_done_now && HasWaitingChildren(s.id)) {
       // The raw row (sampling edits it in place) is kept for the choices sharing this prompt.

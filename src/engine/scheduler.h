@@ -15,7 +15,9 @@
 // sequence finds no block, the most recently admitted sequence is preempted: its blocks go
 // back to the pool (their prefix stays cached) and it waits to be resumed, recomputing what
 // was evicted. Models with per-slot state (recurrent layers, sliding rings) resume a prefix
-// only as far as a slot's state can (its live state, a snapshot, or a busy slot's, copied).
+// only as far as a slot's state can (its live state, a snapshot, or a busy slot's, copied);
+// models whose per-slot state is recurrent alone also keep that state at the last block
+// boundary of each prompt, so a cached prefix resumes on any slot.
 //
 //   Scheduler sched(exec, {});
 //   SequenceRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = stops};
@@ -134,6 +136,12 @@ class Scheduler {
   // pool is dry; false when it cannot (the sequence itself was preempted or finished).
   bool GrowBlocks(int index, int64_t positions);
   void Preempt(int index);
+  // After a prompt chunk: keeps the slot's recurrent state when the chunk ended on the prompt's
+  // last block boundary (executor's kept states, least recently used replaced).
+  void KeepStateAtBlockEnd(int index);
+  // A kept state at the end of one of m's shared blocks, past `start` and within `limit`,
+  // restored into slot `index`: where the sequence starts now.
+  int64_t RestoreKeptState(const KvBlockPool::Match& m, int index, int64_t start, int64_t limit);
   // Registers the sequence's blocks that have filled up since the last call.
   void RegisterFullBlocks(Sequence& s);
   // Returns the table's blocks to the pool (registering the last partial one when its
@@ -152,6 +160,15 @@ class Scheduler {
   std::vector<Slot> slots_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   KvBlockPool pool_;
+  // Recurrent states kept at the end of a cached block (the executor's kept states):
+  // valid while the block's generation stands.
+  struct Kept {
+    int32_t block = -1;
+    uint32_t generation = 0;
+    int64_t pos = 0;
+    uint64_t used = 0;  // 0: empty
+  };
+  std::vector<Kept> kept_;
   int64_t preemptions_ = 0;
   int running_ = 0;
   uint64_t next_id_ = 1;

@@ -7,12 +7,12 @@
 namespace tessera {
 
 Status RecurrentState::Allocate(int slots, int64_t layers, int64_t floats_per_layer,
-                                int snapshots_per_slot) {
-  if (slots <= 0 || layers < 0 || floats_per_layer <= 0 || snapshots_per_slot < 0) {
+                                int snapshots_per_slot, int kept) {
+  if (slots <= 0 || layers < 0 || floats_per_layer <= 0 || snapshots_per_slot < 0 || kept < 0) {
     return InvalidArgument("recurrent state sizes must be positive");
   }
   const long double per_slot = static_cast<long double>(layers) * floats_per_layer;
-  const long double total = per_slot * slots * (1 + snapshots_per_slot);
+  const long double total = per_slot * (slots * (1 + snapshots_per_slot) + kept);
   if (total > static_cast<long double>(1ull << 34)) {
     return ResourceExhausted("recurrent state of " + std::to_string(slots) +
                              " slots is too large; lower --parallel");
@@ -26,11 +26,14 @@ Status RecurrentState::Allocate(int slots, int64_t layers, int64_t floats_per_la
     saved_.assign(static_cast<size_t>(per_slot) * static_cast<size_t>(slots) *
                       static_cast<size_t>(snapshots_per_slot),
                   0.0f);
+    kept_states_.assign(static_cast<size_t>(per_slot) * static_cast<size_t>(kept), 0.0f);
   } catch (const std::bad_alloc&) {
     live_.clear();
     saved_.clear();
+    kept_states_.clear();
     return ResourceExhausted("out of memory allocating the recurrent state");
   }
+  kept_ = kept;
   position_.assign(static_cast<size_t>(slots), 0);
   saved_position_.assign(static_cast<size_t>(slots * snapshots_per_slot), -1);
   saved_age_.assign(static_cast<size_t>(slots * snapshots_per_slot), 0);
@@ -111,6 +114,37 @@ Status RecurrentState::CopyTo(int from, int to, int64_t pos) {
     std::copy_n(Saved(from, found), SlotFloats(), Live(to, 0));
   }
   SetPosition(to, pos);
+  return Status::Ok();
+}
+
+Status RecurrentState::Keep(int slot, int64_t pos, int entry) {
+  if (slots_ == 0) return Status::Ok();
+  if (slot < 0 || slot >= slots_ || entry < 0 || entry >= kept_) {
+    return InvalidArgument("recurrent state: bad slot or kept state");
+  }
+  const float* source = nullptr;
+  if (position(slot) == pos) source = Live(slot, 0);
+  const size_t base = static_cast<size_t>(slot) * static_cast<size_t>(snapshots_);
+  for (int k = 0; k < snapshots_ && source == nullptr; ++k)
+    if (saved_position_[base + k] == pos) source = Saved(slot, k);
+  if (source == nullptr) {
+    return OutOfRange("no recurrent state at position " + std::to_string(pos) + " to keep");
+  }
+  std::copy_n(source, SlotFloats(),
+              kept_states_.data() + static_cast<size_t>(entry) * SlotFloats());
+  return Status::Ok();
+}
+
+Status RecurrentState::Restore(int entry, int slot, int64_t pos) {
+  if (slots_ == 0) return Status::Ok();
+  if (slot < 0 || slot >= slots_ || entry < 0 || entry >= kept_ || pos < 0) {
+    return InvalidArgument("recurrent state: bad slot or kept state");
+  }
+  const size_t base = static_cast<size_t>(slot) * static_cast<size_t>(snapshots_);
+  for (int k = 0; k < snapshots_; ++k) saved_position_[base + k] = -1;
+  std::copy_n(kept_states_.data() + static_cast<size_t>(entry) * SlotFloats(), SlotFloats(),
+              Live(slot, 0));
+  SetPosition(slot, pos);
   return Status::Ok();
 }
 

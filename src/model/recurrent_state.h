@@ -22,10 +22,23 @@ namespace tessera {
 
 class RecurrentState {
  public:
-  Status Allocate(int slots, int64_t layers, int64_t floats_per_layer, int snapshots_per_slot);
+  // `kept`: states kept apart from any slot (Keep / Restore), e.g. at the end of a cached
+  // prompt prefix, for a later sequence on another slot.
+  Status Allocate(int slots, int64_t layers, int64_t floats_per_layer, int snapshots_per_slot,
+                  int kept = 0);
 
   int slots() const { return slots_; }
-  size_t bytes() const { return live_.size() * sizeof(float) + saved_.size() * sizeof(float); }
+  int kept() const { return kept_; }
+  size_t bytes() const {
+    return (live_.size() + saved_.size() + kept_states_.size()) * sizeof(float);
+  }
+
+  // Copies `slot`'s state after `pos` tokens (its live state or a snapshot at exactly pos) into
+  // kept state `entry`. OutOfRange when the slot has no state at pos.
+  Status Keep(int slot, int64_t pos, int entry);
+  // Makes kept state `entry` `slot`'s live state, after `pos` tokens (the caller's record of
+  // what it holds); the slot's snapshots are dropped.
+  Status Restore(int entry, int slot, int64_t pos);
 
   float* Live(int slot, int64_t layer) {
     return live_.data() +
@@ -72,6 +85,8 @@ class RecurrentState {
   int64_t layers_ = 0;
   int64_t floats_ = 0;
   int snapshots_ = 0;
+  int kept_ = 0;
+  std::vector<float> kept_states_;       // [kept][layer][floats]
   std::vector<float> live_;              // [slot][layer][floats]
   std::vector<float> saved_;             // [slot][snapshot][layer][floats]
   std::vector<int64_t> position_;        // [slot]: tokens the live state has absorbed

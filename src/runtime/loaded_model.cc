@@ -32,6 +32,14 @@ uint64_t PoolBytesPerPosition(const ModelSpec& spec, KvCacheType type) {
   return bytes;
 }
 
+// One sequence's recurrent state (DeltaNet layers, fp32).
+uint64_t RecurrentStateBytes(const ModelSpec& spec) {
+  if (!spec.deltanet) return 0;
+  const DeltaNetSpec& n = *spec.deltanet;
+  return 4u * static_cast<uint64_t>(n.conv_state_floats() + n.matrix_state_floats()) *
+         static_cast<uint64_t>(spec.count(LayerKind::kGatedDeltaNet));
+}
+
 // What each slot holds outside the pool: the rings of sliding layers (their window + 128
 // positions, twice) and the recurrent state of DeltaNet layers (fp32, with its 2 snapshots).
 uint64_t SlotStateBytes(const ModelSpec& spec, int64_t context, KvCacheType type) {
@@ -146,8 +154,12 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
                                  &why);
     if (log) log("parallel: " + why);
   }
+  // Recurrent models also keep states at cached prefixes' block ends (one per two slots, at
+  // least 2) so that a prefix resumes on any slot.
+  const int kept = spec.count(LayerKind::kGatedDeltaNet) > 0 ? std::max(2, slots / 2) : 0;
   const uint64_t slot_state =
-      SlotStateBytes(spec, context, options.kv_cache) * static_cast<uint64_t>(slots);
+      SlotStateBytes(spec, context, options.kv_cache) * static_cast<uint64_t>(slots) +
+      RecurrentStateBytes(spec) * static_cast<uint64_t>(kept);
   const uint64_t block_bytes = per_position * static_cast<uint64_t>(kKvBlockTokens);
   int64_t blocks = static_cast<int64_t>(slots) * KvBlocksFor(context);
   if (budget > 0) {
@@ -182,6 +194,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   exec_options.max_seq = context;
   exec_options.max_slots = slots;
   exec_options.kv_blocks = blocks;
+  exec_options.kept_states = kept;
   // Every slot's decode token plus one prompt chunk per step.
   exec_options.max_batch_tokens = slots + kPrefillChunkTokens;
   m->kv_bytes_ = slot_state + static_cast<uint64_t>(blocks) * block_bytes;

@@ -363,6 +363,69 @@ TEST_F(SchedulerTest, CachedBlocksOutliveSlotsAndServeTheNextTurn) {
   }
 }
 
+// A hybrid model (recurrent DeltaNet layers): its state is kept at the last block boundary of
+// a prompt, so a later prompt with the same beginning resumes there on another slot, after
+// other prompts have used every slot; the tokens are those of a run without the cache.
+TEST(SchedulerHybrid, KeptStatesResumeACachedPrefixOnAnySlot) {
+  SyntheticModelSpec spec;
+  spec.family = ModelFamily::kQwen3_5;
+  spec.hidden = 64;
+  spec.intermediate = 96;
+  spec.vocab = 160;
+  spec.max_position = 512;
+  spec.layers = 4;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 16;
+  spec.partial_rotary_factor = 0.25;
+  spec.linear_key_heads = 2;
+  spec.linear_value_heads = 4;
+  spec.linear_key_dim = 8;
+  spec.linear_value_dim = 12;
+  test::TempDir tmp;
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("m"), spec).ok());
+  auto ckpt = OpenCheckpoint(tmp.File("m"));
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  auto placement = ParsePlacement("cpu", (*ckpt)->config.num_layers);
+  ASSERT_TRUE(placement);
+  ModelExecutor::Options o;
+  o.max_slots = 2;
+  o.max_seq = 512;
+  o.max_batch_tokens = 2 + 32;
+  o.kept_states = 2;
+  auto exec = ModelExecutor::Load(*ckpt, *placement, o);
+  ASSERT_TRUE(exec) << exec.status().message();
+  ASSERT_EQ((*exec)->kept_states(), 2);
+  const std::vector<int32_t> system = test::RandomTokens(100, 160, 31);
+  auto ask = [&](Scheduler& sched, std::vector<int32_t> prompt) {
+    SequenceRequest r;
+    r.prompt_ids = std::move(prompt);
+    r.max_new_tokens = 6;
+    SequenceResult out;
+    r.on_finish = [&](const SequenceResult& res) { out = res; };
+    EXPECT_TRUE(sched.Submit(std::move(r)));
+    Drain(sched);
+    return out;
+  };
+  auto with_question = [&](uint32_t q) {
+    std::vector<int32_t> p = system;
+    const auto question = test::RandomTokens(7, 160, q);
+    p.insert(p.end(), question.begin(), question.end());
+    return p;
+  };
+  std::vector<int32_t> cached_ids, plain_ids;
+  for (bool cache : {true, false}) {
+    Scheduler sched(**exec, {.chunk_tokens = 32, .reuse_prefixes = cache});
+    ask(sched, with_question(1));  // chunks end at 32, 64, 96: the state at 96 is kept
+    // Other prompts through both slots (shorter than a block: they keep no state of their own).
+    for (uint32_t i = 0; i < 4; ++i) ask(sched, test::RandomTokens(20, 160, 400 + i));
+    const SequenceResult second = ask(sched, with_question(2));
+    EXPECT_EQ(second.cached_tokens, cache ? 96 : 0);
+    (cache ? cached_ids : plain_ids) = second.generated_ids;
+  }
+  EXPECT_EQ(cached_ids, plain_ids);
+}
+
 // A pool smaller than what the sequences want at once: the newest running sequence is
 // preempted when a decode step finds no block, waits, and resumes; every sequence completes,
 // the oldest exactly as alone, and every block comes back. A prompt larger than the whole

@@ -163,7 +163,7 @@ class CpuBackend final : public Backend {
       }
       TS_RETURN_IF_ERROR(state_.Allocate(kv.max_slots, recurrent_layers,
                                          n.conv_state_floats() + n.matrix_state_floats(),
-                                         kStateSnapshots));
+                                         kStateSnapshots, kv.kept_states));
     }
     ropes_.clear();
     for (const RopeSpec& r : spec_.ropes) ropes_.push_back(RopeTable::Build(r, kv.max_seq));
@@ -269,6 +269,13 @@ class CpuBackend final : public Backend {
       }
     }
     return Status::Ok();
+  }
+
+  Status KeepSlotState(int slot, int64_t positions, int entry) override {
+    return state_.Keep(slot, positions, entry);
+  }
+  Status RestoreSlotState(int entry, int slot, int64_t positions) override {
+    return state_.Restore(entry, slot, positions);
   }
 
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {

@@ -157,7 +157,7 @@ class ReferenceBackend final : public Backend {
       const DeltaNetSpec& n = *spec_.deltanet;
       TS_RETURN_IF_ERROR(state_.Allocate(kv.max_slots, recurrent_layers,
                                          n.conv_state_floats() + n.matrix_state_floats(),
-                                         kStateSnapshots));
+                                         kStateSnapshots, kv.kept_states));
       mixed_.resize(static_cast<size_t>(n.conv_width()));
       z_.resize(static_cast<size_t>(n.v_width()));
       ba_.resize(static_cast<size_t>(2 * n.value_heads));
@@ -245,6 +245,13 @@ class ReferenceBackend final : public Backend {
       return InvalidArgument("reference backend: bad sequence copy");
     }
     return state_.CopyTo(from, to, positions);  // every attention position is in the pool
+  }
+
+  Status KeepSlotState(int slot, int64_t positions, int entry) override {
+    return state_.Keep(slot, positions, entry);
+  }
+  Status RestoreSlotState(int entry, int slot, int64_t positions) override {
+    return state_.Restore(entry, slot, positions);
   }
 
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
