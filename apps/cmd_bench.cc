@@ -87,12 +87,23 @@ struct ConcurrencyFigures {
   double ttft_p50_ms = 0, ttft_p99_ms = 0;
 };
 
-// `streams` greedy sequences submitted together to the scheduler (continuous batching), each
-// with its own prompt of `prompt_len` ids and `gen` new tokens; medians over repeats.
-Expected<ConcurrencyFigures> RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len,
-                                            int64_t gen, int64_t repeat) {
+// Per stream count: every repeat's figures, medians taken at the end.
+struct ConcurrencySamples {
   std::vector<double> decode, total, ttft;
-  for (int64_t r = 0; r < repeat; ++r) {
+  ConcurrencyFigures Figures() const {
+    return ConcurrencyFigures{Median(decode), Median(total), Percentile(ttft, 50),
+                              Percentile(ttft, 99)};
+  }
+};
+
+// `streams` greedy sequences submitted together to the scheduler (continuous batching), each
+// with its own prompt of `prompt_len` ids and `gen` new tokens: one repeat (r), added to `out`.
+Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int64_t gen, int64_t r,
+                      ConcurrencySamples* out) {
+  std::vector<double>& decode = out->decode;
+  std::vector<double>& total = out->total;
+  std::vector<double>& ttft = out->ttft;
+  {
     Scheduler sched(exec, {.reuse_prefixes = false});
     Clock::time_point last_first_token;
     int64_t generated = 0;
@@ -117,8 +128,7 @@ Expected<ConcurrencyFigures> RunConcurrency(ModelExecutor& exec, int streams, in
     total.push_back(static_cast<double>(generated) / all_s);
     if (decode_s > 0) decode.push_back(static_cast<double>(generated - streams) / decode_s);
   }
-  return ConcurrencyFigures{Median(decode), Median(total), Percentile(ttft, 50),
-                            Percentile(ttft, 99)};
+  return Status::Ok();
 }
 
 int Run(int argc, char** argv) {
@@ -233,14 +243,25 @@ int Run(int argc, char** argv) {
   out["gen_tokens"] = gen;
   out["repeat"] = repeat;
   std::vector<std::pair<int64_t, ConcurrencyFigures>> streams;
-  for (int64_t c : concurrency) {
-    auto f = RunConcurrency(**exec, static_cast<int>(c), (*lengths)[0], gen, repeat);
-    if (!f) return ReportError("bench", f.status());
-    streams.emplace_back(c, *f);
-    out["concurrency"][std::to_string(c)] = {{"decode_tok_s", f->decode_tok_s},
-                                             {"total_tok_s", f->total_tok_s},
-                                             {"ttft_p50_ms", f->ttft_p50_ms},
-                                             {"ttft_p99_ms", f->ttft_p99_ms}};
+  // The stream counts alternate within each repeat, so that the machine's drift over minutes
+  // does not land on one of them: their ratios are measured side by side.
+  std::vector<ConcurrencySamples> samples(concurrency.size());
+  for (int64_t r = 0; r < repeat; ++r) {
+    for (size_t i = 0; i < concurrency.size(); ++i) {
+      if (Status st = RunConcurrency(**exec, static_cast<int>(concurrency[i]), (*lengths)[0], gen,
+                                     r, &samples[i]);
+          !st.ok()) {
+        return ReportError("bench", st);
+      }
+    }
+  }
+  for (size_t i = 0; i < concurrency.size(); ++i) {
+    const ConcurrencyFigures f = samples[i].Figures();
+    streams.emplace_back(concurrency[i], f);
+    out["concurrency"][std::to_string(concurrency[i])] = {{"decode_tok_s", f.decode_tok_s},
+                                                          {"total_tok_s", f.total_tok_s},
+                                                          {"ttft_p50_ms", f.ttft_p50_ms},
+                                                          {"ttft_p99_ms", f.ttft_p99_ms}};
   }
   if (args.GetFlag("json")) {
     std::printf("%s\n", out.dump().c_str());

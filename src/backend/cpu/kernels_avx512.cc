@@ -83,6 +83,7 @@ constexpr int kPromptPanels = 2;
 struct F32Kernel {
   static constexpr int kMR = 6;
   static constexpr int kDecodeMR = 6;  // rows per tile of a batched decode step
+  static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -115,6 +116,7 @@ struct Bf16WidenedKernel {
   // vector feeds 12 FMAs (4 widening ops per 48 FMAs; 3 panels x 8 rows needs 6).
   static constexpr int kMR = 12;
   static constexpr int kDecodeMR = 4;  // rows per tile of a batched decode step
+  static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -162,6 +164,7 @@ struct Bf16WidenedKernel {
 struct Bf16DotKernel {
   static constexpr int kMR = 6;
   static constexpr int kDecodeMR = 6;  // rows per tile of a batched decode step
+  static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -190,6 +193,8 @@ struct Bf16DotKernel {
 struct Int8Kernel {
   static constexpr int kMR = 6;
   static constexpr int kDecodeMR = 8;  // rows per tile of a batched decode step
+  // Up to this many decode rows, tiles of 4 panels (16 accumulators, as 2 x 8).
+  static constexpr int kDecodeQuadRows = 4;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -231,6 +236,7 @@ struct Int8Kernel {
 struct Int4Kernel {
   static constexpr int kMR = 4;
   static constexpr int kDecodeMR = 4;  // rows per tile of a batched decode step
+  static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
@@ -375,6 +381,12 @@ template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   int64_t p = pb;
   if (a.x->rows > 1 && a.decode_rows) {
+    if constexpr (K::kDecodeQuadRows > 0) {
+      // Few rows: four panels per tile as for a lone row (four prefetch streams, not two).
+      if (a.x->rows <= K::kDecodeQuadRows) {
+        for (; p + 4 <= pe; p += 4) DecodeRowTiles<K, 4, K::kDecodeQuadRows>(a, p, 0, a.x->rows);
+      }
+    }
     for (; p + 2 <= pe; p += 2) DecodeRowTiles<K, 2, K::kDecodeMR>(a, p, 0, a.x->rows);
     for (; p < pe; ++p) DecodeRowTiles<K, 1, K::kDecodeMR>(a, p, 0, a.x->rows);
     return;
