@@ -129,6 +129,12 @@ std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, JobRequest&
   active->deadline = deadline;
   active->exchange = call.exchange;
   while (!supervisor_.WaitReady(std::min(deadline, Clock::now() + kClientCheckInterval))) {
+    if (supervisor_.state() == "failed") {
+      *error = ServerError(503, "model_load_failed",
+                           "the server could not load its default model; the operator must fix "
+                           "the model or the flags (the reason is in the server log)");
+      return nullptr;
+    }
     if (Clock::now() >= deadline || supervisor_.state() == "stopped") {
       *error = WorkerUnavailable();
       extra->push_back({"Retry-After", "2"});

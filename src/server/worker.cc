@@ -44,9 +44,10 @@ class Worker {
       double load_ms = 0;
       auto model = Acquire(options_.models.front().name, &load_ms);
       if (!model) {
-        // The message names the cause for the operator's log; the server keeps /ready at 503.
+        // The message names the cause for the operator's log; the server keeps /ready at 503
+        // and does not restart a worker that would fail the same way.
         std::fprintf(stderr, "tessera worker: %s\n", model.status().message().c_str());
-        return 1;
+        return kWorkerExitModelLoadFailed;
       }
     }
     if (!WriteFrame(fd_, EncodeReady({options_.models.front().name})).ok()) return 0;

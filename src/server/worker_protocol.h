@@ -138,6 +138,11 @@ struct DoneMessage {
   int64_t kv_blocks_cached = 0;
 };
 
+// The worker's exit status when its default model cannot be loaded at start (prewarm): the
+// cause is in its log line; loading again would fail the same way, so the supervisor does not
+// restart it (WorkerSupervisor::state() "failed").
+inline constexpr int kWorkerExitModelLoadFailed = 3;
+
 // Why a job failed; the HTTP side maps each to a status and OpenAI error type.
 enum class JobErrorKind : uint8_t {
   kInvalidRequest = 1,  // 400

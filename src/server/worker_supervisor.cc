@@ -56,13 +56,14 @@ bool WorkerSupervisor::ready() const {
 std::string WorkerSupervisor::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return "stopped";
+  if (failed_) return "failed";
   if (ready_) return "ready";
   return ever_ready_ ? "restarting" : "starting";
 }
 
 bool WorkerSupervisor::WaitReady(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, deadline, [&] { return ready_ || stopping_; }) && ready_;
+  return cv_.wait_until(lock, deadline, [&] { return ready_ || stopping_ || failed_; }) && ready_;
 }
 
 int WorkerSupervisor::restarts() const {
@@ -230,6 +231,22 @@ void WorkerSupervisor::Monitor() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping = stopping_;
+    }
+    const bool load_failed = WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitModelLoadFailed;
+    if (!stopping && load_failed) {
+      // Its default model cannot be loaded with these flags: starting it again would fail the
+      // same way, so the server stays up, not ready, and says so.
+      std::fprintf(stderr,
+                   "tessera serve: the inference worker could not load its default model (the "
+                   "reason is above); not restarting it. /ready answers 503 \"failed\"; fix the "
+                   "model or the flags and start tessera serve again\n");
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        failed_ = true;
+      }
+      for (auto& [id, channel] : orphans) channel->Push({true, ""});
+      cv_.notify_all();
+      return;
     }
     if (!stopping) {
       if (WIFSIGNALED(status)) {

@@ -93,6 +93,7 @@ class WorkerSupervisor {
   bool stopping_ = false;
   bool ready_ = false;
   bool ever_ready_ = false;
+  bool failed_ = false;  // the worker could not load its default model at start: not restarted
   int fd_ = -1;
   pid_t pid_ = -1;
   int restarts_ = 0;

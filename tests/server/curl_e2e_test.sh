@@ -448,6 +448,21 @@ grep -qF "using the package $WORK/mine/tiny-ft.tessera-f32" "$WORK/package-secon
 if [ -n "$ctest_models" ]; then export TESSERA_MODELS=$ctest_models; else unset TESSERA_MODELS; fi
 unset HF_HUB_CACHE
 
+# ------------------------- a default model that cannot load: no restart loop, a clear 503
+start_server load-failed --model "$STORIES" --context 100000 --no-auth
+if wait_status "$BASE/ready" 503 30 && [ "$(curl -s "$BASE/ready" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).status))')" = failed ]; then
+  pass "/ready says failed when the default model cannot load"
+else
+  fail "/ready after a failed load: $(curl -s "$BASE/ready")"
+fi
+check "a request gets 503 while the model cannot load" 503 \
+  "$(post /v1/completions '{"model":"stories260k","prompt":"Once","max_tokens":2}')"
+check "the error names the failed load" model_load_failed "$(json_get "$WORK/body" d.error.code)"
+grep -qF "more than the model's max_position_embeddings" "$LOG_ERR" &&
+  pass "the log says why it could not load" || fail "no reason in the log: $(cat "$LOG_ERR")"
+check "the worker was not restarted" 0 "$(curl -s "$BASE/health" > /dev/null; grep -c 'exited with status.*; restarting' "$LOG_ERR")"
+stop_server
+
 if "$TESSERA" serve --model "$TINY" --host 0.0.0.0 --no-auth > /dev/null 2> "$WORK/noauth.err"; then
   fail "--no-auth on a non-loopback bind was accepted"
 else
