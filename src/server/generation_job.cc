@@ -12,6 +12,16 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+bool AnyStrict(const ojson& tools) {
+  for (const ojson& t : tools) {
+    const auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) continue;
+    const auto strict = fn->find("strict");
+    if (strict != fn->end() && strict->is_boolean() && strict->get<bool>()) return true;
+  }
+  return false;
+}
+
 bool IsJsonSyntax(ToolCallSyntax s) {
   return s == ToolCallSyntax::kHermes || s == ToolCallSyntax::kLlama3Json ||
          s == ToolCallSyntax::kGemmaJson;
@@ -76,6 +86,12 @@ struct GenerationJob::Choice {
   int64_t generated = 0;
   bool stopped_by_string = false;
   bool grammar_done = false;  // the document is complete and nothing may follow
+  // Strict tools under tool_choice auto: the grammar waits for the model to open a call
+  // (lazy_trigger, the one token of "<tool_call>"), then constrains that call's object; the
+  // reply ends with the call, closed by forced_closing_.
+  int32_t lazy_trigger = -1;
+  bool grammar_active = true;
+  bool close_call = false;  // feed forced_closing_ to the parser at the end
   bool grammar_failed = false;
   bool tool_calls = false;
   bool finished = false;
@@ -94,6 +110,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   };
   std::vector<int32_t> prompt_ids;
   std::shared_ptr<const Grammar> grammar;
+  int32_t lazy_trigger = -1;
   ToolCallSyntax syntax = ToolCallSyntax::kNone;
   std::string forced_opening, forced_closing;
   if (job.kind == JobKind::kChat) {
@@ -138,6 +155,21 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
       if (!opening) return invalid("tools: " + opening.status().message());
       prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
+    } else if (syntax != ToolCallSyntax::kNone && AnyStrict(tools)) {
+      // auto with strict functions: a call the model opens is constrained to the schemas.
+      std::optional<int32_t> trigger = model.tokenizer().TokenToId("<tool_call>");
+      if (syntax != ToolCallSyntax::kHermes || !trigger) {
+        return invalid(
+            "tools: strict functions with tool_choice auto are constrained only for "
+            "the <tool_call> format (one token in the vocabulary); '" +
+            job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
+            ": use tool_choice required or a named function, or strict false");
+      }
+      auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
+      if (!compiled) return invalid("tools: " + compiled.status().message());
+      grammar = *compiled;
+      lazy_trigger = *trigger;
+      forced_closing = "\n</tool_call>";
     }
   } else {
     auto ids = model.EncodeText(job.prompt, /*add_special=*/true);
@@ -160,6 +192,16 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
                           job.model + "' has a context of " + std::to_string(context) +
                           " tokens, which must also hold the reply; shorten the prompt",
                       prompt_len};
+  }
+  // logit_bias, checked against this model's vocabulary.
+  std::vector<std::pair<int32_t, float>> bias;
+  for (const auto& [id, b] : job.logit_bias) {
+    if (id >= model.checkpoint().config.vocab_size) {
+      return invalid("logit_bias: token id " + std::to_string(id) +
+                     " is outside the vocabulary of '" + job.model + "' (0.." +
+                     std::to_string(model.checkpoint().config.vocab_size - 1) + ")");
+    }
+    bias.emplace_back(id, static_cast<float>(b));
   }
   std::shared_ptr<const TokenVocabulary> vocab;
   if (grammar) {
@@ -210,6 +252,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     if (grammar) {
       c->matcher.emplace(grammar, vocab);
       c->mask.assign(vocab->mask_words(), 0);
+      c->lazy_trigger = lazy_trigger;
+      c->grammar_active = lazy_trigger < 0;
+      c->close_call = !forced_opening.empty();
     }
     SequenceRequest req;
     req.prompt_ids = prompt_ids;
@@ -222,8 +267,10 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
         cp->step_logits.assign(logits.begin(), logits.end());
       };
     }
-    if (grammar) {
-      req.constrain = [cp, size = vocab->size()](std::span<float> logits) {
+    if (grammar || !bias.empty()) {
+      req.constrain = [cp, bias, size = vocab ? vocab->size() : 0](std::span<float> logits) {
+        for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
+        if (!cp->matcher || !cp->grammar_active) return;
         cp->matcher->FillMask(cp->mask);
         const float off = -std::numeric_limits<float>::infinity();
         for (size_t id = 0; id < logits.size(); ++id) {
@@ -277,7 +324,7 @@ void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLog
   } else {
     ToolCallEvents events = c.parser->Feed(text);
     if (at_end) {
-      ToolCallEvents tail = c.parser->Feed(forced_closing_);
+      ToolCallEvents tail = c.parser->Feed(c.close_call ? forced_closing_ : std::string());
       events.insert(events.end(), tail.begin(), tail.end());
       tail = c.parser->Finish();
       events.insert(events.end(), tail.begin(), tail.end());
@@ -297,9 +344,13 @@ void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLog
 
 bool GenerationJob::OnToken(Choice& c, int32_t id) {
   ++c.generated;
-  if (c.matcher) {
+  if (c.matcher && !c.grammar_active) {
+    // A lazy grammar starts after the token that opens a call.
+    c.grammar_active = id == c.lazy_trigger;
+  } else if (c.matcher) {
     if (!c.matcher->Accept(id).ok()) c.grammar_failed = true;  // cannot happen under the mask
     c.grammar_done = c.matcher->IsComplete() && !c.matcher->CanContinue();
+    if (c.grammar_done && c.lazy_trigger >= 0) c.close_call = true;
   }
   TokenDelta d = c.stream->Push(id, c.step_logits);
   std::vector<TokenLogprobEntry> logprobs;

@@ -1,5 +1,7 @@
 #include "server/openai_api.h"
 
+#include <charconv>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -99,6 +101,28 @@ std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationReques
     job.n = static_cast<int32_t>(n->get<int64_t>());
   }
   if (auto e = ReadResponseFormat(body, &job)) return e;
+  if (const ojson* bias = Field(body, "logit_bias")) {
+    // {"token id": bias}: ids as decimal strings (checked against the vocabulary by the
+    // worker), biases from -100 to 100.
+    if (!bias->is_object() || bias->size() > kMaxLogitBias) {
+      return InvalidField("logit_bias", "logit_bias must be an object of at most " +
+                                            std::to_string(kMaxLogitBias) +
+                                            " {\"token id\": bias} entries");
+    }
+    for (auto it = bias->begin(); it != bias->end(); ++it) {
+      const std::string& key = it.key();
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX) {
+        return InvalidField("logit_bias",
+                            "logit_bias keys must be token ids, got '" + key.substr(0, 32) + "'");
+      }
+      if (!it->is_number() || !(it->get<double>() >= -100.0 && it->get<double>() <= 100.0)) {
+        return InvalidField("logit_bias", "logit_bias values must be numbers from -100 to 100");
+      }
+      job.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<double>());
+    }
+  }
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     std::optional<int64_t> v;
     if (auto e = ReadInt(body, name, &v)) return e;

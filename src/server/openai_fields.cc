@@ -12,7 +12,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // What both generation endpoints implement, then each one's own fields.
-constexpr std::array<std::string_view, 15> kGenerationFieldList = {"model",
+constexpr std::array<std::string_view, 16> kGenerationFieldList = {"model",
                                                                    "max_tokens",
                                                                    "stop",
                                                                    "temperature",
@@ -26,7 +26,8 @@ constexpr std::array<std::string_view, 15> kGenerationFieldList = {"model",
                                                                    "stream",
                                                                    "stream_options",
                                                                    "n",
-                                                                   "response_format"};
+                                                                   "response_format",
+                                                                   "logit_bias"};
 constexpr std::array<std::string_view, 7> kChatFieldList = {
     "messages", "max_completion_tokens", "logprobs",           "top_logprobs",
     "tools",    "tool_choice",           "parallel_tool_calls"};
@@ -176,11 +177,6 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
     if (job->tools.empty() && chosen != "none") {
       return InvalidField("tool_choice", "tool_choice needs tools");
     }
-  }
-  if (chosen == "auto" && !strict.empty()) {
-    return InvalidField("tools", "strict function '" + *strict.begin() +
-                                     "' needs tool_choice required or its name: only forced "
-                                     "calls are constrained to their schema here");
   }
   if (!job->tools.empty() && !job->response_format.empty() && chosen != "none") {
     return InvalidField("response_format",

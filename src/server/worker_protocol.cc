@@ -222,6 +222,11 @@ std::string EncodeJobRequest(const JobRequest& m) {
   w.Str(m.response_format);
   w.Str(m.tools);
   w.Str(m.tool_choice);
+  w.U32(static_cast<uint32_t>(m.logit_bias.size()));
+  for (const auto& [id, bias] : m.logit_bias) {
+    w.I32(id);
+    w.F64(bias);
+  }
   return w.Take();
 }
 
@@ -267,6 +272,16 @@ Expected<JobRequest> DecodeJobRequest(std::string_view payload) {
   m.response_format = r.Str();
   m.tools = r.Str();
   m.tool_choice = r.Str();
+  const uint32_t biases = r.Count(12);
+  if (r.ok() && biases > kMaxLogitBias) return Corrupt("worker message: too many logit biases");
+  for (uint32_t i = 0; i < biases && r.ok(); ++i) {
+    const int32_t id = r.I32();
+    const double bias = r.F64();
+    if (r.ok() && (id < 0 || !(bias >= -100.0 && bias <= 100.0))) {
+      return Corrupt("worker message: a logit bias out of range");
+    }
+    m.logit_bias.emplace_back(id, bias);
+  }
   if (r.ok() && (m.n < 1 || m.n > kMaxChoices)) {
     return Corrupt("worker message: n " + std::to_string(m.n) + " is outside 1.." +
                    std::to_string(kMaxChoices));

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -66,6 +67,9 @@ struct JobRequest {
   std::string response_format;  // the request's response_format as JSON text; empty: none
   std::string tools;            // chat: the tools array as JSON text; empty: none
   std::string tool_choice;      // "auto", "none", "required" or a function's name
+  // logit_bias: added to the token's logit before each choice (and before any grammar mask);
+  // at most kMaxLogitBias entries of -100..100.
+  std::vector<std::pair<int32_t, double>> logit_bias;
 };
 
 struct CancelRequest {
@@ -137,6 +141,8 @@ struct DoneMessage {
   int64_t kv_blocks_free = 0;
   int64_t kv_blocks_cached = 0;
 };
+
+inline constexpr size_t kMaxLogitBias = 1024;
 
 // The worker's exit status when its default model cannot be loaded at start (prewarm): the
 // cause is in its log line; loading again would fail the same way, so the supervisor does not

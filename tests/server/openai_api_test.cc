@@ -69,7 +69,11 @@ TEST(OpenAiApi, BadFieldsNameTheField) {
                         {"n", 17},
                         {"n", 0},
                         {"user", "u"},
-                        {"logit_bias", json::object()},
+                        {"logit_bias", json::array()},
+                        {"logit_bias", json::object({{"abc", 1}})},
+                        {"logit_bias", json::object({{"-3", 1}})},
+                        {"logit_bias", json::object({{"5", 100.5}})},
+                        {"logit_bias", json::object({{"5", "1"}})},
                         {"tool_choice", "required"},
                         {"response_format", json::object({{"type", "xml"}})},
                         {"max_tokens", 0},
@@ -173,7 +177,7 @@ TEST(OpenAiFields, BadToolsNameTheField) {
       {{{"tools", json::array({bad_name})}}, "tools[0].function.name"},
       {{{"tools", json::array({Weather(), Weather()})}}, "tools[1].function.name"},
       {{{"tools", json::array({bad_schema})}}, "tools[0].function.parameters"},
-      {{{"tools", json::array({Weather(true)})}}, "tools"},  // strict needs a forced call
+      {{{"tools", json::array({Weather(true)})}, {"tools_extra", 1}}, "tools_extra"},
       {{{"tools", json::array({Weather()})}, {"tool_choice", "sometimes"}}, "tool_choice"},
       {{{"tools", json::array({Weather()})},
         {"tool_choice", {{"type", "function"}, {"function", {{"name", "other"}}}}}},
@@ -193,6 +197,19 @@ TEST(OpenAiFields, BadToolsNameTheField) {
     ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body.dump();
     EXPECT_EQ(std::get<ApiError>(r).param, c.param) << body.dump();
   }
+}
+
+TEST(OpenAiFields, StrictToolsUnderAutoAndLogitBiasAreAccepted) {
+  json body = {{"messages", UserMessages()},
+               {"tools", json::array({Weather(true)})},
+               {"logit_bias", {{"151657", 100}, {"3", -2.5}}}};
+  auto r = ParseChatRequest(body, "m");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r));
+  const JobRequest& job = std::get<GenerationRequest>(r).job;
+  EXPECT_EQ(job.tool_choice, "auto");
+  ASSERT_EQ(job.logit_bias.size(), 2u);
+  EXPECT_EQ(job.logit_bias[0], (std::pair<int32_t, double>{151657, 100.0}));
+  EXPECT_EQ(job.logit_bias[1], (std::pair<int32_t, double>{3, -2.5}));
 }
 
 TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {

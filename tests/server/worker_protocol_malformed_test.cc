@@ -84,6 +84,7 @@ std::vector<Sample> Samples() {
   chat.response_format = "{\"type\":\"json_object\"}";
   chat.tools = "[]";
   chat.tool_choice = "required";
+  chat.logit_bias = {{7, 1.5}};
   out.push_back({MessageType::kJobRequest, EncodeJobRequest(chat)});
   JobRequest completion;
   completion.job_id = 2;

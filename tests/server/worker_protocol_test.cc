@@ -30,6 +30,7 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
   job.response_format = "{\"type\":\"json_object\"}";
   job.tools = "[]";
   job.tool_choice = "required";
+  job.logit_bias = {{151657, 100.0}, {3, -2.5}};
   auto got = DecodeJobRequest(EncodeJobRequest(job));
   ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got->job_id, job.job_id);
@@ -44,6 +45,7 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
   EXPECT_EQ(got->response_format, job.response_format);
   EXPECT_EQ(got->tools, "[]");
   EXPECT_EQ(got->tool_choice, "required");
+  EXPECT_EQ(got->logit_bias, job.logit_bias);
   EXPECT_EQ(got->ids, job.ids);
   EXPECT_FALSE(got->add_special_tokens);
   EXPECT_EQ(got->max_tokens, 17);

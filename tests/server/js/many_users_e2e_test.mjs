@@ -203,6 +203,42 @@ test('tool call round trip with the Qwen2.5 template', async (client) => {
                        (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice');
 });
 
+test('strict tools under tool_choice auto: a call the model opens follows the schema', async (client) => {
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather', strict: true,
+      parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+                    required: ['city', 'days'], additionalProperties: false },
+    },
+  }];
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  // These random weights never open a call by themselves: logit_bias makes "<tool_call>" (one
+  // token of the Qwen vocabulary) the first choice; from there the grammar writes the call.
+  const r = await fetch(`${client.baseURL.replace(/\/v1$/, '')}/tokenize`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ model: 'qwen', prompt: '<tool_call>' }) });
+  const ids = (await r.json()).tokens;
+  assert.equal(ids.length, 1, `one token: ${JSON.stringify(ids)}`);
+  for (const seed of [1, 2, 3]) {
+    const res = await client.chat.completions.create({ model: 'qwen', messages, tools, tool_choice: 'auto', logit_bias: { [ids[0]]: 100 },
+                                                       max_tokens: 100, temperature: 0.8, seed });
+    const choice = res.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.tool_calls.length, 1);
+    assert.equal(choice.message.tool_calls[0].function.name, 'get_weather');
+    const args = JSON.parse(choice.message.tool_calls[0].function.arguments);
+    assert.ok(validate(args, tools[0].function.parameters), choice.message.tool_calls[0].function.arguments);
+  }
+  // Without the push the model answers in text: strict auto is no longer refused.
+  const plain = await client.chat.completions.create({ model: 'qwen', messages, tools, tool_choice: 'auto', max_tokens: 4, temperature: 0 });
+  assert.equal(typeof plain.choices[0].message.content, 'string');
+  // logit_bias is checked: keys are token ids inside the vocabulary, values -100..100.
+  for (const logit_bias of [{ x: 1 }, { 5: 101 }, { 999999999: 1 }]) {
+    await assert.rejects(client.chat.completions.create({ model: 'qwen', messages, logit_bias, max_tokens: 1 }),
+                         (e) => e instanceof OpenAI.BadRequestError && /logit_bias/.test(e.message), JSON.stringify(logit_bias));
+  }
+});
+
 test('a shared system prompt is cached across requests', async (client) => {
   const system = 'You are a helpful assistant. '.repeat(60);
   const ask = (q) => client.chat.completions.create({ model: 'qwen', messages: [{ role: 'system', content: system }, { role: 'user', content: q }], max_tokens: 2, temperature: 0 });
