@@ -56,7 +56,7 @@ check "an unknown endpoint's 404 carries x_tessera_stats" "not_found,object" "$(
 for field in '"temperature":2.5' '"temperature":-1' '"top_p":0' '"top_p":1.5' '"top_k":-3' '"min_p":2' \
              '"repetition_penalty":0' '"presence_penalty":2.5' '"frequency_penalty":-3' '"seed":-1' \
              '"top_logprobs":21,"logprobs":true' '"n":17' '"n":0' '"max_tokens":0' '"stop":["a","b","c","d","e"]' \
-             '"user":"u"' '"logit_bias":{}' '"response_format":{"type":"xml"}' \
+             '"user":"u"' '"logit_bias":{"x":1}' '"logit_bias":{"5":101}' '"response_format":{"type":"xml"}' \
              '"tool_choice":"required"' '"parallel_tool_calls":false'; do
   name=$(echo "$field" | sed 's/^"\([a-z_]*\)".*/\1/')
   body="{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$field}"
