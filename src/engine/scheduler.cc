@@ -391,6 +391,7 @@ void Scheduler::Preempt(int index) {
   std::unique_ptr<Sequence> s = std::move(slot.seq);
   --running_;
   ++preemptions_;
+  ++s->result.preemptions;
   ReleaseBlocks(*s, true);
   s->pos = 0;
   // Back to the queue in submission order: it is resumed before anything submitted later.

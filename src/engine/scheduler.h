@@ -50,6 +50,7 @@ struct SequenceResult {
   StopReason stop_reason = StopReason::kLength;
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens whose cache was reused, not run
+  int preemptions = 0;        // times the sequence gave its blocks back and resumed later
   double queue_ms = 0;        // submit to admission into a slot
   GenerateTimings timings;    // prefill_ms counts from admission; ttft_ms from submit
 };

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
@@ -424,6 +425,86 @@ TEST(SchedulerHybrid, KeptStatesResumeACachedPrefixOnAnySlot) {
     (cache ? cached_ids : plain_ids) = second.generated_ids;
   }
   EXPECT_EQ(cached_ids, plain_ids);
+}
+
+// Many sequences through a small pool: prompts built from a few shared beginnings (so blocks
+// are shared, partly matched and copied), waves of submissions while others run, random
+// cancellations, preemptions. Every sequence finishes exactly once, every block comes back,
+// and each sequence that ran undisturbed (not cancelled, never preempted) gives exactly the
+// tokens it gives alone with no cache.
+TEST_F(SchedulerTest, RandomTrafficThroughASmallPoolKeepsEveryPromise) {
+  auto exec = Load(4, 4 + 32, /*kv_blocks=*/10);
+  ASSERT_TRUE(exec);
+  std::mt19937 rng(11);
+  const std::vector<std::vector<int32_t>> stems = {test::RandomTokens(70, 160, 71),
+                                                   test::RandomTokens(45, 160, 72),
+                                                   test::RandomTokens(33, 160, 73)};
+  struct Case {
+    std::vector<int32_t> prompt;
+    int64_t max_new = 0;
+    int cancel_after = -1;  // tokens after which on_token asks to stop; -1: never
+    int finishes = 0;
+    int tokens_seen = 0;
+    SequenceResult result;
+  };
+  std::vector<Case> cases(40);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Case& c = cases[i];
+    const auto& stem = stems[rng() % stems.size()];
+    const size_t keep = rng() % (stem.size() + 1);
+    c.prompt.assign(stem.begin(), stem.begin() + static_cast<std::ptrdiff_t>(keep));
+    const auto tail = test::RandomTokens(1 + rng() % 40, 160, 1000 + static_cast<uint32_t>(i));
+    c.prompt.insert(c.prompt.end(), tail.begin(), tail.end());
+    c.max_new = 1 + static_cast<int64_t>(rng() % 80);
+    if (rng() % 5 == 0) c.cancel_after = static_cast<int>(rng() % 10);
+  }
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = true});
+  auto submit = [&](size_t i) {
+    Case& c = cases[i];
+    SequenceRequest r;
+    r.prompt_ids = c.prompt;
+    r.max_new_tokens = c.max_new;
+    r.on_token = [&c](int32_t) { return c.cancel_after < 0 || ++c.tokens_seen <= c.cancel_after; };
+    r.on_finish = [&c](const SequenceResult& res) {
+      ++c.finishes;
+      c.result = res;
+    };
+    ASSERT_TRUE(sched.Submit(std::move(r)));
+  };
+  size_t next = 0;
+  for (int guard = 0; guard < 100000 && (next < cases.size() || sched.HasWork()); ++guard) {
+    // A wave of 1-6 submissions every few steps.
+    if (next < cases.size() && rng() % 4 == 0) {
+      for (size_t k = 1 + rng() % 6; k > 0 && next < cases.size(); --k) submit(next++);
+    }
+    if (sched.HasWork()) {
+      ASSERT_TRUE(sched.Step().ok());
+    }
+  }
+  ASSERT_FALSE(sched.HasWork());
+  EXPECT_EQ(sched.kv_pool().available(), sched.kv_pool().blocks());
+  EXPECT_GT(sched.preemptions(), 0);  // the pool was tight
+  int compared = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    ASSERT_EQ(c.finishes, 1);
+    EXPECT_TRUE(c.result.status.ok()) << c.result.status.message();
+    EXPECT_LE(static_cast<int64_t>(c.result.generated_ids.size()), c.max_new);
+    if (c.result.stop_reason == StopReason::kCancelled || c.result.preemptions > 0) continue;
+    EXPECT_EQ(static_cast<int64_t>(c.result.generated_ids.size()), c.max_new);
+    Scheduler alone(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+    SequenceRequest r;
+    r.prompt_ids = c.prompt;
+    r.max_new_tokens = c.max_new;
+    SequenceResult want;
+    r.on_finish = [&](const SequenceResult& res) { want = res; };
+    ASSERT_TRUE(alone.Submit(std::move(r)));
+    Drain(alone);
+    EXPECT_EQ(c.result.generated_ids, want.generated_ids);
+    ++compared;
+  }
+  EXPECT_GT(compared, 20);
 }
 
 // A pool smaller than what the sequences want at once: the newest running sequence is
