@@ -27,6 +27,17 @@ class KvBlockTables {
   }
   int64_t pool_blocks() const { return pool_; }
 
+  // Backend::CopyKvBlock's arguments: two blocks of the pool and a count within a block.
+  Status CheckBlockCopy(int32_t from, int32_t to, int64_t positions) const {
+    if (from < 0 || from >= pool_ || to < 0 || to >= pool_ || positions < 0 ||
+        positions > kKvBlockTokens) {
+      return InvalidArgument("bad KV block copy: blocks " + std::to_string(from) + " -> " +
+                             std::to_string(to) + " of " + std::to_string(pool_) + ", " +
+                             std::to_string(positions) + " positions");
+    }
+    return Status::Ok();
+  }
+
   // The table of `c` (slot and positions already checked), every block it needs checked.
   Expected<const int32_t*> For(const SequenceChunk& c) const {
     const int64_t needed = KvBlocksFor(c.start_pos + c.n_tokens);

@@ -20,20 +20,25 @@ namespace {
 
 constexpr int kSlots = 8;
 
+// The small qwen3-shaped model these tests run.
+SyntheticModelSpec SmallSpec() {
+  SyntheticModelSpec s;
+  s.family = ModelFamily::kQwen3;
+  s.hidden = 64;
+  s.intermediate = 96;
+  s.vocab = 160;
+  s.max_position = 512;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 16;
+  return s;
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SyntheticModelSpec s;
-    s.family = ModelFamily::kQwen3;
-    s.hidden = 64;
-    s.intermediate = 96;
-    s.vocab = 160;
-    s.max_position = 512;
-    s.layers = 2;
-    s.heads = 4;
-    s.kv_heads = 2;
-    s.head_dim = 16;
-    ASSERT_TRUE(WriteSyntheticCheckpoint(tmp_.File("m"), s).ok());
+    ASSERT_TRUE(WriteSyntheticCheckpoint(tmp_.File("m"), SmallSpec()).ok());
     auto ckpt = OpenCheckpoint(tmp_.File("m"));
     ASSERT_TRUE(ckpt) << ckpt.status().message();
     ckpt_ = *ckpt;
@@ -368,16 +373,9 @@ TEST_F(SchedulerTest, CachedBlocksOutliveSlotsAndServeTheNextTurn) {
 // a prompt, so a later prompt with the same beginning resumes there on another slot, after
 // other prompts have used every slot; the tokens are those of a run without the cache.
 TEST(SchedulerHybrid, KeptStatesResumeACachedPrefixOnAnySlot) {
-  SyntheticModelSpec spec;
-  spec.family = ModelFamily::kQwen3_5;
-  spec.hidden = 64;
-  spec.intermediate = 96;
-  spec.vocab = 160;
-  spec.max_position = 512;
+  SyntheticModelSpec spec = SmallSpec();
+  spec.family = ModelFamily::kQwen3_5;  // DeltaNet, DeltaNet, DeltaNet, gated attention
   spec.layers = 4;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.head_dim = 16;
   spec.partial_rotary_factor = 0.25;
   spec.linear_key_heads = 2;
   spec.linear_value_heads = 4;

@@ -279,11 +279,7 @@ class CpuBackend final : public Backend {
   }
 
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
-    const int64_t pool = kv_tables_.pool_blocks();
-    if (from < 0 || from >= pool || to < 0 || to >= pool || positions < 0 ||
-        positions > kKvBlockTokens) {
-      return InvalidArgument("cpu backend: bad KV block copy");
-    }
+    TS_RETURN_IF_ERROR(kv_tables_.CheckBlockCopy(from, to, positions));
     if (kv_.slots() == 0 || from == to || positions == 0) return Status::Ok();
     kv_.CopyPositions(from, to, 0, positions);
     if (UseBlockedAttention()) {
@@ -565,10 +561,9 @@ class CpuBackend final : public Backend {
 
   int64_t RingIndex(int64_t p) const { return ring_cap_ > 0 ? p % ring_cap_ : p; }
 
-  // Causal attention of n consecutive positions [pos, pos + n) of `slot`, block rows
-  // [r0, r0 + n), over the slot's cache into attn_.
-  void Attend(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
-              int64_t r0) {
+  // Attention of block rows [r0, r0 + n) at positions [pos, pos + n), before the cache is
+  // pointed at: queries from qkv_, output into attn_.
+  AttentionArgs RowsAttentionArgs(int64_t r0, int64_t pos, int64_t n) {
     const ModelSpec& d = spec_;
     AttentionArgs att;
     att.q = qkv_.data() + r0 * qkv_width_;
@@ -582,6 +577,15 @@ class CpuBackend final : public Backend {
     att.scale = static_cast<float>(d.attention_scale);
     att.out = attn_.data() + r0 * q_stride_;
     att.out_stride = q_stride_;
+    return att;
+  }
+
+  // Causal attention of n consecutive positions [pos, pos + n) of `slot`, block rows
+  // [r0, r0 + n), over the slot's cache into attn_.
+  void Attend(const CpuLayerWeights& L, int64_t layer, int slot, int64_t pos, int64_t n,
+              int64_t r0) {
+    const ModelSpec& d = spec_;
+    AttentionArgs att = RowsAttentionArgs(r0, pos, n);
     if (L.spec.window > 0) {
       // A sliding window: each row sees its own span of positions (one contiguous run of the
       // ring), so rows run one by one through the per-head kernel.
@@ -635,18 +639,7 @@ class CpuBackend final : public Backend {
       const int slot = row_slot_[static_cast<size_t>(r)];
       const int64_t pos = row_pos_[static_cast<size_t>(r)];
       AttentionArgs& att = row_att_[static_cast<size_t>(r)];
-      att = AttentionArgs{};
-      att.q = qkv_.data() + r * qkv_width_;
-      att.q_stride = qkv_width_;
-      att.kv_stride = d.kv_dim;
-      att.start_pos = pos;
-      att.rows = 1;
-      att.heads = d.heads;
-      att.kv_heads = d.kv_heads;
-      att.head_dim = d.head_dim;
-      att.scale = static_cast<float>(d.attention_scale);
-      att.out = attn_.data() + r * q_stride_;
-      att.out_stride = q_stride_;
+      att = RowsAttentionArgs(r, pos, 1);
       int64_t splits = 1, tasks = 0;
       RowAttention kind;
       if (L.spec.window > 0) {

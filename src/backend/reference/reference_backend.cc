@@ -255,11 +255,7 @@ class ReferenceBackend final : public Backend {
   }
 
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
-    const int64_t pool = kv_tables_.pool_blocks();
-    if (from < 0 || from >= pool || to < 0 || to >= pool || positions < 0 ||
-        positions > kKvBlockTokens) {
-      return InvalidArgument("reference backend: bad KV block copy");
-    }
+    TS_RETURN_IF_ERROR(kv_tables_.CheckBlockCopy(from, to, positions));
     if (kv_.slots() > 0 && from != to) kv_.CopyPositions(from, to, 0, positions);
     return Status::Ok();
   }
