@@ -274,6 +274,11 @@ TEST_P(IsaTest, ToBf16IsBitIdenticalToScalar) {
   for (int64_t n : {1, 7, 16, 33, 100}) {
     std::vector<float> x = RandomVector(rng, static_cast<size_t>(n), 10.0f);
     x[0] = 1.00390625f;  // exactly halfway between two bf16 values: ties to even
+    // Subnormals keep their bits (not flushed to zero), NaN stays a quiet NaN, infinities and
+    // values that round up to infinity.
+    const float specials[] = {1e-40f, -3e-39f, std::numeric_limits<float>::quiet_NaN(),
+                              -std::numeric_limits<float>::infinity(), 3.4e38f};
+    for (size_t i = 1; i < x.size() && i <= std::size(specials); ++i) x[i] = specials[i - 1];
     std::vector<uint16_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
     ref().to_bf16(x.data(), n, a.data());
     k_->to_bf16(x.data(), n, b.data());

@@ -38,18 +38,16 @@ struct KvStore {
                 : f32.Allocate(slots, layers, max_seq, kv_dim);
   }
   int slots() const { return bf16 ? b16.slots() : f32.slots(); }
-  void Write(int slot, int64_t layer, int64_t pos, const float* k, const float* v, int64_t n) {
+  // `to_bf16`: the kernel table's rounding (the bits of FloatToBf16 on every ISA).
+  void Write(int slot, int64_t layer, int64_t pos, const float* k, const float* v, int64_t n,
+             void (*to_bf16)(const float*, int64_t, uint16_t*)) {
     if (!bf16) {
       std::copy_n(k, n, f32.Key(slot, layer, pos));
       std::copy_n(v, n, f32.Value(slot, layer, pos));
       return;
     }
-    uint16_t* kd = b16.Key(slot, layer, pos);
-    uint16_t* vd = b16.Value(slot, layer, pos);
-    for (int64_t i = 0; i < n; ++i) {
-      kd[i] = FloatToBf16(k[i]);
-      vd[i] = FloatToBf16(v[i]);
-    }
+    to_bf16(k, n, b16.Key(slot, layer, pos));
+    to_bf16(v, n, b16.Value(slot, layer, pos));
   }
   void CopyPositions(int from, int to, int64_t first, int64_t n) {
     if (bf16) {
@@ -537,24 +535,27 @@ class CpuBackend final : public Backend {
     k_.rope(k, d.kv_heads, d.head_dim, 2 * rope.half(), cs, sn);
     if (L.spec.window > 0) {
       const int64_t at = RingIndex(p);
-      window_kv_.Write(slot, layer, at, k, v, d.kv_dim);
-      if (ring_cap_ > 0) window_kv_.Write(slot, layer, at + ring_cap_, k, v, d.kv_dim);
+      window_kv_.Write(slot, layer, at, k, v, d.kv_dim, k_.to_bf16);
+      if (ring_cap_ > 0) window_kv_.Write(slot, layer, at + ring_cap_, k, v, d.kv_dim, k_.to_bf16);
       return;
     }
     const int32_t block = row_blocks_[static_cast<size_t>(r)][p >> kKvBlockShift];
     const int64_t row = p & (kKvBlockTokens - 1);
-    kv_.Write(block, layer, row, k, v, d.kv_dim);
+    kv_.Write(block, layer, row, k, v, d.kv_dim, k_.to_bf16);
     if (!UseBlockedAttention()) return;
+    // The transposed copy: element i of a head goes 16 apart. Its bf16 bits are the key row
+    // just written (one rounding, shared).
     const size_t kt =
         KeysTOffset(block, layer) + static_cast<size_t>((row / 16) * d.head_dim * 16 + row % 16);
     for (int64_t g = 0; g < d.kv_heads; ++g) {
-      for (int64_t i = 0; i < d.head_dim; ++i) {
-        const size_t at = kt + static_cast<size_t>(g * kt_head_stride_ + i * 16);
-        if (kv_bf16()) {
-          keys_t16_.data()[at] = FloatToBf16(k[g * d.head_dim + i]);
-        } else {
-          keys_t_.data()[at] = k[g * d.head_dim + i];
-        }
+      const int64_t from = g * d.head_dim;
+      if (kv_bf16()) {
+        const uint16_t* src = kv_.b16.Key(block, layer, row) + from;
+        uint16_t* dst = keys_t16_.data() + kt + static_cast<size_t>(g * kt_head_stride_);
+        for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = src[i];
+      } else {
+        float* dst = keys_t_.data() + kt + static_cast<size_t>(g * kt_head_stride_);
+        for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = k[from + i];
       }
     }
   }

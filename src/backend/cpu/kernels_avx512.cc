@@ -46,6 +46,14 @@ inline __m512i BroadcastGroup(const void* p) {
   return _mm512_castps_si512(_mm512_broadcastss_ps(_mm_load_ss(static_cast<const float*>(p))));
 }
 
+// acc += u8 x s8 dot products (vpdpbusd), written as an in-place asm statement: with the
+// intrinsic, GCC 12 copies every loop-carried accumulator of a multi-row tile to a fresh
+// register (and spills some) on each step, which made the 8-row decode tile front-end bound.
+inline __m512i DotBytesInPlace(__m512i acc, __m512i u8, __m512i s8) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+
 // Writes one panel's 16 outputs for row m, with bias / residual accumulation and a tail mask.
 inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m512 v) {
   const int64_t n0 = panel * kPanelRows;
@@ -82,7 +90,7 @@ constexpr int kPromptPanels = 2;
 
 struct F32Kernel {
   static constexpr int kMR = 6;
-  static constexpr int kDecodeMR = 6;  // rows per tile of a batched decode step
+  static constexpr int kDecodeMR = 6;        // rows per tile of a batched decode step
   static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
@@ -115,7 +123,7 @@ struct Bf16WidenedKernel {
   // registers for 12 rows per tile: 2 panels x 12 rows, 24 accumulators, each widened weight
   // vector feeds 12 FMAs (4 widening ops per 48 FMAs; 3 panels x 8 rows needs 6).
   static constexpr int kMR = 12;
-  static constexpr int kDecodeMR = 4;  // rows per tile of a batched decode step
+  static constexpr int kDecodeMR = 4;        // rows per tile of a batched decode step
   static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
@@ -163,7 +171,7 @@ struct Bf16WidenedKernel {
 // BF16 x BF16 -> FP32 with vdpbf16ps; the caller rounded the activations into x->bf16.
 struct Bf16DotKernel {
   static constexpr int kMR = 6;
-  static constexpr int kDecodeMR = 6;  // rows per tile of a batched decode step
+  static constexpr int kDecodeMR = 6;        // rows per tile of a batched decode step
   static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
@@ -219,7 +227,13 @@ struct Int8Kernel {
       }
       for (int j = 0; j < MR; ++j) {
         const __m512i xb = BroadcastGroup(x[j] + k);
-        for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xb, wv[i]);
+        for (int i = 0; i < NP; ++i) {
+          if constexpr (kDecode) {
+            acc[i][j] = DotBytesInPlace(acc[i][j], xb, wv[i]);
+          } else {
+            acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xb, wv[i]);
+          }
+        }
       }
     }
     for (int i = 0; i < NP; ++i) {
@@ -235,7 +249,7 @@ struct Int8Kernel {
 
 struct Int4Kernel {
   static constexpr int kMR = 4;
-  static constexpr int kDecodeMR = 4;  // rows per tile of a batched decode step
+  static constexpr int kDecodeMR = 4;        // rows per tile of a batched decode step
   static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
@@ -422,15 +436,20 @@ void MatmulInt4(const MatmulArgs& a, int64_t pb, int64_t pe) {
 
 // ---- activations ----
 
+// Round to nearest even on the bit pattern, as FloatToBf16 does (NaN kept quiet). Not
+// vcvtneps2bf16: it treats subnormal inputs as zero, and the KV cache written through this
+// must hold the same bits on every ISA.
 void ToBf16(const float* x, int64_t n, uint16_t* out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)v);
-  }
-  for (; i < n; ++i) {
-    __m256bh v = _mm512_cvtneps_pbh(_mm512_set1_ps(x[i]));
-    out[i] = static_cast<uint16_t>(_mm256_extract_epi16((__m256i)v, 0));
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(0x400000);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_add_epi32(
+        u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), u, quiet);
+    _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
   }
 }
 
