@@ -129,13 +129,13 @@ std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, JobRequest&
   active->deadline = deadline;
   active->exchange = call.exchange;
   while (!supervisor_.WaitReady(std::min(deadline, Clock::now() + kClientCheckInterval))) {
-    if (supervisor_.state() == "failed") {
+    if (supervisor_.state() == WorkerState::kFailed) {
       *error = ServerError(503, "model_load_failed",
                            "the server could not load its default model; the operator must fix "
                            "the model or the flags (the reason is in the server log)");
       return nullptr;
     }
-    if (Clock::now() >= deadline || supervisor_.state() == "stopped") {
+    if (Clock::now() >= deadline || supervisor_.state() == WorkerState::kStopped) {
       *error = WorkerUnavailable();
       extra->push_back({"Retry-After", "2"});
       return nullptr;
@@ -194,10 +194,10 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
   if (!type) return Step::kProgress;
   switch (*type) {
     case MessageType::kStarted:
-      if (auto m = DecodeStarted(ev->frame)) outcome.started = *m;
+      if (auto m = Decode<StartedMessage>(ev->frame)) outcome.started = *m;
       return Step::kProgress;
     case MessageType::kDelta:
-      if (auto m = DecodeDelta(ev->frame)) {
+      if (auto m = Decode<DeltaMessage>(ev->frame)) {
         if (outcome.ttft_ms_seen < 0) outcome.ttft_ms_seen = outcome.elapsed_ms_seen;
         outcome.completion_tokens_so_far =
             std::max(outcome.completion_tokens_so_far, m->completion_tokens);
@@ -210,11 +210,11 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
       return Step::kProgress;
     case MessageType::kDone:
       job.finished = true;
-      if (auto m = DecodeDone(ev->frame)) outcome.done = *m;
+      if (auto m = Decode<DoneMessage>(ev->frame)) outcome.done = *m;
       return Step::kDone;
     case MessageType::kJobError:
       job.finished = true;
-      if (auto m = DecodeJobError(ev->frame)) {
+      if (auto m = Decode<JobErrorMessage>(ev->frame)) {
         *error = FromJobError(*m, job.chat);
         outcome.refused_prompt_tokens = m->prompt_tokens;
       } else {
@@ -329,7 +329,7 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     send(usage);
   }
   ex.StreamWrite("data: [DONE]\n\n");
-  note_finish(outcome.done ? outcome.done->finish_reason : "");
+  note_finish(outcome.done ? std::string(FinishReasonName(outcome.done->finish_reason)) : "");
   ex.EndStream();
 }
 
@@ -355,14 +355,14 @@ void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
     if (!type) continue;
     if (*type == MessageType::kJobError) {
       job->finished = true;
-      auto m = DecodeJobError(ev->frame);
+      auto m = Decode<JobErrorMessage>(ev->frame);
       return SendError(
           call, m ? FromJobError(*m, false) : ServerError(500, "internal_error", "internal error"),
           queue_ms);
     }
     if (*type == MessageType::kTokens) {
       job->finished = true;
-      auto m = DecodeTokens(ev->frame);
+      auto m = Decode<TokensMessage>(ev->frame);
       if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
       const size_t n = m->ids.size();
       call.exchange->Note([&](AccessRecord& r) { r.prompt_tokens = static_cast<int64_t>(n); });
@@ -373,7 +373,7 @@ void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
     }
     if (*type == MessageType::kText) {
       job->finished = true;
-      auto m = DecodeText(ev->frame);
+      auto m = Decode<TextMessage>(ev->frame);
       if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
       return SendJson(call, 200,
                       {{"model", request.model},

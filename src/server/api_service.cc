@@ -108,7 +108,7 @@ json ApiService::ServerStats(double queue_wait_ms) const {
   return {{"queue_wait_ms", queue_wait_ms},
           {"active", admission_.active()},
           {"queued", admission_.waiting()},
-          {"worker_state", supervisor_.state()},
+          {"worker_state", WorkerStateName(supervisor_.state())},
           {"worker_restarts", supervisor_.restarts()},
           {"uptime_s", MsBetween(started_at_, Clock::now()) / 1000.0}};
 }
@@ -283,7 +283,8 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
       const bool ready = supervisor_.ready() && !draining_;
       // Queue occupancy lets a client (and the tests) see load before it is refused.
       return SendJson(*call, ready ? 200 : 503,
-                      {{"status", draining_ ? std::string("draining") : supervisor_.state()},
+                      {{"status", draining_ ? std::string("draining")
+                                            : std::string(WorkerStateName(supervisor_.state()))},
                        {"active", admission_.active()},
                        {"queued", admission_.waiting()}});
     }

@@ -152,7 +152,7 @@ inline void FillRecord(AccessRecord& r, const JobOutcome& outcome, double queue_
   r.completion_tokens = usage.completion_tokens;
   if (outcome.done) {
     r.ttft_ms = outcome.done->ttft_ms;
-    r.finish = outcome.done->finish_reason;
+    r.finish = std::string(FinishReasonName(outcome.done->finish_reason));
   } else if (outcome.ttft_ms_seen >= 0) {
     r.ttft_ms = outcome.ttft_ms_seen;
   }

@@ -95,7 +95,7 @@ struct GenerationJob::Choice {
   bool grammar_failed = false;
   bool tool_calls = false;
   bool finished = false;
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kStop;
   SequenceResult result;
 };
 
@@ -292,13 +292,14 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       // Later choices are validated like the first, so this does not happen; if it did, the
       // job fails and lives until the choices already running have ended.
       g->failed_ = true;
-      g->send_(EncodeJobError({job.job_id, JobErrorKind::kInternal, id.status().message(), 0}));
+      g->send_(
+          Encode(JobErrorMessage{job.job_id, JobErrorKind::kInternal, id.status().message(), 0}));
       g->Cancel();
       return self;
     }
     cp->sequence = *id;
   }
-  g->send_(EncodeStarted({job.job_id, prompt_len, *first_sampling}));
+  g->send_(Encode(StartedMessage{job.job_id, prompt_len, *first_sampling}));
   return self;
 }
 
@@ -339,7 +340,7 @@ void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLog
       }
     }
   }
-  send_(EncodeDelta(delta));
+  send_(Encode(delta));
 }
 
 bool GenerationJob::OnToken(Choice& c, int32_t id) {
@@ -375,21 +376,21 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
   if (!r.status.ok() && !failed_) {
     failed_ = true;
     std::fprintf(stderr, "tessera worker: generation failed: %s\n", r.status.message().c_str());
-    send_(EncodeJobError(
-        {job_id_, JobErrorKind::kInternal, "generation failed inside the engine", 0}));
+    send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
+                                 "generation failed inside the engine", 0}));
     Cancel();
   }
   const bool ended_by_us = c.stopped_by_string || c.grammar_done;
   const bool cancelled = r.stop_reason == StopReason::kCancelled && !ended_by_us;
   if (!failed_ && !c.stopped_by_string && !cancelled) SendEvents(c, c.stream->Finish(), {}, true);
   if (cancelled) {
-    c.finish_reason = "cancelled";
+    c.finish_reason = FinishReason::kCancelled;
   } else if (c.tool_calls) {
-    c.finish_reason = "tool_calls";
+    c.finish_reason = FinishReason::kToolCalls;
   } else if (ended_by_us || r.stop_reason == StopReason::kStopToken) {
-    c.finish_reason = "stop";
+    c.finish_reason = FinishReason::kStop;
   } else {
-    c.finish_reason = "length";
+    c.finish_reason = FinishReason::kLength;
   }
   if (finished_ < static_cast<int>(choices_.size())) return;
   if (!failed_) {
@@ -418,7 +419,7 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
     done.kv_blocks = sched.kv_pool().blocks();
     done.kv_blocks_free = sched.kv_pool().available();
     done.kv_blocks_cached = sched.kv_pool().cached();
-    send_(EncodeDone(done));
+    send_(Encode(done));
   }
   on_end_(job_id_);  // the worker deletes this job: nothing may touch it after
 }

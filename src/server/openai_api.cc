@@ -454,7 +454,7 @@ json LegacyLogprobsJson(const std::vector<TokenLogprobEntry>& entries) {
 std::string ChoiceFinishReason(const JobOutcome& outcome, size_t i) {
   if (!outcome.done) return "stop";
   const auto& all = outcome.done->choice_finish_reasons;
-  return i < all.size() ? all[i] : outcome.done->finish_reason;
+  return std::string(FinishReasonName(i < all.size() ? all[i] : outcome.done->finish_reason));
 }
 
 void ChoiceOutcome::Add(const DeltaMessage& delta) {

@@ -50,7 +50,7 @@ class Worker {
         return kWorkerExitModelLoadFailed;
       }
     }
-    if (!WriteFrame(fd_, EncodeReady({options_.models.front().name})).ok()) return 0;
+    if (!WriteFrame(fd_, Encode(ReadyMessage{options_.models.front().name})).ok()) return 0;
     // The loop: take every frame waiting on the socket (blocking only when there is nothing
     // to run), then one scheduler step per model with work. Jobs join and leave the running
     // batch between steps; a Cancel takes effect at the next step.
@@ -101,12 +101,12 @@ class Worker {
     auto type = PeekMessageType(frame);
     if (!type) return true;
     if (*type == MessageType::kCancel) {
-      auto cancel = DecodeCancel(frame);
+      auto cancel = Decode<CancelRequest>(frame);
       if (cancel) CancelJob(cancel->job_id);
       return true;
     }
     if (*type != MessageType::kJobRequest) return true;
-    auto job = DecodeJobRequest(frame);
+    auto job = Decode<JobRequest>(frame);
     if (!job) {
       std::fprintf(stderr, "tessera worker: %s\n", job.status().message().c_str());
       return false;
@@ -126,8 +126,8 @@ class Worker {
       deferred_.erase(it);
       DoneMessage done;
       done.job_id = job_id;
-      done.finish_reason = "cancelled";
-      Send(EncodeDone(done));
+      done.finish_reason = FinishReason::kCancelled;
+      Send(Encode(done));
       return;
     }
   }
@@ -199,7 +199,7 @@ class Worker {
   }
 
   void Fail(uint64_t job_id, const JobFailure& f) {
-    Send(EncodeJobError({job_id, f.kind, f.message, f.prompt_tokens}));
+    Send(Encode(JobErrorMessage{job_id, f.kind, f.message, f.prompt_tokens}));
   }
 
   void HandleJob(JobRequest job) {
@@ -235,7 +235,7 @@ class Worker {
   void Tokenize(const ResidentModel& m, const JobRequest& job) {
     auto ids = m.model->EncodeText(job.prompt, job.add_special_tokens);
     if (!ids) return Fail(job.job_id, {JobErrorKind::kInvalidRequest, ids.status().message()});
-    Send(EncodeTokens({job.job_id, std::move(*ids)}));
+    Send(Encode(TokensMessage{job.job_id, std::move(*ids)}));
   }
 
   void Detokenize(const ResidentModel& m, const JobRequest& job) {
@@ -252,7 +252,7 @@ class Worker {
     if (!text)
       return Fail(job.job_id,
                   {JobErrorKind::kInvalidRequest, "tokens: " + text.status().message()});
-    Send(EncodeText({job.job_id, std::move(*text)}));
+    Send(Encode(TextMessage{job.job_id, std::move(*text)}));
   }
 
   // Validates the job and submits its choices to the model's scheduler; the job streams its

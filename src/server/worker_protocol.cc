@@ -3,8 +3,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
+#include <concepts>
 #include <cstring>
+#include <type_traits>
 
 namespace tessera::server {
 namespace {
@@ -13,55 +16,62 @@ namespace {
 // a corrupt count from reserving gigabytes before the bounds check on the data catches it.
 constexpr uint32_t kMaxListElements = 1u << 22;
 
+// Writes fields in order. Describe(WireWriter&, const M&) and Describe(WireReader&, M&) are
+// the same template: each message's field list exists once.
 class WireWriter {
  public:
+  static constexpr bool kReading = false;
   explicit WireWriter(MessageType type) { out_.push_back(static_cast<char>(type)); }
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U32(uint32_t v) {
+  void operator()(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void operator()(uint32_t v) {
     for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
   }
-  void U64(uint64_t v) {
+  void operator()(uint64_t v) {
     for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
   }
-  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
-  void I32(int32_t v) { U32(static_cast<uint32_t>(v)); }
-  void F64(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    U64(bits);
-  }
-  void F32(float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    U32(bits);
-  }
-  void Bool(bool v) { U8(v ? 1 : 0); }
-  void Str(std::string_view s) {
-    U32(static_cast<uint32_t>(s.size()));
+  void operator()(int64_t v) { (*this)(static_cast<uint64_t>(v)); }
+  void operator()(int32_t v) { (*this)(static_cast<uint32_t>(v)); }
+  void operator()(double v) { (*this)(std::bit_cast<uint64_t>(v)); }
+  void operator()(float v) { (*this)(std::bit_cast<uint32_t>(v)); }
+  void operator()(bool v) { (*this)(static_cast<uint8_t>(v ? 1 : 0)); }
+  void operator()(const std::string& s) {
+    (*this)(static_cast<uint32_t>(s.size()));
     out_.append(s);
   }
-  void Ids(const std::vector<int32_t>& ids) {
-    U32(static_cast<uint32_t>(ids.size()));
-    for (int32_t id : ids) I32(id);
+  template <typename T>
+  void operator()(const std::optional<T>& v) {
+    (*this)(v.has_value());
+    if (v) (*this)(*v);
   }
-  void OptF64(const std::optional<double>& v) {
-    Bool(v.has_value());
-    if (v) F64(*v);
+  // An enum as one byte; the reader accepts only [lo, hi].
+  template <typename E>
+  void Enum(const E& v, E /*lo*/, E /*hi*/) {
+    (*this)(static_cast<uint8_t>(v));
   }
-  void OptI64(const std::optional<int64_t>& v) {
-    Bool(v.has_value());
-    if (v) I64(*v);
+  // A u32 count, then each element through `each`; the reader refuses more than max_count
+  // and counts the message cannot hold at min_bytes per element.
+  template <typename T, typename Each>
+  void List(const std::vector<T>& v, size_t /*min_bytes*/, size_t /*max_count*/, Each&& each) {
+    (*this)(static_cast<uint32_t>(v.size()));
+    for (const T& e : v) each(e);
   }
+  template <typename T>
+  void List(const std::vector<T>& v, size_t min_bytes, size_t max_count) {
+    List(v, min_bytes, max_count, [this](const T& e) { (*this)(e); });
+  }
+  // A condition every valid message meets; checked when reading (why: the error).
+  void Check(bool /*holds*/, const char* /*why*/) {}
   std::string Take() { return std::move(out_); }
 
  private:
   std::string out_;
 };
 
-// Reads fields in order; the first problem is remembered and every later read returns a
-// zero value, so a decoder reads straight through and checks Finish() once.
+// Reads fields in order; the first problem is remembered and every later read leaves a zero
+// value, so a message is read straight through and Finish() checked once.
 class WireReader {
  public:
+  static constexpr bool kReading = true;
   WireReader(std::string_view payload, MessageType expected) : data_(payload) {
     if (data_.empty() || static_cast<uint8_t>(data_[0]) != static_cast<uint8_t>(expected)) {
       Fail("unexpected message type");
@@ -69,74 +79,61 @@ class WireReader {
       pos_ = 1;
     }
   }
-  uint8_t U8() {
-    if (!Need(1)) return 0;
-    return static_cast<uint8_t>(data_[pos_++]);
+  void operator()(uint8_t& v) { v = Need(1) ? static_cast<uint8_t>(data_[pos_++]) : 0; }
+  void operator()(uint32_t& v) { v = static_cast<uint32_t>(Unsigned(4)); }
+  void operator()(uint64_t& v) { v = Unsigned(8); }
+  void operator()(int64_t& v) { v = static_cast<int64_t>(Unsigned(8)); }
+  void operator()(int32_t& v) { v = static_cast<int32_t>(static_cast<uint32_t>(Unsigned(4))); }
+  void operator()(double& v) { v = std::bit_cast<double>(Unsigned(8)); }
+  void operator()(float& v) { v = std::bit_cast<float>(static_cast<uint32_t>(Unsigned(4))); }
+  void operator()(bool& v) {
+    uint8_t b = 0;
+    (*this)(b);
+    Check(b <= 1, "a boolean byte is neither 0 nor 1");
+    v = b == 1;
   }
-  uint32_t U32() {
-    if (!Need(4)) return 0;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-      v |= static_cast<uint32_t>(static_cast<uint8_t>(data_[pos_++])) << (8 * i);
-    return v;
-  }
-  uint64_t U64() {
-    if (!Need(8)) return 0;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-      v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_++])) << (8 * i);
-    return v;
-  }
-  int64_t I64() { return static_cast<int64_t>(U64()); }
-  int32_t I32() { return static_cast<int32_t>(U32()); }
-  double F64() {
-    uint64_t bits = U64();
-    double v;
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
-  }
-  float F32() {
-    uint32_t bits = U32();
-    float v;
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
-  }
-  bool Bool() {
-    uint8_t v = U8();
-    if (v > 1) Fail("a boolean byte is neither 0 nor 1");
-    return v == 1;
-  }
-  std::string Str() {
-    uint32_t n = U32();
-    if (!Need(n)) return {};
-    std::string s(data_.substr(pos_, n));
+  void operator()(std::string& s) {
+    uint32_t n = 0;
+    (*this)(n);
+    if (!Need(n)) return;
+    s.assign(data_.substr(pos_, n));
     pos_ += n;
-    return s;
   }
-  // A list count, checked against the bytes left at `min_element_bytes` per element.
-  uint32_t Count(size_t min_element_bytes) {
-    uint32_t n = U32();
-    if (n > kMaxListElements ||
-        (min_element_bytes > 0 && n > (data_.size() - pos_) / min_element_bytes)) {
-      Fail("a list count is larger than the message");
-      return 0;
+  template <typename T>
+  void operator()(std::optional<T>& v) {
+    bool present = false;
+    (*this)(present);
+    v.reset();
+    if (present && ok()) (*this)(v.emplace());
+  }
+  template <typename E>
+  void Enum(E& v, E lo, E hi) {
+    uint8_t b = 0;
+    (*this)(b);
+    Check(b >= static_cast<uint8_t>(lo) && b <= static_cast<uint8_t>(hi),
+          "an enum value is out of range");
+    v = static_cast<E>(b);
+  }
+  template <typename T, typename Each>
+  void List(std::vector<T>& v, size_t min_bytes, size_t max_count, Each&& each) {
+    uint32_t n = 0;
+    (*this)(n);
+    if (!ok()) return;
+    if (n > max_count || n > kMaxListElements ||
+        (min_bytes > 0 && n > (data_.size() - pos_) / min_bytes)) {
+      Fail("a list count is larger than allowed or than the message");
+      return;
     }
-    return n;
+    v.clear();
+    v.reserve(n);
+    for (uint32_t i = 0; i < n && ok(); ++i) each(v.emplace_back());
   }
-  std::vector<int32_t> Ids() {
-    uint32_t n = Count(4);
-    std::vector<int32_t> ids;
-    ids.reserve(n);
-    for (uint32_t i = 0; i < n && ok(); ++i) ids.push_back(I32());
-    return ids;
+  template <typename T>
+  void List(std::vector<T>& v, size_t min_bytes, size_t max_count) {
+    List(v, min_bytes, max_count, [this](T& e) { (*this)(e); });
   }
-  std::optional<double> OptF64() {
-    if (!Bool()) return std::nullopt;
-    return F64();
-  }
-  std::optional<int64_t> OptI64() {
-    if (!Bool()) return std::nullopt;
-    return I64();
+  void Check(bool holds, const char* why) {
+    if (ok() && !holds) Fail(why);
   }
   bool ok() const { return error_.empty(); }
   Status Finish() const {
@@ -146,6 +143,13 @@ class WireReader {
   }
 
  private:
+  uint64_t Unsigned(int bytes) {
+    if (!Need(static_cast<size_t>(bytes))) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_++])) << (8 * i);
+    return v;
+  }
   bool Need(size_t n) {
     if (!ok()) return false;
     if (n > data_.size() - pos_) {
@@ -162,13 +166,162 @@ class WireReader {
   std::string error_;
 };
 
-template <typename T>
-Expected<T> Checked(const WireReader& r, T value) {
-  if (Status st = r.Finish(); !st.ok()) return st;
-  return value;
+// ---- the field lists: M is const for writing ----
+// A list's min_bytes is the smallest encoding of one element (a string is its 4-byte count).
+
+template <typename Io, typename M>
+void DescribeChatMessage(Io& io, M& m) {
+  io(m.role);
+  io(m.content);
+  io(m.tool_calls);
+  io(m.tool_call_id);
+  io(m.name);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobRequest> {
+  io(m.job_id);
+  io.Enum(m.kind, JobKind::kChat, JobKind::kDetokenize);
+  io(m.model);
+  io(m.prompt);
+  io.List(m.messages, 20, kMaxListElements, [&](auto& msg) { DescribeChatMessage(io, msg); });
+  io.List(m.ids, 4, kMaxListElements);
+  io(m.add_special_tokens);
+  io(m.max_tokens);
+  io.List(m.stop, 4, kMaxListElements);
+  auto& s = m.sampling;
+  io(s.temperature);
+  io(s.top_k);
+  io(s.top_p);
+  io(s.min_p);
+  io(s.repetition_penalty);
+  io(s.presence_penalty);
+  io(s.frequency_penalty);
+  io(s.seed);
+  io(m.logprobs);
+  io(m.top_logprobs);
+  io(m.n);
+  io(m.response_format);
+  io(m.tools);
+  io(m.tool_choice);
+  io.List(m.logit_bias, 12, kMaxLogitBias, [&](auto& entry) {
+    io(entry.first);
+    io(entry.second);
+    io.Check(entry.first >= 0 && entry.second >= -100.0 && entry.second <= 100.0,
+             "a logit bias out of range");
+  });
+  io.Check(m.n >= 1 && m.n <= kMaxChoices, "n is outside 1..16");
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, CancelRequest> {
+  io(m.job_id);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, ReadyMessage> {
+  io(m.model);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, StartedMessage> {
+  io(m.job_id);
+  io(m.prompt_tokens);
+  auto& s = m.sampling;
+  io.Enum(s.mode, SamplingMode::kGreedy, SamplingMode::kSample);
+  io(s.temperature);
+  io(s.top_k);
+  io(s.top_p);
+  io(s.min_p);
+  io(s.repetition_penalty);
+  io(s.presence_penalty);
+  io(s.frequency_penalty);
+  io(s.seed);
+  io(s.seed_was_generated);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DeltaMessage> {
+  io(m.job_id);
+  io(m.text);
+  io.List(m.logprobs, 12, kMaxListElements, [&](auto& e) {
+    io(e.token);
+    io(e.logprob);
+    io.List(e.top, 8, kMaxListElements, [&](auto& t) {
+      io(t.token);
+      io(t.logprob);
+    });
+  });
+  io(m.completion_tokens);
+  io(m.choice);
+  io.List(m.tool_calls, 16, kMaxListElements, [&](auto& t) {
+    io(t.index);
+    io(t.id);
+    io(t.name);
+    io(t.arguments);
+  });
+  io.Check(m.choice >= 0 && m.choice < kMaxChoices, "choice is out of range");
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DoneMessage> {
+  io(m.job_id);
+  io.Enum(m.finish_reason, FinishReason::kStop, FinishReason::kCancelled);
+  io(m.prompt_tokens);
+  io(m.completion_tokens);
+  io(m.cached_tokens);
+  io(m.queue_ms);
+  io(m.load_ms);
+  io(m.prefill_ms);
+  io(m.ttft_ms);
+  io(m.decode_ms);
+  io(m.prefill_tok_s);
+  io(m.decode_tok_s);
+  io.List(m.choice_finish_reasons, 1, kMaxChoices,
+          [&](auto& r) { io.Enum(r, FinishReason::kStop, FinishReason::kCancelled); });
+  io(m.slots);
+  io(m.slots_in_use);
+  io(m.sequences_waiting);
+  io(m.kv_blocks);
+  io(m.kv_blocks_free);
+  io(m.kv_blocks_cached);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobErrorMessage> {
+  io(m.job_id);
+  io.Enum(m.kind, JobErrorKind::kInvalidRequest, JobErrorKind::kInternal);
+  io(m.message);
+  io(m.prompt_tokens);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TokensMessage> {
+  io(m.job_id);
+  io.List(m.ids, 4, kMaxListElements);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TextMessage> {
+  io(m.job_id);
+  io(m.text);
 }
 
 }  // namespace
+
+std::string_view FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
+    case FinishReason::kCancelled:
+      return "cancelled";
+  }
+  return "stop";
+}
 
 Expected<MessageType> PeekMessageType(std::string_view payload) {
   if (payload.empty()) return InvalidArgument("worker message: empty frame");
@@ -188,339 +341,36 @@ Expected<MessageType> PeekMessageType(std::string_view payload) {
   return InvalidArgument("worker message: unknown type " + std::to_string(t));
 }
 
-std::string EncodeJobRequest(const JobRequest& m) {
-  WireWriter w(MessageType::kJobRequest);
-  w.U64(m.job_id);
-  w.U8(static_cast<uint8_t>(m.kind));
-  w.Str(m.model);
-  w.Str(m.prompt);
-  w.U32(static_cast<uint32_t>(m.messages.size()));
-  for (const ChatMessage& msg : m.messages) {
-    w.Str(msg.role);
-    w.Str(msg.content);
-    w.Str(msg.tool_calls);
-    w.Str(msg.tool_call_id);
-    w.Str(msg.name);
-  }
-  w.Ids(m.ids);
-  w.Bool(m.add_special_tokens);
-  w.I64(m.max_tokens);
-  w.U32(static_cast<uint32_t>(m.stop.size()));
-  for (const std::string& s : m.stop) w.Str(s);
-  const SamplingParams& s = m.sampling;
-  w.OptF64(s.temperature);
-  w.OptI64(s.top_k);
-  w.OptF64(s.top_p);
-  w.OptF64(s.min_p);
-  w.OptF64(s.repetition_penalty);
-  w.OptF64(s.presence_penalty);
-  w.OptF64(s.frequency_penalty);
-  w.OptI64(s.seed);
-  w.Bool(m.logprobs);
-  w.I32(m.top_logprobs);
-  w.I32(m.n);
-  w.Str(m.response_format);
-  w.Str(m.tools);
-  w.Str(m.tool_choice);
-  w.U32(static_cast<uint32_t>(m.logit_bias.size()));
-  for (const auto& [id, bias] : m.logit_bias) {
-    w.I32(id);
-    w.F64(bias);
-  }
+template <typename M>
+std::string Encode(const M& m) {
+  WireWriter w(M::kType);
+  Describe(w, m);
   return w.Take();
 }
 
-Expected<JobRequest> DecodeJobRequest(std::string_view payload) {
-  WireReader r(payload, MessageType::kJobRequest);
-  JobRequest m;
-  m.job_id = r.U64();
-  uint8_t kind = r.U8();
-  if (kind < static_cast<uint8_t>(JobKind::kChat) ||
-      kind > static_cast<uint8_t>(JobKind::kDetokenize)) {
-    if (r.ok()) return Corrupt("worker message: unknown job kind " + std::to_string(kind));
-  }
-  m.kind = static_cast<JobKind>(kind);
-  m.model = r.Str();
-  m.prompt = r.Str();
-  uint32_t n = r.Count(20);
-  for (uint32_t i = 0; i < n && r.ok(); ++i) {
-    ChatMessage msg;
-    msg.role = r.Str();
-    msg.content = r.Str();
-    msg.tool_calls = r.Str();
-    msg.tool_call_id = r.Str();
-    msg.name = r.Str();
-    m.messages.push_back(std::move(msg));
-  }
-  m.ids = r.Ids();
-  m.add_special_tokens = r.Bool();
-  m.max_tokens = r.I64();
-  n = r.Count(4);
-  for (uint32_t i = 0; i < n && r.ok(); ++i) m.stop.push_back(r.Str());
-  SamplingParams& s = m.sampling;
-  s.temperature = r.OptF64();
-  s.top_k = r.OptI64();
-  s.top_p = r.OptF64();
-  s.min_p = r.OptF64();
-  s.repetition_penalty = r.OptF64();
-  s.presence_penalty = r.OptF64();
-  s.frequency_penalty = r.OptF64();
-  s.seed = r.OptI64();
-  m.logprobs = r.Bool();
-  m.top_logprobs = r.I32();
-  m.n = r.I32();
-  m.response_format = r.Str();
-  m.tools = r.Str();
-  m.tool_choice = r.Str();
-  const uint32_t biases = r.Count(12);
-  if (r.ok() && biases > kMaxLogitBias) return Corrupt("worker message: too many logit biases");
-  for (uint32_t i = 0; i < biases && r.ok(); ++i) {
-    const int32_t id = r.I32();
-    const double bias = r.F64();
-    if (r.ok() && (id < 0 || !(bias >= -100.0 && bias <= 100.0))) {
-      return Corrupt("worker message: a logit bias out of range");
-    }
-    m.logit_bias.emplace_back(id, bias);
-  }
-  if (r.ok() && (m.n < 1 || m.n > kMaxChoices)) {
-    return Corrupt("worker message: n " + std::to_string(m.n) + " is outside 1.." +
-                   std::to_string(kMaxChoices));
-  }
-  return Checked(r, std::move(m));
+template <typename M>
+Expected<M> Decode(std::string_view payload) {
+  WireReader r(payload, M::kType);
+  M m;
+  Describe(r, m);
+  if (Status st = r.Finish(); !st.ok()) return st;
+  return m;
 }
 
-std::string EncodeCancel(const CancelRequest& m) {
-  WireWriter w(MessageType::kCancel);
-  w.U64(m.job_id);
-  return w.Take();
-}
-
-Expected<CancelRequest> DecodeCancel(std::string_view payload) {
-  WireReader r(payload, MessageType::kCancel);
-  CancelRequest m;
-  m.job_id = r.U64();
-  return Checked(r, m);
-}
-
-std::string EncodeReady(const ReadyMessage& m) {
-  WireWriter w(MessageType::kReady);
-  w.Str(m.model);
-  return w.Take();
-}
-
-Expected<ReadyMessage> DecodeReady(std::string_view payload) {
-  WireReader r(payload, MessageType::kReady);
-  ReadyMessage m;
-  m.model = r.Str();
-  return Checked(r, std::move(m));
-}
-
-std::string EncodeStarted(const StartedMessage& m) {
-  WireWriter w(MessageType::kStarted);
-  w.U64(m.job_id);
-  w.I64(m.prompt_tokens);
-  const ResolvedSamplingParams& s = m.sampling;
-  w.U8(s.mode == SamplingMode::kSample ? 1 : 0);
-  w.F64(s.temperature);
-  w.I64(s.top_k);
-  w.F64(s.top_p);
-  w.F64(s.min_p);
-  w.F64(s.repetition_penalty);
-  w.F64(s.presence_penalty);
-  w.F64(s.frequency_penalty);
-  w.U64(s.seed);
-  w.Bool(s.seed_was_generated);
-  return w.Take();
-}
-
-Expected<StartedMessage> DecodeStarted(std::string_view payload) {
-  WireReader r(payload, MessageType::kStarted);
-  StartedMessage m;
-  m.job_id = r.U64();
-  m.prompt_tokens = r.I64();
-  ResolvedSamplingParams& s = m.sampling;
-  s.mode = r.Bool() ? SamplingMode::kSample : SamplingMode::kGreedy;
-  s.temperature = r.F64();
-  s.top_k = r.I64();
-  s.top_p = r.F64();
-  s.min_p = r.F64();
-  s.repetition_penalty = r.F64();
-  s.presence_penalty = r.F64();
-  s.frequency_penalty = r.F64();
-  s.seed = r.U64();
-  s.seed_was_generated = r.Bool();
-  return Checked(r, m);
-}
-
-std::string EncodeDelta(const DeltaMessage& m) {
-  WireWriter w(MessageType::kDelta);
-  w.U64(m.job_id);
-  w.Str(m.text);
-  w.U32(static_cast<uint32_t>(m.logprobs.size()));
-  for (const TokenLogprobEntry& e : m.logprobs) {
-    w.Str(e.token);
-    w.F32(e.logprob);
-    w.U32(static_cast<uint32_t>(e.top.size()));
-    for (const TopLogprob& t : e.top) {
-      w.Str(t.token);
-      w.F32(t.logprob);
-    }
-  }
-  w.I64(m.completion_tokens);
-  w.I32(m.choice);
-  w.U32(static_cast<uint32_t>(m.tool_calls.size()));
-  for (const ToolCallFragment& t : m.tool_calls) {
-    w.I32(t.index);
-    w.Str(t.id);
-    w.Str(t.name);
-    w.Str(t.arguments);
-  }
-  return w.Take();
-}
-
-Expected<DeltaMessage> DecodeDelta(std::string_view payload) {
-  WireReader r(payload, MessageType::kDelta);
-  DeltaMessage m;
-  m.job_id = r.U64();
-  m.text = r.Str();
-  uint32_t n = r.Count(12);
-  for (uint32_t i = 0; i < n && r.ok(); ++i) {
-    TokenLogprobEntry e;
-    e.token = r.Str();
-    e.logprob = r.F32();
-    uint32_t k = r.Count(8);
-    for (uint32_t j = 0; j < k && r.ok(); ++j) {
-      TopLogprob t;
-      t.token = r.Str();
-      t.logprob = r.F32();
-      e.top.push_back(std::move(t));
-    }
-    m.logprobs.push_back(std::move(e));
-  }
-  m.completion_tokens = r.I64();
-  m.choice = r.I32();
-  n = r.Count(16);
-  for (uint32_t i = 0; i < n && r.ok(); ++i) {
-    ToolCallFragment t;
-    t.index = r.I32();
-    t.id = r.Str();
-    t.name = r.Str();
-    t.arguments = r.Str();
-    m.tool_calls.push_back(std::move(t));
-  }
-  if (r.ok() && (m.choice < 0 || m.choice >= kMaxChoices)) {
-    return Corrupt("worker message: choice " + std::to_string(m.choice) + " is out of range");
-  }
-  return Checked(r, std::move(m));
-}
-
-std::string EncodeDone(const DoneMessage& m) {
-  WireWriter w(MessageType::kDone);
-  w.U64(m.job_id);
-  w.Str(m.finish_reason);
-  w.I64(m.prompt_tokens);
-  w.I64(m.completion_tokens);
-  w.I64(m.cached_tokens);
-  w.F64(m.queue_ms);
-  w.F64(m.load_ms);
-  w.F64(m.prefill_ms);
-  w.F64(m.ttft_ms);
-  w.F64(m.decode_ms);
-  w.F64(m.prefill_tok_s);
-  w.F64(m.decode_tok_s);
-  w.U32(static_cast<uint32_t>(m.choice_finish_reasons.size()));
-  for (const std::string& f : m.choice_finish_reasons) w.Str(f);
-  w.I32(m.slots);
-  w.I32(m.slots_in_use);
-  w.I32(m.sequences_waiting);
-  w.I64(m.kv_blocks);
-  w.I64(m.kv_blocks_free);
-  w.I64(m.kv_blocks_cached);
-  return w.Take();
-}
-
-Expected<DoneMessage> DecodeDone(std::string_view payload) {
-  WireReader r(payload, MessageType::kDone);
-  DoneMessage m;
-  m.job_id = r.U64();
-  m.finish_reason = r.Str();
-  m.prompt_tokens = r.I64();
-  m.completion_tokens = r.I64();
-  m.cached_tokens = r.I64();
-  m.queue_ms = r.F64();
-  m.load_ms = r.F64();
-  m.prefill_ms = r.F64();
-  m.ttft_ms = r.F64();
-  m.decode_ms = r.F64();
-  m.prefill_tok_s = r.F64();
-  m.decode_tok_s = r.F64();
-  const uint32_t n = r.Count(4);
-  if (r.ok() && n > static_cast<uint32_t>(kMaxChoices)) {
-    return Corrupt("worker message: more finish reasons than choices");
-  }
-  for (uint32_t i = 0; i < n && r.ok(); ++i) m.choice_finish_reasons.push_back(r.Str());
-  m.slots = r.I32();
-  m.slots_in_use = r.I32();
-  m.sequences_waiting = r.I32();
-  m.kv_blocks = r.I64();
-  m.kv_blocks_free = r.I64();
-  m.kv_blocks_cached = r.I64();
-  return Checked(r, std::move(m));
-}
-
-std::string EncodeJobError(const JobErrorMessage& m) {
-  WireWriter w(MessageType::kJobError);
-  w.U64(m.job_id);
-  w.U8(static_cast<uint8_t>(m.kind));
-  w.Str(m.message);
-  w.I64(m.prompt_tokens);
-  return w.Take();
-}
-
-Expected<JobErrorMessage> DecodeJobError(std::string_view payload) {
-  WireReader r(payload, MessageType::kJobError);
-  JobErrorMessage m;
-  m.job_id = r.U64();
-  uint8_t kind = r.U8();
-  m.message = r.Str();
-  m.prompt_tokens = r.I64();
-  if (r.ok() && (kind < static_cast<uint8_t>(JobErrorKind::kInvalidRequest) ||
-                 kind > static_cast<uint8_t>(JobErrorKind::kInternal))) {
-    return Corrupt("worker message: unknown error kind " + std::to_string(kind));
-  }
-  m.kind = static_cast<JobErrorKind>(kind);
-  return Checked(r, std::move(m));
-}
-
-std::string EncodeTokens(const TokensMessage& m) {
-  WireWriter w(MessageType::kTokens);
-  w.U64(m.job_id);
-  w.Ids(m.ids);
-  return w.Take();
-}
-
-Expected<TokensMessage> DecodeTokens(std::string_view payload) {
-  WireReader r(payload, MessageType::kTokens);
-  TokensMessage m;
-  m.job_id = r.U64();
-  m.ids = r.Ids();
-  return Checked(r, std::move(m));
-}
-
-std::string EncodeText(const TextMessage& m) {
-  WireWriter w(MessageType::kText);
-  w.U64(m.job_id);
-  w.Str(m.text);
-  return w.Take();
-}
-
-Expected<TextMessage> DecodeText(std::string_view payload) {
-  WireReader r(payload, MessageType::kText);
-  TextMessage m;
-  m.job_id = r.U64();
-  m.text = r.Str();
-  return Checked(r, std::move(m));
-}
+// The codec table: one line per message.
+#define TESSERA_WORKER_MESSAGE(M)             \
+  template std::string Encode<M>(const M& m); \
+  template Expected<M> Decode<M>(std::string_view payload);
+TESSERA_WORKER_MESSAGE(JobRequest)
+TESSERA_WORKER_MESSAGE(CancelRequest)
+TESSERA_WORKER_MESSAGE(ReadyMessage)
+TESSERA_WORKER_MESSAGE(StartedMessage)
+TESSERA_WORKER_MESSAGE(DeltaMessage)
+TESSERA_WORKER_MESSAGE(DoneMessage)
+TESSERA_WORKER_MESSAGE(JobErrorMessage)
+TESSERA_WORKER_MESSAGE(TokensMessage)
+TESSERA_WORKER_MESSAGE(TextMessage)
+#undef TESSERA_WORKER_MESSAGE
 
 Status WriteFrame(int fd, std::string_view payload) {
   if (payload.size() > kMaxFrameBytes) return OutOfRange("worker message too large");

@@ -5,11 +5,15 @@
 // values as a presence byte then the value. Every read is bounds-checked: a short, oversized
 // or malformed frame is an error, never a crash. JSON never crosses this boundary.
 //
+// Each message's fields are listed once (its Describe function in worker_protocol.cc), and
+// that one list is both written and read: a new message is a struct with its kType, one
+// Describe, and one line in the codec table.
+//
 //   JobRequest job;
 //   job.job_id = 7; job.kind = JobKind::kCompletion; job.model = "stories"; job.prompt = "Once";
-//   TS_RETURN_IF_ERROR(WriteFrame(fd, EncodeJobRequest(job)));
+//   TS_RETURN_IF_ERROR(WriteFrame(fd, Encode(job)));
 //   TS_ASSIGN_OR_RETURN(std::string frame, ReadFrame(fd));   // on the worker side
-//   TS_ASSIGN_OR_RETURN(JobRequest got, DecodeJobRequest(frame));
+//   TS_ASSIGN_OR_RETURN(JobRequest got, Decode<JobRequest>(frame));
 #pragma once
 
 #include <cstdint>
@@ -51,6 +55,7 @@ struct ChatMessage {
 };
 
 struct JobRequest {
+  static constexpr MessageType kType = MessageType::kJobRequest;
   uint64_t job_id = 0;
   JobKind kind = JobKind::kCompletion;
   std::string model;
@@ -73,14 +78,17 @@ struct JobRequest {
 };
 
 struct CancelRequest {
+  static constexpr MessageType kType = MessageType::kCancel;
   uint64_t job_id = 0;
 };
 
 struct ReadyMessage {
+  static constexpr MessageType kType = MessageType::kReady;
   std::string model;  // the model that was loaded and warmed
 };
 
 struct StartedMessage {
+  static constexpr MessageType kType = MessageType::kStarted;
   uint64_t job_id = 0;
   int64_t prompt_tokens = 0;
   ResolvedSamplingParams sampling;
@@ -106,6 +114,7 @@ struct ToolCallFragment {
 };
 
 struct DeltaMessage {
+  static constexpr MessageType kType = MessageType::kDelta;
   uint64_t job_id = 0;
   std::string text;
   std::vector<TokenLogprobEntry> logprobs;  // one per token of this delta, when asked
@@ -115,9 +124,14 @@ struct DeltaMessage {
   std::vector<ToolCallFragment> tool_calls;  // parsed from the model's tool-call markup
 };
 
+// Why a choice ended (OpenAI's finish_reason; FinishReasonName gives its text).
+enum class FinishReason : uint8_t { kStop = 1, kLength = 2, kToolCalls = 3, kCancelled = 4 };
+std::string_view FinishReasonName(FinishReason r);
+
 struct DoneMessage {
+  static constexpr MessageType kType = MessageType::kDone;
   uint64_t job_id = 0;
-  std::string finish_reason;  // "stop" or "length"
+  FinishReason finish_reason = FinishReason::kStop;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens whose KV cache was reused, not computed
@@ -128,9 +142,8 @@ struct DoneMessage {
   double decode_ms = 0;
   double prefill_tok_s = 0;
   double decode_tok_s = 0;
-  // Every choice's finish reason when n > 1 (finish_reason is choice 0's); "tool_calls" when
-  // the choice ended in tool calls.
-  std::vector<std::string> choice_finish_reasons;
+  // Every choice's finish reason when n > 1 (finish_reason is choice 0's).
+  std::vector<FinishReason> choice_finish_reasons;
   // The model's scheduler when the job ended: its slots, how many run a sequence, sequences
   // waiting for one, and its KV block pool: blocks, blocks available (free or cached and
   // evictable), blocks cached (holding a prefix nobody uses right now).
@@ -146,7 +159,7 @@ inline constexpr size_t kMaxLogitBias = 1024;
 
 // The worker's exit status when its default model cannot be loaded at start (prewarm): the
 // cause is in its log line; loading again would fail the same way, so the supervisor does not
-// restart it (WorkerSupervisor::state() "failed").
+// restart it (WorkerState::kFailed).
 inline constexpr int kWorkerExitModelLoadFailed = 3;
 
 // Why a job failed; the HTTP side maps each to a status and OpenAI error type.
@@ -158,6 +171,7 @@ enum class JobErrorKind : uint8_t {
 };
 
 struct JobErrorMessage {
+  static constexpr MessageType kType = MessageType::kJobError;
   uint64_t job_id = 0;
   JobErrorKind kind = JobErrorKind::kInternal;
   std::string message;
@@ -165,11 +179,13 @@ struct JobErrorMessage {
 };
 
 struct TokensMessage {
+  static constexpr MessageType kType = MessageType::kTokens;
   uint64_t job_id = 0;
   std::vector<int32_t> ids;
 };
 
 struct TextMessage {
+  static constexpr MessageType kType = MessageType::kText;
   uint64_t job_id = 0;
   std::string text;
 };
@@ -177,26 +193,15 @@ struct TextMessage {
 // The type byte of a payload; InvalidArgument for an empty payload or an unknown type.
 Expected<MessageType> PeekMessageType(std::string_view payload);
 
-std::string EncodeJobRequest(const JobRequest& m);
-std::string EncodeCancel(const CancelRequest& m);
-std::string EncodeReady(const ReadyMessage& m);
-std::string EncodeStarted(const StartedMessage& m);
-std::string EncodeDelta(const DeltaMessage& m);
-std::string EncodeDone(const DoneMessage& m);
-std::string EncodeJobError(const JobErrorMessage& m);
-std::string EncodeTokens(const TokensMessage& m);
-std::string EncodeText(const TextMessage& m);
+// The payload of a message: its type byte, then its fields. Defined for every message
+// struct above (explicitly instantiated in worker_protocol.cc).
+template <typename M>
+std::string Encode(const M& m);
 
-// Each checks the type byte, every length against what remains, and that nothing trails.
-Expected<JobRequest> DecodeJobRequest(std::string_view payload);
-Expected<CancelRequest> DecodeCancel(std::string_view payload);
-Expected<ReadyMessage> DecodeReady(std::string_view payload);
-Expected<StartedMessage> DecodeStarted(std::string_view payload);
-Expected<DeltaMessage> DecodeDelta(std::string_view payload);
-Expected<DoneMessage> DecodeDone(std::string_view payload);
-Expected<JobErrorMessage> DecodeJobError(std::string_view payload);
-Expected<TokensMessage> DecodeTokens(std::string_view payload);
-Expected<TextMessage> DecodeText(std::string_view payload);
+// Checks the type byte, every length against what remains, every enum and range, and that
+// nothing trails.
+template <typename M>
+Expected<M> Decode(std::string_view payload);
 
 // Blocking frame I/O on a stream socket or pipe; EINTR is retried. WriteFrame never raises
 // SIGPIPE. ReadFrame returns NotFound on a clean end of stream before a frame starts (the

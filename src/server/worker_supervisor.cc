@@ -53,12 +53,28 @@ bool WorkerSupervisor::ready() const {
   return ready_;
 }
 
-std::string WorkerSupervisor::state() const {
+std::string_view WorkerStateName(WorkerState s) {
+  switch (s) {
+    case WorkerState::kStarting:
+      return "starting";
+    case WorkerState::kReady:
+      return "ready";
+    case WorkerState::kRestarting:
+      return "restarting";
+    case WorkerState::kStopped:
+      return "stopped";
+    case WorkerState::kFailed:
+      return "failed";
+  }
+  return "starting";
+}
+
+WorkerState WorkerSupervisor::state() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return "stopped";
-  if (failed_) return "failed";
-  if (ready_) return "ready";
-  return ever_ready_ ? "restarting" : "starting";
+  if (stopping_) return WorkerState::kStopped;
+  if (failed_) return WorkerState::kFailed;
+  if (ready_) return WorkerState::kReady;
+  return ever_ready_ ? WorkerState::kRestarting : WorkerState::kStarting;
 }
 
 bool WorkerSupervisor::WaitReady(Clock::time_point deadline) {
@@ -80,7 +96,7 @@ Status WorkerSupervisor::Submit(const JobRequest& job, std::shared_ptr<JobChanne
     fd = fd_;
   }
   std::lock_guard<std::mutex> write_lock(write_mu_);
-  Status st = WriteFrame(fd, EncodeJobRequest(job));
+  Status st = WriteFrame(fd, Encode(job));
   if (!st.ok()) Release(job.job_id);
   return st;
 }
@@ -93,7 +109,7 @@ void WorkerSupervisor::Cancel(uint64_t job_id) {
   }
   if (fd < 0) return;
   std::lock_guard<std::mutex> write_lock(write_mu_);
-  (void)WriteFrame(fd, EncodeCancel({job_id}));  // a dead worker needs no cancel
+  (void)WriteFrame(fd, Encode(CancelRequest{job_id}));  // a dead worker needs no cancel
 }
 
 void WorkerSupervisor::Release(uint64_t job_id) {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,16 @@ class JobChannel {
   std::deque<WorkerEvent> events_;
 };
 
+// The worker's life as /ready reports it (WorkerStateName gives the text).
+enum class WorkerState : uint8_t {
+  kStarting,    // never ready yet
+  kReady,       // jobs accepted
+  kRestarting,  // it died and is being started again
+  kStopped,     // the server is shutting down
+  kFailed,      // the default model cannot load; not restarted (kWorkerExitModelLoadFailed)
+};
+std::string_view WorkerStateName(WorkerState s);
+
 class WorkerSupervisor {
  public:
   struct Options {
@@ -66,8 +77,7 @@ class WorkerSupervisor {
   void Stop();
 
   bool ready() const;
-  // "starting", "ready", "restarting" or "stopped", for /ready.
-  std::string state() const;
+  WorkerState state() const;
   // Blocks until ready() or the deadline; returns ready().
   bool WaitReady(Clock::time_point deadline);
   int restarts() const;

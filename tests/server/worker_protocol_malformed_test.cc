@@ -19,9 +19,9 @@ namespace tessera::server {
 namespace {
 
 // Decodes `payload` as M and encodes the result again; the decoder's error otherwise.
-template <typename M, Expected<M> (*Decode)(std::string_view), std::string (*Encode)(const M&)>
+template <typename M>
 Expected<std::string> Reencode(std::string_view payload) {
-  Expected<M> m = Decode(payload);
+  Expected<M> m = Decode<M>(payload);
   if (!m) return m.status();
   return Encode(*m);
 }
@@ -35,17 +35,15 @@ struct Codec {
 
 const std::vector<Codec>& Codecs() {
   static const std::vector<Codec> codecs = {
-      {MessageType::kJobRequest, "JobRequest",
-       Reencode<JobRequest, DecodeJobRequest, EncodeJobRequest>},
-      {MessageType::kCancel, "Cancel", Reencode<CancelRequest, DecodeCancel, EncodeCancel>},
-      {MessageType::kReady, "Ready", Reencode<ReadyMessage, DecodeReady, EncodeReady>},
-      {MessageType::kStarted, "Started", Reencode<StartedMessage, DecodeStarted, EncodeStarted>},
-      {MessageType::kDelta, "Delta", Reencode<DeltaMessage, DecodeDelta, EncodeDelta>},
-      {MessageType::kDone, "Done", Reencode<DoneMessage, DecodeDone, EncodeDone>},
-      {MessageType::kJobError, "JobError",
-       Reencode<JobErrorMessage, DecodeJobError, EncodeJobError>},
-      {MessageType::kTokens, "Tokens", Reencode<TokensMessage, DecodeTokens, EncodeTokens>},
-      {MessageType::kText, "Text", Reencode<TextMessage, DecodeText, EncodeText>},
+      {MessageType::kJobRequest, "JobRequest", Reencode<JobRequest>},
+      {MessageType::kCancel, "Cancel", Reencode<CancelRequest>},
+      {MessageType::kReady, "Ready", Reencode<ReadyMessage>},
+      {MessageType::kStarted, "Started", Reencode<StartedMessage>},
+      {MessageType::kDelta, "Delta", Reencode<DeltaMessage>},
+      {MessageType::kDone, "Done", Reencode<DoneMessage>},
+      {MessageType::kJobError, "JobError", Reencode<JobErrorMessage>},
+      {MessageType::kTokens, "Tokens", Reencode<TokensMessage>},
+      {MessageType::kText, "Text", Reencode<TextMessage>},
   };
   return codecs;
 }
@@ -85,22 +83,22 @@ std::vector<Sample> Samples() {
   chat.tools = "[]";
   chat.tool_choice = "required";
   chat.logit_bias = {{7, 1.5}};
-  out.push_back({MessageType::kJobRequest, EncodeJobRequest(chat)});
+  out.push_back({MessageType::kJobRequest, Encode(chat)});
   JobRequest completion;
   completion.job_id = 2;
   completion.prompt = "Once upon";
-  out.push_back({MessageType::kJobRequest, EncodeJobRequest(completion)});
+  out.push_back({MessageType::kJobRequest, Encode(completion)});
   JobRequest tokenize;
   tokenize.kind = JobKind::kTokenize;
   tokenize.prompt = "caf\xc3\xa9";
-  out.push_back({MessageType::kJobRequest, EncodeJobRequest(tokenize)});
+  out.push_back({MessageType::kJobRequest, Encode(tokenize)});
   JobRequest detokenize;
   detokenize.kind = JobKind::kDetokenize;
   detokenize.ids = {1, -1, 70000};
-  out.push_back({MessageType::kJobRequest, EncodeJobRequest(detokenize)});
-  out.push_back({MessageType::kCancel, EncodeCancel({42})});
-  out.push_back({MessageType::kReady, EncodeReady({"stories"})});
-  out.push_back({MessageType::kReady, EncodeReady({""})});
+  out.push_back({MessageType::kJobRequest, Encode(detokenize)});
+  out.push_back({MessageType::kCancel, Encode(CancelRequest{42})});
+  out.push_back({MessageType::kReady, Encode(ReadyMessage{"stories"})});
+  out.push_back({MessageType::kReady, Encode(ReadyMessage{""})});
   StartedMessage started;
   started.job_id = 3;
   started.prompt_tokens = 12;
@@ -114,22 +112,22 @@ std::vector<Sample> Samples() {
   started.sampling.frequency_penalty = 0.2;
   started.sampling.seed = ~0ull;
   started.sampling.seed_was_generated = true;
-  out.push_back({MessageType::kStarted, EncodeStarted(started)});
-  out.push_back({MessageType::kStarted, EncodeStarted({})});
-  out.push_back(
-      {MessageType::kDelta, EncodeDelta({1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3, 0, {}})});
-  out.push_back(
-      {MessageType::kDelta,
-       EncodeDelta({7,
-                    "",
-                    {{"a", -0.5f, {}},
-                     {"b", -std::numeric_limits<float>::infinity(), {{"c", -3.0f}, {"d", -4.0f}}}},
-                    9,
-                    2,
-                    {{0, "call_x", "get_weather", "{\"city\":"}, {1, "", "", "\"P\"}"}}})});
+  out.push_back({MessageType::kStarted, Encode(started)});
+  out.push_back({MessageType::kStarted, Encode(StartedMessage{})});
+  out.push_back({MessageType::kDelta,
+                 Encode(DeltaMessage{1, "abc", {{"t", -1.0f, {{"u", -2.0f}}}}, 3, 0, {}})});
+  out.push_back({MessageType::kDelta,
+                 Encode(DeltaMessage{
+                     7,
+                     "",
+                     {{"a", -0.5f, {}},
+                      {"b", -std::numeric_limits<float>::infinity(), {{"c", -3.0f}, {"d", -4.0f}}}},
+                     9,
+                     2,
+                     {{0, "call_x", "get_weather", "{\"city\":"}, {1, "", "", "\"P\"}"}}})});
   DoneMessage done;
   done.job_id = 5;
-  done.finish_reason = "length";
+  done.finish_reason = FinishReason::kLength;
   done.prompt_tokens = 10;
   done.completion_tokens = 20;
   done.cached_tokens = 7;
@@ -140,23 +138,23 @@ std::vector<Sample> Samples() {
   done.decode_ms = 4.5;
   done.prefill_tok_s = 100.0;
   done.decode_tok_s = 50.0;
-  done.choice_finish_reasons = {"length", "tool_calls"};
+  done.choice_finish_reasons = {FinishReason::kLength, FinishReason::kToolCalls};
   done.slots = 8;
   done.slots_in_use = 3;
   done.sequences_waiting = 1;
   done.kv_blocks = 640;
   done.kv_blocks_free = 600;
   done.kv_blocks_cached = 17;
-  out.push_back({MessageType::kDone, EncodeDone(done)});
-  out.push_back({MessageType::kDone, EncodeDone({})});
+  out.push_back({MessageType::kDone, Encode(done)});
+  out.push_back({MessageType::kDone, Encode(DoneMessage{})});
   for (JobErrorKind kind : {JobErrorKind::kInvalidRequest, JobErrorKind::kContextLength,
                             JobErrorKind::kModelNotFound, JobErrorKind::kInternal}) {
-    out.push_back({MessageType::kJobError, EncodeJobError({1, kind, "m", 9})});
+    out.push_back({MessageType::kJobError, Encode(JobErrorMessage{1, kind, "m", 9})});
   }
-  out.push_back({MessageType::kTokens, EncodeTokens({1, {1, 2, 3}})});
-  out.push_back({MessageType::kTokens, EncodeTokens({1, {}})});
-  out.push_back({MessageType::kText, EncodeText({1, "t"})});
-  out.push_back({MessageType::kText, EncodeText({8, ""})});
+  out.push_back({MessageType::kTokens, Encode(TokensMessage{1, {1, 2, 3}})});
+  out.push_back({MessageType::kTokens, Encode(TokensMessage{1, {}})});
+  out.push_back({MessageType::kText, Encode(TextMessage{1, "t"})});
+  out.push_back({MessageType::kText, Encode(TextMessage{8, ""})});
   return out;
 }
 
@@ -242,9 +240,9 @@ TEST(WorkerProtocolMalformed, ByteFlipsAreErrorsOrExactlyReencode) {
 }
 
 TEST(WorkerProtocolMalformed, HugeCountsAreRefusedWithoutAllocating) {
-  std::string p = EncodeTokens({1, {}});
+  std::string p = Encode(TokensMessage{1, {}});
   p[9] = p[10] = p[11] = p[12] = '\xff';  // count 2^32-1 with no data behind it
-  EXPECT_FALSE(DecodeTokens(p));
+  EXPECT_FALSE(Decode<TokensMessage>(p));
 }
 
 TEST(WorkerProtocolMalformed, OversizedAndCutFrames) {

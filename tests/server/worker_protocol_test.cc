@@ -31,7 +31,7 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
   job.tools = "[]";
   job.tool_choice = "required";
   job.logit_bias = {{151657, 100.0}, {3, -2.5}};
-  auto got = DecodeJobRequest(EncodeJobRequest(job));
+  auto got = Decode<JobRequest>(Encode(job));
   ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got->job_id, job.job_id);
   EXPECT_EQ(got->kind, JobKind::kChat);
@@ -59,9 +59,9 @@ TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
 }
 
 TEST(WorkerProtocol, EventsRoundTrip) {
-  DeltaMessage d{9, "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}}, 17, 2,
-                 {{0, "call_x", "f", "{\"a\":1}"}}};
-  auto delta = DecodeDelta(EncodeDelta(d));
+  DeltaMessage d{9,  "text", {{"a", -0.5f, {{"a", -0.5f}, {"b", -1.5f}}}},
+                 17, 2,      {{0, "call_x", "f", "{\"a\":1}"}}};
+  auto delta = Decode<DeltaMessage>(Encode(d));
   ASSERT_TRUE(delta);
   EXPECT_EQ(delta->text, "text");
   EXPECT_EQ(delta->completion_tokens, 17);
@@ -80,7 +80,7 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   s.sampling.temperature = 0.9;
   s.sampling.seed = 77;
   s.sampling.seed_was_generated = true;
-  auto started = DecodeStarted(EncodeStarted(s));
+  auto started = Decode<StartedMessage>(Encode(s));
   ASSERT_TRUE(started);
   EXPECT_EQ(started->sampling.mode, SamplingMode::kSample);
   EXPECT_EQ(started->sampling.seed, 77u);
@@ -88,32 +88,34 @@ TEST(WorkerProtocol, EventsRoundTrip) {
 
   DoneMessage done;
   done.job_id = 3;
-  done.finish_reason = "stop";
+  done.finish_reason = FinishReason::kStop;
   done.completion_tokens = 4;
   done.ttft_ms = 1.5;
   done.cached_tokens = 9;
-  done.choice_finish_reasons = {"stop", "tool_calls"};
-  auto got_done = DecodeDone(EncodeDone(done));
+  done.choice_finish_reasons = {FinishReason::kStop, FinishReason::kToolCalls};
+  auto got_done = Decode<DoneMessage>(Encode(done));
   ASSERT_TRUE(got_done);
-  EXPECT_EQ(got_done->finish_reason, "stop");
+  EXPECT_EQ(got_done->finish_reason, FinishReason::kStop);
   EXPECT_EQ(got_done->cached_tokens, 9);
   EXPECT_EQ(got_done->choice_finish_reasons, done.choice_finish_reasons);
   EXPECT_EQ(got_done->ttft_ms, 1.5);
 
-  auto err = DecodeJobError(EncodeJobError({5, JobErrorKind::kContextLength, "too long", 4097}));
+  auto err = Decode<JobErrorMessage>(
+      Encode(JobErrorMessage{5, JobErrorKind::kContextLength, "too long", 4097}));
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind, JobErrorKind::kContextLength);
   EXPECT_EQ(err->prompt_tokens, 4097);
-  EXPECT_EQ(DecodeTokens(EncodeTokens({1, {4, 5}}))->ids, (std::vector<int32_t>{4, 5}));
-  EXPECT_EQ(DecodeText(EncodeText({1, "x"}))->text, "x");
-  EXPECT_EQ(DecodeReady(EncodeReady({"m"}))->model, "m");
-  EXPECT_EQ(DecodeCancel(EncodeCancel({8}))->job_id, 8u);
+  EXPECT_EQ(Decode<TokensMessage>(Encode(TokensMessage{1, {4, 5}}))->ids,
+            (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(Decode<TextMessage>(Encode(TextMessage{1, "x"}))->text, "x");
+  EXPECT_EQ(Decode<ReadyMessage>(Encode(ReadyMessage{"m"}))->model, "m");
+  EXPECT_EQ(Decode<CancelRequest>(Encode(CancelRequest{8}))->job_id, 8u);
 }
 
 TEST(WorkerProtocol, WrongTypeIsRefused) {
   DeltaMessage d;
   d.job_id = 1;
-  EXPECT_FALSE(DecodeDone(EncodeDelta(d)));
+  EXPECT_FALSE(Decode<DoneMessage>(Encode(d)));
   EXPECT_FALSE(PeekMessageType(""));
   EXPECT_FALSE(PeekMessageType(std::string(1, '\x63')));
 }
@@ -121,14 +123,14 @@ TEST(WorkerProtocol, WrongTypeIsRefused) {
 TEST(WorkerProtocol, FramesCrossASocket) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  ASSERT_TRUE(WriteFrame(sv[0], EncodeText({2, std::string(100000, 'z')})).ok());
-  ASSERT_TRUE(WriteFrame(sv[0], EncodeCancel({3})).ok());
+  ASSERT_TRUE(WriteFrame(sv[0], Encode(TextMessage{2, std::string(100000, 'z')})).ok());
+  ASSERT_TRUE(WriteFrame(sv[0], Encode(CancelRequest{3})).ok());
   auto a = ReadFrame(sv[1]);
   ASSERT_TRUE(a);
-  EXPECT_EQ(DecodeText(*a)->text.size(), 100000u);
+  EXPECT_EQ(Decode<TextMessage>(*a)->text.size(), 100000u);
   auto b = ReadFrame(sv[1]);
   ASSERT_TRUE(b);
-  EXPECT_EQ(DecodeCancel(*b)->job_id, 3u);
+  EXPECT_EQ(Decode<CancelRequest>(*b)->job_id, 3u);
   close(sv[0]);
   auto eof = ReadFrame(sv[1]);
   ASSERT_FALSE(eof);
