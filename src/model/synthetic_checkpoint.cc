@@ -165,6 +165,42 @@ nlohmann::ordered_json TextConfig(const SyntheticModelSpec& s) {
   return cfg;
 }
 
+// The files sentence-transformers reads beside the weights (Qwen3-Embedding's layout).
+Status WriteSentenceTransformersFiles(const std::string& dir, const SyntheticModelSpec& s) {
+  nlohmann::ordered_json modules = nlohmann::ordered_json::array();
+  const char* types[] = {"Transformer", "Pooling", "Normalize"};
+  const char* paths[] = {"", "1_Pooling", "2_Normalize"};
+  for (int i = 0; i < 3; ++i) {
+    modules.push_back({{"idx", i},
+                       {"name", std::to_string(i)},
+                       {"path", paths[i]},
+                       {"type", std::string("sentence_transformers.models.") + types[i]}});
+    if (i > 0 && ::mkdir((dir + "/" + paths[i]).c_str(), 0755) != 0 && errno != EEXIST) {
+      return IoError("cannot create " + dir + "/" + paths[i] + ": " + std::strerror(errno));
+    }
+  }
+  TS_RETURN_IF_ERROR(WriteText(dir + "/modules.json", modules.dump(2) + "\n"));
+  nlohmann::ordered_json pooling;
+  pooling["word_embedding_dimension"] = s.hidden;
+  for (const char* mode :
+       {"pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
+        "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens"}) {
+    pooling[mode] = false;
+  }
+  pooling["pooling_mode_lasttoken"] = true;
+  pooling["include_prompt"] = true;
+  TS_RETURN_IF_ERROR(WriteText(dir + "/1_Pooling/config.json", pooling.dump(2) + "\n"));
+  nlohmann::ordered_json st;
+  st["prompts"] = {
+      {"query",
+       "Instruct: Given a web search query, retrieve relevant passages that answer the query\n"
+       "Query:"},
+      {"document", ""}};
+  st["default_prompt_name"] = nullptr;
+  st["similarity_fn_name"] = "cosine";
+  return WriteText(dir + "/config_sentence_transformers.json", st.dump(2) + "\n");
+}
+
 }  // namespace
 
 Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& s) {
@@ -202,6 +238,7 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
   gen["eos_token_id"] = s.eos_token_id;
   gen["do_sample"] = false;
   TS_RETURN_IF_ERROR(WriteText(dir + "/generation_config.json", gen.dump(2) + "\n"));
+  if (s.sentence_transformers) TS_RETURN_IF_ERROR(WriteSentenceTransformersFiles(dir, s));
 
   // Weights: projections ~ U(-1,1)/sqrt(fan_in) keep activations O(1); norms near 1.
   SplitMix64 rng(s.seed);
@@ -301,6 +338,7 @@ struct PresetRow {
   bool tied;
   double theta, eps;
   bool llama3_rope = false;  // Llama 3.2's rope_scaling: factor 32, low 1, high 4, original 8192
+  bool sentence_transformers = false;  // SyntheticModelSpec::sentence_transformers
 };
 
 // Shapes from the published config.json files of each model.
@@ -325,6 +363,15 @@ constexpr PresetRow kPresets[] = {
      1e-6},
     {"gemma3-270m", ModelFamily::kGemma3, 640, 2048, 18, 4, 1, 256, 262144, 32768, true, 1e6, 1e-6},
     {"gemma3-1b", ModelFamily::kGemma3, 1152, 6912, 26, 4, 1, 256, 262144, 32768, true, 1e6, 1e-6},
+    // Task models at their published shapes (Qwen3-Embedding's vocabulary is 151669).
+    {"qwen3-embedding-0.6b", ModelFamily::kQwen3, 1024, 3072, 28, 16, 8, 128, 151669, 32768, true,
+     1e6, 1e-6, false, true},
+    {"qwen3-reranker-0.6b", ModelFamily::kQwen3, 1024, 3072, 28, 16, 8, 128, 151669, 40960, true,
+     1e6, 1e-6},
+    {"qwen3guard-gen-0.6b", ModelFamily::kQwen3, 1024, 3072, 28, 16, 8, 128, 151936, 32768, true,
+     1e6, 1e-6},
+    {"decider-0.8b", ModelFamily::kQwen3_5, 1024, 3584, 24, 8, 2, 256, 248320, 262144, true, 1e7,
+     1e-6},
 };
 
 // Published values of the fields only these families have: Qwen3.5's DeltaNet (16 key and 16
@@ -385,6 +432,7 @@ Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name) {
     s.rope_theta = p.theta;
     s.rms_norm_eps = p.eps;
     if (p.llama3_rope) s.rope_llama3 = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+    s.sentence_transformers = p.sentence_transformers;
     FamilyPresetFields(s);
     s.dtype = DType::kBF16;
     return s;

@@ -62,6 +62,10 @@ struct SyntheticModelSpec {
   std::optional<LongRopeScaling> rope_longrope;
   // Norm weights: w = norm_offset + 0.1 U(-1, 1); zero-centred families get 0 (so 1 + w ~ 1).
   bool nested_config = true;  // qwen3_5 / gemma3: the multimodal layout (false: *_text)
+  // Also write a sentence-transformers embedding model's files, as Qwen3-Embedding publishes
+  // them: modules.json, 1_Pooling (last-token pooling), 2_Normalize, and
+  // config_sentence_transformers.json with its "query" instruction prompt.
+  bool sentence_transformers = false;
 };
 
 Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
@@ -69,7 +73,10 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
 // Real models' exact shapes, for benchmarks without downloads: "smollm2-135m", "smollm2-360m",
 // "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b", "llama3.2-1b" (with its llama3
 // RoPE scaling), "qwen3.5-0.8b", "qwen3.5-2b", "minicpm4-0.5b", "minicpm5-2b", "gemma3-270m",
-// "gemma3-1b". BF16 like the published weights.
+// "gemma3-1b"; and the task models: "qwen3-embedding-0.6b" (with its sentence-transformers
+// files), "qwen3-reranker-0.6b", "qwen3guard-gen-0.6b" and "decider-0.8b" (a Qwen3.5-0.8B;
+// these three are causal LMs, their kind comes from the catalog). BF16 like the published
+// weights.
 Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name);
 std::vector<std::string> SyntheticPresetNames();
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "format/model_kind.h"
 #include "format/safetensors.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
@@ -46,6 +47,47 @@ TEST(Checkpoint, LoadsAValidSyntheticModel) {
   EXPECT_EQ((*ckpt)->tensors.layers.size(), 2u);
   EXPECT_NE((*ckpt)->tensors.layers[0].q_norm.info, nullptr);
   EXPECT_EQ((*ckpt)->tensors.lm_head.info, (*ckpt)->tensors.embed.info);  // tied
+}
+
+// The task-model presets: published shapes, and the embedding model's sentence-transformers
+// files, which DetectModelKind reads (the checkpoint itself loads as the qwen3 it is).
+TEST(Checkpoint, TaskModelPresets) {
+  auto qwen3 = SyntheticPreset("qwen3-0.6b");
+  auto qwen35 = SyntheticPreset("qwen3.5-0.8b");
+  ASSERT_TRUE(qwen3 && qwen35);
+  for (const char* name : {"qwen3-embedding-0.6b", "qwen3-reranker-0.6b", "qwen3guard-gen-0.6b"}) {
+    auto p = SyntheticPreset(name);
+    ASSERT_TRUE(p.has_value()) << name;
+    EXPECT_EQ(p->family, ModelFamily::kQwen3) << name;
+    EXPECT_EQ(p->hidden, qwen3->hidden) << name;
+    EXPECT_EQ(p->layers, qwen3->layers) << name;
+    EXPECT_EQ(p->sentence_transformers, std::string(name) == "qwen3-embedding-0.6b") << name;
+  }
+  auto decider = SyntheticPreset("decider-0.8b");
+  ASSERT_TRUE(decider.has_value());
+  EXPECT_EQ(decider->family, ModelFamily::kQwen3_5);
+  EXPECT_EQ(decider->linear_value_heads, qwen35->linear_value_heads);
+
+  // The embedding preset's files at a small size.
+  auto spec = SyntheticPreset("qwen3-embedding-0.6b");
+  ASSERT_TRUE(spec.has_value());
+  spec->hidden = 64;
+  spec->intermediate = 96;
+  spec->layers = 2;
+  spec->heads = 4;
+  spec->kv_heads = 2;
+  spec->head_dim = 16;
+  spec->vocab = 256;
+  test::TempDir tmp;
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.path(), *spec).ok());
+  auto kind = DetectModelKind(tmp.path());
+  ASSERT_TRUE(kind.has_value()) << kind.status().message();
+  EXPECT_EQ(kind->kind, ModelKind::kEmbed);
+  EXPECT_TRUE(kind->normalize);
+  EXPECT_EQ(kind->prompts.at("document"), "");
+  EXPECT_TRUE(kind->prompts.at("query").starts_with("Instruct: "));
+  EXPECT_TRUE(kind->prompts.at("query").ends_with("\nQuery:"));
+  EXPECT_TRUE(OpenCheckpoint(tmp.path()).has_value());
 }
 
 TEST(Checkpoint, RefusesAMissingTensor) {
