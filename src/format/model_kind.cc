@@ -8,17 +8,18 @@ namespace {
 
 constexpr size_t kMaxSideFileBytes = 1u << 20;  // the small JSON files read here
 
-// A JSON file of the checkpoint that must hold an object.
-Expected<nlohmann::json> ReadJsonObject(const std::string& dir, const std::string& name) {
+// One of the checkpoint's small JSON files, parsed.
+Expected<nlohmann::json> ReadJsonFile(const std::string& dir, const std::string& name) {
   TS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/" + name, kMaxSideFileBytes));
-  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text, name));
+  return ParseJsonDocument(text, name);
+}
+
+// One that must hold an object.
+Expected<nlohmann::json> ReadJsonObject(const std::string& dir, const std::string& name) {
+  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ReadJsonFile(dir, name));
   if (!doc.is_object())
     return Corrupt(name + ": expected a JSON object, found " + JsonTypeName(doc));
   return doc;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 // The pooling module of a sentence-transformers checkpoint (modules.json), or "" when it has
@@ -29,8 +30,7 @@ struct StModules {
 };
 
 Expected<StModules> ReadModules(const std::string& dir) {
-  TS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/modules.json", kMaxSideFileBytes));
-  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJsonDocument(text, "modules.json"));
+  TS_ASSIGN_OR_RETURN(nlohmann::json doc, ReadJsonFile(dir, "modules.json"));
   if (!doc.is_array()) return Corrupt("modules.json: expected a list of modules");
   StModules out;
   for (const nlohmann::json& m : doc) {
@@ -38,7 +38,7 @@ Expected<StModules> ReadModules(const std::string& dir) {
       return Corrupt("modules.json: each module needs a string \"type\"");
     }
     const std::string type = m["type"].get<std::string>();
-    if (EndsWith(type, ".Pooling")) {
+    if (type.ends_with(".Pooling")) {
       if (!m.contains("path") || !m["path"].is_string()) {
         return Corrupt("modules.json: the Pooling module has no \"path\"");
       }
@@ -48,7 +48,7 @@ Expected<StModules> ReadModules(const std::string& dir) {
         return Corrupt("modules.json: the Pooling module's path " +
                        QuoteForMessage(out.pooling_path) + " leaves the checkpoint");
       }
-    } else if (EndsWith(type, ".Normalize")) {
+    } else if (type.ends_with(".Normalize")) {
       out.normalize = true;
     }
   }
@@ -164,7 +164,7 @@ Expected<ModelKindInfo> DetectModelKind(const std::string& dir) {
     arch = a[0].get<std::string>();
   }
   ModelKindInfo info;
-  if (EndsWith(arch, "ForSequenceClassification")) {
+  if (arch.ends_with("ForSequenceClassification")) {
     TS_RETURN_IF_ERROR(ReadLabels(cfg, &info));
     info.kind = ModelKind::kClassify;
     info.evidence =
@@ -178,7 +178,7 @@ Expected<ModelKindInfo> DetectModelKind(const std::string& dir) {
       return info;
     }
   }
-  if (arch.empty() || EndsWith(arch, "ForCausalLM") || EndsWith(arch, "ForConditionalGeneration")) {
+  if (arch.empty() || arch.ends_with("ForCausalLM") || arch.ends_with("ForConditionalGeneration")) {
     info.kind = ModelKind::kChat;
     info.evidence =
         arch.empty() ? "config.json: no architectures (a causal LM)" : "config.json: " + arch;
