@@ -156,12 +156,14 @@ int RunServeCommand(int argc, char** argv) {
                "DIR, an installed model NAME (tessera list), the name of a folder in "
                "--models-dir, or ALIAS=DIR|NAME (repeatable; the first is the default)");
   args.AddString("models-dir", "a folder of checkpoint folders, each served under its name");
+  args.AddList("kind",
+               "NAME=KIND: what a served causal LM is (rerank, guard or decide; embedding and "
+               "classifier checkpoints are recognised) (repeatable)");
   args.AddString("host", "address to bind", false, "127.0.0.1");
   args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
   args.AddString("placement", "layers per backend for every model", false, "cpu");
   args.AddInt("context",
-              "positions per sequence (default: the model's, at most 4096 without --kv-memory)",
-              0);
+              "positions per sequence (default: the model's, at most 4096 without --kv-memory)", 0);
   args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
   args.AddFlag("no-prewarm", "do not load the default model before the first request");
   args.AddFlag("bf16-activations",
@@ -281,6 +283,13 @@ int RunServeCommand(int argc, char** argv) {
   if (Status st = CheckPlacementFitsModels(args.GetString("placement"), options.models); !st.ok()) {
     return ReportError("serve", st);
   }
+  if (Status st = server::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
+    return ReportError("serve", st);
+  }
+  for (const ModelEntry& m : options.models) {
+    std::fprintf(stderr, "tessera serve: model '%s' (%s)\n", m.name.c_str(),
+                 std::string(ModelKindName(m.kind)).c_str());
+  }
   options.host = args.GetString("host");
   options.port = static_cast<int>(port);
   options.request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
@@ -322,6 +331,8 @@ int RunServeCommand(int argc, char** argv) {
   for (const ModelEntry& m : options.models) {
     options.worker_args.push_back("--model");
     options.worker_args.push_back(m.name + "=" + m.dir);
+    options.worker_args.push_back("--kind");
+    options.worker_args.push_back(m.name + "=" + std::string(ModelKindName(m.kind)));
   }
   options.worker_args.insert(
       options.worker_args.end(),
@@ -339,6 +350,7 @@ int RunWorkerCommand(int argc, char** argv) {
   CliArgs args("worker");
   args.AddInt("fd", "the socket to the server", 3);
   args.AddList("model", "NAME=DIR (repeatable; the first is the default)");
+  args.AddList("kind", "NAME=KIND, each model's kind as the server resolved it (repeatable)");
   args.AddString("placement", "layers per backend", false, "cpu");
   args.AddInt("context", "KV positions per model", 0);
   args.AddInt("parallel", "sequence slots per model (0: from cores and memory)", 0);
@@ -354,6 +366,14 @@ int RunWorkerCommand(int argc, char** argv) {
     if (eq == std::string::npos || eq == 0)
       return ReportError("worker", InvalidArgument("--model must be NAME=DIR"));
     options.models.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+  }
+  for (const std::string& spec : args.GetList("kind")) {
+    const size_t eq = spec.find('=');
+    auto kind = eq == std::string::npos ? std::nullopt : ParseModelKind(spec.substr(eq + 1));
+    if (!kind) return ReportError("worker", InvalidArgument("--kind must be NAME=KIND"));
+    for (server::ModelEntry& m : options.models) {
+      if (m.name == spec.substr(0, eq)) m.kind = *kind;
+    }
   }
   options.placement = args.GetString("placement");
   options.context = args.GetInt("context");

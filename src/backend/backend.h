@@ -114,6 +114,10 @@ class Backend {
   // as a lone row would be; kPositions rows are positions of one sequence (scoring).
   virtual Status ComputeLogits(std::span<const float> hidden, int64_t n_rows,
                                std::span<float> logits, LogitRows kind) = 0;
+  // The final norm alone, on the backend that owns the head: hidden [n_rows, hidden_size] ->
+  // out [n_rows, hidden_size], each row exactly as ComputeLogits normalises it (pooled
+  // embeddings and score heads read the normed last hidden state).
+  virtual Status FinalNorm(std::span<const float> hidden, int64_t n_rows, std::span<float> out) = 0;
 
   // The largest position <= wanted from which `slot`'s sequence can continue without running
   // earlier tokens again. A KV cache rewinds to any position; a recurrent state only resumes

@@ -178,13 +178,17 @@ Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32
   return Status::Ok();
 }
 
-Status ModelExecutor::Step(std::span<const StepInput> inputs, std::span<float> logits) {
+Status ModelExecutor::Step(std::span<const StepInput> inputs, std::span<float> logits,
+                           std::span<float> final_hidden) {
   const ModelSpec& d = spec();
   const size_t hidden = static_cast<size_t>(d.hidden);
   if (inputs.empty()) return InvalidArgument("nothing to run: no sequences");
   if (static_cast<int64_t>(inputs.size()) > max_slots_) return Internal("more inputs than slots");
-  if (logits.size() != inputs.size() * static_cast<size_t>(d.vocab)) {
+  if (!logits.empty() && logits.size() != inputs.size() * static_cast<size_t>(d.vocab)) {
     return Internal("logits must hold one vocab_size row per input");
+  }
+  if (!final_hidden.empty() && final_hidden.size() != inputs.size() * hidden) {
+    return Internal("final_hidden must hold one hidden_size row per input");
   }
   // One-token inputs lead the batch (ForwardBatch's rule); `order` maps batch order to inputs.
   order_.clear();
@@ -220,9 +224,13 @@ Status ModelExecutor::Step(std::span<const StepInput> inputs, std::span<float> l
     end += inputs[i].tokens.size();
     std::copy_n(hidden_.data() + (end - 1) * hidden, hidden, last_rows_.data() + i * hidden);
   }
-  return backends_.back()->ComputeLogits(
-      std::span<const float>(last_rows_.data(), inputs.size() * hidden),
-      static_cast<int64_t>(inputs.size()), logits, LogitRows::kOnePerSequence);
+  const std::span<const float> last(last_rows_.data(), inputs.size() * hidden);
+  const int64_t n_rows = static_cast<int64_t>(inputs.size());
+  if (!final_hidden.empty()) {
+    TS_RETURN_IF_ERROR(backends_.back()->FinalNorm(last, n_rows, final_hidden));
+  }
+  if (logits.empty()) return Status::Ok();
+  return backends_.back()->ComputeLogits(last, n_rows, logits, LogitRows::kOnePerSequence);
 }
 
 }  // namespace tessera

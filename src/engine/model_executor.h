@@ -54,14 +54,17 @@ class ModelExecutor {
   // tokens at positions [start_pos, start_pos + n) of its slot (one input per slot), and row i
   // of `logits` ([inputs.size(), vocab]) receives input i's last-token logits. All tokens
   // together must fit max_batch_tokens. A sequence's logits do not depend on the rest of the
-  // batch (see ForwardBatch).
+  // batch (see ForwardBatch). An empty `logits` skips the LM head; a non-empty `final_hidden`
+  // ([inputs.size(), hidden]) receives each input's last row after the final norm (pooled
+  // embeddings, score heads).
   struct StepInput {
     int slot = 0;
     int64_t start_pos = 0;
     std::span<const int32_t> tokens;
     std::span<const int32_t> blocks;  // the sequence's KV block table; empty: identity layout
   };
-  Status Step(std::span<const StepInput> inputs, std::span<float> logits);
+  Status Step(std::span<const StepInput> inputs, std::span<float> logits,
+              std::span<float> final_hidden = {});
 
   const Checkpoint& checkpoint() const { return *ckpt_; }
   int max_slots() const { return max_slots_; }

@@ -63,6 +63,7 @@ Expected<uint64_t> Scheduler::Submit(SequenceRequest req) {
   const int64_t prompt_len = static_cast<int64_t>(req.prompt_ids.size());
   if (prompt_len == 0) return InvalidArgument("the prompt is empty: nothing to continue");
   if (req.max_new_tokens < 0) return InvalidArgument("max_new_tokens must be >= 0");
+  if (req.on_final_hidden) req.share_prompt_with.reset();  // its own prompt's hidden row
   if (prompt_len > exec_.max_seq()) {
     return InvalidArgument("the prompt has " + std::to_string(prompt_len) +
                            " tokens, more than the context of " + std::to_string(exec_.max_seq()));
@@ -229,7 +230,9 @@ void Scheduler::Admit() {
     slot.seq = std::move(waiting_.front());
     waiting_.pop_front();
     ++running_;
-    if (slot.seq->req.max_new_tokens == 0) Finish(index, StopReason::kLength);
+    if (slot.seq->req.max_new_tokens == 0 && !slot.seq->req.on_final_hidden) {
+      Finish(index, StopReason::kLength);
+    }
   }
 }
 
@@ -534,9 +537,27 @@ Status Scheduler::Step() {
     budget -= n;
   }
   if (inputs_.empty()) return Status::Ok();
+  // Logits are needed by the inputs that end their sequence's tokens, unless all of those
+  // only want the final hidden row; that row is computed when a prompt asking for it ends.
+  bool need_logits = false, need_hidden = false;
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    const Sequence& s = *slots_[static_cast<size_t>(input_slot_[k])].seq;
+    const int64_t end = s.pos + static_cast<int64_t>(inputs_[k].tokens.size());
+    if (end < static_cast<int64_t>(s.tokens.size())) continue;
+    const bool hidden_now = s.req.on_final_hidden && s.pos < s.prompt_len && end >= s.prompt_len;
+    need_hidden = need_hidden || hidden_now;
+    need_logits = need_logits || !(hidden_now && s.req.max_new_tokens == 0);
+  }
   const size_t vocab = static_cast<size_t>(exec_.spec().vocab);
-  std::span<float> logits(logits_.data(), inputs_.size() * vocab);
-  if (Status st = exec_.Step(inputs_, logits); !st.ok()) {
+  const size_t width = static_cast<size_t>(exec_.spec().hidden);
+  std::span<float> logits;
+  if (need_logits) logits = std::span<float>(logits_.data(), inputs_.size() * vocab);
+  std::span<float> final_hidden;
+  if (need_hidden) {
+    if (final_hidden_.size() < slots_.size() * width) final_hidden_.resize(slots_.size() * width);
+    final_hidden = std::span<float>(final_hidden_.data(), inputs_.size() * width);
+  }
+  if (Status st = exec_.Step(inputs_, logits, final_hidden); !st.ok()) {
     for (int i : input_slot_) {
       slots_[static_cast<size_t>(i)].cached.clear();  // its state is unknown
       Finish(i, StopReason::kCancelled, st);
@@ -556,6 +577,13 @@ Status Scheduler::Step() {
     RegisterFullBlocks(s);
     if (ran > 1) KeepStateAtBlockEnd(i);
     if (s.pos < static_cast<int64_t>(s.tokens.size())) continue;  // more prompt to run
+    if (prompt_done_now && s.req.on_final_hidden) {
+      s.req.on_final_hidden(final_hidden.subspan(k * width, width));
+      if (s.req.max_new_tokens == 0) {
+        Finish(i, StopReason::kLength);
+        continue;
+      }
+    }
     if (prompt_done_now && HasWaitingChildren(s.id)) {
       // The raw row (sampling edits it in place) is kept for the choices sharing this prompt.
       fork_logits_.assign(logits.begin() + static_cast<std::ptrdiff_t>(k * vocab),

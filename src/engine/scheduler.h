@@ -64,6 +64,11 @@ struct SequenceRequest {
   std::function<void(std::span<const float>)> on_logits;
   // May edit the row before the token is chosen (constrained decoding masks tokens out).
   std::function<void(std::span<float>)> constrain;
+  // The prompt's last token's hidden state after the final norm ([hidden]), once, when the
+  // prompt has been computed (pooled embeddings, score heads); may not keep the span. With
+  // max_new_tokens 0 the sequence then ends (kLength), and a step of such sequences alone
+  // skips the LM head. Such a sequence computes its own prompt (share_prompt_with is ignored).
+  std::function<void(std::span<const float>)> on_final_hidden;
   // Each generated token, also a final stop token; false ends the sequence (kCancelled).
   std::function<bool(int32_t)> on_token;
   // Exactly once, when the sequence ends for any reason; its slot is free again.
@@ -179,8 +184,9 @@ class Scheduler {
   std::vector<int> input_slot_;
   std::vector<int> prefilling_;
   std::vector<float> logits_;
-  std::vector<float> fork_logits_;  // a parent's raw row, kept for its waiting choices
-  std::vector<float> fork_row_;     // a copy of it for one choice's sampler to edit
+  std::vector<float> final_hidden_;  // [slots, hidden] when a step's sequences ask for it
+  std::vector<float> fork_logits_;   // a parent's raw row, kept for its waiting choices
+  std::vector<float> fork_row_;      // a copy of it for one choice's sampler to edit
 };
 
 }  // namespace tessera

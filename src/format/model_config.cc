@@ -563,6 +563,22 @@ Expected<ModelConfig> ParseModelConfig(std::string_view config_json) {
                           "rope_type \"longrope\" is implemented for minicpm only");
   }
 
+  // Which head: a causal LM's, or a sequence classifier's score rows.
+  if (const json* arch = top.Get("architectures");
+      arch != nullptr && arch->is_array() && !arch->empty() && (*arch)[0].is_string() &&
+      (*arch)[0].get<std::string>().ends_with("ForSequenceClassification")) {
+    if (const json* labels = top.Get("id2label"); labels != nullptr && labels->is_object()) {
+      c.num_labels = static_cast<int64_t>(labels->size());
+    } else {
+      TS_ASSIGN_OR_RETURN(auto n, top.OptionalInt("num_labels", 1, 4096));
+      c.num_labels = n.value_or(0);
+    }
+    if (c.num_labels < 1 || c.num_labels > 4096) {
+      return top.FieldError(ErrorCode::kCorrupt, "id2label",
+                            "a sequence classifier needs 1..4096 classes in id2label");
+    }
+  }
+
   TS_ASSIGN_OR_RETURN(c.bos_token_id, cfg.OptionalInt("bos_token_id", 0, kMaxSize));
   if (!c.bos_token_id && type.nested) {
     TS_ASSIGN_OR_RETURN(c.bos_token_id, top.OptionalInt("bos_token_id", 0, kMaxSize));

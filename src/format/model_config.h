@@ -96,6 +96,10 @@ struct ModelConfig {
   // Where the decoder's tensors live: "model." or, for a multimodal checkpoint's text model,
   // "model.language_model." (qwen3_5) / "language_model.model." (gemma3); tensors under
   // ignored_prefixes (vision tower, MTP head) are present but unused.
+  // A sequence classifier (architectures ["*ForSequenceClassification"]): its class count,
+  // the rows of its score head (score.weight [num_labels, hidden]) read from id2label (or
+  // num_labels); 0 for a causal LM. DetectModelKind (model_kind.h) checks the labels.
+  int64_t num_labels = 0;
   std::string tensor_prefix = "model.";
   std::string lm_head_name = "lm_head.weight";
   std::vector<std::string> ignored_prefixes;

@@ -42,7 +42,8 @@ class BasicKvCache {
 
  private:
   size_t Offset(int slot, int64_t layer, int64_t pos) const {
-    return ((static_cast<size_t>(slot) * static_cast<size_t>(layers_) + static_cast<size_t>(layer)) *
+    return ((static_cast<size_t>(slot) * static_cast<size_t>(layers_) +
+             static_cast<size_t>(layer)) *
                 static_cast<size_t>(max_seq_) +
             static_cast<size_t>(pos)) *
            static_cast<size_t>(kv_dim_);

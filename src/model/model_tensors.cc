@@ -156,6 +156,9 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
   Binder b(ckpt);
   TS_RETURN_IF_ERROR(b.Bind(root + "norm.weight", {d.hidden}, &m.final_norm, norm,
                             static_cast<float>(d.logit_scale)));
+  if (config.num_labels > 0) {
+    TS_RETURN_IF_ERROR(b.Bind("score.weight", {config.num_labels, d.hidden}, &m.score));
+  }
   // gemma3 multiplies by sqrt(hidden) held in the weights' dtype (the norm's is the source's,
   // in a package too).
   m.embed_lookup_scale = config.embed_scale_rounded_to_weight_dtype
@@ -200,6 +203,10 @@ Expected<ModelTensors> BindModelTensors(const ModelConfig& config, const Checkpo
     m.lm_head = TensorRef{m.embed.info};
     // transformers ties the head to the embedding even if a copy was saved; so do we.
     if (has_lm_head) m.ignored.push_back(head_name + " (tie_word_embeddings is true)");
+  } else if (config.num_labels > 0 && !has_lm_head) {
+    // A classifier has no LM head (its score rows are the head); the embedding stands in so the
+    // backends load as for any model, and its logits are never asked for.
+    m.lm_head = TensorRef{m.embed.info};
   } else {
     if (!has_lm_head) {
       return NotFound("checkpoint is missing tensor '" + head_name +

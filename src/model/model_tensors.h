@@ -102,6 +102,9 @@ struct ModelTensors {
   float embed_lookup_scale = 1.0f;  // spec.embed_scale as applied (gemma3: in the weights' dtype)
   TensorRef final_norm;             // [hidden], with spec.logit_scale folded in
   TensorRef lm_head;                // [vocab, hidden]; the embedding's tensor (unscaled) when tied
+  // A sequence classifier's head (config.num_labels > 0): score.weight [num_labels, hidden],
+  // applied to the final-normed hidden state of the last token; null for a causal LM.
+  TensorRef score;
   std::vector<LayerTensors> layers;
   std::vector<std::string> ignored;  // tensors present but deliberately unused
   // Set for a package with packed weights: then the projection fields of `layers` (q/k/v/o,

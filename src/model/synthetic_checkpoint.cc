@@ -232,6 +232,19 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
     outer["vision_config"] = {{"hidden_size", 16}};
     cfg = outer;
   }
+  if (!s.class_labels.empty()) {
+    if (Nested(s)) return InvalidArgument("synth: a classifier's config cannot be nested");
+    cfg["architectures"] = {std::string(ArchitectureName(s.family))
+                                .substr(0, std::string(ArchitectureName(s.family)).rfind("For")) +
+                            "ForSequenceClassification"};
+    nlohmann::ordered_json id2label, label2id;
+    for (size_t i = 0; i < s.class_labels.size(); ++i) {
+      id2label[std::to_string(i)] = s.class_labels[i];
+      label2id[s.class_labels[i]] = i;
+    }
+    cfg["id2label"] = id2label;
+    cfg["label2id"] = label2id;
+  }
   TS_RETURN_IF_ERROR(WriteText(dir + "/config.json", cfg.dump(2) + "\n"));
   nlohmann::ordered_json gen;
   gen["bos_token_id"] = s.bos_token_id;
@@ -299,7 +312,12 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
   }
   add(root + "norm.weight", {s.hidden}, 0.1f, norm_offset);
   const std::string head = Nested(s) && gemma ? "language_model.lm_head.weight" : "lm_head.weight";
-  if (!s.tied) add(head, {s.vocab, s.hidden}, inv_sqrt(s.hidden));
+  if (!s.class_labels.empty()) {
+    add("score.weight", {static_cast<int64_t>(s.class_labels.size()), s.hidden},
+        inv_sqrt(s.hidden));
+  } else if (!s.tied) {
+    add(head, {s.vocab, s.hidden}, inv_sqrt(s.hidden));
+  }
   if (Nested(s)) {
     // What a multimodal checkpoint carries beside the text model (unused, listed as ignored).
     add(qwen35 ? "model.visual.patch_embed.proj.weight" : "vision_tower.patch_embed.weight",
@@ -339,6 +357,7 @@ struct PresetRow {
   double theta, eps;
   bool llama3_rope = false;  // Llama 3.2's rope_scaling: factor 32, low 1, high 4, original 8192
   bool sentence_transformers = false;  // SyntheticModelSpec::sentence_transformers
+  bool classifier = false;             // three classes: negative, neutral, positive
 };
 
 // Shapes from the published config.json files of each model.
@@ -372,6 +391,8 @@ constexpr PresetRow kPresets[] = {
      1e6, 1e-6},
     {"decider-0.8b", ModelFamily::kQwen3_5, 1024, 3584, 24, 8, 2, 256, 248320, 262144, true, 1e7,
      1e-6},
+    {"qwen3-0.6b-seqcls", ModelFamily::kQwen3, 1024, 3072, 28, 16, 8, 128, 151936, 40960, true, 1e6,
+     1e-6, false, false, true},
 };
 
 // Published values of the fields only these families have: Qwen3.5's DeltaNet (16 key and 16
@@ -433,6 +454,7 @@ Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name) {
     s.rms_norm_eps = p.eps;
     if (p.llama3_rope) s.rope_llama3 = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
     s.sentence_transformers = p.sentence_transformers;
+    if (p.classifier) s.class_labels = {"negative", "neutral", "positive"};
     FamilyPresetFields(s);
     s.dtype = DType::kBF16;
     return s;

@@ -66,6 +66,9 @@ struct SyntheticModelSpec {
   // them: modules.json, 1_Pooling (last-token pooling), 2_Normalize, and
   // config_sentence_transformers.json with its "query" instruction prompt.
   bool sentence_transformers = false;
+  // Non-empty: a sequence classifier (Qwen3ForSequenceClassification) with these classes in
+  // id2label/label2id and a score head score.weight [classes, hidden] instead of an LM head.
+  std::vector<std::string> class_labels;
 };
 
 Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
@@ -74,8 +77,9 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
 // "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b", "llama3.2-1b" (with its llama3
 // RoPE scaling), "qwen3.5-0.8b", "qwen3.5-2b", "minicpm4-0.5b", "minicpm5-2b", "gemma3-270m",
 // "gemma3-1b"; and the task models: "qwen3-embedding-0.6b" (with its sentence-transformers
-// files), "qwen3-reranker-0.6b", "qwen3guard-gen-0.6b" and "decider-0.8b" (a Qwen3.5-0.8B;
-// these three are causal LMs, their kind comes from the catalog). BF16 like the published
+// files), "qwen3-reranker-0.6b", "qwen3guard-gen-0.6b", "decider-0.8b" (a Qwen3.5-0.8B;
+// these three are causal LMs, their kind comes from the catalog) and "qwen3-0.6b-seqcls" (a
+// sequence classifier with id2label negative/neutral/positive). BF16 like the published
 // weights.
 Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name);
 std::vector<std::string> SyntheticPresetNames();

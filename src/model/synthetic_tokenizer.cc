@@ -35,7 +35,9 @@ constexpr std::string_view kTrainingText =
     "people would always need bread, and that the river would always find a way to the sea. "
     "Questions like these have simple answers: we learn, we build, we share what we have, "
     "and we try again tomorrow. Numbers such as 1, 2, 3, 10, 25, 100 and 2024 appear in "
-    "lists, tables and reports; code uses names like value, count, index, result and error.";
+    "lists, tables and reports; code uses names like value, count, index, result and error. "
+    "Some forms ask for an answer (yes/no), some ask (no/yes) twice, and others for a verdict "
+    "(Safe/Unsafe/Controversial) or (Controversial/Unsafe/Safe).";
 
 // GPT-2's reversible byte -> printable character map used by byte-level BPE.
 std::vector<std::string> ByteToUnicode() {

@@ -10,41 +10,6 @@ namespace tessera::server {
 
 using namespace api_internal;  // NOLINT: this service's own helpers
 
-// A job admitted to the worker: the admission slot and the routing are released exactly once,
-// by the destructor, whichever way the request ends.
-struct ApiService::ActiveJob {
-  ApiService* service = nullptr;
-  uint64_t ticket = 0;
-  uint64_t job_id = 0;
-  bool submitted = false;
-  bool finished = false;     // a terminal message arrived (or the worker died)
-  bool client_gone = false;  // the client went away while it waited
-  bool chat = false;         // which endpoint (names the param of a too-long prompt)
-  Clock::time_point admitted_at;
-  Clock::time_point submitted_at;
-  Clock::time_point deadline;
-  std::shared_ptr<HttpExchange> exchange;
-  std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
-
-  ~ActiveJob() {
-    if (service == nullptr) return;
-    if (submitted) {
-      if (!finished) {
-        // Cancel and wait (bounded) for the worker to stop, so the next job starts clean.
-        service->supervisor_.Cancel(job_id);
-        const auto limit = std::min(deadline, Clock::now() + std::chrono::seconds(10));
-        while (auto ev = channel->Wait(limit)) {
-          if (ev->worker_died) break;
-          auto type = PeekMessageType(ev->frame);
-          if (type && (*type == MessageType::kDone || *type == MessageType::kJobError)) break;
-        }
-      }
-      service->supervisor_.Release(job_id);
-    }
-    service->admission_.Leave(ticket, MsBetween(admitted_at, Clock::now()) / 1000.0);
-  }
-};
-
 // ---- on the event loop: join the queue (a full queue is a 429 at once and costs no thread);
 // the body is parsed on the job thread, so a large one never stalls the event loop.
 
@@ -72,11 +37,20 @@ void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
   jobs_.Post([this, call, ticket = *ticket, chat] {
     auto parsed =
         ParseBody<GenerationRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
-          return chat ? ParseChatRequest(doc, model_names_.front())
-                      : ParseCompletionRequest(doc, model_names_.front());
+          return chat ? ParseChatRequest(doc, default_chat_model_)
+                      : ParseCompletionRequest(doc, default_chat_model_);
         });
     auto* request = std::get_if<GenerationRequest>(&parsed);
     if (request && !KnownModel(request->job.model)) parsed = ModelNotFound(request->job.model);
+    if (auto* r = std::get_if<GenerationRequest>(&parsed)) {
+      const std::optional<ModelKind> kind = KindOf(r->job.model);
+      if (kind == ModelKind::kEmbed || kind == ModelKind::kClassify) {
+        parsed = InvalidField("model",
+                              "'" + r->job.model + "' is an " + std::string(ModelKindName(*kind)) +
+                                  " model, which does not generate text; use " +
+                                  (*kind == ModelKind::kEmbed ? "/v1/embeddings" : "/classify"));
+      }
+    }
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       admission_.Withdraw(ticket);
       return SendError(*call, *e);
@@ -338,50 +312,69 @@ static json TokenUsage(size_t n) {
   return {{"prompt_tokens", n}, {"completion_tokens", 0}, {"total_tokens", n}};
 }
 
-void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
-  ApiError error;
-  double queue_ms = 0;
-  std::vector<HttpHeader> extra;
-  std::unique_ptr<ActiveJob> job = Admit(call, request, ticket, &queue_ms, &error, &extra);
-  if (!job) return SendError(call, error, queue_ms, std::move(extra));
-  while (true) {
-    auto ev = WaitEvent(*job, &error);
-    if (!ev) return SendError(call, error, queue_ms);
-    if (ev->worker_died) {
-      job->finished = true;
-      return SendError(call, WorkerDied(), queue_ms);
-    }
-    auto type = PeekMessageType(ev->frame);
-    if (!type) continue;
-    if (*type == MessageType::kJobError) {
-      job->finished = true;
-      auto m = Decode<JobErrorMessage>(ev->frame);
-      return SendError(
-          call, m ? FromJobError(*m, false) : ServerError(500, "internal_error", "internal error"),
-          queue_ms);
-    }
-    if (*type == MessageType::kTokens) {
-      job->finished = true;
-      auto m = Decode<TokensMessage>(ev->frame);
-      if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
-      const size_t n = m->ids.size();
-      call.exchange->Note([&](AccessRecord& r) { r.prompt_tokens = static_cast<int64_t>(n); });
-      return SendJson(
-          call, 200,
-          {{"model", request.model}, {"tokens", m->ids}, {"count", n}, {"usage", TokenUsage(n)}},
-          queue_ms);
-    }
-    if (*type == MessageType::kText) {
-      job->finished = true;
-      auto m = Decode<TextMessage>(ev->frame);
-      if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
-      return SendJson(call, 200,
-                      {{"model", request.model},
-                       {"prompt", m->text},
-                       {"usage", TokenUsage(request.ids.size())}},
-                      queue_ms);
+// A task job's refusal reads "field: what is wrong" (task_job.h); the field is the error's param.
+static std::string FieldOfMessage(const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos || colon == 0 || colon > 64) return "";
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = message[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '[' || c == ']' ||
+          c == '.')) {
+      return "";
     }
   }
+  return message.substr(0, colon);
+}
+
+std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
+    Call& call, JobRequest& request, uint64_t ticket, std::vector<HttpHeader>* extra,
+    double* queue_ms) {
+  ApiError error;
+  std::unique_ptr<ActiveJob> job = Admit(call, request, ticket, queue_ms, &error, extra);
+  if (!job) return error;
+  while (true) {
+    auto ev = WaitEvent(*job, &error);
+    if (!ev) return error;
+    job->finished = ev->worker_died;
+    if (ev->worker_died) return WorkerDied();
+    auto type = PeekMessageType(ev->frame);
+    if (!type || *type == MessageType::kStarted || *type == MessageType::kDelta) continue;
+    job->finished = true;
+    if (*type == MessageType::kJobError) {
+      auto m = Decode<JobErrorMessage>(ev->frame);
+      if (!m) return ServerError(500, "internal_error", "internal error");
+      ApiError e = FromJobError(*m, false);
+      if (m->kind == JobErrorKind::kContextLength) e.param = "input";
+      if (m->kind == JobErrorKind::kInvalidRequest) e.param = FieldOfMessage(m->message);
+      return e;
+    }
+    if (*type == MessageType::kDone) return ClientGone();  // cancelled: nobody waits for it
+    return JobAnswer{*type, std::move(ev->frame), *queue_ms};
+  }
+}
+
+void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
+  double queue_ms = 0;
+  std::vector<HttpHeader> extra;
+  auto answer = AwaitAnswer(call, request, ticket, &extra, &queue_ms);
+  if (auto* e = std::get_if<ApiError>(&answer)) return SendError(call, *e, queue_ms, extra);
+  const JobAnswer& a = std::get<JobAnswer>(answer);
+  if (a.type == MessageType::kTokens) {
+    auto m = Decode<TokensMessage>(a.frame);
+    if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
+    const size_t n = m->ids.size();
+    call.exchange->Note([&](AccessRecord& r) { r.prompt_tokens = static_cast<int64_t>(n); });
+    return SendJson(
+        call, 200,
+        {{"model", request.model}, {"tokens", m->ids}, {"count", n}, {"usage", TokenUsage(n)}},
+        queue_ms);
+  }
+  auto m = Decode<TextMessage>(a.frame);
+  if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
+  return SendJson(
+      call, 200,
+      {{"model", request.model}, {"prompt", m->text}, {"usage", TokenUsage(request.ids.size())}},
+      queue_ms);
 }
 
 }  // namespace tessera::server

@@ -20,6 +20,10 @@ enum class Route {
   kCompletions,
   kTokenize,
   kDetokenize,
+  kEmbeddings,
+  kRerank,
+  kModerations,
+  kClassify,
   kNone
 };
 
@@ -32,6 +36,10 @@ Route RouteOf(const std::string& path) {
   if (path == "/v1/completions") return Route::kCompletions;
   if (path == "/tokenize") return Route::kTokenize;
   if (path == "/detokenize") return Route::kDetokenize;
+  if (path == "/v1/embeddings") return Route::kEmbeddings;
+  if (path == "/v1/rerank" || path == "/rerank") return Route::kRerank;
+  if (path == "/v1/moderations") return Route::kModerations;
+  if (path == "/classify") return Route::kClassify;
   return Route::kNone;
 }
 
@@ -95,7 +103,15 @@ ApiService::ApiService(const ServeOptions& options)
       rate_limiter_(options.rate_limit_per_minute),
       // Every admitted job (running or queued) has its thread; Enter() bounds how many.
       jobs_(options.max_active + options.max_queued) {
-  for (const ModelEntry& m : options.models) model_names_.push_back(m.name);
+  for (const ModelEntry& m : options.models) {
+    model_names_.push_back(m.name);
+    model_kinds_.push_back(m.kind);
+    if (default_chat_model_.empty() &&
+        (m.kind == ModelKind::kChat || m.kind == ModelKind::kDecide)) {
+      default_chat_model_ = m.name;
+    }
+  }
+  if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
   created_ = UnixNow();
   started_at_ = Clock::now();
 }
@@ -303,6 +319,14 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
       return TokenJob(std::move(call), /*tokenize=*/true);
     case Route::kDetokenize:
       return TokenJob(std::move(call), /*tokenize=*/false);
+    case Route::kEmbeddings:
+      return TaskJobCall(std::move(call), TaskEndpoint::kEmbeddings);
+    case Route::kRerank:
+      return TaskJobCall(std::move(call), TaskEndpoint::kRerank);
+    case Route::kModerations:
+      return TaskJobCall(std::move(call), TaskEndpoint::kModerations);
+    case Route::kClassify:
+      return TaskJobCall(std::move(call), TaskEndpoint::kClassify);
     case Route::kNone:
       break;
   }

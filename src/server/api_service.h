@@ -27,6 +27,7 @@
 #include "server/http_exchange.h"
 #include "server/http_server.h"
 #include "server/openai_api.h"
+#include "server/task_api.h"
 #include "server/worker_supervisor.h"
 
 namespace tessera::server {
@@ -98,9 +99,25 @@ class ApiService final : public HttpHandler {
   std::optional<uint64_t> EnterQueue(Call& call);
   void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
+  void TaskJobCall(std::shared_ptr<Call> call, TaskEndpoint endpoint);
+  // The served model a task runs on: `name` when it is of the endpoint's kind, else (no name)
+  // the first model of that kind; otherwise the error to answer.
+  std::variant<std::string, ApiError> TaskModel(const std::string& name, TaskEndpoint e) const;
+  std::optional<ModelKind> KindOf(const std::string& name) const;
   // On a job thread: the blocking part of each.
   void RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat);
   void RunTokenJob(Call& call, JobRequest request, uint64_t ticket);
+  // The generic client of every job answered by one message (tokenizer and task endpoints):
+  // admits `job`, waits for the worker's answer and returns its frame, or the error to send
+  // (a refusal names its field: the worker's "field: ..." message gives the param).
+  struct JobAnswer {
+    MessageType type = MessageType::kDone;
+    std::string frame;
+    double queue_ms = 0;
+  };
+  std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, JobRequest& job, uint64_t ticket,
+                                                std::vector<HttpHeader>* extra, double* queue_ms);
+  void RunTask(Call& call, TaskRequest request, uint64_t ticket);
   std::unique_ptr<ActiveJob> Admit(Call& call, JobRequest& job, uint64_t ticket, double* queue_ms,
                                    ApiError* error, std::vector<HttpHeader>* extra);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
@@ -113,6 +130,8 @@ class ApiService final : public HttpHandler {
   AdmissionQueue admission_;
   RateLimiter rate_limiter_;
   std::vector<std::string> model_names_;
+  std::vector<ModelKind> model_kinds_;  // parallel to model_names_
+  std::string default_chat_model_;      // the first chat (or decide) model, else the first
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> job_counter_{0};
   int64_t created_ = 0;

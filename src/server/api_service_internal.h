@@ -1,5 +1,5 @@
-// Internal to ApiService (api_service.cc, api_jobs.cc): the error objects it answers with
-// and small helpers.
+// Internal to ApiService (api_service.cc, api_jobs.cc, api_tasks.cc): the error objects it
+// answers with, small helpers, and the record of a job admitted to the worker.
 #pragma once
 
 #include <cctype>
@@ -159,3 +159,42 @@ inline void FillRecord(AccessRecord& r, const JobOutcome& outcome, double queue_
 }
 
 }  // namespace tessera::server::api_internal
+
+namespace tessera::server {
+
+// A job admitted to the worker: the admission slot and the routing are released exactly once,
+// by the destructor, whichever way the request ends.
+struct ApiService::ActiveJob {
+  ApiService* service = nullptr;
+  uint64_t ticket = 0;
+  uint64_t job_id = 0;
+  bool submitted = false;
+  bool finished = false;     // a terminal message arrived (or the worker died)
+  bool client_gone = false;  // the client went away while it waited
+  bool chat = false;         // which endpoint (names the param of a too-long prompt)
+  Clock::time_point admitted_at;
+  Clock::time_point submitted_at;
+  Clock::time_point deadline;
+  std::shared_ptr<HttpExchange> exchange;
+  std::shared_ptr<JobChannel> channel = std::make_shared<JobChannel>();
+
+  ~ActiveJob() {
+    if (service == nullptr) return;
+    if (submitted) {
+      if (!finished) {
+        // Cancel and wait (bounded) for the worker to stop, so the next job starts clean.
+        service->supervisor_.Cancel(job_id);
+        const auto limit = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+        while (auto ev = channel->Wait(limit)) {
+          if (ev->worker_died) break;
+          auto type = PeekMessageType(ev->frame);
+          if (type && (*type == MessageType::kDone || *type == MessageType::kJobError)) break;
+        }
+      }
+      service->supervisor_.Release(job_id);
+    }
+    service->admission_.Leave(ticket, api_internal::MsBetween(admitted_at, Clock::now()) / 1000.0);
+  }
+};
+
+}  // namespace tessera::server

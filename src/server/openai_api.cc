@@ -1,13 +1,13 @@
 #include "server/openai_api.h"
 
-#include <charconv>
-
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "sampling/sampling_params.h"
 #include "server/guards.h"
+#include "server/json_fields.h"
 #include "server/openai_fields.h"
 
 namespace tessera::server {
@@ -43,13 +43,6 @@ std::variant<ojson, ApiError> ParseJsonBody(const std::string& body) {
 
 namespace {
 
-// A field present and not null.
-const ojson* Field(const ojson& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
 std::optional<ApiError> ReadModel(const ojson& body, const std::string& default_model,
                                   std::string* model) {
   const ojson* v = Field(body, "model");
@@ -80,14 +73,6 @@ std::optional<ApiError> ReadInt(const ojson& body, const char* name, std::option
     return InvalidField(name, std::string(name) + " is too large");
   }
   *out = v->get<int64_t>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> ReadBool(const ojson& body, const char* name, bool* out) {
-  const ojson* v = Field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_boolean()) return InvalidField(name, std::string(name) + " must be true or false");
-  *out = v->get<bool>();
   return std::nullopt;
 }
 

@@ -14,6 +14,7 @@
 #include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
 #include "server/generation_job.h"
+#include "server/task_job.h"
 #include "server/worker_protocol.h"
 
 namespace tessera::server {
@@ -25,6 +26,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 struct ResidentModel {
   std::string name;
+  ModelKindInfo kind;  // the checkpoint's, with the operator's declared kind
   std::unique_ptr<LoadedModel> model;
   std::shared_ptr<const TokenVocabulary> vocabulary;  // built on first constrained job
   int active_jobs = 0;
@@ -117,7 +119,8 @@ class Worker {
 
   void CancelJob(uint64_t job_id) {
     if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-      it->second.job->Cancel();
+      if (it->second.job) it->second.job->Cancel();
+      if (it->second.task) it->second.task->Cancel();
       return;
     }
     // A job waiting for its model to be loaded: answered at once, without running.
@@ -158,6 +161,8 @@ class Worker {
       resident_.erase(lru);
     }
     auto t0 = std::chrono::steady_clock::now();
+    TS_ASSIGN_OR_RETURN(ModelKindInfo kind, DetectModelKind(entry->dir));
+    kind.kind = entry->kind;
     ModelLoadOptions o;
     o.placement = options_.placement;
     o.context = options_.context;
@@ -172,6 +177,7 @@ class Worker {
     TS_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Open(entry->dir, o, log));
     auto m = std::make_unique<ResidentModel>();
     m->name = name;
+    m->kind = std::move(kind);
     m->model = std::move(loaded);
     m->last_used = clock_;
     *load_ms = MsSince(t0);
@@ -229,7 +235,47 @@ class Worker {
       case JobKind::kCompletion:
         if (auto failure = Start(m, job, load_ms)) Fail(job.job_id, *failure);
         return;
+      case JobKind::kEmbed:
+      case JobKind::kRerank:
+      case JobKind::kClassify:
+      case JobKind::kModerate:
+        if (auto failure = StartTask(m, job)) Fail(job.job_id, *failure);
+        return;
     }
+  }
+
+  // The kind each task needs of its model (the server routes by kind; this is the worker's
+  // own check of what it was sent).
+  static ModelKind KindFor(JobKind kind) {
+    switch (kind) {
+      case JobKind::kEmbed:
+        return ModelKind::kEmbed;
+      case JobKind::kRerank:
+        return ModelKind::kRerank;
+      case JobKind::kClassify:
+        return ModelKind::kClassify;
+      default:
+        return ModelKind::kGuard;
+    }
+  }
+
+  std::optional<JobFailure> StartTask(ResidentModel& m, const JobRequest& job) {
+    if (m.kind.kind != KindFor(job.kind)) {
+      return JobFailure{JobErrorKind::kInvalidRequest,
+                        "model: '" + m.name + "' is a " + std::string(ModelKindName(m.kind.kind)) +
+                            " model; this endpoint needs a " +
+                            std::string(ModelKindName(KindFor(job.kind))) + " model"};
+    }
+    auto send = [this](const std::string& frame) { Send(frame); };
+    auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
+    auto started = TaskJob::Start(job, *m.model, m.kind, send, on_end);
+    if (auto* failure = std::get_if<JobFailure>(&started)) return *failure;
+    ++m.active_jobs;
+    RunningJob running;
+    running.model = &m;
+    running.task = std::move(std::get<std::unique_ptr<TaskJob>>(started));
+    jobs_[job.job_id] = std::move(running);
+    return std::nullopt;
   }
 
   void Tokenize(const ResidentModel& m, const JobRequest& job) {
@@ -271,13 +317,17 @@ class Worker {
     auto started = GenerationJob::Start(job, *m.model, vocabulary, load_ms, send, on_end);
     if (auto* failure = std::get_if<JobFailure>(&started)) return *failure;
     ++m.active_jobs;
-    jobs_[job.job_id] = {&m, std::move(std::get<std::unique_ptr<GenerationJob>>(started))};
+    RunningJob running;
+    running.model = &m;
+    running.job = std::move(std::get<std::unique_ptr<GenerationJob>>(started));
+    jobs_[job.job_id] = std::move(running);
     return std::nullopt;
   }
 
   struct RunningJob {
     ResidentModel* model = nullptr;
-    std::unique_ptr<GenerationJob> job;
+    std::unique_ptr<GenerationJob> job;  // chat and completions
+    std::unique_ptr<TaskJob> task;       // the task endpoints
   };
 
   int fd_;
@@ -291,6 +341,43 @@ class Worker {
 };
 
 }  // namespace
+
+Status ResolveModelKinds(std::vector<ModelEntry>& models,
+                         const std::vector<std::string>& declared) {
+  for (ModelEntry& m : models) {
+    auto info = DetectModelKind(m.dir);
+    if (!info) return info.status().WithContext("model '" + m.name + "'");
+    m.kind = info->kind;
+  }
+  for (const std::string& spec : declared) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--kind '" + spec + "' must be NAME=KIND");
+    }
+    const std::string name = spec.substr(0, eq);
+    auto kind = ParseModelKind(spec.substr(eq + 1));
+    if (!kind) {
+      return InvalidArgument("--kind '" + spec +
+                             "': the kind must be chat, embed, rerank, guard, classify or decide");
+    }
+    auto it = std::find_if(models.begin(), models.end(),
+                           [&](const ModelEntry& m) { return m.name == name; });
+    if (it == models.end())
+      return InvalidArgument("--kind '" + spec + "': no model is named " + name);
+    const bool causal = it->kind == ModelKind::kChat || it->kind == ModelKind::kRerank ||
+                        it->kind == ModelKind::kGuard || it->kind == ModelKind::kDecide;
+    const bool to_causal = *kind == ModelKind::kChat || *kind == ModelKind::kRerank ||
+                           *kind == ModelKind::kGuard || *kind == ModelKind::kDecide;
+    if (*kind != it->kind && !(causal && to_causal)) {
+      return InvalidArgument("--kind '" + spec + "': the checkpoint of '" + name + "' is a " +
+                             std::string(ModelKindName(it->kind)) +
+                             " model; it cannot be served as " + std::string(ModelKindName(*kind)) +
+                             " (only a causal LM may be declared rerank, guard or decide)");
+    }
+    it->kind = *kind;
+  }
+  return Status::Ok();
+}
 
 int RunWorker(int fd, const WorkerOptions& options) {
   Worker worker(fd, options);

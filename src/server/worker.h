@@ -16,14 +16,24 @@
 
 #include <string>
 #include <vector>
+
 #include "backend/backend.h"
+#include "format/model_kind.h"
 
 namespace tessera::server {
 
 struct ModelEntry {
   std::string name;  // what requests call it
   std::string dir;   // the checkpoint folder
+  // What it serves: recognised from the checkpoint (DetectModelKind) or declared by the
+  // operator for causal LMs that are rerankers, guards or deciders (ResolveModelKinds).
+  ModelKind kind = ModelKind::kChat;
 };
+
+// Sets each model's kind from its checkpoint, then from `declared` ("NAME=KIND" entries, e.g.
+// "guard=guard"): a declaration may make a causal LM a rerank, guard or decide model, never
+// change what the checkpoint itself says it is. Errors name the model and what was found.
+Status ResolveModelKinds(std::vector<ModelEntry>& models, const std::vector<std::string>& declared);
 
 struct WorkerOptions {
   std::vector<ModelEntry> models;  // the first is the default, loaded at start

@@ -181,7 +181,7 @@ void DescribeChatMessage(Io& io, M& m) {
 template <typename Io, typename M>
 void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobRequest> {
   io(m.job_id);
-  io.Enum(m.kind, JobKind::kChat, JobKind::kDetokenize);
+  io.Enum(m.kind, JobKind::kChat, JobKind::kModerate);
   io(m.model);
   io(m.prompt);
   io.List(m.messages, 20, kMaxListElements, [&](auto& msg) { DescribeChatMessage(io, msg); });
@@ -211,6 +211,29 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobReq
              "a logit bias out of range");
   });
   io.Check(m.n >= 1 && m.n <= kMaxChoices, "n is outside 1..16");
+  io.List(m.inputs, 4, kMaxListElements);
+  io.List(m.input_ids, 4, kMaxListElements, [&](auto& ids) { io.List(ids, 4, kMaxListElements); });
+  io(m.query);
+  io(m.instruction);
+  io(m.dimensions);
+  io(m.truncate_prompt_tokens);
+  io(m.use_activation);
+  io(m.max_input_tokens);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TaskResultMessage> {
+  io(m.job_id);
+  io.List(m.items, 24, kMaxListElements, [&](auto& item) {
+    io(item.index);
+    io.List(item.values, 4, kMaxListElements);
+    io(item.label);
+    io(item.tokens);
+  });
+  io.List(m.labels, 4, kMaxListElements);
+  io(m.prompt_tokens);
+  io(m.queue_ms);
+  io(m.run_ms);
 }
 
 template <typename Io, typename M>
@@ -336,6 +359,7 @@ Expected<MessageType> PeekMessageType(std::string_view payload) {
     case MessageType::kJobError:
     case MessageType::kTokens:
     case MessageType::kText:
+    case MessageType::kTaskResult:
       return static_cast<MessageType>(t);
   }
   return InvalidArgument("worker message: unknown type " + std::to_string(t));
@@ -370,6 +394,7 @@ TESSERA_WORKER_MESSAGE(DoneMessage)
 TESSERA_WORKER_MESSAGE(JobErrorMessage)
 TESSERA_WORKER_MESSAGE(TokensMessage)
 TESSERA_WORKER_MESSAGE(TextMessage)
+TESSERA_WORKER_MESSAGE(TaskResultMessage)
 #undef TESSERA_WORKER_MESSAGE
 
 Status WriteFrame(int fd, std::string_view payload) {

@@ -31,18 +31,30 @@ namespace tessera::server {
 inline constexpr uint32_t kMaxFrameBytes = 16u << 20;  // larger than any valid message
 
 enum class MessageType : uint8_t {
-  kJobRequest = 1,  // server -> worker
-  kCancel = 2,      // server -> worker
-  kReady = 10,      // worker -> server: models loaded and warmed, jobs accepted
-  kStarted = 11,    // the prompt is tokenized and fits; sampling resolved
-  kDelta = 12,      // generated text (maybe empty while a stop string is pending) + logprobs
-  kDone = 13,       // the job ended normally
-  kJobError = 14,   // the job failed; nothing more follows for it
-  kTokens = 15,     // tokenize result
-  kText = 16,       // detokenize result
+  kJobRequest = 1,   // server -> worker
+  kCancel = 2,       // server -> worker
+  kReady = 10,       // worker -> server: models loaded and warmed, jobs accepted
+  kStarted = 11,     // the prompt is tokenized and fits; sampling resolved
+  kDelta = 12,       // generated text (maybe empty while a stop string is pending) + logprobs
+  kDone = 13,        // the job ended normally
+  kJobError = 14,    // the job failed; nothing more follows for it
+  kTokens = 15,      // tokenize result
+  kText = 16,        // detokenize result
+  kTaskResult = 17,  // embeddings, rerank scores, classes, moderation labels
 };
 
-enum class JobKind : uint8_t { kChat = 1, kCompletion = 2, kTokenize = 3, kDetokenize = 4 };
+enum class JobKind : uint8_t {
+  kChat = 1,
+  kCompletion = 2,
+  kTokenize = 3,
+  kDetokenize = 4,
+  // Task jobs (answered by one TaskResultMessage): each input is a text (`inputs`) or token ids
+  // (`input_ids`, embed and classify).
+  kEmbed = 5,     // one vector per input; `instruction` is the prompt name ("query") or empty
+  kRerank = 6,    // one relevance score per document (`inputs`) for `query`
+  kClassify = 7,  // class probabilities per input
+  kModerate = 8,  // guard label scores per input, or for `messages` when given
+};
 
 inline constexpr int32_t kMaxChoices = 16;  // n
 
@@ -75,6 +87,15 @@ struct JobRequest {
   // logit_bias: added to the token's logit before each choice (and before any grammar mask);
   // at most kMaxLogitBias entries of -100..100.
   std::vector<std::pair<int32_t, double>> logit_bias;
+  // Task jobs.
+  std::vector<std::string> inputs;
+  std::vector<std::vector<int32_t>> input_ids;
+  std::string query;                    // rerank
+  std::string instruction;              // rerank: the task instruction; embed: the prompt name
+  int32_t dimensions = 0;               // embed: keep the first dimensions (0: all)
+  int32_t truncate_prompt_tokens = -1;  // classify: keep the last N tokens (-1: none)
+  bool use_activation = true;           // classify: softmax (else raw scores)
+  int64_t max_input_tokens = 0;         // an input past this is refused (0: the context)
 };
 
 struct CancelRequest {
@@ -188,6 +209,24 @@ struct TextMessage {
   static constexpr MessageType kType = MessageType::kText;
   uint64_t job_id = 0;
   std::string text;
+};
+
+// One answer of a task job, for input `index`.
+struct TaskItem {
+  int32_t index = 0;
+  std::vector<float> values;  // embedding; {score}; class probabilities; label scores
+  std::string label;          // classify, moderate: the winning label
+  int64_t tokens = 0;         // the input's prompt tokens
+};
+
+struct TaskResultMessage {
+  static constexpr MessageType kType = MessageType::kTaskResult;
+  uint64_t job_id = 0;
+  std::vector<TaskItem> items;      // in input order
+  std::vector<std::string> labels;  // classify, moderate: every class name, by index
+  int64_t prompt_tokens = 0;
+  double queue_ms = 0;
+  double run_ms = 0;
 };
 
 // The type byte of a payload; InvalidArgument for an empty payload or an unknown type.

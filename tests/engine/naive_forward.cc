@@ -239,8 +239,8 @@ Mat DeltaNet(const Weights& W, const ModelConfig& c, const std::string& p, const
 
 }  // namespace
 
-std::vector<std::vector<double>> NaiveForward(const Checkpoint& ckpt,
-                                              const std::vector<int32_t>& tokens) {
+std::vector<std::vector<double>> NaiveFinalHidden(const Checkpoint& ckpt,
+                                                  const std::vector<int32_t>& tokens) {
   const ModelConfig& c = ckpt.config;
   const Weights W(ckpt);
   const size_t n = tokens.size(), H = static_cast<size_t>(c.hidden_size);
@@ -302,7 +302,16 @@ std::vector<std::vector<double>> NaiveForward(const Checkpoint& ckpt,
   Vec w_final = W.Load(root + "norm.weight");
   Mat xn(n);
   for (size_t t = 0; t < n; ++t) xn[t] = Norm(x[t], w_final, eps, one_plus);
-  Mat logits = W.Linear(xn, c.tie_word_embeddings ? root + "embed_tokens.weight" : c.lm_head_name);
+  return xn;
+}
+
+std::vector<std::vector<double>> NaiveForward(const Checkpoint& ckpt,
+                                              const std::vector<int32_t>& tokens) {
+  const ModelConfig& c = ckpt.config;
+  const Weights W(ckpt);
+  const Mat xn = NaiveFinalHidden(ckpt, tokens);
+  Mat logits = W.Linear(
+      xn, c.tie_word_embeddings ? c.tensor_prefix + "embed_tokens.weight" : c.lm_head_name);
   if (c.family == ModelFamily::kMiniCpm) {
     for (auto& row : logits) {
       for (double& v : row) v *= c.logit_scale;

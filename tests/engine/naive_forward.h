@@ -14,4 +14,9 @@ namespace tessera::test {
 std::vector<std::vector<double>> NaiveForward(const Checkpoint& ckpt,
                                               const std::vector<int32_t>& tokens);
 
+// The hidden state [n_tokens][hidden] after the final norm (what the LM head, a score head or
+// last-token pooling reads).
+std::vector<std::vector<double>> NaiveFinalHidden(const Checkpoint& ckpt,
+                                                  const std::vector<int32_t>& tokens);
+
 }  // namespace tessera::test

@@ -1,11 +1,14 @@
 // Writes the tiny chat model the server end-to-end tests serve: a synthetic Llama with a
 // working byte-level BPE tokenizer and a ChatML template (src/model/synthetic_checkpoint.h).
 //
-//   make_test_model OUT_DIR [--slow | --qwen TOKENIZER_DIR]
+//   make_test_model OUT_DIR [--slow | --qwen TOKENIZER_DIR | --embed | --classify]
 // --slow: wider and with a 4096-token context, so a long generation takes many seconds on
 // the reference backend (for queue, deadline and kill tests).
 // --qwen DIR: the real Qwen2.5 tokenizer and chat template copied from DIR (tool calls,
 // structured outputs over a real vocabulary), with random weights at Qwen's padded vocabulary.
+// --embed: a tiny Qwen3 with Qwen3-Embedding's sentence-transformers files (last-token
+// pooling, normalised, a "query" prompt) and an 8192-position context.
+// --classify: a tiny Qwen3ForSequenceClassification with three labels.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +32,22 @@ int main(int argc, char** argv) {
     spec.kv_heads = 4;
     spec.head_dim = 64;
     spec.max_position = 4096;
+  }
+  const std::string mode = argc > 2 ? argv[2] : "";
+  if (mode == "--embed" || mode == "--classify") {
+    spec.family = tessera::ModelFamily::kQwen3;
+    spec.hidden = 64;
+    spec.intermediate = 96;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.head_dim = 16;
+    if (mode == "--embed") {
+      spec.sentence_transformers = true;
+      spec.max_position = 8192;
+    } else {
+      spec.class_labels = {"negative", "neutral", "positive"};
+      spec.seed = 5;
+    }
   }
   if (argc > 3 && std::string(argv[2]) == "--qwen") {
     spec.family = tessera::ModelFamily::kQwen2;

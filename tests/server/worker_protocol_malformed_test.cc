@@ -44,6 +44,7 @@ const std::vector<Codec>& Codecs() {
       {MessageType::kJobError, "JobError", Reencode<JobErrorMessage>},
       {MessageType::kTokens, "Tokens", Reencode<TokensMessage>},
       {MessageType::kText, "Text", Reencode<TextMessage>},
+      {MessageType::kTaskResult, "TaskResult", Reencode<TaskResultMessage>},
   };
   return codecs;
 }
@@ -96,6 +97,20 @@ std::vector<Sample> Samples() {
   detokenize.kind = JobKind::kDetokenize;
   detokenize.ids = {1, -1, 70000};
   out.push_back({MessageType::kJobRequest, Encode(detokenize)});
+  JobRequest embed;
+  embed.kind = JobKind::kEmbed;
+  embed.input_ids = {{1, 2}, {3}};
+  embed.instruction = "query";
+  embed.dimensions = 64;
+  embed.max_input_tokens = 4096;
+  out.push_back({MessageType::kJobRequest, Encode(embed)});
+  JobRequest rerank;
+  rerank.kind = JobKind::kRerank;
+  rerank.query = "q";
+  rerank.inputs = {"a", "", "b"};
+  rerank.truncate_prompt_tokens = 7;
+  rerank.use_activation = false;
+  out.push_back({MessageType::kJobRequest, Encode(rerank)});
   out.push_back({MessageType::kCancel, Encode(CancelRequest{42})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{"stories"})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{""})});
@@ -155,6 +170,15 @@ std::vector<Sample> Samples() {
   out.push_back({MessageType::kTokens, Encode(TokensMessage{1, {}})});
   out.push_back({MessageType::kText, Encode(TextMessage{1, "t"})});
   out.push_back({MessageType::kText, Encode(TextMessage{8, ""})});
+  TaskResultMessage task;
+  task.job_id = 9;
+  task.items = {{0, {0.5f, -0.25f}, "Safe", 12}, {1, {}, "", 0}};
+  task.labels = {"Safe", "Unsafe", "Controversial"};
+  task.prompt_tokens = 12;
+  task.queue_ms = 0.5;
+  task.run_ms = 3.25;
+  out.push_back({MessageType::kTaskResult, Encode(task)});
+  out.push_back({MessageType::kTaskResult, Encode(TaskResultMessage{})});
   return out;
 }
 
@@ -194,7 +218,7 @@ TEST(WorkerProtocolMalformed, EveryMessageTypeHasACodecAndSamplesThatRoundTrip) 
   std::set<MessageType> codec_types, sample_types;
   for (const Codec& c : Codecs()) codec_types.insert(c.type);
   for (const Sample& s : Samples()) sample_types.insert(s.type);
-  EXPECT_EQ(types.size(), 9u);
+  EXPECT_EQ(types.size(), 10u);
   EXPECT_EQ(codec_types, types) << "a message type without a codec in this test";
   EXPECT_EQ(sample_types, types) << "a message type without a sample in this test";
   for (const Sample& s : Samples()) {

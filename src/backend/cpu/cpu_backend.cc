@@ -244,6 +244,25 @@ class CpuBackend final : public Backend {
     return Status::Ok();
   }
 
+  Status FinalNorm(std::span<const float> hidden, int64_t n_rows, std::span<float> out) override {
+    if (lm_head_.rows == 0) return Internal("cpu backend: LM head not loaded");
+    if (n_rows < 0 || hidden.size() != static_cast<size_t>(n_rows * spec_.hidden) ||
+        out.size() != hidden.size()) {
+      return Internal("cpu backend: final-norm buffers do not match n_rows");
+    }
+    const size_t width = static_cast<size_t>(spec_.hidden);
+    for (int64_t done = 0; done < n_rows;) {
+      const int64_t n = std::min(kMaxBlockRows, n_rows - done);
+      NormRows(hidden.data() + done * spec_.hidden, final_norm_, n);
+      for (int64_t r = 0; r < n; ++r) {
+        std::copy_n(xn_.data() + r * hidden_stride_, width,
+                    out.data() + static_cast<size_t>(done + r) * width);
+      }
+      done += n;
+    }
+    return Status::Ok();
+  }
+
   int64_t ResumablePosition(int slot, int64_t wanted) const override {
     return state_.Resumable(slot, wanted);
   }

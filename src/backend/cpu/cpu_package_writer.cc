@@ -86,6 +86,7 @@ std::vector<CpuPackageTensor> PlanCpuPackageTensors(const Checkpoint& source, We
   // Tied: the embedding is the LM head's matrix, stored once, packed (see the header).
   if (!source.config.tie_word_embeddings) copy(t.embed);
   copy(t.final_norm);
+  copy(t.score);
   for (size_t i = 0; i < t.layers.size(); ++i) {
     const LayerTensors& L = t.layers[i];
     for (const TensorRef* ref : {&L.input_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.o_bias,

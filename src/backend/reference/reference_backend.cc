@@ -235,6 +235,19 @@ class ReferenceBackend final : public Backend {
     return Status::Ok();
   }
 
+  Status FinalNorm(std::span<const float> hidden, int64_t n_rows, std::span<float> out) override {
+    if (final_norm_.empty()) return Internal("reference backend: final norm not loaded");
+    if (n_rows < 0 || hidden.size() != static_cast<size_t>(n_rows * spec_.hidden) ||
+        out.size() != hidden.size()) {
+      return Internal("reference backend: final-norm buffers do not match n_rows");
+    }
+    for (int64_t r = 0; r < n_rows; ++r) {
+      RmsNorm(hidden.data() + r * spec_.hidden, final_norm_.data(), spec_.hidden, spec_.eps,
+              out.data() + r * spec_.hidden);
+    }
+    return Status::Ok();
+  }
+
   int64_t ResumablePosition(int slot, int64_t wanted) const override {
     return state_.Resumable(slot, wanted);
   }

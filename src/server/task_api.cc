@@ -1,0 +1,446 @@
+#include "server/task_api.h"
+
+#include "server/json_fields.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string_view>
+
+namespace tessera::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+// What each endpoint implements; any other non-null field is a 400 naming it.
+constexpr std::string_view kEmbeddingFields[] = {"model",      "input",       "encoding_format",
+                                                 "dimensions", "prompt_name", "user"};
+constexpr std::string_view kRerankFields[] = {"model",
+                                              "query",
+                                              "documents",
+                                              "top_n",
+                                              "instruction",
+                                              "return_documents",
+                                              "max_chunks_per_doc"};
+constexpr std::string_view kModerationFields[] = {"model", "input", "messages", "strict"};
+constexpr std::string_view kClassifyFields[] = {
+    "model", "input", "use_activation", "truncate_prompt_tokens", "add_special_tokens", "user"};
+
+std::span<const std::string_view> FieldsOf(TaskEndpoint e) {
+  switch (e) {
+    case TaskEndpoint::kEmbeddings:
+      return kEmbeddingFields;
+    case TaskEndpoint::kRerank:
+      return kRerankFields;
+    case TaskEndpoint::kModerations:
+      return kModerationFields;
+    case TaskEndpoint::kClassify:
+      return kClassifyFields;
+  }
+  return {};
+}
+
+std::optional<ApiError> ReadInt(const ojson& body, const char* name, int64_t lo, int64_t hi,
+                                std::optional<int64_t>* out) {
+  const ojson* v = Field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer() ||
+      (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      v->get<int64_t>() < lo || v->get<int64_t>() > hi) {
+    return InvalidField(name, std::string(name) + " must be an integer from " + std::to_string(lo) +
+                                  " to " + std::to_string(hi));
+  }
+  *out = v->get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> TooMany(const char* name, size_t n) {
+  if (n == 0) return InvalidField(name, std::string(name) + " must not be empty");
+  if (n > kMaxTaskInputs) {
+    return InvalidField(name, std::string(name) + " has " + std::to_string(n) +
+                                  " entries, more than the limit of " +
+                                  std::to_string(kMaxTaskInputs) + " per request; split it");
+  }
+  return std::nullopt;
+}
+
+bool IsTokenId(const ojson& v) {
+  return v.is_number_integer() && v.get<int64_t>() >= 0 &&
+         v.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+}
+
+// `input` as a string, a list of strings, a list of token ids, or a list of token-id lists.
+std::optional<ApiError> ReadInputs(const ojson& body, JobRequest* job, bool allow_ids) {
+  const ojson* v = Field(body, "input");
+  if (v == nullptr) return InvalidField("input", "input is required");
+  const char* shapes = allow_ids
+                           ? "input must be a string, a list of strings, a list of token ids or "
+                             "a list of token-id lists"
+                           : "input must be a string or a list of strings";
+  if (v->is_string()) {
+    job->inputs.push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return InvalidField("input", shapes);
+  if (auto e = TooMany("input", v->size())) return e;
+  if (allow_ids && (*v)[0].is_number()) {  // one input as token ids
+    if (v->size() > static_cast<size_t>(kMaxEmbeddingTokens) * 16) {
+      return InvalidField("input", "input holds too many token ids");
+    }
+    std::vector<int32_t> ids;
+    for (const ojson& t : *v) {
+      if (!IsTokenId(t)) return InvalidField("input", "token ids must be non-negative integers");
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    job->input_ids.push_back(std::move(ids));
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const ojson& item = (*v)[i];
+    const std::string at = "input[" + std::to_string(i) + "]";
+    if (item.is_string() && job->input_ids.empty()) {
+      job->inputs.push_back(item.get<std::string>());
+    } else if (allow_ids && item.is_array() && job->inputs.empty()) {
+      std::vector<int32_t> ids;
+      for (const ojson& t : item) {
+        if (!IsTokenId(t))
+          return InvalidField(at, at + ": token ids must be non-negative integers");
+        ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+      }
+      if (ids.empty()) return InvalidField(at, at + " is an empty token list");
+      job->input_ids.push_back(std::move(ids));
+    } else {
+      return InvalidField(at, std::string(shapes) + " (all entries of one kind)");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseEmbeddings(const ojson& body, TaskRequest* r) {
+  r->job.kind = JobKind::kEmbed;
+  if (auto e = ReadInputs(body, &r->job, true)) return e;
+  r->job.max_input_tokens = kMaxEmbeddingTokens;
+  std::string format = "float";
+  if (auto e = ReadString(body, "encoding_format", &format)) return e;
+  if (format != "float" && format != "base64") {
+    return InvalidField("encoding_format", "encoding_format must be \"float\" or \"base64\"");
+  }
+  r->base64 = format == "base64";
+  std::optional<int64_t> dims;
+  if (auto e = ReadInt(body, "dimensions", 32, 1024, &dims)) return e;
+  r->job.dimensions = static_cast<int32_t>(dims.value_or(0));
+  std::string prompt;
+  if (auto e = ReadString(body, "prompt_name", &prompt)) return e;
+  if (!prompt.empty() && prompt != "query" && prompt != "document") {
+    return InvalidField("prompt_name", "prompt_name must be \"query\" or \"document\"");
+  }
+  r->job.instruction = prompt;
+  std::string user;
+  return ReadString(body, "user", &user);  // accepted: an end-user id for abuse tracking
+}
+
+std::optional<ApiError> ParseRerank(const ojson& body, TaskRequest* r) {
+  r->job.kind = JobKind::kRerank;
+  const ojson* query = Field(body, "query");
+  if (query == nullptr || !query->is_string()) {
+    return InvalidField("query", "query is required and must be a string");
+  }
+  r->job.query = query->get<std::string>();
+  const ojson* docs = Field(body, "documents");
+  if (docs == nullptr || !docs->is_array()) {
+    return InvalidField("documents", "documents is required: a list of strings or {\"text\"}");
+  }
+  if (auto e = TooMany("documents", docs->size())) return e;
+  for (size_t i = 0; i < docs->size(); ++i) {
+    const ojson& d = (*docs)[i];
+    const std::string at = "documents[" + std::to_string(i) + "]";
+    if (d.is_string()) {
+      r->job.inputs.push_back(d.get<std::string>());
+    } else if (d.is_object() && d.contains("text") && d["text"].is_string() && d.size() == 1) {
+      r->job.inputs.push_back(d["text"].get<std::string>());
+    } else {
+      return InvalidField(at, at + " must be a string or {\"text\": string}");
+    }
+  }
+  std::optional<int64_t> top_n;
+  if (auto e = ReadInt(body, "top_n", 1, std::numeric_limits<int32_t>::max(), &top_n)) return e;
+  r->top_n = top_n.value_or(-1);
+  if (auto e = ReadBool(body, "return_documents", &r->return_documents)) return e;
+  if (auto e = ReadString(body, "instruction", &r->job.instruction)) return e;
+  std::optional<int64_t> chunks;
+  if (auto e = ReadInt(body, "max_chunks_per_doc", 1, 1, &chunks)) return e;  // one chunk only
+  r->job.max_input_tokens = 8192;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
+  r->job.kind = JobKind::kModerate;
+  if (auto e = ReadBool(body, "strict", &r->strict)) return e;
+  r->job.max_input_tokens = 8192;
+  const ojson* messages = Field(body, "messages");
+  const ojson* input = Field(body, "input");
+  if ((messages == nullptr) == (input == nullptr)) {
+    return InvalidField(messages ? "messages" : "input",
+                        "give exactly one of input (text to judge) and messages (a conversation)");
+  }
+  if (messages != nullptr) {
+    if (!messages->is_array() || messages->empty() || messages->size() > kMaxMessages) {
+      return InvalidField("messages", "messages must be a non-empty list of {role, content}");
+    }
+    for (size_t i = 0; i < messages->size(); ++i) {
+      const ojson& m = (*messages)[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+          !m.contains("content") || !m["content"].is_string()) {
+        return InvalidField(at, at + " must be {\"role\": string, \"content\": string}");
+      }
+      const std::string role = m["role"].get<std::string>();
+      if (role != "system" && role != "user" && role != "assistant") {
+        return InvalidField(at + ".role", at + ".role must be system, user or assistant");
+      }
+      for (const auto& [key, value] : m.items()) {
+        if (key != "role" && key != "content" && !value.is_null()) {
+          return InvalidField(at + "." + key, at + "." + key + " is not supported here");
+        }
+      }
+      r->job.messages.push_back({role, m["content"].get<std::string>(), "", "", ""});
+    }
+    // Judge the assistant's reply when it is last, else the conversation up to the last user
+    // message.
+    auto& msgs = r->job.messages;
+    if (msgs.back().role != "assistant") {
+      while (!msgs.empty() && msgs.back().role != "user") msgs.pop_back();
+      if (msgs.empty()) return InvalidField("messages", "messages hold no user message to judge");
+    }
+    r->job.inputs.push_back("");  // one result
+    return std::nullopt;
+  }
+  if (input->is_string()) {
+    r->job.inputs.push_back(input->get<std::string>());
+    return std::nullopt;
+  }
+  if (!input->is_array()) {
+    return InvalidField("input", "input must be a string, a list of strings or of text parts");
+  }
+  if (auto e = TooMany("input", input->size())) return e;
+  for (size_t i = 0; i < input->size(); ++i) {
+    const ojson& item = (*input)[i];
+    const std::string at = "input[" + std::to_string(i) + "]";
+    if (item.is_string()) {
+      r->job.inputs.push_back(item.get<std::string>());
+    } else if (item.is_object() && item.value("type", "") == "text" && item.contains("text") &&
+               item["text"].is_string()) {
+      r->job.inputs.push_back(item["text"].get<std::string>());
+    } else if (item.is_object() && item.value("type", "") == "image_url") {
+      return InvalidField(at, at + ": images are not supported; the guard model reads text");
+    } else {
+      return InvalidField(at, at + " must be a string or {\"type\": \"text\", \"text\": string}");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseClassify(const ojson& body, TaskRequest* r) {
+  r->job.kind = JobKind::kClassify;
+  if (auto e = ReadInputs(body, &r->job, true)) return e;
+  if (auto e = ReadBool(body, "use_activation", &r->job.use_activation)) return e;
+  if (auto e = ReadBool(body, "add_special_tokens", &r->job.add_special_tokens)) return e;
+  std::optional<int64_t> truncate;
+  if (auto e = ReadInt(body, "truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max(),
+                       &truncate)) {
+    return e;
+  }
+  if (truncate && *truncate == 0) {
+    return InvalidField("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 or >= 1");
+  }
+  r->job.truncate_prompt_tokens = static_cast<int32_t>(truncate.value_or(-1));
+  std::string user;
+  return ReadString(body, "user", &user);
+}
+
+// OpenAI's moderation categories: a guard model does not score them, so all are false / 0.
+constexpr const char* kOpenAiCategories[] = {"harassment",
+                                             "harassment/threatening",
+                                             "hate",
+                                             "hate/threatening",
+                                             "illicit",
+                                             "illicit/violent",
+                                             "self-harm",
+                                             "self-harm/intent",
+                                             "self-harm/instructions",
+                                             "sexual",
+                                             "sexual/minors",
+                                             "violence",
+                                             "violence/graphic"};
+
+}  // namespace
+
+ModelKind KindFor(TaskEndpoint endpoint) {
+  switch (endpoint) {
+    case TaskEndpoint::kEmbeddings:
+      return ModelKind::kEmbed;
+    case TaskEndpoint::kRerank:
+      return ModelKind::kRerank;
+    case TaskEndpoint::kModerations:
+      return ModelKind::kGuard;
+    case TaskEndpoint::kClassify:
+      return ModelKind::kClassify;
+  }
+  return ModelKind::kChat;
+}
+
+std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, const ojson& body) {
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_null()) continue;
+    const auto fields = FieldsOf(endpoint);
+    if (std::find(fields.begin(), fields.end(), key) == fields.end()) {
+      return InvalidField(key, "unsupported field '" + key + "' for this endpoint");
+    }
+  }
+  TaskRequest r;
+  r.endpoint = endpoint;
+  if (const ojson* model = Field(body, "model")) {
+    if (!model->is_string()) return InvalidField("model", "model must be a string");
+    r.job.model = model->get<std::string>();
+  }
+  std::optional<ApiError> e;
+  switch (endpoint) {
+    case TaskEndpoint::kEmbeddings:
+      e = ParseEmbeddings(body, &r);
+      break;
+    case TaskEndpoint::kRerank:
+      e = ParseRerank(body, &r);
+      break;
+    case TaskEndpoint::kModerations:
+      e = ParseModerations(body, &r);
+      // OpenAI's own moderation models name no model served here: the guard answers.
+      if (r.job.model.find("moderation") != std::string::npos) r.job.model.clear();
+      break;
+    case TaskEndpoint::kClassify:
+      e = ParseClassify(body, &r);
+      break;
+  }
+  if (e) return *e;
+  return r;
+}
+
+std::string EncodeFloatsBase64(const std::vector<float>& values) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(values.size() * 4, '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], 4);
+    for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+  }
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t chunk = static_cast<uint8_t>(bytes[i]) << 16;
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    if (n > 1) chunk |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (n > 2) chunk |= static_cast<uint8_t>(bytes[i + 2]);
+    out.push_back(kAlphabet[(chunk >> 18) & 63]);
+    out.push_back(kAlphabet[(chunk >> 12) & 63]);
+    out.push_back(n > 1 ? kAlphabet[(chunk >> 6) & 63] : '=');
+    out.push_back(n > 2 ? kAlphabet[chunk & 63] : '=');
+  }
+  return out;
+}
+
+json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
+                      const std::string& model, const std::string& id, int64_t created) {
+  const int64_t tokens = result.prompt_tokens;
+  json body;
+  switch (request.endpoint) {
+    case TaskEndpoint::kEmbeddings: {
+      json data = json::array();
+      for (const TaskItem& item : result.items) {
+        json e = {{"object", "embedding"}, {"index", item.index}};
+        if (request.base64) {
+          e["embedding"] = EncodeFloatsBase64(item.values);
+        } else {
+          e["embedding"] = item.values;
+        }
+        data.push_back(std::move(e));
+      }
+      body = {{"object", "list"},
+              {"data", std::move(data)},
+              {"model", model},
+              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+      break;
+    }
+    case TaskEndpoint::kRerank: {
+      std::vector<size_t> order(result.items.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      auto score = [&](size_t i) {
+        return result.items[i].values.empty() ? 0.0f : result.items[i].values[0];
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return score(a) > score(b); });
+      if (request.top_n > 0 && static_cast<size_t>(request.top_n) < order.size()) {
+        order.resize(static_cast<size_t>(request.top_n));
+      }
+      json results = json::array();
+      for (size_t i : order) {
+        const TaskItem& item = result.items[i];
+        json r = {{"index", item.index}, {"relevance_score", score(i)}};
+        if (request.return_documents) {
+          r["document"] = {{"text", request.job.inputs[static_cast<size_t>(item.index)]}};
+        }
+        results.push_back(std::move(r));
+      }
+      body = {{"id", id},
+              {"model", model},
+              {"results", std::move(results)},
+              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+      break;
+    }
+    case TaskEndpoint::kModerations: {
+      json results = json::array();
+      for (const TaskItem& item : result.items) {
+        json label_scores = json::object();
+        for (size_t k = 0; k < result.labels.size() && k < item.values.size(); ++k) {
+          label_scores[result.labels[k]] = item.values[k];
+        }
+        json categories = json::object(), scores = json::object();
+        for (const char* c : kOpenAiCategories) {
+          categories[c] = false;
+          scores[c] = 0.0;
+        }
+        const bool flagged =
+            item.label == "Unsafe" || (request.strict && item.label == "Controversial");
+        results.push_back({{"flagged", flagged},
+                           {"label", item.label},
+                           {"label_scores", std::move(label_scores)},
+                           {"guard_categories", json::array()},
+                           {"categories", std::move(categories)},
+                           {"category_scores", std::move(scores)}});
+      }
+      body = {{"id", id}, {"model", model}, {"results", std::move(results)}};
+      break;
+    }
+    case TaskEndpoint::kClassify: {
+      json data = json::array();
+      for (const TaskItem& item : result.items) {
+        data.push_back({{"index", item.index},
+                        {"label", item.label},
+                        {"probs", item.values},
+                        {"num_classes", item.values.size()}});
+      }
+      body = {{"id", id},
+              {"object", "list"},
+              {"created", created},
+              {"model", model},
+              {"data", std::move(data)},
+              {"usage",
+               {{"prompt_tokens", tokens}, {"completion_tokens", 0}, {"total_tokens", tokens}}}};
+      break;
+    }
+  }
+  return body;
+}
+
+}  // namespace tessera::server

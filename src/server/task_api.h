@@ -1,0 +1,50 @@
+// The task endpoints' wire formats: /v1/embeddings (OpenAI), /v1/rerank and /rerank
+// (Cohere/Jina), /v1/moderations (OpenAI, answered by a Qwen3Guard model) and /classify (vLLM).
+// Each body is checked field by field (an unknown field is a 400 naming it) and becomes one
+// task JobRequest; the worker's TaskResultMessage becomes the endpoint's response body.
+//
+//   auto parsed = ParseTaskRequest(TaskEndpoint::kEmbeddings, body);
+//   if (auto* e = std::get_if<ApiError>(&parsed)) reply(e->status, ErrorBody(*e));
+//   ... submit std::get<TaskRequest>(parsed).job, receive a TaskResultMessage ...
+//   reply(200, TaskResponseBody(request, result, "model-name", id, created));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "format/model_kind.h"
+#include "server/openai_api.h"
+#include "server/worker_protocol.h"
+
+namespace tessera::server {
+
+enum class TaskEndpoint { kEmbeddings, kRerank, kModerations, kClassify };
+
+inline constexpr size_t kMaxTaskInputs = 2048;        // inputs (or documents) per request
+inline constexpr int64_t kMaxEmbeddingTokens = 4096;  // per embedding input
+
+struct TaskRequest {
+  TaskEndpoint endpoint = TaskEndpoint::kEmbeddings;
+  JobRequest job;       // kind and inputs; model empty: the server picks one by kind
+  bool base64 = false;  // embeddings: encoding_format "base64"
+  int64_t top_n = -1;   // rerank: results kept (-1: all)
+  bool return_documents = false;
+  bool strict = false;  // moderations: Controversial is flagged too
+};
+
+// The kind of model an endpoint runs on.
+ModelKind KindFor(TaskEndpoint endpoint);
+// The model field's name for messages ("model").
+std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint,
+                                                     const nlohmann::ordered_json& body);
+nlohmann::json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
+                                const std::string& model, const std::string& id, int64_t created);
+
+// OpenAI's base64 embedding: the float32 values' little-endian bytes, base64-encoded.
+std::string EncodeFloatsBase64(const std::vector<float>& values);
+
+}  // namespace tessera::server

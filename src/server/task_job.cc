@@ -1,0 +1,316 @@
+#include "server/task_job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/task_prompts.h"
+
+namespace tessera::server {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const char* KindNoun(JobKind kind) {
+  switch (kind) {
+    case JobKind::kEmbed:
+      return "embedding input";
+    case JobKind::kRerank:
+      return "reranked document";
+    case JobKind::kClassify:
+      return "classification input";
+    default:
+      return "moderation input";
+  }
+}
+
+}  // namespace
+
+// One input: its prompt, the forced continuations it scores (none for hidden-row tasks and
+// the reranker's single next token), and what it has gathered.
+struct TaskJob::Unit {
+  TaskItem item;
+  std::vector<int32_t> prompt;
+  std::vector<std::vector<int32_t>> options;  // guard labels
+  std::vector<double> option_logprob;         // summed log-probability of each option
+  YesNoIds yes_no;
+};
+
+TaskJob::~TaskJob() = default;
+
+std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobRequest& request,
+                                                                  LoadedModel& model,
+                                                                  const ModelKindInfo& kind,
+                                                                  SendFn send, EndFn on_end) {
+  auto job = std::unique_ptr<TaskJob>(new TaskJob());
+  job->job_id_ = request.job_id;
+  job->kind_ = request.kind;
+  job->model_ = &model;
+  job->send_ = std::move(send);
+  job->on_end_ = std::move(on_end);
+  job->started_ = std::chrono::steady_clock::now();
+  auto invalid = [](std::string message) {
+    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  };
+  const bool from_ids = !request.input_ids.empty();
+  const size_t count = from_ids ? request.input_ids.size() : request.inputs.size();
+  if (count == 0) return invalid("input: there is nothing to run (an empty list)");
+
+  // Per-kind preparation shared by every input.
+  std::string embed_prompt;
+  YesNoIds yes_no;
+  std::vector<std::vector<int32_t>> guard_labels;
+  switch (request.kind) {
+    case JobKind::kEmbed:
+      if (request.dimensions > model.checkpoint().config.hidden_size) {
+        return invalid("dimensions: the model's embeddings have " +
+                       std::to_string(model.checkpoint().config.hidden_size) +
+                       " dimensions; ask for at most that many");
+      }
+      if (!request.instruction.empty()) {
+        auto it = kind.prompts.find(request.instruction);
+        if (it == kind.prompts.end()) {
+          std::string names;
+          for (const auto& [name, text] : kind.prompts) names += (names.empty() ? "" : ", ") + name;
+          if (request.instruction != "document" && request.instruction != "passage") {
+            return invalid("prompt_name: the model has no prompt named '" + request.instruction +
+                           "'" + (names.empty() ? "" : " (it has: " + names + ")"));
+          }
+        } else {
+          embed_prompt = it->second;
+        }
+      }
+      break;
+    case JobKind::kClassify:
+      if (!model.checkpoint().tensors.score) {
+        return invalid("model: this model has no classification head (score.weight)");
+      }
+      job->labels_ = kind.labels;
+      break;
+    case JobKind::kRerank: {
+      auto ids = RerankAnswerIds(model);
+      if (!ids) return JobFailure{JobErrorKind::kInternal, ids.status().message()};
+      yes_no = *ids;
+      break;
+    }
+    case JobKind::kModerate: {
+      auto ids = GuardLabelIds(model);
+      if (!ids) return JobFailure{JobErrorKind::kInternal, ids.status().message()};
+      guard_labels = std::move(*ids);
+      for (const char* label : kGuardLabels) job->labels_.push_back(label);
+      break;
+    }
+    default:
+      return JobFailure{JobErrorKind::kInternal, "not a task job"};
+  }
+
+  // Every prompt is built and checked before anything is submitted.
+  // Hidden-row tasks run the prompt alone; the others also run what they score after it.
+  size_t scored = request.kind == JobKind::kRerank ? 1 : 0;
+  for (const auto& label : guard_labels) scored = std::max(scored, label.size());
+  const int64_t room = model.context() - static_cast<int64_t>(scored);
+  const int64_t limit =
+      request.max_input_tokens > 0 ? std::min(request.max_input_tokens, room) : room;
+  const bool messages = request.kind == JobKind::kModerate && !request.messages.empty();
+  for (size_t i = 0; i < (messages ? 1 : count); ++i) {
+    auto unit = std::make_unique<Unit>();
+    unit->item.index = static_cast<int32_t>(i);
+    Expected<std::vector<int32_t>> ids = std::vector<int32_t>{};
+    const std::string field =
+        (request.kind == JobKind::kRerank ? "documents[" : "input[") + std::to_string(i) + "]";
+    switch (request.kind) {
+      case JobKind::kEmbed:
+        ids = from_ids ? EmbeddingIdsFromTokens(model, request.input_ids[i])
+                       : EmbeddingIds(model, request.inputs[i], embed_prompt);
+        break;
+      case JobKind::kClassify:
+        if (from_ids) {
+          ids = request.input_ids[i];
+          for (int32_t id : *ids) {
+            if (id < 0 || id >= model.checkpoint().config.vocab_size) {
+              return invalid(field + ": token id " + std::to_string(id) +
+                             " is outside the vocabulary");
+            }
+          }
+        } else {
+          ids = model.EncodeText(request.inputs[i], request.add_special_tokens);
+        }
+        if (ids && request.truncate_prompt_tokens > 0 &&
+            static_cast<int64_t>(ids->size()) > request.truncate_prompt_tokens) {
+          ids->erase(ids->begin(), ids->end() - request.truncate_prompt_tokens);  // keep the end
+        }
+        break;
+      case JobKind::kRerank:
+        ids = RerankIds(model, request.query, request.inputs[i], request.instruction);
+        unit->yes_no = yes_no;
+        break;
+      case JobKind::kModerate: {
+        nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
+        if (messages) {
+          for (const ChatMessage& m : request.messages) {
+            conversation.push_back({{"role", m.role}, {"content", m.content}});
+          }
+        } else {
+          conversation.push_back({{"role", "user"}, {"content", request.inputs[i]}});
+        }
+        ids = GuardPrefixIds(model, conversation);
+        unit->options = guard_labels;
+        unit->option_logprob.assign(guard_labels.size(), 0.0);
+        break;
+      }
+      default:
+        break;
+    }
+    if (!ids) return invalid(field + ": " + ids.status().message());
+    if (ids->empty()) return invalid(field + ": the input is empty (no tokens)");
+    const int64_t n = static_cast<int64_t>(ids->size());
+    if (n > limit) {
+      return invalid(field + ": the " + KindNoun(request.kind) + " has " + std::to_string(n) +
+                     " tokens, more than the limit of " + std::to_string(limit) +
+                     "; shorten it or split it");
+    }
+    unit->prompt = std::move(*ids);
+    unit->item.tokens = n;
+    job->units_.push_back(std::move(unit));
+  }
+
+  // Submit: one sequence per input, or one per option sharing the input's prompt.
+  TaskJob* self = job.get();
+  Scheduler& sched = model.scheduler();
+  const int64_t dimensions = request.dimensions;
+  const bool normalize = kind.normalize || dimensions > 0;
+  const bool activation = request.use_activation;
+  for (auto& owned : job->units_) {
+    Unit* unit = owned.get();
+    SequenceRequest base;
+    base.prompt_ids = unit->prompt;
+    base.on_finish = [self](const SequenceResult& r) { self->OnFinish(r); };
+    std::vector<SequenceRequest> requests;
+    switch (request.kind) {
+      case JobKind::kEmbed:
+        base.max_new_tokens = 0;
+        base.on_final_hidden = [unit, dimensions, normalize](std::span<const float> row) {
+          unit->item.values = PoolEmbedding(row, dimensions, normalize);
+        };
+        requests.push_back(std::move(base));
+        break;
+      case JobKind::kClassify:
+        base.max_new_tokens = 0;
+        base.on_final_hidden = [self, unit, activation](std::span<const float> row) {
+          auto logits = ScoreHeadLogits(self->model_->checkpoint(), row);
+          if (!logits) {
+            self->error_ = logits.status();
+            return;
+          }
+          const std::vector<double> out = activation ? Softmax(*logits) : *logits;
+          unit->item.values.assign(out.begin(), out.end());
+          const size_t best = static_cast<size_t>(std::max_element(logits->begin(), logits->end()) -
+                                                  logits->begin());
+          if (best < self->labels_.size()) unit->item.label = self->labels_[best];
+        };
+        requests.push_back(std::move(base));
+        break;
+      case JobKind::kRerank:
+        base.max_new_tokens = 1;
+        base.on_logits = [unit](std::span<const float> logits) {
+          unit->item.values = {static_cast<float>(YesProbability(logits, unit->yes_no))};
+        };
+        requests.push_back(std::move(base));
+        break;
+      case JobKind::kModerate:
+        for (size_t k = 0; k < unit->options.size(); ++k) {
+          SequenceRequest r = base;
+          const std::vector<int32_t>* option = &unit->options[k];
+          r.max_new_tokens = static_cast<int64_t>(option->size());
+          auto step = std::make_shared<size_t>(0);
+          // The raw row scores the option's next token; the mask then forces that token.
+          r.on_logits = [unit, k, option, step](std::span<const float> logits) {
+            unit->option_logprob[k] += LogSoftmaxAt(logits, (*option)[*step]);
+          };
+          r.constrain = [option, step](std::span<float> logits) {
+            const int32_t keep = (*option)[(*step)++];
+            const float kept = logits[static_cast<size_t>(keep)];
+            std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
+            logits[static_cast<size_t>(keep)] = kept;
+          };
+          requests.push_back(std::move(r));
+        }
+        break;
+      default:
+        break;
+    }
+    std::optional<uint64_t> first;
+    for (SequenceRequest& r : requests) {
+      if (first) r.share_prompt_with = *first;
+      auto id = sched.Submit(std::move(r));
+      if (!id) {
+        // Only the pool's size can refuse it now. What was submitted is cancelled, and the job
+        // answers with the refusal once those sequences have ended (their callbacks hold it).
+        JobFailure refusal{JobErrorKind::kContextLength, id.status().message()};
+        if (job->pending_ == 0) return refusal;
+        job->refused_ = std::move(refusal);
+        for (uint64_t s : job->sequences_) sched.Cancel(s);
+        return job;
+      }
+      if (!first) first = *id;
+      job->sequences_.push_back(*id);
+      ++job->pending_;
+    }
+  }
+  return job;
+}
+
+void TaskJob::Cancel() {
+  cancelled_ = true;
+  for (uint64_t id : sequences_) model_->scheduler().Cancel(id);
+}
+
+void TaskJob::OnFinish(const SequenceResult& r) {
+  if (ended_) return;
+  if (!r.status.ok() && error_.ok()) error_ = r.status;
+  if (r.stop_reason == StopReason::kCancelled && r.status.ok()) cancelled_ = true;
+  queue_ms_ = std::max(queue_ms_, r.queue_ms);
+  if (--pending_ > 0) return;
+  ended_ = true;
+  Answer();
+  on_end_(job_id_);
+}
+
+void TaskJob::Answer() {
+  if (refused_) {
+    send_(Encode(JobErrorMessage{job_id_, refused_->kind, refused_->message, 0}));
+    return;
+  }
+  if (!error_.ok()) {
+    send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
+                                 "the model failed while running this request", 0}));
+    return;
+  }
+  if (cancelled_) {
+    DoneMessage done;
+    done.job_id = job_id_;
+    done.finish_reason = FinishReason::kCancelled;
+    send_(Encode(done));
+    return;
+  }
+  TaskResultMessage result;
+  result.job_id = job_id_;
+  result.labels = labels_;
+  for (auto& unit : units_) {
+    if (kind_ == JobKind::kModerate) {
+      const std::vector<double> p = Softmax(unit->option_logprob);
+      unit->item.values.assign(p.begin(), p.end());
+      const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+      unit->item.label = labels_[best];
+    }
+    result.prompt_tokens += unit->item.tokens;
+    result.items.push_back(std::move(unit->item));
+  }
+  result.queue_ms = queue_ms_;
+  result.run_ms = MsSince(started_);
+  send_(Encode(result));
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,65 @@
+// One task job inside the worker (embeddings, rerank, classification, moderation): each input
+// becomes one or more scheduler sequences, batched with whatever else the model runs, and the
+// job answers once, with one TaskResultMessage, when the last of them ends. What a sequence
+// yields is read where the engine produces it: the final-normed hidden row of the prompt's last
+// token (embeddings, score heads), or the log-probabilities of forced tokens after a shared
+// prefix (reranker yes/no, guard labels), so every answer is the model's own arithmetic.
+//
+//   auto job = TaskJob::Start(request, model, kind_info, send, on_end);
+//   if (auto* failure = std::get_if<JobFailure>(&job)) reply with it;
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "format/model_kind.h"
+#include "runtime/loaded_model.h"
+#include "server/generation_job.h"
+#include "server/worker_protocol.h"
+
+namespace tessera::server {
+
+class TaskJob {
+ public:
+  using SendFn = std::function<void(const std::string& frame)>;
+  using EndFn = std::function<void(uint64_t job_id)>;
+
+  // Builds every input's prompt (refusing the job, before anything runs, when one is invalid
+  // or over its limit) and submits the sequences. A refusal's message reads "field: what is
+  // wrong" (e.g. "input[3]: ..."), so the HTTP side can name the field.
+  static std::variant<std::unique_ptr<TaskJob>, JobFailure> Start(const JobRequest& request,
+                                                                  LoadedModel& model,
+                                                                  const ModelKindInfo& kind,
+                                                                  SendFn send, EndFn on_end);
+  ~TaskJob();
+  void Cancel();
+
+ private:
+  struct Unit;
+  TaskJob() = default;
+  void OnFinish(const SequenceResult& r);
+  void Answer();
+
+  uint64_t job_id_ = 0;
+  JobKind kind_ = JobKind::kEmbed;
+  LoadedModel* model_ = nullptr;
+  std::vector<std::unique_ptr<Unit>> units_;  // one per input
+  std::vector<uint64_t> sequences_;
+  std::vector<std::string> labels_;
+  size_t pending_ = 0;
+  bool failed_ = false;
+  bool cancelled_ = false;
+  bool ended_ = false;
+  Status error_;
+  std::optional<JobFailure> refused_;  // a sequence the scheduler refused: the job's answer
+  std::chrono::steady_clock::time_point started_;
+  double queue_ms_ = 0;
+  SendFn send_;
+  EndFn on_end_;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,197 @@
+// End-to-end test of the task endpoints on one port (issue #15): embeddings and moderations
+// through the official `openai` npm package unchanged, rerank and classify over raw HTTP, and
+// a 4xx naming the field for every malformed or over-limit request. The server serves an
+// embedding model, a classifier, and the tiny chat model declared once as a reranker and once
+// as a guard, all resident together.
+//   node tasks_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds embed/, cls/, tiny/)
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { runTests, startServer, waitReady } from './harness.mjs';
+
+const [tessera, work] = process.argv.slice(2);
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+let base = '';
+
+async function post(path, body) {
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: 'Bearer task-key' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, body: await res.json() };
+}
+
+async function refused(path, body, param, status = 400) {
+  const r = await post(path, body);
+  assert.equal(r.status, status, `${path} ${JSON.stringify(body).slice(0, 80)}: ${JSON.stringify(r.body)}`);
+  assert.equal(r.body.error.param, param, JSON.stringify(r.body.error));
+  assert.ok(r.body.error.message.length > 10);
+  return r.body.error;
+}
+
+const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+const texts = ['The river moved slowly past the old mill.', 'bread', 'a small boat waited',
+               'Numbers such as 1, 2, 3 appear in lists'];
+
+test('embeddings: float and base64 are equal, unit norm, usage', async (client) => {
+  // The openai client asks for base64 by default and decodes it.
+  const b64 = await client.embeddings.create({ model: 'emb', input: texts });
+  const flt = await client.embeddings.create({ model: 'emb', input: texts, encoding_format: 'float' });
+  assert.equal(b64.data.length, texts.length);
+  for (let i = 0; i < texts.length; i++) {
+    assert.equal(flt.data[i].index, i);
+    assert.equal(flt.data[i].embedding.length, 64);
+    assert.deepEqual(Array.from(b64.data[i].embedding), flt.data[i].embedding.map(Math.fround));
+    assert.ok(Math.abs(norm(flt.data[i].embedding) - 1) < 1e-5);
+  }
+  assert.ok(flt.usage.prompt_tokens > texts.length);
+  assert.equal(flt.usage.total_tokens, flt.usage.prompt_tokens);
+  const raw = await post('/v1/embeddings', { input: 'bread', encoding_format: 'base64' });
+  assert.equal(typeof raw.body.data[0].embedding, 'string');
+});
+
+test('embeddings: dimensions keeps the first values, renormalised', async (client) => {
+  const full = await client.embeddings.create({ model: 'emb', input: 'bread', encoding_format: 'float' });
+  const cut = await client.embeddings.create({ model: 'emb', input: 'bread', dimensions: 32, encoding_format: 'float' });
+  const v = cut.data[0].embedding;
+  assert.equal(v.length, 32);
+  assert.ok(Math.abs(norm(v) - 1) < 1e-5);
+  const head = full.data[0].embedding.slice(0, 32);
+  const n = norm(head);
+  for (let i = 0; i < 32; i++) assert.ok(Math.abs(v[i] - head[i] / n) < 1e-6, `dim ${i}`);
+});
+
+test('embeddings: a batch equals each input alone; token ids; query prompt', async (client) => {
+  const batch = await client.embeddings.create({ model: 'emb', input: texts, encoding_format: 'float' });
+  for (let i = 0; i < texts.length; i++) {
+    const one = await client.embeddings.create({ model: 'emb', input: texts[i], encoding_format: 'float' });
+    assert.deepEqual(one.data[0].embedding, batch.data[i].embedding, `input ${i}`);
+  }
+  const tok = await post('/tokenize', { model: 'emb', prompt: 'bread' });
+  const ids = await client.embeddings.create({ model: 'emb', input: [tok.body.tokens], encoding_format: 'float' });
+  assert.deepEqual(ids.data[0].embedding, batch.data[1].embedding);
+  const query = await post('/v1/embeddings', { model: 'emb', input: 'bread', prompt_name: 'query' });
+  assert.equal(query.status, 200);
+  assert.notDeepEqual(query.body.data[0].embedding, batch.data[1].embedding);
+  assert.ok(query.body.usage.prompt_tokens > ids.usage.prompt_tokens);
+  const doc = await post('/v1/embeddings', { input: 'bread', prompt_name: 'document' });
+  assert.deepEqual(doc.body.data[0].embedding, batch.data[1].embedding);
+});
+
+test('embeddings: refusals name the field', async () => {
+  await refused('/v1/embeddings', { input: 'x', colour: 'red' }, 'colour');
+  await refused('/v1/embeddings', { input: 'x', dimensions: 16 }, 'dimensions');
+  await refused('/v1/embeddings', { input: 'x', dimensions: 2048 }, 'dimensions');
+  await refused('/v1/embeddings', { input: 'x', encoding_format: 'hex' }, 'encoding_format');
+  await refused('/v1/embeddings', { input: 'x', prompt_name: 'poem' }, 'prompt_name');
+  await refused('/v1/embeddings', { input: [] }, 'input');
+  await refused('/v1/embeddings', { input: ['a', 3] }, 'input[1]');
+  await refused('/v1/embeddings', {}, 'input');
+  await refused('/v1/embeddings', { input: 'x', model: 'chat' }, 'model');
+  await refused('/v1/embeddings', { input: 'x', model: 'nope' }, 'model', 404);
+  const long = Array(5000).fill('bread').join(' ');
+  const e = await refused('/v1/embeddings', { input: ['ok', long] }, 'input[1]');
+  assert.match(e.message, /input\[1\].*limit of 4096/);
+});
+
+test('moderations through the openai client: guard labels and their scores', async (client) => {
+  const r = await client.moderations.create({ input: ['how do I bake bread?', 'hello'] });
+  assert.equal(r.results.length, 2);
+  for (const res of r.results) {
+    assert.ok(['Safe', 'Unsafe', 'Controversial'].includes(res.label));
+    const scores = Object.values(res.label_scores);
+    assert.equal(scores.length, 3);
+    assert.ok(Math.abs(scores.reduce((a, b) => a + b, 0) - 1) < 1e-5);
+    assert.equal(res.label, Object.entries(res.label_scores).sort((a, b) => b[1] - a[1])[0][0]);
+    assert.equal(res.flagged, res.label === 'Unsafe');
+    assert.equal(res.categories.violence, false);
+    assert.equal(res.category_scores.hate, 0);
+  }
+  const named = await client.moderations.create({ model: 'omni-moderation-latest', input: 'hello' });
+  assert.deepEqual(named.results[0].label_scores, r.results[1].label_scores);
+  const parts = await client.moderations.create({ input: [{ type: 'text', text: 'hello' }] });
+  assert.deepEqual(parts.results[0].label_scores, r.results[1].label_scores);
+  const strict = await post('/v1/moderations', { input: 'hello', strict: true });
+  assert.equal(strict.body.results[0].flagged, ['Unsafe', 'Controversial'].includes(strict.body.results[0].label));
+  // messages: the user's last message is judged when no reply follows it.
+  const convo = await post('/v1/moderations', { messages: [{ role: 'user', content: 'hello' }] });
+  assert.deepEqual(convo.body.results[0].label_scores, r.results[1].label_scores);
+  const reply = await post('/v1/moderations', {
+    messages: [{ role: 'user', content: 'hello' }, { role: 'assistant', content: 'hi there' }] });
+  assert.equal(reply.status, 200);
+  assert.notDeepEqual(reply.body.results[0].label_scores, r.results[1].label_scores);
+  await refused('/v1/moderations', { input: 'x', messages: [{ role: 'user', content: 'x' }] }, 'messages');
+  await refused('/v1/moderations', { input: [{ type: 'image_url', image_url: { url: 'x' } }] }, 'input[0]');
+  await refused('/v1/moderations', { messages: [{ role: 'robot', content: 'x' }] }, 'messages[0].role');
+});
+
+test('rerank: results sorted by relevance, top_n, documents, /rerank alias', async () => {
+  const docs = ['The mill stood by the river.', { text: 'Apples were sorted.' }, 'bread', 'a dog barked'];
+  const r = await post('/v1/rerank', { query: 'where is the mill?', documents: docs, return_documents: true });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.results.length, 4);
+  const seen = new Set();
+  for (let i = 0; i < 4; i++) {
+    const res = r.body.results[i];
+    seen.add(res.index);
+    assert.ok(res.relevance_score > 0 && res.relevance_score < 1);
+    if (i > 0) assert.ok(r.body.results[i - 1].relevance_score >= res.relevance_score);
+    const d = docs[res.index];
+    assert.equal(res.document.text, typeof d === 'string' ? d : d.text);
+  }
+  assert.equal(seen.size, 4);
+  const top = await post('/rerank', { query: 'where is the mill?', documents: docs, top_n: 2 });
+  assert.equal(top.body.results.length, 2);
+  assert.deepEqual(top.body.results.map((x) => [x.index, x.relevance_score]),
+                   r.body.results.slice(0, 2).map((x) => [x.index, x.relevance_score]));
+  assert.equal(top.body.results[0].document, undefined);
+  const other = await post('/v1/rerank', { query: 'where is the mill?', documents: docs, instruction: 'Find bakeries' });
+  assert.notDeepEqual(other.body.results.map((x) => x.relevance_score).sort(),
+                      r.body.results.map((x) => x.relevance_score).sort());
+  await refused('/v1/rerank', { documents: ['a'] }, 'query');
+  await refused('/v1/rerank', { query: 'q', documents: [] }, 'documents');
+  await refused('/v1/rerank', { query: 'q', documents: [{ txt: 'a' }] }, 'documents[0]');
+  await refused('/v1/rerank', { query: 'q', documents: ['a'], top_n: 0 }, 'top_n');
+  await refused('/v1/rerank', { query: 'q', documents: ['a'], model: 'emb' }, 'model');
+});
+
+test('classify: probabilities, labels, token ids, use_activation, truncation', async () => {
+  const r = await post('/classify', { model: 'cls', input: ['what a fine morning', 'the dog barked'] });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.object, 'list');
+  for (const [i, d] of r.body.data.entries()) {
+    assert.equal(d.index, i);
+    assert.equal(d.num_classes, 3);
+    assert.ok(Math.abs(d.probs.reduce((a, b) => a + b, 0) - 1) < 1e-5);
+    assert.equal(d.label, ['negative', 'neutral', 'positive'][d.probs.indexOf(Math.max(...d.probs))]);
+  }
+  assert.ok(r.body.usage.prompt_tokens > 0);
+  const tok = await post('/tokenize', { model: 'cls', prompt: 'what a fine morning' });
+  const ids = await post('/classify', { input: tok.body.tokens });
+  assert.deepEqual(ids.body.data[0].probs, r.body.data[0].probs);
+  const raw = await post('/classify', { input: 'what a fine morning', use_activation: false });
+  const exp = raw.body.data[0].probs.map(Math.exp);
+  const sum = exp.reduce((a, b) => a + b, 0);
+  exp.forEach((x, k) => assert.ok(Math.abs(x / sum - r.body.data[0].probs[k]) < 1e-5));
+  const cut = await post('/classify', { input: 'a b c d e f g h', truncate_prompt_tokens: 2 });
+  assert.equal(cut.body.usage.prompt_tokens, 2);
+  await refused('/classify', { input: 'x', truncate_prompt_tokens: 0 }, 'truncate_prompt_tokens');
+  await refused('/classify', { input: 'x', model: 'chat' }, 'model');
+  await refused('/classify', { input: [[1, 2], [99999999]] }, 'input[1]');
+});
+
+test('chat still works beside the task models; a task model refuses chat', async (client) => {
+  const c = await client.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  assert.equal(c.choices.length, 1);
+  await refused('/v1/chat/completions', { model: 'emb', messages: [{ role: 'user', content: 'hi' }] }, 'model');
+});
+
+const { child, port } = await startServer(tessera, [
+  '--model', `chat=${work}/tiny`, '--model', `emb=${work}/embed`, '--model', `cls=${work}/cls`,
+  '--model', `rr=${work}/tiny`, '--kind', 'rr=rerank', '--model', `guard=${work}/tiny`,
+  '--kind', 'guard=guard', '--max-loaded-models', '5', '--rate-limit', '0'], { TESSERA_API_KEY: 'task-key' });
+base = `http://127.0.0.1:${port}`;
+await waitReady(base, 60);
+const client = new OpenAI({ apiKey: 'task-key', baseURL: `${base}/v1` });
+await runTests(tests, client, child);

@@ -1,0 +1,317 @@
+// Task jobs (embeddings, rerank, classification, moderation) against an independent double
+// precision forward (tests/engine/naive_forward.h): each answer must be the arithmetic the
+// task defines, computed from that forward's hidden states and logits, not from the engine's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "format/model_kind.h"
+#include "model/synthetic_checkpoint.h"
+#include "model/tensor_convert.h"
+#include "naive_forward.h"
+#include "runtime/loaded_model.h"
+#include "runtime/task_prompts.h"
+#include "server/task_job.h"
+#include "test_support.h"
+
+namespace tessera::server {
+namespace {
+
+SyntheticModelSpec TinyQwen3() {
+  SyntheticModelSpec s;
+  s.family = ModelFamily::kQwen3;
+  s.hidden = 64;
+  s.intermediate = 96;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 16;
+  s.vocab = 4352;
+  s.max_position = 512;
+  return s;
+}
+
+struct Served {
+  std::string dir;
+  std::unique_ptr<LoadedModel> model;
+  ModelKindInfo kind;
+};
+
+Served Open(const std::string& dir, ModelKind declared, const std::string& placement) {
+  Served s;
+  s.dir = dir;
+  ModelLoadOptions o;
+  o.placement = placement;
+  o.parallel = 4;
+  o.package_cache = false;
+  o.kv_cache = KvCacheType::kF32;
+  auto m = LoadedModel::Open(dir, o);
+  EXPECT_TRUE(m) << m.status().message();
+  if (m) s.model = std::move(*m);
+  auto info = DetectModelKind(dir);
+  EXPECT_TRUE(info) << info.status().message();
+  if (info) s.kind = *info;
+  s.kind.kind = declared;
+  return s;
+}
+
+// Runs one task job to its end; the answer or the error frame.
+struct Answer {
+  std::optional<TaskResultMessage> result;
+  std::optional<JobErrorMessage> error;
+  std::optional<JobFailure> refused;
+};
+
+Answer RunTask(Served& s, const JobRequest& request) {
+  Answer a;
+  bool ended = false;
+  auto send = [&](const std::string& frame) {
+    auto type = PeekMessageType(frame);
+    if (type && *type == MessageType::kTaskResult) a.result = *Decode<TaskResultMessage>(frame);
+    if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
+  };
+  auto job = TaskJob::Start(request, *s.model, s.kind, send, [&](uint64_t) { ended = true; });
+  if (auto* f = std::get_if<JobFailure>(&job)) {
+    a.refused = *f;
+    return a;
+  }
+  for (int i = 0; i < 10000 && !ended; ++i) {
+    Status st = s.model->scheduler().Step();
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  EXPECT_TRUE(ended);
+  return a;
+}
+
+class TaskJobTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    SyntheticModelSpec embed = TinyQwen3();
+    embed.sentence_transformers = true;
+    ASSERT_TRUE(WriteSyntheticModel(dir_->File("embed"), embed).ok());
+    SyntheticModelSpec cls = TinyQwen3();
+    cls.class_labels = {"negative", "neutral", "positive"};
+    cls.seed = 5;
+    ASSERT_TRUE(WriteSyntheticModel(dir_->File("cls"), cls).ok());
+    SyntheticModelSpec chat = TinyQwen3();
+    chat.seed = 9;
+    ASSERT_TRUE(WriteSyntheticModel(dir_->File("chat"), chat).ok());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static test::TempDir* dir_;
+};
+test::TempDir* TaskJobTest::dir_ = nullptr;
+
+std::vector<double> Normalised(std::vector<double> v, size_t dims) {
+  v.resize(dims);
+  double sum = 0;
+  for (double x : v) sum += x * x;
+  for (double& x : v) x /= std::sqrt(sum);
+  return v;
+}
+
+TEST_F(TaskJobTest, EmbeddingIsTheNormalisedFinalHiddenStateOfTheLastToken) {
+  Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
+  ASSERT_TRUE(s.model);
+  ASSERT_TRUE(s.kind.normalize);
+  ASSERT_EQ(s.kind.prompts.count("query"), 1u);
+  JobRequest r;
+  r.kind = JobKind::kEmbed;
+  r.inputs = {"The river moved slowly past the old mill.", "bread"};
+  for (int32_t dims : {0, 32}) {
+    for (const std::string prompt_name : {"", "query"}) {
+      r.dimensions = dims;
+      r.instruction = prompt_name;
+      Answer a = RunTask(s, r);
+      ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
+      ASSERT_EQ(a.result->items.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) {
+        const std::string prompt = prompt_name.empty() ? "" : s.kind.prompts["query"];
+        auto ids = EmbeddingIds(*s.model, r.inputs[i], prompt);
+        ASSERT_TRUE(ids);
+        EXPECT_EQ(ids->back(), *EndOfTextId(*s.model));
+        EXPECT_EQ(a.result->items[i].tokens, static_cast<int64_t>(ids->size()));
+        const auto hidden = test::NaiveFinalHidden(s.model->checkpoint(), *ids);
+        const size_t width = dims > 0 ? static_cast<size_t>(dims) : hidden.back().size();
+        const std::vector<double> want = Normalised(hidden.back(), width);
+        const std::vector<float>& got = a.result->items[i].values;
+        ASSERT_EQ(got.size(), width);
+        double norm = 0;
+        for (size_t k = 0; k < width; ++k) {
+          EXPECT_NEAR(got[k], want[k], 2e-5) << "input " << i << " dim " << k;
+          norm += static_cast<double>(got[k]) * got[k];
+        }
+        EXPECT_NEAR(norm, 1.0, 1e-5);
+      }
+    }
+  }
+}
+
+TEST_F(TaskJobTest, BatchedEmbeddingsAreIdenticalToOneByOne) {
+  for (const char* placement : {"reference", "cpu"}) {
+    Served s = Open(dir_->File("embed"), ModelKind::kEmbed, placement);
+    ASSERT_TRUE(s.model);
+    JobRequest batch;
+    batch.kind = JobKind::kEmbed;
+    batch.inputs = {"a", "the boat waited by the stone steps", "bread and coins", "x y z",
+                    "Numbers such as 1, 2, 3"};
+    batch.input_ids = {};
+    Answer together = RunTask(s, batch);
+    ASSERT_TRUE(together.result);
+    for (size_t i = 0; i < batch.inputs.size(); ++i) {
+      JobRequest one = batch;
+      one.inputs = {batch.inputs[i]};
+      Answer alone = RunTask(s, one);
+      ASSERT_TRUE(alone.result);
+      EXPECT_EQ(alone.result->items[0].values, together.result->items[i].values)
+          << placement << " input " << i;
+    }
+  }
+}
+
+TEST_F(TaskJobTest, RerankScoreIsTheSoftmaxOfYesAgainstNo) {
+  Served s = Open(dir_->File("chat"), ModelKind::kRerank, "reference");
+  ASSERT_TRUE(s.model);
+  JobRequest r;
+  r.kind = JobKind::kRerank;
+  r.query = "where is the mill?";
+  r.inputs = {"The mill stood by the river.", "Apples were sorted.", ""};
+  Answer a = RunTask(s, r);
+  ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
+  auto yes_no = RerankAnswerIds(*s.model);
+  ASSERT_TRUE(yes_no) << yes_no.status().message();
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    auto ids = RerankIds(*s.model, r.query, r.inputs[i], "");
+    ASSERT_TRUE(ids);
+    const auto logits = test::NaiveForward(s.model->checkpoint(), *ids).back();
+    const double yes = logits[static_cast<size_t>(yes_no->yes)];
+    const double no = logits[static_cast<size_t>(yes_no->no)];
+    const double want = std::exp(yes) / (std::exp(yes) + std::exp(no));
+    ASSERT_EQ(a.result->items[i].values.size(), 1u);
+    EXPECT_NEAR(a.result->items[i].values[0], want, 1e-5) << "document " << i;
+  }
+}
+
+TEST_F(TaskJobTest, ClassProbabilitiesAreTheSoftmaxOfTheScoreHead) {
+  Served s = Open(dir_->File("cls"), ModelKind::kClassify, "reference");
+  ASSERT_TRUE(s.model);
+  ASSERT_EQ(s.kind.labels.size(), 3u);
+  std::vector<float> score;
+  ASSERT_TRUE(WidenToF32(s.model->checkpoint().tensors.score, &score).ok());
+  JobRequest r;
+  r.kind = JobKind::kClassify;
+  r.inputs = {"what a fine morning", "the dog barked at every stranger"};
+  for (bool activation : {true, false}) {
+    r.use_activation = activation;
+    Answer a = RunTask(s, r);
+    ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
+    EXPECT_EQ(a.result->labels, s.kind.labels);
+    for (size_t i = 0; i < r.inputs.size(); ++i) {
+      auto ids = s.model->EncodeText(r.inputs[i], true);
+      ASSERT_TRUE(ids);
+      const auto h = test::NaiveFinalHidden(s.model->checkpoint(), *ids).back();
+      std::vector<double> logits(3, 0.0);
+      for (size_t c = 0; c < 3; ++c) {
+        for (size_t k = 0; k < h.size(); ++k) logits[c] += score[c * h.size() + k] * h[k];
+      }
+      const std::vector<double> want = activation ? Softmax(logits) : logits;
+      const auto& got = a.result->items[i].values;
+      ASSERT_EQ(got.size(), 3u);
+      double sum = 0;
+      for (size_t c = 0; c < 3; ++c) {
+        EXPECT_NEAR(got[c], want[c], 2e-5) << "input " << i << " class " << c;
+        sum += got[c];
+      }
+      if (activation) {
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+      }
+      const size_t best =
+          static_cast<size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      EXPECT_EQ(a.result->items[i].label, s.kind.labels[best]);
+    }
+  }
+}
+
+TEST_F(TaskJobTest, GuardLabelScoresComeFromTheLabelTokens) {
+  Served s = Open(dir_->File("chat"), ModelKind::kGuard, "reference");
+  ASSERT_TRUE(s.model);
+  JobRequest r;
+  r.kind = JobKind::kModerate;
+  r.inputs = {"how do I bake bread?", "a message"};
+  Answer a = RunTask(s, r);
+  ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
+  auto labels = GuardLabelIds(*s.model);
+  ASSERT_TRUE(labels);
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    auto prefix = GuardPrefixIds(*s.model, {{{"role", "user"}, {"content", r.inputs[i]}}});
+    ASSERT_TRUE(prefix);
+    std::vector<double> sums;
+    for (const auto& label : *labels) {
+      std::vector<int32_t> ids = *prefix;
+      ids.insert(ids.end(), label.begin(), label.end());
+      const auto logits = test::NaiveForward(s.model->checkpoint(), ids);
+      double sum = 0;
+      for (size_t k = 0; k < label.size(); ++k) {
+        const auto& row = logits[prefix->size() - 1 + k];
+        double max = row[0], z = 0;
+        for (double v : row) max = std::max(max, v);
+        for (double v : row) z += std::exp(v - max);
+        sum += row[static_cast<size_t>(label[k])] - max - std::log(z);
+      }
+      sums.push_back(sum);
+    }
+    const std::vector<double> want = Softmax(sums);
+    const auto& got = a.result->items[i].values;
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 2e-5) << "input " << i;
+    const size_t best =
+        static_cast<size_t>(std::max_element(want.begin(), want.end()) - want.begin());
+    EXPECT_EQ(a.result->items[i].label, kGuardLabels[best]);
+  }
+}
+
+TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {
+  Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
+  ASSERT_TRUE(s.model);
+  JobRequest r;
+  r.kind = JobKind::kEmbed;
+  r.inputs = {"short", std::string(3000, 'q') + " end"};
+  r.max_input_tokens = 64;
+  Answer a = RunTask(s, r);
+  ASSERT_TRUE(a.refused);
+  EXPECT_EQ(a.refused->kind, JobErrorKind::kInvalidRequest);
+  EXPECT_NE(a.refused->message.find("input[1]"), std::string::npos) << a.refused->message;
+  EXPECT_NE(a.refused->message.find("limit of 64"), std::string::npos) << a.refused->message;
+  r.inputs = {"x"};
+  r.dimensions = 128;  // more than the model's 64
+  a = RunTask(s, r);
+  ASSERT_TRUE(a.refused);
+  EXPECT_NE(a.refused->message.find("dimensions"), std::string::npos);
+  r.dimensions = 0;
+  r.instruction = "nonsense";
+  a = RunTask(s, r);
+  ASSERT_TRUE(a.refused);
+  EXPECT_NE(a.refused->message.find("prompt_name"), std::string::npos);
+  r.instruction = "";
+  r.inputs = {};
+  r.input_ids = {{1, 2, 99999}};
+  a = RunTask(s, r);
+  ASSERT_TRUE(a.refused);
+  EXPECT_NE(a.refused->message.find("input[0]"), std::string::npos) << a.refused->message;
+  Served c = Open(dir_->File("chat"), ModelKind::kChat, "reference");
+  ASSERT_TRUE(c.model);
+  JobRequest cls;
+  cls.kind = JobKind::kClassify;
+  cls.inputs = {"x"};
+  a = RunTask(c, cls);
+  ASSERT_TRUE(a.refused);  // no score head
+  EXPECT_NE(a.refused->message.find("classification head"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::server
