@@ -130,14 +130,6 @@ Expected<std::vector<double>> ScoreHeadLogits(const Checkpoint& ckpt,
   return out;
 }
 
-double LogSoftmaxAt(std::span<const float> logits, int32_t id) {
-  double max = -INFINITY;
-  for (float x : logits) max = std::max(max, static_cast<double>(x));
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
-  return static_cast<double>(logits[static_cast<size_t>(id)]) - max - std::log(sum);
-}
-
 std::vector<double> Softmax(std::span<const double> scores) {
   double max = -INFINITY;
   for (double x : scores) max = std::max(max, x);

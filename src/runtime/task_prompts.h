@@ -74,8 +74,6 @@ Expected<std::vector<double>> ScoreHeadLogits(const Checkpoint& ckpt,
 
 // ---- shared arithmetic
 
-// log softmax(logits)[id], in double.
-double LogSoftmaxAt(std::span<const float> logits, int32_t id);
 // softmax of scores (double), max-subtracted.
 std::vector<double> Softmax(std::span<const double> scores);
 

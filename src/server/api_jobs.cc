@@ -312,20 +312,6 @@ static json TokenUsage(size_t n) {
   return {{"prompt_tokens", n}, {"completion_tokens", 0}, {"total_tokens", n}};
 }
 
-// A task job's refusal reads "field: what is wrong" (task_job.h); the field is the error's param.
-static std::string FieldOfMessage(const std::string& message) {
-  const size_t colon = message.find(": ");
-  if (colon == std::string::npos || colon == 0 || colon > 64) return "";
-  for (size_t i = 0; i < colon; ++i) {
-    const char c = message[i];
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '[' || c == ']' ||
-          c == '.')) {
-      return "";
-    }
-  }
-  return message.substr(0, colon);
-}
-
 std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
     Call& call, JobRequest& request, uint64_t ticket, std::vector<HttpHeader>* extra,
     double* queue_ms) {
@@ -345,7 +331,6 @@ std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
       if (!m) return ServerError(500, "internal_error", "internal error");
       ApiError e = FromJobError(*m, false);
       if (m->kind == JobErrorKind::kContextLength) e.param = "input";
-      if (m->kind == JobErrorKind::kInvalidRequest) e.param = FieldOfMessage(m->message);
       return e;
     }
     if (*type == MessageType::kDone) return ClientGone();  // cancelled: nobody waits for it

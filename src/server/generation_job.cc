@@ -54,6 +54,8 @@ ojson ForcedCallSchema(const ojson& tools, const std::string& only, ToolCallSynt
   return {{"anyOf", alternatives}};
 }
 
+}  // namespace
+
 // OpenAI-shaped messages for the template (chat/chat_template.h turns them into what
 // templates expect).
 Expected<ojson> TemplateMessages(const std::vector<ChatMessage>& messages) {
@@ -72,7 +74,14 @@ Expected<ojson> TemplateMessages(const std::vector<ChatMessage>& messages) {
   return out;
 }
 
-}  // namespace
+void FillSchedulerState(const Scheduler& sched, DoneMessage* done) {
+  done->slots = sched.slots();
+  done->slots_in_use = sched.running();
+  done->sequences_waiting = sched.waiting();
+  done->kv_blocks = sched.kv_pool().blocks();
+  done->kv_blocks_free = sched.kv_pool().available();
+  done->kv_blocks_cached = sched.kv_pool().cached();
+}
 
 struct GenerationJob::Choice {
   int index = 0;
@@ -412,13 +421,7 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
     done.decode_ms = t.decode_ms;
     done.prefill_tok_s = t.prefill_tok_s;
     done.decode_tok_s = t.decode_tok_s;
-    const Scheduler& sched = model_->scheduler();
-    done.slots = sched.slots();
-    done.slots_in_use = sched.running();
-    done.sequences_waiting = sched.waiting();
-    done.kv_blocks = sched.kv_pool().blocks();
-    done.kv_blocks_free = sched.kv_pool().available();
-    done.kv_blocks_cached = sched.kv_pool().cached();
+    FillSchedulerState(model_->scheduler(), &done);
     send_(Encode(done));
   }
   on_end_(job_id_);  // the worker deletes this job: nothing may touch it after

@@ -14,12 +14,20 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 #include "grammar/grammar.h"
 #include "runtime/loaded_model.h"
 #include "server/worker_protocol.h"
 
 namespace tessera::server {
+
+// OpenAI-shaped messages for the chat template (tool_calls parsed back from their JSON text).
+Expected<nlohmann::ordered_json> TemplateMessages(const std::vector<ChatMessage>& messages);
+
+// The model's scheduler as a Done message reports it (slots, waiting sequences, KV blocks).
+void FillSchedulerState(const Scheduler& sched, DoneMessage* done);
 
 // A job-level failure: the kind decides the HTTP status, the message is shown to the client.
 struct JobFailure {

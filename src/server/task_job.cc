@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "engine/option_scoring.h"
 #include "runtime/task_prompts.h"
 
 namespace tessera::server {
@@ -33,8 +33,7 @@ const char* KindNoun(JobKind kind) {
 struct TaskJob::Unit {
   TaskItem item;
   std::vector<int32_t> prompt;
-  std::vector<std::vector<int32_t>> options;  // guard labels
-  std::vector<double> option_logprob;         // summed log-probability of each option
+  std::shared_ptr<OptionScores> scores;  // guard labels: each label's summed log-probability
   YesNoIds yes_no;
 };
 
@@ -156,8 +155,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
           conversation.push_back({{"role", "user"}, {"content", request.inputs[i]}});
         }
         ids = GuardPrefixIds(model, conversation);
-        unit->options = guard_labels;
-        unit->option_logprob.assign(guard_labels.size(), 0.0);
+        unit->scores = std::make_shared<OptionScores>(guard_labels.size());
         break;
       }
       default:
@@ -176,29 +174,34 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
     job->units_.push_back(std::move(unit));
   }
 
-  // Submit: one sequence per input, or one per option sharing the input's prompt.
+  // Submit: one sequence per input; the guard's labels through option scoring.
   TaskJob* self = job.get();
   Scheduler& sched = model.scheduler();
   const int64_t dimensions = request.dimensions;
   const bool normalize = kind.normalize || dimensions > 0;
   const bool activation = request.use_activation;
+  auto on_finish = [self](const SequenceResult& r) { self->OnFinish(r); };
   for (auto& owned : job->units_) {
     Unit* unit = owned.get();
-    SequenceRequest base;
-    base.prompt_ids = unit->prompt;
-    base.on_finish = [self](const SequenceResult& r) { self->OnFinish(r); };
-    std::vector<SequenceRequest> requests;
-    switch (request.kind) {
-      case JobKind::kEmbed:
-        base.max_new_tokens = 0;
-        base.on_final_hidden = [unit, dimensions, normalize](std::span<const float> row) {
+    Status submitted;
+    if (request.kind == JobKind::kModerate) {
+      OptionScoring scoring =
+          SubmitOptionScoring(sched, unit->prompt, guard_labels, unit->scores, on_finish);
+      job->sequences_.insert(job->sequences_.end(), scoring.ids.begin(), scoring.ids.end());
+      job->pending_ += scoring.ids.size();
+      submitted = scoring.status;
+    } else {
+      SequenceRequest r;
+      r.prompt_ids = unit->prompt;
+      r.on_finish = on_finish;
+      if (request.kind == JobKind::kEmbed) {
+        r.max_new_tokens = 0;
+        r.on_final_hidden = [unit, dimensions, normalize](std::span<const float> row) {
           unit->item.values = PoolEmbedding(row, dimensions, normalize);
         };
-        requests.push_back(std::move(base));
-        break;
-      case JobKind::kClassify:
-        base.max_new_tokens = 0;
-        base.on_final_hidden = [self, unit, activation](std::span<const float> row) {
+      } else if (request.kind == JobKind::kClassify) {
+        r.max_new_tokens = 0;
+        r.on_final_hidden = [self, unit, activation](std::span<const float> row) {
           auto logits = ScoreHeadLogits(self->model_->checkpoint(), row);
           if (!logits) {
             self->error_ = logits.status();
@@ -210,53 +213,28 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
                                                   logits->begin());
           if (best < self->labels_.size()) unit->item.label = self->labels_[best];
         };
-        requests.push_back(std::move(base));
-        break;
-      case JobKind::kRerank:
-        base.max_new_tokens = 1;
-        base.on_logits = [unit](std::span<const float> logits) {
+      } else {  // rerank: the next token's row
+        r.max_new_tokens = 1;
+        r.on_logits = [unit](std::span<const float> logits) {
           unit->item.values = {static_cast<float>(YesProbability(logits, unit->yes_no))};
         };
-        requests.push_back(std::move(base));
-        break;
-      case JobKind::kModerate:
-        for (size_t k = 0; k < unit->options.size(); ++k) {
-          SequenceRequest r = base;
-          const std::vector<int32_t>* option = &unit->options[k];
-          r.max_new_tokens = static_cast<int64_t>(option->size());
-          auto step = std::make_shared<size_t>(0);
-          // The raw row scores the option's next token; the mask then forces that token.
-          r.on_logits = [unit, k, option, step](std::span<const float> logits) {
-            unit->option_logprob[k] += LogSoftmaxAt(logits, (*option)[*step]);
-          };
-          r.constrain = [option, step](std::span<float> logits) {
-            const int32_t keep = (*option)[(*step)++];
-            const float kept = logits[static_cast<size_t>(keep)];
-            std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
-            logits[static_cast<size_t>(keep)] = kept;
-          };
-          requests.push_back(std::move(r));
-        }
-        break;
-      default:
-        break;
-    }
-    std::optional<uint64_t> first;
-    for (SequenceRequest& r : requests) {
-      if (first) r.share_prompt_with = *first;
-      auto id = sched.Submit(std::move(r));
-      if (!id) {
-        // Only the pool's size can refuse it now. What was submitted is cancelled, and the job
-        // answers with the refusal once those sequences have ended (their callbacks hold it).
-        JobFailure refusal{JobErrorKind::kContextLength, id.status().message()};
-        if (job->pending_ == 0) return refusal;
-        job->refused_ = std::move(refusal);
-        for (uint64_t s : job->sequences_) sched.Cancel(s);
-        return job;
       }
-      if (!first) first = *id;
-      job->sequences_.push_back(*id);
-      ++job->pending_;
+      auto id = sched.Submit(std::move(r));
+      if (id) {
+        job->sequences_.push_back(*id);
+        ++job->pending_;
+      }
+      submitted = id.status();
+    }
+    if (!submitted.ok()) {
+      // Checked above, so only the pool's size can refuse it now. What was submitted is
+      // cancelled, and the job answers with the refusal once those sequences have ended (their
+      // callbacks hold it).
+      JobFailure refusal{JobErrorKind::kContextLength, submitted.message()};
+      if (job->pending_ == 0) return refusal;
+      job->refused_ = std::move(refusal);
+      for (uint64_t s : job->sequences_) sched.Cancel(s);
+      return job;
     }
   }
   return job;
@@ -300,7 +278,7 @@ void TaskJob::Answer() {
   result.labels = labels_;
   for (auto& unit : units_) {
     if (kind_ == JobKind::kModerate) {
-      const std::vector<double> p = Softmax(unit->option_logprob);
+      const std::vector<double> p = Softmax(unit->scores->logprob);
       unit->item.values.assign(p.begin(), p.end());
       const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
       unit->item.label = labels_[best];

@@ -13,6 +13,7 @@
 
 #include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
+#include "server/decision_job.h"
 #include "server/generation_job.h"
 #include "server/task_job.h"
 #include "server/worker_protocol.h"
@@ -121,6 +122,7 @@ class Worker {
     if (auto it = jobs_.find(job_id); it != jobs_.end()) {
       if (it->second.job) it->second.job->Cancel();
       if (it->second.task) it->second.task->Cancel();
+      if (it->second.decision) it->second.decision->Cancel();
       return;
     }
     // A job waiting for its model to be loaded: answered at once, without running.
@@ -314,6 +316,22 @@ class Worker {
     auto send = [this](const std::string& frame) { Send(frame); };
     // Ended jobs are deleted by the loop (ReapEnded), never inside their own callback.
     auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
+    if (job.kind == JobKind::kChat && !job.response_format.empty()) {
+      const auto format = nlohmann::ordered_json::parse(job.response_format, nullptr, false);
+      if (auto schema = format.is_discarded() ? std::nullopt : DecisionFromResponseFormat(format)) {
+        const size_t max_options =
+            m.kind.kind == ModelKind::kDecide ? kMaxDeclaredDecisionOptions : kMaxDecisionOptions;
+        auto decided =
+            DecisionJob::Start(job, *m.model, *schema, max_options, load_ms, send, on_end);
+        if (auto* failure = std::get_if<JobFailure>(&decided)) return *failure;
+        ++m.active_jobs;
+        RunningJob running;
+        running.model = &m;
+        running.decision = std::move(std::get<std::unique_ptr<DecisionJob>>(decided));
+        jobs_[job.job_id] = std::move(running);
+        return std::nullopt;
+      }
+    }
     auto started = GenerationJob::Start(job, *m.model, vocabulary, load_ms, send, on_end);
     if (auto* failure = std::get_if<JobFailure>(&started)) return *failure;
     ++m.active_jobs;
@@ -326,8 +344,9 @@ class Worker {
 
   struct RunningJob {
     ResidentModel* model = nullptr;
-    std::unique_ptr<GenerationJob> job;  // chat and completions
-    std::unique_ptr<TaskJob> task;       // the task endpoints
+    std::unique_ptr<GenerationJob> job;     // chat and completions
+    std::unique_ptr<TaskJob> task;          // the task endpoints
+    std::unique_ptr<DecisionJob> decision;  // chat completions whose schema is a choice
   };
 
   int fd_;

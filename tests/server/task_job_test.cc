@@ -12,6 +12,7 @@
 #include "naive_forward.h"
 #include "runtime/loaded_model.h"
 #include "runtime/task_prompts.h"
+#include "server/decision_job.h"
 #include "server/task_job.h"
 #include "test_support.h"
 
@@ -98,6 +99,13 @@ class TaskJobTest : public ::testing::Test {
     SyntheticModelSpec chat = TinyQwen3();
     chat.seed = 9;
     ASSERT_TRUE(WriteSyntheticModel(dir_->File("chat"), chat).ok());
+    // A tiny Qwen3.5 (Gated DeltaNet + gated attention), as decider-0.8b is.
+    SyntheticModelSpec hybrid = TinyQwen3();
+    hybrid.family = ModelFamily::kQwen3_5;
+    hybrid.layers = 4;
+    hybrid.full_attention_interval = 2;
+    hybrid.seed = 13;
+    ASSERT_TRUE(WriteSyntheticModel(dir_->File("hybrid"), hybrid).ok());
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -311,6 +319,183 @@ TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {
   a = RunTask(c, cls);
   ASSERT_TRUE(a.refused);  // no score head
   EXPECT_NE(a.refused->message.find("classification head"), std::string::npos);
+}
+
+// What a decision job sent: its Started, one Delta and Done (or a refusal / error).
+struct Decided {
+  std::optional<StartedMessage> started;
+  std::optional<DeltaMessage> delta;
+  std::optional<DoneMessage> done;
+  std::optional<JobErrorMessage> error;
+  std::optional<JobFailure> refused;
+};
+
+Decided Decide(Served& s, const JobRequest& request, size_t max_options = kMaxDecisionOptions) {
+  Decided d;
+  bool ended = false;
+  auto send = [&](const std::string& frame) {
+    switch (*PeekMessageType(frame)) {
+      case MessageType::kStarted:
+        d.started = *Decode<StartedMessage>(frame);
+        break;
+      case MessageType::kDelta:
+        EXPECT_FALSE(d.delta) << "one delta";
+        d.delta = *Decode<DeltaMessage>(frame);
+        break;
+      case MessageType::kDone:
+        d.done = *Decode<DoneMessage>(frame);
+        break;
+      case MessageType::kJobError:
+        d.error = *Decode<JobErrorMessage>(frame);
+        break;
+      default:
+        ADD_FAILURE() << "unexpected frame";
+    }
+  };
+  const auto format = nlohmann::ordered_json::parse(request.response_format);
+  auto schema = DecisionFromResponseFormat(format);
+  if (!schema) {
+    ADD_FAILURE() << "not a decision: " << request.response_format;
+    return d;
+  }
+  auto job = DecisionJob::Start(request, *s.model, *schema, max_options, 0, send,
+                                [&](uint64_t) { ended = true; });
+  if (auto* f = std::get_if<JobFailure>(&job)) {
+    d.refused = *f;
+    return d;
+  }
+  for (int i = 0; i < 10000 && !ended; ++i) {
+    Status st = s.model->scheduler().Step();
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  EXPECT_TRUE(ended);
+  return d;
+}
+
+JobRequest DecisionRequest(const std::string& schema, const std::string& description = "") {
+  JobRequest r;
+  r.kind = JobKind::kChat;
+  r.messages = {{"user", "Is fresh bread better than old bread?", "", "", ""}};
+  nlohmann::ordered_json js = {{"name", "d"}, {"schema", nlohmann::ordered_json::parse(schema)}};
+  if (!description.empty()) js["description"] = description;
+  r.response_format = nlohmann::ordered_json{{"type", "json_schema"}, {"json_schema", js}}.dump();
+  r.logprobs = true;
+  r.sampling.temperature = 1.3;  // accepted and ignored
+  return r;
+}
+
+TEST_F(TaskJobTest, DecisionProbabilitiesAreTheSoftmaxOfTheOptionsSummedLogProbabilities) {
+  for (const char* name : {"chat", "hybrid"}) {
+    SCOPED_TRACE(name);
+    Served s = Open(dir_->File(name), ModelKind::kChat, "reference");
+    ASSERT_TRUE(s.model);
+    struct Case {
+      std::string schema;
+      std::string property;
+    };
+    const Case cases[] = {
+        {R"({"enum": ["yes", "no"]})", ""},  // one token each: one row scores both
+        {R"({"oneOf": [{"const": "Safe", "description": "nothing wrong"},
+                     {"const": "Unsafe Controversial"}, {"const": "maybe not"}]})",
+         ""},
+        {R"({"type": "object", "properties": {"answer": {"type": "boolean"}},
+           "required": ["answer"], "additionalProperties": false})",
+         "answer"},
+        {R"({"enum": [1, 2, 3, 10, 25]})", ""},
+    };
+    for (const Case& c : cases) {
+      JobRequest r = DecisionRequest(c.schema, "Which is it?");
+      auto schema = DecisionFromResponseFormat(nlohmann::ordered_json::parse(r.response_format));
+      ASSERT_TRUE(schema) << c.schema;
+      EXPECT_EQ(schema->property, c.property);
+      EXPECT_EQ(schema->question, "Which is it?");
+      Decided d = Decide(s, r);
+      ASSERT_TRUE(d.started && d.delta && d.done) << (d.refused ? d.refused->message : c.schema);
+      auto prompt = DecisionPrompt(*s.model, r.messages, *schema);
+      ASSERT_TRUE(prompt);
+      EXPECT_EQ(d.started->prompt_tokens, static_cast<int64_t>(prompt->size()));
+      // Independent: each option's tokens teacher-forced through the naive double forward.
+      std::vector<double> sums;
+      for (const auto& value : schema->values) {
+        auto option = s.model->EncodeText(DecisionOptionText(value), false);
+        ASSERT_TRUE(option);
+        std::vector<int32_t> ids = *prompt;
+        ids.insert(ids.end(), option->begin(), option->end());
+        const auto logits = test::NaiveForward(s.model->checkpoint(), ids);
+        double sum = 0;
+        for (size_t k = 0; k < option->size(); ++k) {
+          const auto& row = logits[prompt->size() - 1 + k];
+          double max = row[0], z = 0;
+          for (double v : row) max = std::max(max, v);
+          for (double v : row) z += std::exp(v - max);
+          sum += row[static_cast<size_t>((*option)[k])] - max - std::log(z);
+        }
+        sums.push_back(sum);
+      }
+      const std::vector<double> want = Softmax(sums);
+      const size_t best =
+          static_cast<size_t>(std::max_element(want.begin(), want.end()) - want.begin());
+      ASSERT_EQ(d.delta->logprobs.size(), 1u);
+      const TokenLogprobEntry& entry = d.delta->logprobs[0];
+      EXPECT_EQ(entry.token, DecisionOptionText(schema->values[best]));
+      ASSERT_EQ(entry.top.size(), schema->values.size());  // every option
+      double total = 0;
+      for (const TopLogprob& t : entry.top) {
+        size_t k = 0;
+        while (k < schema->values.size() && DecisionOptionText(schema->values[k]) != t.token) ++k;
+        ASSERT_LT(k, schema->values.size()) << t.token;
+        EXPECT_NEAR(std::exp(t.logprob), want[k], 2e-5) << c.schema << " option " << t.token;
+        total += std::exp(t.logprob);
+      }
+      EXPECT_NEAR(total, 1.0, 1e-5);
+      const auto& value = schema->values[best];
+      const std::string content =
+          c.property.empty() ? value.dump() : nlohmann::ordered_json{{c.property, value}}.dump();
+      EXPECT_EQ(d.delta->text, content);
+      EXPECT_EQ(d.done->finish_reason, FinishReason::kStop);
+    }
+  }
+}
+
+TEST_F(TaskJobTest, DecisionShapesAndRefusals) {
+  auto decision = [](const std::string& schema) {
+    return DecisionFromResponseFormat(nlohmann::ordered_json::parse(
+        R"({"type": "json_schema", "json_schema": {"name": "d", "schema": )" + schema + "}}"));
+  };
+  EXPECT_TRUE(decision(R"({"type": "string", "enum": ["a", "b"], "description": "q"})"));
+  EXPECT_TRUE(decision(R"({"anyOf": [{"const": "a"}, {"const": "b"}]})"));
+  EXPECT_FALSE(decision(R"({"type": "string"})"));                    // free text: generated
+  EXPECT_FALSE(decision(R"({"enum": ["a", "b"], "minLength": 1})"));  // more than a choice
+  EXPECT_FALSE(decision(R"({"type": "object", "properties": {"a": {"type": "boolean"},
+                                                          "b": {"type": "boolean"}}})"));
+  EXPECT_FALSE(decision(R"({"enum": [{"x": 1}, "b"]})"));
+  EXPECT_FALSE(
+      DecisionFromResponseFormat(nlohmann::ordered_json::parse(R"({"type": "json_object"})")));
+
+  Served s = Open(dir_->File("chat"), ModelKind::kChat, "reference");
+  ASSERT_TRUE(s.model);
+  JobRequest r = DecisionRequest(R"({"enum": ["a", "b", "c"]})");
+  r.n = 2;
+  Decided d = Decide(s, r);
+  ASSERT_TRUE(d.refused);
+  EXPECT_EQ(d.refused->message.rfind("n: ", 0), 0u) << d.refused->message;
+  nlohmann::ordered_json many = nlohmann::ordered_json::array();
+  for (int i = 0; i < 11; ++i) many.push_back("option " + std::to_string(i));
+  r = DecisionRequest(nlohmann::ordered_json{{"enum", many}}.dump());
+  d = Decide(s, r);
+  ASSERT_TRUE(d.refused);
+  EXPECT_NE(d.refused->message.find("2 to 10 options, found 11"), std::string::npos);
+  d = Decide(s, r, kMaxDeclaredDecisionOptions);  // a model served as decide takes 255
+  EXPECT_TRUE(d.delta) << (d.refused ? d.refused->message : "");
+  r = DecisionRequest(R"({"enum": ["a", "a"]})");
+  d = Decide(s, r);
+  ASSERT_TRUE(d.refused);
+  EXPECT_NE(d.refused->message.find("twice"), std::string::npos);
+  r = DecisionRequest(R"({"enum": ["a", "b"]})");
+  r.messages = {{"user", std::string(20000, 'z'), "", "", ""}};
+  d = Decide(s, r);
+  ASSERT_TRUE(d.refused);
+  EXPECT_EQ(d.refused->kind, JobErrorKind::kContextLength);
 }
 
 }  // namespace

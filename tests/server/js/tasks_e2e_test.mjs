@@ -181,6 +181,41 @@ test('classify: probabilities, labels, token ids, use_activation, truncation', a
   await refused('/classify', { input: [[1, 2], [99999999]] }, 'input[1]');
 });
 
+test('decisions through chat.completions.create with a choice response_format', async (client) => {
+  const rf = (schema, description) => ({
+    type: 'json_schema', json_schema: { name: 'd', schema, ...(description ? { description } : {}) } });
+  const messages = [{ role: 'user', content: 'Is fresh bread better than old bread?' }];
+  const ask = (response_format, extra = {}) => client.chat.completions.create(
+    { model: 'chat', messages, response_format, logprobs: true, temperature: 0.9, ...extra });
+  const r = await ask(rf({ enum: ['yes', 'no', 'maybe'] }, 'Answer the question'));
+  const choice = r.choices[0];
+  const value = JSON.parse(choice.message.content);
+  assert.ok(['yes', 'no', 'maybe'].includes(value));
+  assert.equal(choice.finish_reason, 'stop');
+  const top = choice.logprobs.content[0].top_logprobs;
+  assert.deepEqual(top.map((t) => t.token).sort(), ['maybe', 'no', 'yes']);
+  assert.ok(Math.abs(top.reduce((a, t) => a + Math.exp(t.logprob), 0) - 1) < 1e-5);
+  assert.equal(top[0].token, value);
+  assert.equal(choice.logprobs.content[0].token, value);
+  const again = await ask(rf({ enum: ['yes', 'no', 'maybe'] }, 'Answer the question'), { temperature: 0, seed: 3 });
+  assert.deepEqual(again.choices[0].logprobs, choice.logprobs);  // sampling fields are ignored
+  const obj = await ask(rf({ type: 'object', additionalProperties: false, required: ['verdict'],
+    properties: { verdict: { oneOf: [{ const: 'fresh', description: 'baked today' }, { const: 'old bread', description: 'days old' }] } } }));
+  const parsed = JSON.parse(obj.choices[0].message.content);
+  assert.deepEqual(Object.keys(parsed), ['verdict']);
+  assert.ok(['fresh', 'old bread'].includes(parsed.verdict));
+  const bool = await ask(rf({ type: 'boolean' }));
+  assert.equal(typeof JSON.parse(bool.choices[0].message.content), 'boolean');
+  let streamed = '';
+  const stream = await client.chat.completions.create({ model: 'chat', messages, stream: true,
+    response_format: rf({ enum: ['yes', 'no', 'maybe'] }, 'Answer the question') });
+  for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(streamed, choice.message.content);
+  const many = Array.from({ length: 11 }, (_, i) => `option ${i}`);
+  await refused('/v1/chat/completions', { model: 'chat', messages, response_format: rf({ enum: many }) }, 'response_format');
+  await refused('/v1/chat/completions', { model: 'chat', messages, n: 2, response_format: rf({ type: 'boolean' }) }, 'n');
+});
+
 test('chat still works beside the task models; a task model refuses chat', async (client) => {
   const c = await client.chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
   assert.equal(c.choices.length, 1);

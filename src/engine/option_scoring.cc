@@ -1,0 +1,78 @@
+#include "engine/option_scoring.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessera {
+
+double LogSoftmaxAt(std::span<const float> logits, int32_t id) {
+  double max = -INFINITY;
+  for (float x : logits) max = std::max(max, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  return static_cast<double>(logits[static_cast<size_t>(id)]) - max - std::log(sum);
+}
+
+OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t> prompt,
+                                  const std::vector<std::vector<int32_t>>& options,
+                                  std::shared_ptr<OptionScores> scores,
+                                  std::function<void(const SequenceResult&)> on_finish) {
+  OptionScoring out;
+  if (options.empty()) out.status = InvalidArgument("no options to score");
+  for (const auto& option : options) {
+    if (option.empty()) out.status = InvalidArgument("an option has no tokens");
+  }
+  if (!out.status.ok()) return out;
+  const bool single = std::all_of(options.begin(), options.end(),
+                                  [](const std::vector<int32_t>& o) { return o.size() == 1; });
+  const std::vector<int32_t> prompt_ids(prompt.begin(), prompt.end());
+  if (single) {
+    // One row scores them all: the prompt's last logits.
+    SequenceRequest r;
+    r.prompt_ids = prompt_ids;
+    r.max_new_tokens = 1;
+    std::vector<int32_t> first;
+    for (const auto& option : options) first.push_back(option[0]);
+    r.on_logits = [scores, first](std::span<const float> logits) {
+      for (size_t k = 0; k < first.size(); ++k) scores->logprob[k] = LogSoftmaxAt(logits, first[k]);
+    };
+    r.on_finish = std::move(on_finish);
+    auto id = scheduler.Submit(std::move(r));
+    if (id) {
+      out.ids.push_back(*id);
+    } else {
+      out.status = id.status();
+    }
+    return out;
+  }
+  for (size_t k = 0; k < options.size(); ++k) {
+    SequenceRequest r;
+    r.prompt_ids = prompt_ids;
+    auto option = std::make_shared<const std::vector<int32_t>>(options[k]);
+    r.max_new_tokens = static_cast<int64_t>(option->size());
+    auto step = std::make_shared<size_t>(0);
+    // The raw row scores the option's next token; the mask then forces that token.
+    r.on_logits = [scores, k, option, step](std::span<const float> logits) {
+      scores->logprob[k] += LogSoftmaxAt(logits, (*option)[*step]);
+    };
+    r.constrain = [option, step](std::span<float> logits) {
+      const int32_t keep = (*option)[(*step)++];
+      const float kept = logits[static_cast<size_t>(keep)];
+      std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
+      logits[static_cast<size_t>(keep)] = kept;
+    };
+    r.on_finish = on_finish;
+    if (!out.ids.empty()) r.share_prompt_with = out.ids.front();
+    auto id = scheduler.Submit(std::move(r));
+    if (!id) {
+      for (uint64_t s : out.ids) scheduler.Cancel(s);
+      out.status = id.status();
+      return out;
+    }
+    out.ids.push_back(*id);
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,279 @@
+#include "server/decision_job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <set>
+#include <string_view>
+
+#include "runtime/task_prompts.h"
+
+namespace tessera::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool OnlyKeys(const ojson& o, std::initializer_list<std::string_view> allowed) {
+  for (const auto& [key, value] : o.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) return false;
+  }
+  return true;
+}
+
+bool IsScalar(const ojson& v) {
+  return v.is_string() || v.is_number() || v.is_boolean();
+}
+
+std::string DescriptionOf(const ojson& o) {
+  auto it = o.find("description");
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// The choice one value schema describes: an enum, a oneOf/anyOf of consts, or a boolean.
+std::optional<DecisionSchema> ValueChoice(const ojson& v) {
+  if (!v.is_object()) return std::nullopt;
+  DecisionSchema d;
+  d.question = DescriptionOf(v);
+  if (v.contains("enum")) {
+    if (!OnlyKeys(v, {"enum", "type", "title", "description"})) return std::nullopt;
+    const ojson& values = v["enum"];
+    if (!values.is_array()) return std::nullopt;
+    for (const ojson& e : values) {
+      if (!IsScalar(e)) return std::nullopt;
+      d.values.push_back(e);
+      d.descriptions.emplace_back();
+    }
+    return d;
+  }
+  for (const char* key : {"oneOf", "anyOf"}) {
+    if (!v.contains(key)) continue;
+    if (!OnlyKeys(v, {key, "type", "title", "description"})) return std::nullopt;
+    const ojson& alternatives = v[key];
+    if (!alternatives.is_array()) return std::nullopt;
+    for (const ojson& a : alternatives) {
+      if (!a.is_object() || !a.contains("const") || !IsScalar(a["const"]) ||
+          !OnlyKeys(a, {"const", "description", "title", "type"})) {
+        return std::nullopt;
+      }
+      d.values.push_back(a["const"]);
+      d.descriptions.push_back(DescriptionOf(a));
+    }
+    return d;
+  }
+  if (v.value("type", ojson()) == "boolean" && OnlyKeys(v, {"type", "title", "description"})) {
+    d.values = {true, false};
+    d.descriptions = {"", ""};
+    return d;
+  }
+  return std::nullopt;
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::optional<DecisionSchema> DecisionFromResponseFormat(const ojson& format) {
+  if (!format.is_object() || format.value("type", ojson()) != "json_schema") return std::nullopt;
+  auto js = format.find("json_schema");
+  if (js == format.end() || !js->is_object()) return std::nullopt;
+  auto schema = js->find("schema");
+  if (schema == js->end() || !schema->is_object()) return std::nullopt;
+  std::optional<DecisionSchema> d = ValueChoice(*schema);
+  const ojson& s = *schema;
+  if (!d && s.value("type", ojson()) == "object" &&
+      OnlyKeys(
+          s, {"type", "properties", "required", "additionalProperties", "title", "description"}) &&
+      s.contains("properties") && s["properties"].is_object() && s["properties"].size() == 1) {
+    const std::string property = s["properties"].begin().key();
+    const bool closed =
+        !s.contains("additionalProperties") || s["additionalProperties"] == ojson(false);
+    const bool required = !s.contains("required") || s["required"] == ojson::array({property});
+    if (closed && required) {
+      d = ValueChoice(s["properties"].begin().value());
+      if (d) {
+        d->property = property;
+        if (d->question.empty()) d->question = DescriptionOf(s);
+      }
+    }
+  }
+  if (d && js->contains("description") && (*js)["description"].is_string()) {
+    d->question = (*js)["description"].get<std::string>();  // the question, when given there
+  }
+  return d;
+}
+
+std::string DecisionOptionText(const ojson& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
+                                              const std::vector<ChatMessage>& messages,
+                                              const DecisionSchema& schema) {
+  std::string instruction = schema.question;
+  if (!instruction.empty()) instruction += "\n";
+  instruction += "Answer with exactly one of these options:";
+  for (size_t k = 0; k < schema.values.size(); ++k) {
+    instruction += "\n- " + DecisionOptionText(schema.values[k]);
+    if (!schema.descriptions[k].empty()) instruction += ": " + schema.descriptions[k];
+  }
+  TS_ASSIGN_OR_RETURN(ojson conversation, TemplateMessages(messages));
+  if (!conversation.empty() && conversation[0].value("role", "") == "system") {
+    conversation[0]["content"] = conversation[0].value("content", "") + "\n\n" + instruction;
+  } else {
+    conversation.insert(conversation.begin(), ojson{{"role", "system"}, {"content", instruction}});
+  }
+  auto prompt = model.RenderChat(conversation, ojson::object());
+  if (!prompt) return prompt.status().WithContext("messages");
+  return std::move(prompt->ids);
+}
+
+DecisionJob::~DecisionJob() = default;
+
+std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
+    const JobRequest& request, LoadedModel& model, const DecisionSchema& schema, size_t max_options,
+    double load_ms, SendFn send, EndFn on_end) {
+  auto invalid = [](std::string message) {
+    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  };
+  if (request.n != 1) return invalid("n: a decision has one answer; n must be 1");
+  if (!request.tools.empty() && request.tool_choice != "none") {
+    return invalid("tools: a decision (a response_format choosing among values) cannot call tools");
+  }
+  const size_t n = schema.values.size();
+  if (n < 2 || n > max_options) {
+    return invalid("response_format: a decision needs 2 to " + std::to_string(max_options) +
+                   " options, found " + std::to_string(n) +
+                   (max_options < kMaxDeclaredDecisionOptions
+                        ? " (up to 255 for a model served as --kind NAME=decide)"
+                        : ""));
+  }
+  if (!model.has_chat_template()) {
+    return invalid("messages: the model has no chat template to ask it a question with");
+  }
+  auto job = std::unique_ptr<DecisionJob>(new DecisionJob());
+  job->job_id_ = request.job_id;
+  job->model_ = &model;
+  job->schema_ = schema;
+  job->logprobs_ = request.logprobs;
+  job->load_ms_ = load_ms;
+  job->send_ = std::move(send);
+  job->on_end_ = std::move(on_end);
+  job->started_ = std::chrono::steady_clock::now();
+  std::set<std::string> seen;
+  size_t longest = 0;
+  for (const ojson& value : schema.values) {
+    std::string text = DecisionOptionText(value);
+    if (!seen.insert(text).second) {
+      return invalid("response_format: the option '" + text + "' is listed twice");
+    }
+    auto ids = model.EncodeText(text, false);
+    if (!ids || ids->empty()) {
+      return invalid("response_format: the option '" + text + "' encodes to no tokens");
+    }
+    longest = std::max(longest, ids->size());
+    job->option_texts_.push_back(std::move(text));
+    job->option_ids_.push_back(std::move(*ids));
+  }
+
+  auto prompt = DecisionPrompt(model, request.messages, schema);
+  if (!prompt) return invalid(prompt.status().message());
+  const int64_t tokens = static_cast<int64_t>(prompt->size());
+  const int64_t limit =
+      std::min(kMaxDecisionPromptTokens, model.context() - static_cast<int64_t>(longest));
+  if (tokens > limit) {
+    return JobFailure{JobErrorKind::kContextLength,
+                      "messages: the decision's prompt has " + std::to_string(tokens) +
+                          " tokens, more than the limit of " + std::to_string(limit),
+                      tokens};
+  }
+  job->prompt_tokens_ = tokens;
+  job->scores_ = std::make_shared<OptionScores>(n);
+  DecisionJob* self = job.get();
+  OptionScoring scoring =
+      SubmitOptionScoring(model.scheduler(), *prompt, job->option_ids_, job->scores_,
+                          [self](const SequenceResult& r) { self->OnFinish(r); });
+  job->sequences_ = scoring.ids;
+  job->pending_ = scoring.ids.size();
+  if (!scoring.status.ok()) {
+    JobFailure refusal{JobErrorKind::kContextLength, "messages: " + scoring.status.message(),
+                       tokens};
+    if (job->pending_ == 0) return refusal;
+    job->refused_ = std::move(refusal);  // answered once the cancelled sequences end
+    return job;
+  }
+  job->send_(Encode(StartedMessage{request.job_id, tokens, ResolvedSamplingParams{}}));
+  return job;
+}
+
+void DecisionJob::Cancel() {
+  cancelled_ = true;
+  for (uint64_t id : sequences_) model_->scheduler().Cancel(id);
+}
+
+void DecisionJob::OnFinish(const SequenceResult& r) {
+  if (ended_) return;
+  if (!r.status.ok() && error_.ok()) error_ = r.status;
+  if (r.stop_reason == StopReason::kCancelled && r.status.ok()) cancelled_ = true;
+  queue_ms_ = std::max(queue_ms_, r.queue_ms);
+  cached_tokens_ = std::max(cached_tokens_, r.cached_tokens);
+  if (--pending_ > 0) return;
+  ended_ = true;
+  Answer();
+  on_end_(job_id_);
+}
+
+void DecisionJob::Answer() {
+  if (refused_) {
+    send_(Encode(
+        JobErrorMessage{job_id_, refused_->kind, refused_->message, refused_->prompt_tokens}));
+    return;
+  }
+  if (!error_.ok()) {
+    send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
+                                 "the model failed while running this request", 0}));
+    return;
+  }
+  DoneMessage done;
+  done.job_id = job_id_;
+  done.prompt_tokens = prompt_tokens_;
+  done.cached_tokens = cached_tokens_;
+  done.queue_ms = queue_ms_;
+  done.load_ms = load_ms_;
+  if (cancelled_) {
+    done.finish_reason = FinishReason::kCancelled;
+    send_(Encode(done));
+    return;
+  }
+  const std::vector<double> p = Softmax(scores_->logprob);
+  const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+  const ojson& value = schema_.values[best];
+  const std::string content =
+      schema_.property.empty() ? value.dump() : ojson{{schema_.property, value}}.dump();
+  DeltaMessage delta;
+  delta.job_id = job_id_;
+  delta.text = content;
+  delta.completion_tokens = static_cast<int64_t>(option_ids_[best].size());
+  if (logprobs_) {
+    TokenLogprobEntry entry{option_texts_[best], static_cast<float>(std::log(p[best])), {}};
+    std::vector<size_t> order(p.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+    for (size_t k : order) {
+      entry.top.push_back({option_texts_[k], static_cast<float>(std::log(p[k]))});
+    }
+    delta.logprobs.push_back(std::move(entry));
+  }
+  send_(Encode(delta));
+  const double ms = MsSince(started_);
+  done.finish_reason = FinishReason::kStop;
+  done.completion_tokens = delta.completion_tokens;
+  done.prefill_ms = ms;
+  done.ttft_ms = ms + queue_ms_;
+  done.prefill_tok_s = ms > 0 ? 1000.0 * static_cast<double>(prompt_tokens_) / ms : 0;
+  FillSchedulerState(model_->scheduler(), &done);
+  send_(Encode(done));
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,96 @@
+// Decisions on /v1/chat/completions: a response_format json_schema whose schema is a choice
+// among a few values (an enum; a oneOf/anyOf of {const, description}; {"type": "boolean"}; or
+// an object with one property holding one of those) is answered by scoring every option, not
+// by sampling: one pass over the prompt, then each option's tokens (engine/option_scoring.h),
+// and the probabilities are the softmax over the options' summed token log-probabilities.
+// The answer is the most probable option in the schema's shape; with logprobs, the one
+// logprobs entry's top_logprobs carries every option (log of its probability). Sampling fields
+// are accepted and ignored: a decision is exact and repeatable.
+//
+//   if (auto schema = DecisionFromResponseFormat(format)) {   // else: constrained generation
+//     auto job = DecisionJob::Start(request, model, *schema, max_options, load_ms, send, end);
+//   }
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/option_scoring.h"
+#include "runtime/loaded_model.h"
+#include "server/generation_job.h"
+#include "server/worker_protocol.h"
+
+namespace tessera::server {
+
+struct DecisionSchema {
+  std::vector<nlohmann::ordered_json> values;  // the options (strings, numbers, booleans)
+  std::vector<std::string> descriptions;       // per option; "" when it has none
+  std::string property;                        // non-empty: the answer is {property: value}
+  std::string question;  // json_schema.description, or the value schema's description
+};
+
+// The decision a response_format (the request's JSON) asks for, or nullopt when its schema is
+// not one of the decision shapes (it is then generated under the schema's grammar).
+std::optional<DecisionSchema> DecisionFromResponseFormat(const nlohmann::ordered_json& format);
+
+// The text an option is scored as (and named by in logprobs): a string as itself, any other
+// value as its JSON.
+std::string DecisionOptionText(const nlohmann::ordered_json& value);
+
+// The prompt a decision scores its options after: the conversation with the question and the
+// options (with their descriptions) as a system message, appended to the conversation's own
+// system message when it has one, through the chat template with the generation prompt.
+Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
+                                              const std::vector<ChatMessage>& messages,
+                                              const DecisionSchema& schema);
+
+inline constexpr size_t kMaxDecisionOptions = 10;           // any chat model
+inline constexpr size_t kMaxDeclaredDecisionOptions = 255;  // a model served as kind decide
+inline constexpr int64_t kMaxDecisionPromptTokens = 8192;
+
+class DecisionJob {
+ public:
+  using SendFn = std::function<void(const std::string& frame)>;
+  using EndFn = std::function<void(uint64_t job_id)>;
+
+  static std::variant<std::unique_ptr<DecisionJob>, JobFailure> Start(
+      const JobRequest& request, LoadedModel& model, const DecisionSchema& schema,
+      size_t max_options, double load_ms, SendFn send, EndFn on_end);
+  ~DecisionJob();
+  void Cancel();
+
+ private:
+  DecisionJob() = default;
+  void OnFinish(const SequenceResult& r);
+  void Answer();
+
+  uint64_t job_id_ = 0;
+  LoadedModel* model_ = nullptr;
+  DecisionSchema schema_;
+  std::vector<std::string> option_texts_;
+  std::vector<std::vector<int32_t>> option_ids_;
+  std::shared_ptr<OptionScores> scores_;
+  std::vector<uint64_t> sequences_;
+  size_t pending_ = 0;
+  int64_t prompt_tokens_ = 0;
+  int64_t cached_tokens_ = 0;
+  bool logprobs_ = false;
+  bool cancelled_ = false;
+  bool ended_ = false;
+  Status error_;
+  std::optional<JobFailure> refused_;
+  double load_ms_ = 0;
+  double queue_ms_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  SendFn send_;
+  EndFn on_end_;
+};
+
+}  // namespace tessera::server
