@@ -286,6 +286,13 @@ int RunServeCommand(int argc, char** argv) {
   if (Status st = server::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
     return ReportError("serve", st);
   }
+  {
+    int resume = 0;
+    size_t entries = 0;
+    if (Status st = server::ReadSystemOneEnvironment(&resume, &entries); !st.ok()) {
+      return ReportError("serve", st);
+    }
+  }
   for (const ModelEntry& m : options.models) {
     std::fprintf(stderr, "tessera serve: model '%s' (%s)\n", m.name.c_str(),
                  std::string(ModelKindName(m.kind)).c_str());

@@ -17,7 +17,8 @@ double LogSoftmaxAt(std::span<const float> logits, int32_t id) {
 OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t> prompt,
                                   const std::vector<std::vector<int32_t>>& options,
                                   std::shared_ptr<OptionScores> scores,
-                                  std::function<void(const SequenceResult&)> on_finish) {
+                                  std::function<void(const SequenceResult&)> on_finish,
+                                  std::optional<uint64_t> after) {
   OptionScoring out;
   if (options.empty()) out.status = InvalidArgument("no options to score");
   for (const auto& option : options) {
@@ -38,6 +39,7 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
       for (size_t k = 0; k < first.size(); ++k) scores->logprob[k] = LogSoftmaxAt(logits, first[k]);
     };
     r.on_finish = std::move(on_finish);
+    r.after = after;
     auto id = scheduler.Submit(std::move(r));
     if (id) {
       out.ids.push_back(*id);
@@ -63,7 +65,11 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
       logits[static_cast<size_t>(keep)] = kept;
     };
     r.on_finish = on_finish;
-    if (!out.ids.empty()) r.share_prompt_with = out.ids.front();
+    if (out.ids.empty()) {
+      r.after = after;
+    } else {
+      r.share_prompt_with = out.ids.front();
+    }
     auto id = scheduler.Submit(std::move(r));
     if (!id) {
       for (uint64_t s : out.ids) scheduler.Cancel(s);

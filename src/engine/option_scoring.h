@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -38,9 +39,10 @@ struct OptionScoring {
 
 // Submits the sequences. Every option must be non-empty and inside the vocabulary (checked by
 // Submit), and the prompt must fit with the longest option.
-OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t> prompt,
-                                  const std::vector<std::vector<int32_t>>& options,
-                                  std::shared_ptr<OptionScores> scores,
-                                  std::function<void(const SequenceResult&)> on_finish);
+OptionScoring SubmitOptionScoring(
+    Scheduler& scheduler, std::span<const int32_t> prompt,
+    const std::vector<std::vector<int32_t>>& options, std::shared_ptr<OptionScores> scores,
+    std::function<void(const SequenceResult&)> on_finish,
+    std::optional<uint64_t> after = std::nullopt);  // SequenceRequest::after for the prompt
 
 }  // namespace tessera

@@ -106,6 +106,32 @@ Expected<uint64_t> Scheduler::Submit(SequenceRequest req) {
   return id;
 }
 
+int64_t Scheduler::PinPrefix(std::span<const int32_t> tokens, size_t max_entries) {
+  if (max_entries == 0) return 0;
+  KvBlockPool::Match m = pool_.Lookup(tokens, static_cast<int64_t>(tokens.size()));
+  if (m.shared.empty()) return 0;
+  // An entry this one covers (the same prefix, or one it extends) is replaced by it.
+  for (auto it = pinned_.begin(); it != pinned_.end();) {
+    if (it->size() <= m.shared.size() && std::equal(it->begin(), it->end(), m.shared.begin())) {
+      for (int32_t b : *it) pool_.Unref(b);
+      it = pinned_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (int32_t b : m.shared) pool_.Ref(b);
+  pinned_.push_back(m.shared);
+  ReleasePins(max_entries);
+  return static_cast<int64_t>(m.shared.size()) * kKvBlockTokens;
+}
+
+void Scheduler::ReleasePins(size_t keep) {
+  while (pinned_.size() > keep) {
+    for (int32_t b : pinned_.front()) pool_.Unref(b);
+    pinned_.pop_front();
+  }
+}
+
 void Scheduler::Cancel(uint64_t id) {
   for (auto& s : waiting_)
     if (s->id == id) s->cancelled = true;
@@ -183,6 +209,14 @@ void Scheduler::Admit() {
       }
       s.req.share_prompt_with.reset();
     }
+    if (s.req.after) {
+      // Waits for that sequence to end (it is ahead in the queue, or running).
+      if (Running(*s.req.after) != nullptr) return;
+      for (const auto& w : waiting_) {
+        if (w->id == *s.req.after) return;
+      }
+      s.req.after.reset();
+    }
     const int index = ChooseSlot(s);
     if (index < 0) return;
     Slot& slot = slots_[static_cast<size_t>(index)];
@@ -206,6 +240,10 @@ void Scheduler::Admit() {
       // Nothing runs, so every block not shared or copied here is available: without reuse
       // the sequence fits (Submit checked), though the prefix it could share does not.
       slot.cached.clear();
+      if (!pinned_.empty()) {
+        ReleasePins(0);  // pinned prefixes give way to a prompt that needs their blocks
+        continue;
+      }
       if (!TakeBlocks(s, {}, 0)) {
         std::unique_ptr<Sequence> gone = std::move(waiting_.front());
         waiting_.pop_front();

@@ -80,6 +80,10 @@ struct SequenceRequest {
   // prompt runs once for all choices. Falls back to running the prompt itself when no slot is
   // free at that moment or the cache cannot be copied.
   std::optional<uint64_t> share_prompt_with;
+  // Waits in the queue (holding up the sequences behind it, FCFS) until this sequence has
+  // ended: a shared prefix computed first is then found in the prefix cache (System One reads
+  // a state once for all its questions).
+  std::optional<uint64_t> after;
 };
 
 class Scheduler {
@@ -109,6 +113,12 @@ class Scheduler {
   Expected<uint64_t> Submit(SequenceRequest req);
   // Ends a sequence at the next step (kCancelled); unknown or finished ids are ignored.
   void Cancel(uint64_t id);
+  // Keeps the cached whole blocks of the longest cached prefix of `tokens` from eviction, as
+  // one entry of a least-recently-pinned list of at most `max_entries` (the oldest is let go):
+  // for prefixes later requests are expected to extend. Pins are let go when a prompt could not
+  // be admitted otherwise. Returns the positions pinned.
+  int64_t PinPrefix(std::span<const int32_t> tokens, size_t max_entries);
+  size_t pinned_prefixes() const { return pinned_.size(); }
 
   bool HasWork() const { return !waiting_.empty() || running_ > 0; }
   // One forward batch; an engine error fails the sequences of that batch (each is finished
@@ -175,6 +185,8 @@ class Scheduler {
     uint64_t used = 0;  // 0: empty
   };
   std::vector<Kept> kept_;
+  std::deque<std::vector<int32_t>> pinned_;  // PinPrefix entries (their blocks), oldest first
+  void ReleasePins(size_t keep);
   int64_t preemptions_ = 0;
   int running_ = 0;
   uint64_t next_id_ = 1;

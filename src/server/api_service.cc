@@ -24,6 +24,7 @@ enum class Route {
   kRerank,
   kModerations,
   kClassify,
+  kSystemOne,
   kNone
 };
 
@@ -40,6 +41,7 @@ Route RouteOf(const std::string& path) {
   if (path == "/v1/rerank" || path == "/rerank") return Route::kRerank;
   if (path == "/v1/moderations") return Route::kModerations;
   if (path == "/classify") return Route::kClassify;
+  if (path == "/v1/systemone") return Route::kSystemOne;
   return Route::kNone;
 }
 
@@ -327,6 +329,8 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
       return TaskJobCall(std::move(call), TaskEndpoint::kModerations);
     case Route::kClassify:
       return TaskJobCall(std::move(call), TaskEndpoint::kClassify);
+    case Route::kSystemOne:
+      return TaskJobCall(std::move(call), TaskEndpoint::kSystemOne);
     case Route::kNone:
       break;
   }

@@ -21,6 +21,8 @@ const char* EndpointNoun(TaskEndpoint e) {
       return "guard";
     case TaskEndpoint::kClassify:
       return "classifier";
+    case TaskEndpoint::kSystemOne:
+      return "decide or chat";
   }
   return "";
 }
@@ -35,6 +37,8 @@ const char* IdPrefix(TaskEndpoint e) {
       return "modr-";
     case TaskEndpoint::kClassify:
       return "classify-";
+    case TaskEndpoint::kSystemOne:
+      return "s1-";
   }
   return "";
 }
@@ -51,9 +55,16 @@ std::optional<ModelKind> ApiService::KindOf(const std::string& name) const {
 std::variant<std::string, ApiError> ApiService::TaskModel(const std::string& name,
                                                           TaskEndpoint e) const {
   const ModelKind want = KindFor(e);
+  // System One runs on a decide model, else on any chat model.
+  auto fits = [&](ModelKind kind) {
+    return kind == want || (e == TaskEndpoint::kSystemOne && kind == ModelKind::kChat);
+  };
   if (name.empty()) {
     for (size_t i = 0; i < model_names_.size(); ++i) {
       if (model_kinds_[i] == want) return model_names_[i];
+    }
+    for (size_t i = 0; i < model_names_.size(); ++i) {
+      if (fits(model_kinds_[i])) return model_names_[i];
     }
     ApiError err = InvalidField("model", std::string("no ") + EndpointNoun(e) +
                                              " model is served here; start the server with one "
@@ -66,7 +77,7 @@ std::variant<std::string, ApiError> ApiService::TaskModel(const std::string& nam
   }
   const std::optional<ModelKind> kind = KindOf(name);
   if (!kind) return ModelNotFound(name);
-  if (*kind != want) {
+  if (!fits(*kind)) {
     return InvalidField("model", "'" + name + "' is a " + std::string(ModelKindName(*kind)) +
                                      " model; this endpoint needs a " +
                                      std::string(ModelKindName(want)) + " model");
@@ -107,7 +118,15 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket) {
   double queue_ms = 0;
   std::vector<HttpHeader> extra;
   auto answer = AwaitAnswer(call, request.job, ticket, &extra, &queue_ms);
-  if (auto* e = std::get_if<ApiError>(&answer)) return SendError(call, *e, queue_ms, extra);
+  if (auto* e = std::get_if<ApiError>(&answer)) {
+    // System One answers a malformed request with 422 (an over-limit state stays a 400).
+    if (request.endpoint == TaskEndpoint::kSystemOne && e->status == 400 &&
+        e->code != "context_length_exceeded") {
+      e->status = 422;
+      e->code = "invalid_field";
+    }
+    return SendError(call, *e, queue_ms, extra);
+  }
   auto m = Decode<TaskResultMessage>(std::get<JobAnswer>(answer).frame);
   if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
   call.exchange->Note([&](AccessRecord& r) {
@@ -119,6 +138,7 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket) {
   body["x_tessera_stats"] = {{"queue_ms", queue_ms},
                              {"worker_queue_ms", m->queue_ms},
                              {"run_ms", m->run_ms},
+                             {"cached_tokens", m->cached_tokens},
                              {"inputs", m->items.size()}};
   SendJson(call, 200, std::move(body), queue_ms);
 }

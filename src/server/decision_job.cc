@@ -108,16 +108,26 @@ std::string DecisionOptionText(const ojson& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
+std::string DecisionInstruction(const std::string& question,
+                                const std::vector<std::string>& options,
+                                const std::vector<std::string>& descriptions) {
+  std::string instruction = question;
+  if (!instruction.empty()) instruction += "\n";
+  instruction += "Answer with exactly one of these options:";
+  for (size_t k = 0; k < options.size(); ++k) {
+    instruction += "\n- " + options[k];
+    if (k < descriptions.size() && !descriptions[k].empty()) instruction += ": " + descriptions[k];
+  }
+  return instruction;
+}
+
 Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
                                               const std::vector<ChatMessage>& messages,
                                               const DecisionSchema& schema) {
-  std::string instruction = schema.question;
-  if (!instruction.empty()) instruction += "\n";
-  instruction += "Answer with exactly one of these options:";
-  for (size_t k = 0; k < schema.values.size(); ++k) {
-    instruction += "\n- " + DecisionOptionText(schema.values[k]);
-    if (!schema.descriptions[k].empty()) instruction += ": " + schema.descriptions[k];
-  }
+  std::vector<std::string> options;
+  for (const ojson& value : schema.values) options.push_back(DecisionOptionText(value));
+  const std::string instruction =
+      DecisionInstruction(schema.question, options, schema.descriptions);
   TS_ASSIGN_OR_RETURN(ojson conversation, TemplateMessages(messages));
   if (!conversation.empty() && conversation[0].value("role", "") == "system") {
     conversation[0]["content"] = conversation[0].value("content", "") + "\n\n" + instruction;
@@ -161,6 +171,7 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
   job->started_ = std::chrono::steady_clock::now();
+  job->group_.emplace(model.scheduler());
   std::set<std::string> seen;
   size_t longest = 0;
   for (const ojson& value : schema.values) {
@@ -194,58 +205,36 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   OptionScoring scoring =
       SubmitOptionScoring(model.scheduler(), *prompt, job->option_ids_, job->scores_,
                           [self](const SequenceResult& r) { self->OnFinish(r); });
-  job->sequences_ = scoring.ids;
-  job->pending_ = scoring.ids.size();
+  for (uint64_t id : scoring.ids) job->group_->Added(id);
   if (!scoring.status.ok()) {
     JobFailure refusal{JobErrorKind::kContextLength, "messages: " + scoring.status.message(),
                        tokens};
-    if (job->pending_ == 0) return refusal;
-    job->refused_ = std::move(refusal);  // answered once the cancelled sequences end
-    return job;
+    if (!job->group_->RefuseAfterStart(refusal)) return refusal;
+    return job;  // answered once the cancelled sequences end
   }
   job->send_(Encode(StartedMessage{request.job_id, tokens, ResolvedSamplingParams{}}));
   return job;
 }
 
 void DecisionJob::Cancel() {
-  cancelled_ = true;
-  for (uint64_t id : sequences_) model_->scheduler().Cancel(id);
+  group_->CancelAll();
 }
 
 void DecisionJob::OnFinish(const SequenceResult& r) {
-  if (ended_) return;
-  if (!r.status.ok() && error_.ok()) error_ = r.status;
-  if (r.stop_reason == StopReason::kCancelled && r.status.ok()) cancelled_ = true;
-  queue_ms_ = std::max(queue_ms_, r.queue_ms);
   cached_tokens_ = std::max(cached_tokens_, r.cached_tokens);
-  if (--pending_ > 0) return;
-  ended_ = true;
+  if (!group_->Ended(r)) return;
   Answer();
   on_end_(job_id_);
 }
 
 void DecisionJob::Answer() {
-  if (refused_) {
-    send_(Encode(
-        JobErrorMessage{job_id_, refused_->kind, refused_->message, refused_->prompt_tokens}));
-    return;
-  }
-  if (!error_.ok()) {
-    send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
-                                 "the model failed while running this request", 0}));
-    return;
-  }
+  if (auto frame = group_->EndFrame(job_id_)) return send_(*frame);
   DoneMessage done;
   done.job_id = job_id_;
   done.prompt_tokens = prompt_tokens_;
   done.cached_tokens = cached_tokens_;
-  done.queue_ms = queue_ms_;
+  done.queue_ms = group_->queue_ms();
   done.load_ms = load_ms_;
-  if (cancelled_) {
-    done.finish_reason = FinishReason::kCancelled;
-    send_(Encode(done));
-    return;
-  }
   const std::vector<double> p = Softmax(scores_->logprob);
   const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
   const ojson& value = schema_.values[best];
@@ -270,7 +259,7 @@ void DecisionJob::Answer() {
   done.finish_reason = FinishReason::kStop;
   done.completion_tokens = delta.completion_tokens;
   done.prefill_ms = ms;
-  done.ttft_ms = ms + queue_ms_;
+  done.ttft_ms = ms;
   done.prefill_tok_s = ms > 0 ? 1000.0 * static_cast<double>(prompt_tokens_) / ms : 0;
   FillSchedulerState(model_->scheduler(), &done);
   send_(Encode(done));

@@ -25,6 +25,7 @@
 #include "engine/option_scoring.h"
 #include "runtime/loaded_model.h"
 #include "server/generation_job.h"
+#include "server/sequence_group.h"
 #include "server/worker_protocol.h"
 
 namespace tessera::server {
@@ -44,6 +45,12 @@ std::optional<DecisionSchema> DecisionFromResponseFormat(const nlohmann::ordered
 // value as its JSON.
 std::string DecisionOptionText(const nlohmann::ordered_json& value);
 
+// "<question>\nAnswer with exactly one of these options:\n- a: description\n- b": how the
+// question and its options are put to the model (decisions and System One).
+std::string DecisionInstruction(const std::string& question,
+                                const std::vector<std::string>& options,
+                                const std::vector<std::string>& descriptions);
+
 // The prompt a decision scores its options after: the conversation with the question and the
 // options (with their descriptions) as a system message, appended to the conversation's own
 // system message when it has one, through the chat template with the generation prompt.
@@ -55,7 +62,7 @@ inline constexpr size_t kMaxDecisionOptions = 10;           // any chat model
 inline constexpr size_t kMaxDeclaredDecisionOptions = 255;  // a model served as kind decide
 inline constexpr int64_t kMaxDecisionPromptTokens = 8192;
 
-class DecisionJob {
+class DecisionJob final : public WorkerJob {
  public:
   using SendFn = std::function<void(const std::string& frame)>;
   using EndFn = std::function<void(uint64_t job_id)>;
@@ -63,8 +70,8 @@ class DecisionJob {
   static std::variant<std::unique_ptr<DecisionJob>, JobFailure> Start(
       const JobRequest& request, LoadedModel& model, const DecisionSchema& schema,
       size_t max_options, double load_ms, SendFn send, EndFn on_end);
-  ~DecisionJob();
-  void Cancel();
+  ~DecisionJob() override;
+  void Cancel() override;
 
  private:
   DecisionJob() = default;
@@ -77,17 +84,11 @@ class DecisionJob {
   std::vector<std::string> option_texts_;
   std::vector<std::vector<int32_t>> option_ids_;
   std::shared_ptr<OptionScores> scores_;
-  std::vector<uint64_t> sequences_;
-  size_t pending_ = 0;
+  std::optional<SequenceGroup> group_;
   int64_t prompt_tokens_ = 0;
   int64_t cached_tokens_ = 0;
   bool logprobs_ = false;
-  bool cancelled_ = false;
-  bool ended_ = false;
-  Status error_;
-  std::optional<JobFailure> refused_;
   double load_ms_ = 0;
-  double queue_ms_ = 0;
   std::chrono::steady_clock::time_point started_;
   SendFn send_;
   EndFn on_end_;

@@ -29,6 +29,14 @@ Expected<nlohmann::ordered_json> TemplateMessages(const std::vector<ChatMessage>
 // The model's scheduler as a Done message reports it (slots, waiting sequences, KV blocks).
 void FillSchedulerState(const Scheduler& sched, DoneMessage* done);
 
+// What the worker holds of a running job of any kind: it can be cancelled (the job still
+// answers, with a cancelled Done), and it is deleted after it has sent its end.
+class WorkerJob {
+ public:
+  virtual ~WorkerJob() = default;
+  virtual void Cancel() = 0;
+};
+
 // A job-level failure: the kind decides the HTTP status, the message is shown to the client.
 struct JobFailure {
   JobErrorKind kind;
@@ -36,7 +44,7 @@ struct JobFailure {
   int64_t prompt_tokens = 0;  // for kContextLength
 };
 
-class GenerationJob {
+class GenerationJob final : public WorkerJob {
  public:
   using SendFn = std::function<void(const std::string& frame)>;
   using EndFn = std::function<void(uint64_t job_id)>;
@@ -49,8 +57,8 @@ class GenerationJob {
       const std::function<Expected<std::shared_ptr<const TokenVocabulary>>()>& vocabulary,
       double load_ms, SendFn send, EndFn on_end);
 
-  ~GenerationJob();
-  void Cancel();
+  ~GenerationJob() override;
+  void Cancel() override;
   uint64_t job_id() const { return job_id_; }
 
  private:

@@ -25,6 +25,7 @@ constexpr std::string_view kRerankFields[] = {"model",
                                               "return_documents",
                                               "max_chunks_per_doc"};
 constexpr std::string_view kModerationFields[] = {"model", "input", "messages", "strict"};
+constexpr std::string_view kSystemOneFields[] = {"model", "state", "questions"};
 constexpr std::string_view kClassifyFields[] = {
     "model", "input", "use_activation", "truncate_prompt_tokens", "add_special_tokens", "user"};
 
@@ -38,6 +39,8 @@ std::span<const std::string_view> FieldsOf(TaskEndpoint e) {
       return kModerationFields;
     case TaskEndpoint::kClassify:
       return kClassifyFields;
+    case TaskEndpoint::kSystemOne:
+      return kSystemOneFields;
   }
   return {};
 }
@@ -260,6 +263,118 @@ std::optional<ApiError> ParseClassify(const ojson& body, TaskRequest* r) {
   return ReadString(body, "user", &user);
 }
 
+// System One's refusals are 422s naming the field's path.
+ApiError Unprocessable(const std::string& path, const std::string& message) {
+  ApiError e = InvalidField(path, path + " " + message);
+  e.status = 422;
+  e.code = "invalid_field";
+  return e;
+}
+
+// Options as strings, distinct and non-empty, 2..10 of them.
+std::optional<ApiError> CheckOptions(const std::string& at, const std::vector<std::string>& o) {
+  if (o.size() < 2 || o.size() > 10) {
+    return Unprocessable(at, "must give 2 to 10 options, found " + std::to_string(o.size()));
+  }
+  for (size_t i = 0; i < o.size(); ++i) {
+    if (o[i].empty()) return Unprocessable(at, "has an empty option");
+    for (size_t j = 0; j < i; ++j) {
+      if (o[i] == o[j]) return Unprocessable(at, "names the option '" + o[i] + "' twice");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseSystemOne(const ojson& body, TaskRequest* r) {
+  r->job.kind = JobKind::kSystemOne;
+  const ojson* state = Field(body, "state");
+  if (state == nullptr) return Unprocessable("state", "is required (a string, or JSON)");
+  r->job.query = state->is_string() ? state->get<std::string>() : state->dump();
+  const ojson* questions = Field(body, "questions");
+  if (questions == nullptr || !questions->is_array() || questions->empty() ||
+      questions->size() > kMaxSystemOneQuestions) {
+    return Unprocessable("questions", "must be a list of 1 to " +
+                                          std::to_string(kMaxSystemOneQuestions) + " questions");
+  }
+  for (size_t i = 0; i < questions->size(); ++i) {
+    const ojson& q = (*questions)[i];
+    const std::string at = "questions[" + std::to_string(i) + "]";
+    if (!q.is_object())
+      return Unprocessable(at, "must be an object {type, instructions, criteria}");
+    for (const auto& [key, value] : q.items()) {
+      if (key != "type" && key != "instructions" && key != "criteria" && !value.is_null()) {
+        return Unprocessable(at + "." + key, "is not a question field");
+      }
+    }
+    Question question;
+    const std::string type =
+        q.value("type", ojson()).is_string() ? q["type"].get<std::string>() : "";
+    if (type == "choice") {
+      question.type = QuestionType::kChoice;
+    } else if (type == "score") {
+      question.type = QuestionType::kScore;
+    } else if (type == "noul") {
+      question.type = QuestionType::kNoul;
+    } else {
+      return Unprocessable(at + ".type", "must be \"choice\", \"score\" or \"noul\"");
+    }
+    if (!q.contains("instructions") || !q["instructions"].is_string() ||
+        q["instructions"].get<std::string>().empty()) {
+      return Unprocessable(at + ".instructions", "must be a non-empty string: the question");
+    }
+    question.instructions = q["instructions"].get<std::string>();
+    const std::string where = at + ".criteria";
+    const ojson criteria = q.value("criteria", ojson());
+    switch (question.type) {
+      case QuestionType::kChoice:
+        if (criteria.is_object()) {
+          for (const auto& [name, description] : criteria.items()) {
+            if (!description.is_string()) {
+              return Unprocessable(where + "." + name, "must be a string describing the option");
+            }
+            question.options.push_back(name);
+            question.descriptions.push_back(description.get<std::string>());
+          }
+        } else if (criteria.is_array()) {
+          for (const ojson& name : criteria) {
+            if (!name.is_string()) return Unprocessable(where, "must list option names (strings)");
+            question.options.push_back(name.get<std::string>());
+            question.descriptions.emplace_back();
+          }
+        } else {
+          return Unprocessable(where,
+                               "must be a map of option to description, or a list of options");
+        }
+        if (auto e = CheckOptions(where, question.options)) return e;
+        break;
+      case QuestionType::kScore:
+        if (!criteria.is_array()) {
+          return Unprocessable(where, "must be a list of 2 to 10 level descriptions, lowest first");
+        }
+        for (size_t k = 0; k < criteria.size(); ++k) {
+          if (!criteria[k].is_string() || criteria[k].get<std::string>().empty()) {
+            return Unprocessable(where + "[" + std::to_string(k) + "]", "must describe a level");
+          }
+          question.options.push_back(std::to_string(k));  // levels are scored as their numbers
+          question.descriptions.push_back(criteria[k].get<std::string>());
+        }
+        if (auto e = CheckOptions(where, question.options)) return e;
+        break;
+      case QuestionType::kNoul:
+        if (!criteria.is_null()) {
+          if (!criteria.is_string())
+            return Unprocessable(where, "must be a string (what yes means)");
+          question.instructions += "\n" + criteria.get<std::string>();
+        }
+        question.options = {"yes", "no"};
+        question.descriptions = {"", ""};
+        break;
+    }
+    r->job.questions.push_back(std::move(question));
+  }
+  return std::nullopt;
+}
+
 // OpenAI's moderation categories: a guard model does not score them, so all are false / 0.
 constexpr const char* kOpenAiCategories[] = {"harassment",
                                              "harassment/threatening",
@@ -287,6 +402,8 @@ ModelKind KindFor(TaskEndpoint endpoint) {
       return ModelKind::kGuard;
     case TaskEndpoint::kClassify:
       return ModelKind::kClassify;
+    case TaskEndpoint::kSystemOne:
+      return ModelKind::kDecide;
   }
   return ModelKind::kChat;
 }
@@ -296,6 +413,7 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, cons
     if (value.is_null()) continue;
     const auto fields = FieldsOf(endpoint);
     if (std::find(fields.begin(), fields.end(), key) == fields.end()) {
+      if (endpoint == TaskEndpoint::kSystemOne) return Unprocessable(key, "is not a field here");
       return InvalidField(key, "unsupported field '" + key + "' for this endpoint");
     }
   }
@@ -320,6 +438,9 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, cons
       break;
     case TaskEndpoint::kClassify:
       e = ParseClassify(body, &r);
+      break;
+    case TaskEndpoint::kSystemOne:
+      e = ParseSystemOne(body, &r);
       break;
   }
   if (e) return *e;
@@ -420,6 +541,54 @@ json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resul
                            {"category_scores", std::move(scores)}});
       }
       body = {{"id", id}, {"model", model}, {"results", std::move(results)}};
+      break;
+    }
+    case TaskEndpoint::kSystemOne: {
+      json answers = json::array();
+      for (const TaskItem& item : result.items) {
+        const Question& q = request.job.questions[static_cast<size_t>(item.index)];
+        const double top =
+            item.values.empty() ? 0.0 : *std::max_element(item.values.begin(), item.values.end());
+        json a = {{"index", item.index}};
+        switch (q.type) {
+          case QuestionType::kChoice: {
+            json p = json::object();
+            for (size_t k = 0; k < q.options.size(); ++k) p[q.options[k]] = item.values[k];
+            a["type"] = "choice";
+            a["choice"] = item.label;
+            a["probabilities"] = std::move(p);
+            a["confidence"] = top;
+            break;
+          }
+          case QuestionType::kScore: {
+            json p = json::object(), legend = json::object();
+            double expected = 0;
+            for (size_t k = 0; k < q.options.size(); ++k) {
+              p[q.options[k]] = item.values[k];
+              legend[q.options[k]] = q.descriptions[k];
+              expected += static_cast<double>(k) * item.values[k];
+            }
+            a["type"] = "score";
+            a["score"] = expected;
+            a["legend"] = std::move(legend);
+            a["probabilities"] = std::move(p);
+            a["confidence"] = top;
+            break;
+          }
+          case QuestionType::kNoul:
+            a["type"] = "noul";
+            a["probability"] = item.values[0];  // options are {yes, no}
+            a["confidence"] = top;
+            break;
+        }
+        answers.push_back(std::move(a));
+      }
+      body = {{"id", id},
+              {"object", "systemone.answers"},
+              {"created", created},
+              {"model", model},
+              {"answers", std::move(answers)},
+              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
       break;
     }
     case TaskEndpoint::kClassify: {

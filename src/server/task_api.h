@@ -1,5 +1,7 @@
 // The task endpoints' wire formats: /v1/embeddings (OpenAI), /v1/rerank and /rerank
-// (Cohere/Jina), /v1/moderations (OpenAI, answered by a Qwen3Guard model) and /classify (vLLM).
+// (Cohere/Jina), /v1/moderations (OpenAI, answered by a Qwen3Guard model), /classify (vLLM)
+// and /v1/systemone (tessera's: questions about a state, each a choice, a score or a yes/no,
+// answered with probabilities; a malformed body is a 422 naming the field's path).
 // Each body is checked field by field (an unknown field is a 400 naming it) and becomes one
 // task JobRequest; the worker's TaskResultMessage becomes the endpoint's response body.
 //
@@ -22,10 +24,11 @@
 
 namespace tessera::server {
 
-enum class TaskEndpoint { kEmbeddings, kRerank, kModerations, kClassify };
+enum class TaskEndpoint { kEmbeddings, kRerank, kModerations, kClassify, kSystemOne };
 
 inline constexpr size_t kMaxTaskInputs = 2048;        // inputs (or documents) per request
 inline constexpr int64_t kMaxEmbeddingTokens = 4096;  // per embedding input
+inline constexpr size_t kMaxSystemOneQuestions = 64;
 
 struct TaskRequest {
   TaskEndpoint endpoint = TaskEndpoint::kEmbeddings;
@@ -36,7 +39,7 @@ struct TaskRequest {
   bool strict = false;  // moderations: Controversial is flagged too
 };
 
-// The kind of model an endpoint runs on.
+// The kind of model an endpoint runs on (System One: a decide model, or any chat model).
 ModelKind KindFor(TaskEndpoint endpoint);
 // The model field's name for messages ("model").
 std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint,

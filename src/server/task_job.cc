@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/option_scoring.h"
 #include "runtime/task_prompts.h"
@@ -50,6 +51,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
   job->started_ = std::chrono::steady_clock::now();
+  job->group_.emplace(model.scheduler());
   auto invalid = [](std::string message) {
     return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
   };
@@ -187,8 +189,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
     if (request.kind == JobKind::kModerate) {
       OptionScoring scoring =
           SubmitOptionScoring(sched, unit->prompt, guard_labels, unit->scores, on_finish);
-      job->sequences_.insert(job->sequences_.end(), scoring.ids.begin(), scoring.ids.end());
-      job->pending_ += scoring.ids.size();
+      for (uint64_t id : scoring.ids) job->group_->Added(id);
       submitted = scoring.status;
     } else {
       SequenceRequest r;
@@ -204,7 +205,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
         r.on_final_hidden = [self, unit, activation](std::span<const float> row) {
           auto logits = ScoreHeadLogits(self->model_->checkpoint(), row);
           if (!logits) {
-            self->error_ = logits.status();
+            self->head_error_ = logits.status();
             return;
           }
           const std::vector<double> out = activation ? Softmax(*logits) : *logits;
@@ -220,10 +221,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
         };
       }
       auto id = sched.Submit(std::move(r));
-      if (id) {
-        job->sequences_.push_back(*id);
-        ++job->pending_;
-      }
+      if (id) job->group_->Added(*id);
       submitted = id.status();
     }
     if (!submitted.ok()) {
@@ -231,9 +229,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
       // cancelled, and the job answers with the refusal once those sequences have ended (their
       // callbacks hold it).
       JobFailure refusal{JobErrorKind::kContextLength, submitted.message()};
-      if (job->pending_ == 0) return refusal;
-      job->refused_ = std::move(refusal);
-      for (uint64_t s : job->sequences_) sched.Cancel(s);
+      if (!job->group_->RefuseAfterStart(refusal)) return refusal;
       return job;
     }
   }
@@ -241,37 +237,21 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
 }
 
 void TaskJob::Cancel() {
-  cancelled_ = true;
-  for (uint64_t id : sequences_) model_->scheduler().Cancel(id);
+  group_->CancelAll();
 }
 
 void TaskJob::OnFinish(const SequenceResult& r) {
-  if (ended_) return;
-  if (!r.status.ok() && error_.ok()) error_ = r.status;
-  if (r.stop_reason == StopReason::kCancelled && r.status.ok()) cancelled_ = true;
-  queue_ms_ = std::max(queue_ms_, r.queue_ms);
-  if (--pending_ > 0) return;
-  ended_ = true;
+  if (!group_->Ended(r)) return;
   Answer();
   on_end_(job_id_);
 }
 
 void TaskJob::Answer() {
-  if (refused_) {
-    send_(Encode(JobErrorMessage{job_id_, refused_->kind, refused_->message, 0}));
-    return;
-  }
-  if (!error_.ok()) {
-    send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
-                                 "the model failed while running this request", 0}));
-    return;
-  }
-  if (cancelled_) {
-    DoneMessage done;
-    done.job_id = job_id_;
-    done.finish_reason = FinishReason::kCancelled;
-    send_(Encode(done));
-    return;
+  if (auto frame = group_->EndFrame(job_id_)) return send_(*frame);
+  if (!head_error_.ok()) {
+    std::fprintf(stderr, "tessera worker: %s\n", head_error_.message().c_str());
+    return send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
+                                        "the model failed while running this request", 0}));
   }
   TaskResultMessage result;
   result.job_id = job_id_;
@@ -286,7 +266,8 @@ void TaskJob::Answer() {
     result.prompt_tokens += unit->item.tokens;
     result.items.push_back(std::move(unit->item));
   }
-  result.queue_ms = queue_ms_;
+  result.queue_ms = group_->queue_ms();
+  result.cached_tokens = std::max<int64_t>(0, result.prompt_tokens - group_->computed_tokens());
   result.run_ms = MsSince(started_);
   send_(Encode(result));
 }

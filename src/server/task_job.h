@@ -19,11 +19,12 @@
 #include "format/model_kind.h"
 #include "runtime/loaded_model.h"
 #include "server/generation_job.h"
+#include "server/sequence_group.h"
 #include "server/worker_protocol.h"
 
 namespace tessera::server {
 
-class TaskJob {
+class TaskJob final : public WorkerJob {
  public:
   using SendFn = std::function<void(const std::string& frame)>;
   using EndFn = std::function<void(uint64_t job_id)>;
@@ -35,8 +36,8 @@ class TaskJob {
                                                                   LoadedModel& model,
                                                                   const ModelKindInfo& kind,
                                                                   SendFn send, EndFn on_end);
-  ~TaskJob();
-  void Cancel();
+  ~TaskJob() override;
+  void Cancel() override;
 
  private:
   struct Unit;
@@ -48,16 +49,10 @@ class TaskJob {
   JobKind kind_ = JobKind::kEmbed;
   LoadedModel* model_ = nullptr;
   std::vector<std::unique_ptr<Unit>> units_;  // one per input
-  std::vector<uint64_t> sequences_;
   std::vector<std::string> labels_;
-  size_t pending_ = 0;
-  bool failed_ = false;
-  bool cancelled_ = false;
-  bool ended_ = false;
-  Status error_;
-  std::optional<JobFailure> refused_;  // a sequence the scheduler refused: the job's answer
+  std::optional<SequenceGroup> group_;
+  Status head_error_;  // the score head could not be read
   std::chrono::steady_clock::time_point started_;
-  double queue_ms_ = 0;
   SendFn send_;
   EndFn on_end_;
 };

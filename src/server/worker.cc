@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "runtime/loaded_model.h"
 #include "server/decision_job.h"
 #include "server/generation_job.h"
+#include "server/systemone_job.h"
 #include "server/task_job.h"
 #include "server/worker_protocol.h"
 
@@ -39,6 +41,10 @@ class Worker {
   Worker(int fd, const WorkerOptions& options) : fd_(fd), options_(options) {}
 
   int Run() {
+    if (Status st = ReadSystemOneEnvironment(&systemone_resume_, &systemone_entries_); !st.ok()) {
+      std::fprintf(stderr, "tessera worker: %s\n", st.message().c_str());
+      return 2;
+    }
     if (options_.models.empty()) {
       std::fprintf(stderr, "tessera worker: no models given\n");
       return 2;
@@ -120,9 +126,7 @@ class Worker {
 
   void CancelJob(uint64_t job_id) {
     if (auto it = jobs_.find(job_id); it != jobs_.end()) {
-      if (it->second.job) it->second.job->Cancel();
-      if (it->second.task) it->second.task->Cancel();
-      if (it->second.decision) it->second.decision->Cancel();
+      it->second.job->Cancel();
       return;
     }
     // A job waiting for its model to be loaded: answered at once, without running.
@@ -243,7 +247,23 @@ class Worker {
       case JobKind::kModerate:
         if (auto failure = StartTask(m, job)) Fail(job.job_id, *failure);
         return;
+      case JobKind::kSystemOne:
+        if (auto failure = StartSystemOne(m, job)) Fail(job.job_id, *failure);
+        return;
     }
+  }
+
+  std::optional<JobFailure> StartSystemOne(ResidentModel& m, const JobRequest& job) {
+    if (m.kind.kind != ModelKind::kChat && m.kind.kind != ModelKind::kDecide) {
+      return JobFailure{JobErrorKind::kInvalidRequest,
+                        "model: '" + m.name + "' is a " + std::string(ModelKindName(m.kind.kind)) +
+                            " model; System One needs a chat or decide model"};
+    }
+    auto send = [this](const std::string& frame) { Send(frame); };
+    auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
+    SystemOneOptions options{systemone_resume_, systemone_entries_};
+    auto started = SystemOneJob::Start(job, *m.model, options, send, on_end);
+    return Track(m, job.job_id, std::move(started));
   }
 
   // The kind each task needs of its model (the server routes by kind; this is the worker's
@@ -271,13 +291,7 @@ class Worker {
     auto send = [this](const std::string& frame) { Send(frame); };
     auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
     auto started = TaskJob::Start(job, *m.model, m.kind, send, on_end);
-    if (auto* failure = std::get_if<JobFailure>(&started)) return *failure;
-    ++m.active_jobs;
-    RunningJob running;
-    running.model = &m;
-    running.task = std::move(std::get<std::unique_ptr<TaskJob>>(started));
-    jobs_[job.job_id] = std::move(running);
-    return std::nullopt;
+    return Track(m, job.job_id, std::move(started));
   }
 
   void Tokenize(const ResidentModel& m, const JobRequest& job) {
@@ -321,32 +335,29 @@ class Worker {
       if (auto schema = format.is_discarded() ? std::nullopt : DecisionFromResponseFormat(format)) {
         const size_t max_options =
             m.kind.kind == ModelKind::kDecide ? kMaxDeclaredDecisionOptions : kMaxDecisionOptions;
-        auto decided =
-            DecisionJob::Start(job, *m.model, *schema, max_options, load_ms, send, on_end);
-        if (auto* failure = std::get_if<JobFailure>(&decided)) return *failure;
-        ++m.active_jobs;
-        RunningJob running;
-        running.model = &m;
-        running.decision = std::move(std::get<std::unique_ptr<DecisionJob>>(decided));
-        jobs_[job.job_id] = std::move(running);
-        return std::nullopt;
+        return Track(
+            m, job.job_id,
+            DecisionJob::Start(job, *m.model, *schema, max_options, load_ms, send, on_end));
       }
     }
     auto started = GenerationJob::Start(job, *m.model, vocabulary, load_ms, send, on_end);
+    return Track(m, job.job_id, std::move(started));
+  }
+
+  // A started job is kept (and counted against its model) until it sends its end; a refused
+  // one is returned for the caller to answer.
+  template <class J>
+  std::optional<JobFailure> Track(ResidentModel& m, uint64_t job_id,
+                                  std::variant<std::unique_ptr<J>, JobFailure> started) {
     if (auto* failure = std::get_if<JobFailure>(&started)) return *failure;
     ++m.active_jobs;
-    RunningJob running;
-    running.model = &m;
-    running.job = std::move(std::get<std::unique_ptr<GenerationJob>>(started));
-    jobs_[job.job_id] = std::move(running);
+    jobs_[job_id] = {&m, std::move(std::get<std::unique_ptr<J>>(started))};
     return std::nullopt;
   }
 
   struct RunningJob {
     ResidentModel* model = nullptr;
-    std::unique_ptr<GenerationJob> job;     // chat and completions
-    std::unique_ptr<TaskJob> task;          // the task endpoints
-    std::unique_ptr<DecisionJob> decision;  // chat completions whose schema is a choice
+    std::unique_ptr<WorkerJob> job;  // generation, decision, task or System One
   };
 
   int fd_;
@@ -357,9 +368,33 @@ class Worker {
   std::deque<JobRequest> deferred_;  // jobs for a model that cannot be loaded until one is idle
   uint64_t clock_ = 0;
   bool closed_ = false;
+  int systemone_resume_ = 0;
+  size_t systemone_entries_ = 6;
 };
 
 }  // namespace
+
+Status ReadSystemOneEnvironment(int* resume, size_t* entries) {
+  *resume = 0;
+  *entries = 6;
+  if (const char* v = std::getenv("TESSERA_DEC_RESUME"); v != nullptr && *v != '\0') {
+    const std::string s = v;
+    if (s != "0" && s != "1" && s != "2") {
+      return InvalidArgument("TESSERA_DEC_RESUME='" + s + "' must be 0, 1 or 2");
+    }
+    *resume = s[0] - '0';
+  }
+  if (const char* v = std::getenv("TESSERA_DEC_ENTRIES"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || n < 1 || n > 1024) {
+      return InvalidArgument("TESSERA_DEC_ENTRIES='" + std::string(v) +
+                             "' must be a whole number from 1 to 1024");
+    }
+    *entries = static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
 
 Status ResolveModelKinds(std::vector<ModelEntry>& models,
                          const std::vector<std::string>& declared) {

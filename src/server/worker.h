@@ -47,6 +47,10 @@ struct WorkerOptions {
   bool bf16_activations = false;  // BackendOptions::bf16_activations for BF16 packages
 };
 
+// TESSERA_DEC_RESUME (0, 1 or 2; default 0) and TESSERA_DEC_ENTRIES (1..1024; default 6):
+// how System One reuses a state (systemone_job.h). An invalid value is an error naming it.
+Status ReadSystemOneEnvironment(int* resume, size_t* entries);
+
 // Serves jobs from `fd` until it is closed. Returns the process exit code.
 int RunWorker(int fd, const WorkerOptions& options);
 

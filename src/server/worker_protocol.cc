@@ -181,7 +181,7 @@ void DescribeChatMessage(Io& io, M& m) {
 template <typename Io, typename M>
 void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobRequest> {
   io(m.job_id);
-  io.Enum(m.kind, JobKind::kChat, JobKind::kModerate);
+  io.Enum(m.kind, JobKind::kChat, JobKind::kSystemOne);
   io(m.model);
   io(m.prompt);
   io.List(m.messages, 20, kMaxListElements, [&](auto& msg) { DescribeChatMessage(io, msg); });
@@ -219,6 +219,13 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobReq
   io(m.truncate_prompt_tokens);
   io(m.use_activation);
   io(m.max_input_tokens);
+  io.List(m.questions, 14, kMaxListElements, [&](auto& q) {
+    io.Enum(q.type, QuestionType::kChoice, QuestionType::kNoul);
+    io(q.instructions);
+    io.List(q.options, 4, kMaxListElements);
+    io.List(q.descriptions, 4, kMaxListElements);
+    io.Check(q.options.size() == q.descriptions.size(), "a question's descriptions do not match");
+  });
 }
 
 template <typename Io, typename M>
@@ -232,6 +239,7 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TaskRe
   });
   io.List(m.labels, 4, kMaxListElements);
   io(m.prompt_tokens);
+  io(m.cached_tokens);
   io(m.queue_ms);
   io(m.run_ms);
 }

@@ -50,10 +50,20 @@ enum class JobKind : uint8_t {
   kDetokenize = 4,
   // Task jobs (answered by one TaskResultMessage): each input is a text (`inputs`) or token ids
   // (`input_ids`, embed and classify).
-  kEmbed = 5,     // one vector per input; `instruction` is the prompt name ("query") or empty
-  kRerank = 6,    // one relevance score per document (`inputs`) for `query`
-  kClassify = 7,  // class probabilities per input
-  kModerate = 8,  // guard label scores per input, or for `messages` when given
+  kEmbed = 5,      // one vector per input; `instruction` is the prompt name ("query") or empty
+  kRerank = 6,     // one relevance score per document (`inputs`) for `query`
+  kClassify = 7,   // class probabilities per input
+  kModerate = 8,   // guard label scores per input, or for `messages` when given
+  kSystemOne = 9,  // probabilities of each question's options about the state in `query`
+};
+
+// One System One question: its options are scored after the state (worker: SystemOneJob).
+enum class QuestionType : uint8_t { kChoice = 1, kScore = 2, kNoul = 3 };
+struct Question {
+  QuestionType type = QuestionType::kChoice;
+  std::string instructions;
+  std::vector<std::string> options;       // what is scored ("0".."n-1" for score levels)
+  std::vector<std::string> descriptions;  // shown beside each option; "" for none
 };
 
 inline constexpr int32_t kMaxChoices = 16;  // n
@@ -96,6 +106,7 @@ struct JobRequest {
   int32_t truncate_prompt_tokens = -1;  // classify: keep the last N tokens (-1: none)
   bool use_activation = true;           // classify: softmax (else raw scores)
   int64_t max_input_tokens = 0;         // an input past this is refused (0: the context)
+  std::vector<Question> questions;      // System One
 };
 
 struct CancelRequest {
@@ -225,6 +236,8 @@ struct TaskResultMessage {
   std::vector<TaskItem> items;      // in input order
   std::vector<std::string> labels;  // classify, moderate: every class name, by index
   int64_t prompt_tokens = 0;
+  // Of prompt_tokens, those not computed: reused from the prefix cache or a shared prompt.
+  int64_t cached_tokens = 0;
   double queue_ms = 0;
   double run_ms = 0;
 };

@@ -13,6 +13,7 @@
 #include "runtime/loaded_model.h"
 #include "runtime/task_prompts.h"
 #include "server/decision_job.h"
+#include "server/systemone_job.h"
 #include "server/task_job.h"
 #include "test_support.h"
 
@@ -57,6 +58,21 @@ Served Open(const std::string& dir, ModelKind declared, const std::string& place
   return s;
 }
 
+// Starts a job (`start` gets its end callback and returns the job or its refusal), then steps
+// the model's scheduler until the job has ended; the refusal, if it was refused.
+template <class Start>
+std::optional<JobFailure> StepUntilEnded(Served& s, Start start) {
+  bool ended = false;
+  auto job = start([&](uint64_t) { ended = true; });
+  if (auto* f = std::get_if<JobFailure>(&job)) return *f;
+  for (int i = 0; i < 10000 && !ended; ++i) {
+    Status st = s.model->scheduler().Step();
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  EXPECT_TRUE(ended);
+  return std::nullopt;
+}
+
 // Runs one task job to its end; the answer or the error frame.
 struct Answer {
   std::optional<TaskResultMessage> result;
@@ -66,22 +82,14 @@ struct Answer {
 
 Answer RunTask(Served& s, const JobRequest& request) {
   Answer a;
-  bool ended = false;
   auto send = [&](const std::string& frame) {
     auto type = PeekMessageType(frame);
     if (type && *type == MessageType::kTaskResult) a.result = *Decode<TaskResultMessage>(frame);
     if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
   };
-  auto job = TaskJob::Start(request, *s.model, s.kind, send, [&](uint64_t) { ended = true; });
-  if (auto* f = std::get_if<JobFailure>(&job)) {
-    a.refused = *f;
-    return a;
-  }
-  for (int i = 0; i < 10000 && !ended; ++i) {
-    Status st = s.model->scheduler().Step();
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  EXPECT_TRUE(ended);
+  a.refused = StepUntilEnded(s, [&](TaskJob::EndFn on_end) {
+    return TaskJob::Start(request, *s.model, s.kind, send, on_end);
+  });
   return a;
 }
 
@@ -114,6 +122,24 @@ class TaskJobTest : public ::testing::Test {
   static test::TempDir* dir_;
 };
 test::TempDir* TaskJobTest::dir_ = nullptr;
+
+// The summed log-probability of `option`'s tokens after `prompt`, teacher-forced through the
+// naive double forward.
+double NaiveOptionLogProb(const Checkpoint& ckpt, const std::vector<int32_t>& prompt,
+                          const std::vector<int32_t>& option) {
+  std::vector<int32_t> ids = prompt;
+  ids.insert(ids.end(), option.begin(), option.end());
+  const auto logits = test::NaiveForward(ckpt, ids);
+  double sum = 0;
+  for (size_t k = 0; k < option.size(); ++k) {
+    const auto& row = logits[prompt.size() - 1 + k];
+    double max = row[0], z = 0;
+    for (double v : row) max = std::max(max, v);
+    for (double v : row) z += std::exp(v - max);
+    sum += row[static_cast<size_t>(option[k])] - max - std::log(z);
+  }
+  return sum;
+}
 
 std::vector<double> Normalised(std::vector<double> v, size_t dims) {
   v.resize(dims);
@@ -260,18 +286,7 @@ TEST_F(TaskJobTest, GuardLabelScoresComeFromTheLabelTokens) {
     ASSERT_TRUE(prefix);
     std::vector<double> sums;
     for (const auto& label : *labels) {
-      std::vector<int32_t> ids = *prefix;
-      ids.insert(ids.end(), label.begin(), label.end());
-      const auto logits = test::NaiveForward(s.model->checkpoint(), ids);
-      double sum = 0;
-      for (size_t k = 0; k < label.size(); ++k) {
-        const auto& row = logits[prefix->size() - 1 + k];
-        double max = row[0], z = 0;
-        for (double v : row) max = std::max(max, v);
-        for (double v : row) z += std::exp(v - max);
-        sum += row[static_cast<size_t>(label[k])] - max - std::log(z);
-      }
-      sums.push_back(sum);
+      sums.push_back(NaiveOptionLogProb(s.model->checkpoint(), *prefix, label));
     }
     const std::vector<double> want = Softmax(sums);
     const auto& got = a.result->items[i].values;
@@ -332,7 +347,6 @@ struct Decided {
 
 Decided Decide(Served& s, const JobRequest& request, size_t max_options = kMaxDecisionOptions) {
   Decided d;
-  bool ended = false;
   auto send = [&](const std::string& frame) {
     switch (*PeekMessageType(frame)) {
       case MessageType::kStarted:
@@ -358,17 +372,9 @@ Decided Decide(Served& s, const JobRequest& request, size_t max_options = kMaxDe
     ADD_FAILURE() << "not a decision: " << request.response_format;
     return d;
   }
-  auto job = DecisionJob::Start(request, *s.model, *schema, max_options, 0, send,
-                                [&](uint64_t) { ended = true; });
-  if (auto* f = std::get_if<JobFailure>(&job)) {
-    d.refused = *f;
-    return d;
-  }
-  for (int i = 0; i < 10000 && !ended; ++i) {
-    Status st = s.model->scheduler().Step();
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  EXPECT_TRUE(ended);
+  d.refused = StepUntilEnded(s, [&](DecisionJob::EndFn on_end) {
+    return DecisionJob::Start(request, *s.model, *schema, max_options, 0, send, on_end);
+  });
   return d;
 }
 
@@ -419,18 +425,7 @@ TEST_F(TaskJobTest, DecisionProbabilitiesAreTheSoftmaxOfTheOptionsSummedLogProba
       for (const auto& value : schema->values) {
         auto option = s.model->EncodeText(DecisionOptionText(value), false);
         ASSERT_TRUE(option);
-        std::vector<int32_t> ids = *prompt;
-        ids.insert(ids.end(), option->begin(), option->end());
-        const auto logits = test::NaiveForward(s.model->checkpoint(), ids);
-        double sum = 0;
-        for (size_t k = 0; k < option->size(); ++k) {
-          const auto& row = logits[prompt->size() - 1 + k];
-          double max = row[0], z = 0;
-          for (double v : row) max = std::max(max, v);
-          for (double v : row) z += std::exp(v - max);
-          sum += row[static_cast<size_t>((*option)[k])] - max - std::log(z);
-        }
-        sums.push_back(sum);
+        sums.push_back(NaiveOptionLogProb(s.model->checkpoint(), *prompt, *option));
       }
       const std::vector<double> want = Softmax(sums);
       const size_t best =
@@ -496,6 +491,95 @@ TEST_F(TaskJobTest, DecisionShapesAndRefusals) {
   d = Decide(s, r);
   ASSERT_TRUE(d.refused);
   EXPECT_EQ(d.refused->kind, JobErrorKind::kContextLength);
+}
+
+Answer AskSystemOne(Served& s, const JobRequest& request, int resume, size_t entries = 6) {
+  Answer a;
+  auto send = [&](const std::string& frame) {
+    auto type = PeekMessageType(frame);
+    if (type && *type == MessageType::kTaskResult) a.result = *Decode<TaskResultMessage>(frame);
+    if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
+  };
+  a.refused = StepUntilEnded(s, [&](SystemOneJob::EndFn on_end) {
+    return SystemOneJob::Start(request, *s.model, {resume, entries}, send, on_end);
+  });
+  return a;
+}
+
+JobRequest SystemOneRequest(const std::string& state) {
+  JobRequest r;
+  r.kind = JobKind::kSystemOne;
+  r.query = state;
+  // One-token options first: those questions run side by side unless the state is shared.
+  r.questions = {
+      {QuestionType::kScore, "How urgent?", {"0", "1", "2"}, {"not", "somewhat", "very"}},
+      {QuestionType::kNoul, "Is the customer angry?", {"yes", "no"}, {"", ""}},
+      {QuestionType::kChoice, "Which team?", {"billing", "tech support"}, {"money", "bugs"}}};
+  return r;
+}
+
+TEST_F(TaskJobTest, SystemOneIsIdenticalWithResumeOffAndOnAndMatchesTheNaiveForward) {
+  const std::string state =
+      "{\"ticket\": \"My invoice is wrong and the river mill has not paid the baker for a "
+      "week; I am furious and want my bread money back today\", \"customer\": \"ACME\"}";
+  for (const char* name : {"chat", "hybrid"}) {
+    for (const char* placement : {"reference", "cpu"}) {
+      SCOPED_TRACE(std::string(name) + " " + placement);
+      std::optional<TaskResultMessage> off;
+      for (int resume : {0, 1, 2}) {
+        Served s = Open(dir_->File(name), ModelKind::kChat, placement);  // a fresh cache
+        ASSERT_TRUE(s.model);
+        Answer a = AskSystemOne(s, SystemOneRequest(state), resume);
+        ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
+        ASSERT_EQ(a.result->items.size(), 3u);
+        if (resume == 0) {
+          off = a.result;  // options of a question share its prompt; questions share nothing
+          continue;
+        }
+        for (size_t q = 0; q < 3; ++q) {
+          EXPECT_EQ(a.result->items[q].values, off->items[q].values) << "question " << q;
+          EXPECT_EQ(a.result->items[q].label, off->items[q].label);
+        }
+        // The state was read once: every later question reused its blocks.
+        EXPECT_GT(a.result->cached_tokens, off->cached_tokens + 2 * 32) << "resume " << resume;
+        EXPECT_EQ(s.model->scheduler().pinned_prefixes(), resume == 2 ? 1u : 0u);
+      }
+      if (std::string(placement) != "reference") continue;
+      // The choice question against the naive double forward.
+      Served s = Open(dir_->File(name), ModelKind::kChat, placement);
+      const JobRequest r = SystemOneRequest(state);
+      auto prompt = SystemOnePrompt(*s.model, state, r.questions[2]);
+      ASSERT_TRUE(prompt);
+      auto prefix = SystemOneStatePrefix(*s.model, state);
+      ASSERT_TRUE(prefix);
+      ASSERT_TRUE(std::equal(prefix->begin(), prefix->end(), prompt->begin()));
+      std::vector<double> sums;
+      for (const std::string& option : r.questions[2].options) {
+        auto ids = s.model->EncodeText(option, false);
+        sums.push_back(NaiveOptionLogProb(s.model->checkpoint(), *prompt, *ids));
+      }
+      const std::vector<double> want = Softmax(sums);
+      for (size_t k = 0; k < 2; ++k) EXPECT_NEAR(off->items[2].values[k], want[k], 2e-5);
+    }
+  }
+}
+
+TEST_F(TaskJobTest, SystemOnePinsExtendedStatesUpToItsEntries) {
+  Served s = Open(dir_->File("chat"), ModelKind::kChat, "cpu");
+  ASSERT_TRUE(s.model);
+  std::string state = "The boy rowed across the river to the market where his mother sold bread.";
+  int64_t cached_before = 0;
+  for (int i = 0; i < 4; ++i) {
+    Answer a = AskSystemOne(s, SystemOneRequest(state), 2, /*entries=*/2);
+    ASSERT_TRUE(a.result);
+    if (i > 0) {
+      EXPECT_GT(a.result->cached_tokens, cached_before);  // the earlier state is reused
+    }
+    cached_before = a.result->cached_tokens;
+    EXPECT_LE(s.model->scheduler().pinned_prefixes(), 2u);
+    state += " Then it rained.";  // extends the state
+  }
+  EXPECT_GE(s.model->scheduler().pinned_prefixes(), 1u);
 }
 
 }  // namespace

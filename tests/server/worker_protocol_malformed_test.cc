@@ -111,6 +111,12 @@ std::vector<Sample> Samples() {
   rerank.truncate_prompt_tokens = 7;
   rerank.use_activation = false;
   out.push_back({MessageType::kJobRequest, Encode(rerank)});
+  JobRequest s1;
+  s1.kind = JobKind::kSystemOne;
+  s1.query = "{\"ticket\": 7}";
+  s1.questions = {{QuestionType::kChoice, "Which team?", {"billing", "tech"}, {"money", ""}},
+                  {QuestionType::kNoul, "Angry?", {"yes", "no"}, {"", ""}}};
+  out.push_back({MessageType::kJobRequest, Encode(s1)});
   out.push_back({MessageType::kCancel, Encode(CancelRequest{42})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{"stories"})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{""})});
@@ -175,6 +181,7 @@ std::vector<Sample> Samples() {
   task.items = {{0, {0.5f, -0.25f}, "Safe", 12}, {1, {}, "", 0}};
   task.labels = {"Safe", "Unsafe", "Controversial"};
   task.prompt_tokens = 12;
+  task.cached_tokens = 4;
   task.queue_ms = 0.5;
   task.run_ms = 3.25;
   out.push_back({MessageType::kTaskResult, Encode(task)});

@@ -13,8 +13,8 @@ const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 let base = '';
 
-async function post(path, body) {
-  const res = await fetch(`${base}${path}`, {
+async function post(path, body, at = base) {
+  const res = await fetch(`${at}${path}`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Authorization: 'Bearer task-key' },
     body: JSON.stringify(body),
@@ -214,6 +214,64 @@ test('decisions through chat.completions.create with a choice response_format', 
   const many = Array.from({ length: 11 }, (_, i) => `option ${i}`);
   await refused('/v1/chat/completions', { model: 'chat', messages, response_format: rf({ enum: many }) }, 'response_format');
   await refused('/v1/chat/completions', { model: 'chat', messages, n: 2, response_format: rf({ type: 'boolean' }) }, 'n');
+});
+
+test('System One: choice, score and noul answers; identical with resume on; 422 naming the path', async () => {
+  const body = {
+    state: { ticket: 'My invoice is wrong and I am furious', customer: 'ACME', open_days: 3 },
+    questions: [
+      { type: 'choice', instructions: 'Which team should handle it?', criteria: { billing: 'money matters', tech: 'software bugs' } },
+      { type: 'score', instructions: 'How urgent is it?', criteria: ['not urgent', 'somewhat urgent', 'very urgent'] },
+      { type: 'noul', instructions: 'Is the customer angry?' },
+      { type: 'choice', instructions: 'Which language?', criteria: ['English', 'German', 'French'] },
+    ],
+  };
+  const r = await post('/v1/systemone', body);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const [choice, score, noul, lang] = r.body.answers;
+  const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
+  assert.equal(choice.type, 'choice');
+  assert.ok(['billing', 'tech'].includes(choice.choice));
+  assert.ok(Math.abs(sum(choice.probabilities) - 1) < 1e-5);
+  assert.equal(choice.confidence, Math.max(...Object.values(choice.probabilities)));
+  assert.equal(choice.probabilities[choice.choice], choice.confidence);
+  assert.deepEqual(Object.keys(lang.probabilities).sort(), ['English', 'French', 'German']);
+  assert.equal(score.type, 'score');
+  assert.deepEqual(score.legend, { 0: 'not urgent', 1: 'somewhat urgent', 2: 'very urgent' });
+  assert.ok(Math.abs(sum(score.probabilities) - 1) < 1e-5);
+  const expected = Object.entries(score.probabilities).reduce((a, [k, p]) => a + Number(k) * p, 0);
+  assert.ok(Math.abs(score.score - expected) < 1e-9);
+  assert.equal(noul.type, 'noul');
+  assert.ok(noul.probability > 0 && noul.probability < 1);
+  assert.ok(r.body.usage.prompt_tokens > 0);
+  const text = await post('/v1/systemone', { ...body, state: JSON.stringify(body.state) });
+  assert.deepEqual(text.body.answers, r.body.answers);  // JSON is read as its text
+  // The same questions on a server that reads each state once and keeps it.
+  const resumed = await startServer(tessera, ['--model', `chat=${work}/tiny`, '--rate-limit', '0'],
+                                    { TESSERA_API_KEY: 'task-key', TESSERA_DEC_RESUME: '2' });
+  try {
+    const other = `http://127.0.0.1:${resumed.port}`;
+    await waitReady(other, 60);
+    const again = await post('/v1/systemone', body, other);
+    assert.deepEqual(again.body.answers, r.body.answers);
+    assert.ok(again.body.x_tessera_stats.cached_tokens >= 3 * 32);  // the state, read once
+  } finally {
+    resumed.child.kill('SIGTERM');
+  }
+  const bad = async (b, param) => {
+    const e = await refused('/v1/systemone', b, param, 422);
+    assert.equal(e.code, 'invalid_field');
+  };
+  await bad({ questions: body.questions }, 'state');
+  await bad({ state: 's', questions: [] }, 'questions');
+  await bad({ state: 's', questions: [{ type: 'guess', instructions: 'q' }] }, 'questions[0].type');
+  await bad({ state: 's', questions: [body.questions[0], { type: 'choice', instructions: 'q', criteria: ['a'] }] }, 'questions[1].criteria');
+  await bad({ state: 's', questions: [{ type: 'score', instructions: 'q', criteria: ['a', ''] }] }, 'questions[0].criteria[1]');
+  await bad({ state: 's', questions: [{ type: 'noul', instructions: '' }] }, 'questions[0].instructions');
+  await bad({ state: 's', questions: [{ type: 'noul', instructions: 'q', weight: 2 }] }, 'questions[0].weight');
+  await bad({ state: 's', questions: [{ type: 'choice', instructions: 'q', criteria: { a: 1, b: 'x' } }] }, 'questions[0].criteria.a');
+  await bad({ state: 's', questions: body.questions, extra: true }, 'extra');
+  await refused('/v1/systemone', { state: 's', questions: body.questions, model: 'emb' }, 'model');
 });
 
 test('chat still works beside the task models; a task model refuses chat', async (client) => {
