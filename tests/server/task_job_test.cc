@@ -40,11 +40,13 @@ struct Served {
   ModelKindInfo kind;
 };
 
-Served Open(const std::string& dir, ModelKind declared, const std::string& placement) {
+Served Open(const std::string& dir, ModelKind declared, const std::string& placement,
+            WeightFormat weights = WeightFormat::kAuto) {
   Served s;
   s.dir = dir;
   ModelLoadOptions o;
   o.placement = placement;
+  o.weights = weights;
   o.parallel = 4;
   o.package_cache = false;
   o.kv_cache = KvCacheType::kF32;
@@ -187,23 +189,42 @@ TEST_F(TaskJobTest, EmbeddingIsTheNormalisedFinalHiddenStateOfTheLastToken) {
 }
 
 TEST_F(TaskJobTest, BatchedEmbeddingsAreIdenticalToOneByOne) {
-  for (const char* placement : {"reference", "cpu"}) {
-    Served s = Open(dir_->File("embed"), ModelKind::kEmbed, placement);
+  // Short prompts share cpu blocks (several sequences' rows in one matmul); long ones do not.
+  std::string long_text;
+  for (int i = 0; i < 30; ++i) long_text += "the boat waited by the stone steps ";
+  struct Case {
+    const char* model;
+    const char* placement;
+    WeightFormat weights;
+  };
+  const Case cases[] = {{"embed", "reference", WeightFormat::kAuto},
+                        {"embed", "cpu", WeightFormat::kAuto},
+                        {"embed", "cpu", WeightFormat::kInt8},
+                        {"embed", "cpu", WeightFormat::kBF16},
+                        {"hybrid", "cpu", WeightFormat::kInt8}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.model) + " " + c.placement + " " +
+                 std::to_string(static_cast<int>(c.weights)));
+    Served s = Open(dir_->File(c.model), ModelKind::kEmbed, c.placement, c.weights);
     ASSERT_TRUE(s.model);
     JobRequest batch;
     batch.kind = JobKind::kEmbed;
-    batch.inputs = {"a", "the boat waited by the stone steps", "bread and coins", "x y z",
-                    "Numbers such as 1, 2, 3"};
-    batch.input_ids = {};
+    batch.inputs = {"a",
+                    "the boat waited by the stone steps",
+                    long_text,
+                    "bread and coins",
+                    "x y z",
+                    "Numbers such as 1, 2, 3",
+                    long_text + " and more"};
     Answer together = RunTask(s, batch);
-    ASSERT_TRUE(together.result);
+    ASSERT_TRUE(together.result) << (together.refused ? together.refused->message : "");
     for (size_t i = 0; i < batch.inputs.size(); ++i) {
       JobRequest one = batch;
       one.inputs = {batch.inputs[i]};
-      Answer alone = RunTask(s, one);
+      Served fresh = Open(dir_->File(c.model), ModelKind::kEmbed, c.placement, c.weights);
+      Answer alone = RunTask(fresh, one);
       ASSERT_TRUE(alone.result);
-      EXPECT_EQ(alone.result->items[0].values, together.result->items[i].values)
-          << placement << " input " << i;
+      EXPECT_EQ(alone.result->items[0].values, together.result->items[i].values) << "input " << i;
     }
   }
 }

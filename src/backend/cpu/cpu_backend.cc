@@ -59,6 +59,15 @@ struct KvStore {
 };
 
 class CpuBackend final : public Backend {
+ private:
+  // A prompt block's sequences: each runs rows [r0, r0 + rows) at positions pos.. of slot.
+  struct PromptSegment {
+    int slot = 0;
+    int64_t pos = 0;
+    int64_t rows = 0;
+    int64_t r0 = 0;
+  };
+
  public:
   CpuBackend(const BackendOptions& options, const KernelTable* kernels)
       : options_(options),
@@ -206,20 +215,34 @@ class CpuBackend final : public Backend {
       RunBlock(static_cast<int64_t>(n), /*decode=*/true, rows);
       rows += static_cast<int64_t>(n) * spec_.hidden;
     }
-    for (size_t ci = first_prompt; ci < batch.chunks.size(); ++ci) {
+    for (size_t ci = first_prompt; ci < batch.chunks.size();) {
       const SequenceChunk& c = batch.chunks[ci];
-      // Blocks in order: a block's keys are cached before the next block attends to them.
-      for (int64_t done = 0; done < c.n_tokens;) {
-        const int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
-        for (int64_t r = 0; r < n; ++r) {
-          row_slot_[static_cast<size_t>(r)] = c.slot;
-          row_pos_[static_cast<size_t>(r)] = c.start_pos + done + r;
-          row_blocks_[static_cast<size_t>(r)] = chunk_blocks_[ci];
+      if (c.n_tokens > kMaxBlockRows) {
+        // Blocks in order: a block's keys are cached before the next block attends to them.
+        for (int64_t done = 0; done < c.n_tokens;) {
+          const int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
+          segments_.assign(1, {c.slot, c.start_pos + done, n, 0});
+          FillSegmentRows(ci, segments_[0]);
+          RunBlock(n, /*decode=*/false, rows + done * spec_.hidden);
+          done += n;
         }
-        RunBlock(n, /*decode=*/false, rows + done * spec_.hidden);
-        done += n;
+        rows += c.n_tokens * spec_.hidden;
+        ++ci;
+        continue;
       }
-      rows += c.n_tokens * spec_.hidden;
+      // Short prompts of several sequences share one block: every weight streams once for all
+      // of them, while each keeps its own positions, so its rows see exactly what they would
+      // alone (a row's arithmetic does not depend on the other rows of its block).
+      segments_.clear();
+      int64_t n = 0;
+      for (; ci < batch.chunks.size() && n + batch.chunks[ci].n_tokens <= kMaxBlockRows; ++ci) {
+        const SequenceChunk& p = batch.chunks[ci];
+        segments_.push_back({p.slot, p.start_pos, p.n_tokens, n});
+        FillSegmentRows(ci, segments_.back());
+        n += p.n_tokens;
+      }
+      RunBlock(n, /*decode=*/false, rows);
+      rows += n * spec_.hidden;
     }
     for (const SequenceChunk& c : batch.chunks) {
       state_.Finish(c.slot, c.start_pos + c.n_tokens, c.n_tokens > 1);  // snapshot a prompt chunk
@@ -755,7 +778,7 @@ class CpuBackend final : public Backend {
     if (block_decode_) {
       AttendDecodeRows(L, layer, n);
     } else {
-      Attend(L, layer, row_slot_[0], row_pos_[0], n, 0);
+      for (const PromptSegment& g : segments_) Attend(L, layer, g.slot, g.pos, g.rows, g.r0);
     }
     if (d.output_gate) {
       ForRows(n, [&](int64_t r) {
@@ -796,7 +819,7 @@ class CpuBackend final : public Backend {
       RunDeltaNetDecodeRows(
           k_, pool_, std::span<const DeltaNetBlock>(delta_rows_.data(), static_cast<size_t>(n)));
     } else {
-      RunDeltaNetBlock(k_, pool_, block(0, n));
+      for (const PromptSegment& g : segments_) RunDeltaNetBlock(k_, pool_, block(g.r0, g.rows));
     }
     AddBranch(L.o_proj, attn_.data(), q_stride_, {}, {}, x);
   }
@@ -814,6 +837,16 @@ class CpuBackend final : public Backend {
       act(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
     });
     AddBranch(L.down_proj, act_.data(), inter_stride_, L.mlp_out_norm, {}, x);
+  }
+
+  // The per-row slot, position and block table of a prompt segment of chunk `ci`.
+  void FillSegmentRows(size_t ci, const PromptSegment& g) {
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const size_t row = static_cast<size_t>(g.r0 + r);
+      row_slot_[row] = g.slot;
+      row_pos_[row] = g.pos + r;
+      row_blocks_[row] = chunk_blocks_[ci];
+    }
   }
 
   // n rows (row_slot_ / row_pos_ filled) through every resident layer; x: [n][hidden].
@@ -906,6 +939,7 @@ class CpuBackend final : public Backend {
   std::vector<const int32_t*> chunk_blocks_;  // per chunk of the batch: its block table
   int64_t block_rows_ = 0;
   bool block_decode_ = false;
+  std::vector<PromptSegment> segments_;
   std::vector<int> slot_seen_;  // [slots], CheckBatch's scratch
   // AttendDecodeRows' per-row arguments, kernel, splits and first task (n + 1 entries).
   std::vector<AttentionArgs> row_att_ = std::vector<AttentionArgs>(kMaxBlockRows);
