@@ -220,8 +220,13 @@ void Scheduler::Admit() {
     const int index = ChooseSlot(s);
     if (index < 0) return;
     Slot& slot = slots_[static_cast<size_t>(index)];
-    // At least the last token runs (its logits choose the next one).
-    const int64_t limit = static_cast<int64_t>(s.tokens.size()) - 1;
+    // At least the last token runs (its logits choose the next one); of a prompt not yet
+    // started, at least two, so its last token runs as a prompt row: a lone token would run as
+    // a decode row, whose kernels may round differently (bf16 weights on the cpu backend), and
+    // the result would depend on what was cached.
+    const int64_t run_at_least =
+        !s.admitted_once && static_cast<int64_t>(s.tokens.size()) >= 2 ? 2 : 1;
+    const int64_t limit = static_cast<int64_t>(s.tokens.size()) - run_at_least;
     KvBlockPool::Match m;
     if (options_.reuse_prefixes) m = pool_.Lookup(s.tokens, limit);
     int64_t start = static_cast<int64_t>(m.shared.size()) * kKvBlockTokens + m.partial_tokens;

@@ -223,6 +223,11 @@ TEST_F(TaskJobTest, BatchedEmbeddingsAreIdenticalToOneByOne) {
       one.inputs = {batch.inputs[i]};
       Served fresh = Open(dir_->File(c.model), ModelKind::kEmbed, c.placement, c.weights);
       Answer alone = RunTask(fresh, one);
+      // Again on the model that ran the batch: its prefix cache holds this input.
+      Answer cached = RunTask(s, one);
+      ASSERT_TRUE(cached.result);
+      EXPECT_EQ(cached.result->items[0].values, together.result->items[i].values)
+          << "input " << i << " with its prefix cached";
       ASSERT_TRUE(alone.result);
       EXPECT_EQ(alone.result->items[0].values, together.result->items[i].values) << "input " << i;
     }
