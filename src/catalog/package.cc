@@ -105,6 +105,39 @@ Expected<FileRecord> HashRecord(const std::string& dir, const std::string& name)
   return FileRecord{name, size, digest};
 }
 
+// A file of a package: a plain name, or one folder and a plain name (a sentence-transformers
+// module's config, e.g. 1_Pooling/config.json); no component empty or starting with '.'.
+bool IsPackageFileName(const std::string& name) {
+  const size_t slash = name.find('/');
+  auto plain = [](std::string_view part) { return !part.empty() && part.front() != '.'; };
+  if (slash == std::string::npos) return plain(name);
+  const std::string_view rest = std::string_view(name).substr(slash + 1);
+  return plain(std::string_view(name).substr(0, slash)) && plain(rest) &&
+         rest.find('/') == std::string_view::npos;
+}
+
+// The sentence-transformers files a task model is recognised by (format/model_kind.h):
+// modules.json, config_sentence_transformers.json and each module folder's config.json.
+std::vector<std::string> SentenceTransformersFiles(const std::string& source) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const char* name : {"modules.json", "config_sentence_transformers.json"}) {
+    if (fs::exists(source + "/" + name, ec)) names.push_back(name);
+  }
+  auto text = ReadWholeFile(source + "/modules.json", kMaxManifestBytes);
+  if (!text) return names;
+  const nlohmann::json modules = nlohmann::json::parse(*text, nullptr, false);
+  if (!modules.is_array()) return names;
+  for (const auto& m : modules) {
+    if (!m.is_object() || !m.contains("path") || !m["path"].is_string()) continue;
+    const std::string file = m["path"].get<std::string>() + "/config.json";
+    if (IsPackageFileName(file) && fs::is_regular_file(source + "/" + file, ec)) {
+      names.push_back(file);
+    }
+  }
+  return names;
+}
+
 std::string ReconvertHint(const std::string& dir, const std::string& source) {
   return "re-convert it: tessera convert " + (source.empty() ? std::string("SOURCE") : source) +
          " " + dir;
@@ -256,10 +289,17 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   TS_ASSIGN_OR_RETURN(FileRecord tensor_file,
                       WriteTensorFile(*checkpoint, format, staging + "/" + kTensorFileName));
   files.push_back(tensor_file);
+  std::vector<std::string> copied;
   for (const char* name : kSmallFiles) {
-    if (!fs::exists(source + "/" + name, ec)) continue;
+    if (fs::exists(source + "/" + name, ec)) copied.push_back(name);
+  }
+  for (std::string& name : SentenceTransformersFiles(source)) copied.push_back(std::move(name));
+  for (const std::string& name : copied) {
+    if (const size_t slash = name.find('/'); slash != std::string::npos) {
+      fs::create_directories(staging + "/" + name.substr(0, slash), ec);
+    }
     fs::copy_file(source + "/" + name, staging + "/" + name, ec);  // follows symlinks
-    if (ec) return IoError("cannot copy " + std::string(name) + ": " + ec.message());
+    if (ec) return IoError("cannot copy " + name + ": " + ec.message());
     TS_ASSIGN_OR_RETURN(FileRecord r, HashRecord(staging, name));
     files.push_back(std::move(r));
   }
@@ -339,7 +379,7 @@ Expected<PackageInfo> VerifyPackage(const std::string& dir) {
                      ReconvertHint(dir, source_dir));
     }
     const std::string& name = record->path;
-    if (name.empty() || name.find('/') != std::string::npos || name.starts_with(".")) {
+    if (!IsPackageFileName(name)) {
       return Corrupt("the package manifest of " + dir + " names " + QuoteForMessage(name) +
                      ", which is not a plain file name; " + ReconvertHint(dir, source_dir));
     }

@@ -113,6 +113,28 @@ Expected<std::vector<std::vector<int32_t>>> GuardLabelIds(const LoadedModel& mod
   return out;
 }
 
+Expected<std::vector<int32_t>> GuardCategoriesPromptTail(const LoadedModel& model,
+                                                         const std::string& label) {
+  return model.EncodeText(" " + label + "\nCategories:", false);
+}
+
+std::vector<std::string> ParseGuardCategories(const std::string& generated) {
+  const std::string line = generated.substr(0, generated.find('\n'));
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= line.size()) {
+    size_t end = line.find(',', begin);
+    if (end == std::string::npos) end = line.size();
+    std::string item = line.substr(begin, end - begin);
+    const size_t first = item.find_first_not_of(" \t\r");
+    const size_t last = item.find_last_not_of(" \t\r");
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    if (!item.empty() && item != "None") out.push_back(item);
+    begin = end + 1;
+  }
+  return out;
+}
+
 Expected<std::vector<double>> ScoreHeadLogits(const Checkpoint& ckpt,
                                               std::span<const float> final_hidden) {
   const TensorRef& score = ckpt.tensors.score;

@@ -66,6 +66,15 @@ Expected<std::vector<int32_t>> GuardPrefixIds(const LoadedModel& model,
 // Each label's tokens as they follow the prefix (" Safe", ...), in kGuardLabels order.
 Expected<std::vector<std::vector<int32_t>>> GuardLabelIds(const LoadedModel& model);
 
+// What follows a label in the guard's answer, where its categories are generated:
+// " <label>\nCategories:".
+Expected<std::vector<int32_t>> GuardCategoriesPromptTail(const LoadedModel& model,
+                                                         const std::string& label);
+// The categories of the guard's generated text (up to its first line end, comma-separated,
+// trimmed; "None" is none).
+std::vector<std::string> ParseGuardCategories(const std::string& generated);
+inline constexpr int64_t kMaxGuardCategoryTokens = 32;
+
 // ---- classification (a *ForSequenceClassification score head)
 
 // score.weight [num_labels, hidden] times the final-normed hidden row, in double.

@@ -96,7 +96,8 @@ class ApiService final : public HttpHandler {
   bool KnownModel(const std::string& name) const;
 
   // A ticket if the queue has room; else the 429 is sent here.
-  std::optional<uint64_t> EnterQueue(Call& call);
+  // `busy_is_503`: refuse as the task endpoints do (503 engine_busy), not 429 queue_full.
+  std::optional<uint64_t> EnterQueue(Call& call, bool busy_is_503 = false);
   void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
   void TaskJobCall(std::shared_ptr<Call> call, TaskEndpoint endpoint);

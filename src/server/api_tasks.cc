@@ -86,7 +86,7 @@ std::variant<std::string, ApiError> ApiService::TaskModel(const std::string& nam
 }
 
 void ApiService::TaskJobCall(std::shared_ptr<Call> call, TaskEndpoint endpoint) {
-  const std::optional<uint64_t> ticket = EnterQueue(*call);
+  const std::optional<uint64_t> ticket = EnterQueue(*call, /*busy_is_503=*/true);
   if (!ticket) return;
   jobs_.Post([this, call, ticket = *ticket, endpoint] {
     auto doc = ParseJsonBody(call->request.body);

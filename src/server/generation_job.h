@@ -35,6 +35,9 @@ class WorkerJob {
  public:
   virtual ~WorkerJob() = default;
   virtual void Cancel() = 0;
+  // Called by the worker after each scheduler step, outside the scheduler's callbacks: where
+  // a job submits its next stage (a sequence must not be submitted from inside on_finish).
+  virtual void AfterStep() {}
 };
 
 // A job-level failure: the kind decides the HTTP status, the message is shown to the client.

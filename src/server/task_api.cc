@@ -536,7 +536,7 @@ json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resul
         results.push_back({{"flagged", flagged},
                            {"label", item.label},
                            {"label_scores", std::move(label_scores)},
-                           {"guard_categories", json::array()},
+                           {"guard_categories", item.categories},
                            {"categories", std::move(categories)},
                            {"category_scores", std::move(scores)}});
       }

@@ -35,6 +35,7 @@ struct TaskJob::Unit {
   TaskItem item;
   std::vector<int32_t> prompt;
   std::shared_ptr<OptionScores> scores;  // guard labels: each label's summed log-probability
+  std::vector<int32_t> category_ids;     // the guard's categories as generated
   YesNoIds yes_no;
 };
 
@@ -238,12 +239,63 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
 
 void TaskJob::Cancel() {
   group_->CancelAll();
+  if (categories_) categories_->CancelAll();
 }
 
 void TaskJob::OnFinish(const SequenceResult& r) {
   if (!group_->Ended(r)) return;
+  if (kind_ == JobKind::kModerate && !group_->EndFrame(job_id_)) {
+    categories_due_ = true;  // AfterStep submits them, outside the scheduler's callback
+    return;
+  }
   Answer();
   on_end_(job_id_);
+}
+
+void TaskJob::AfterStep() {
+  if (!categories_due_) return;
+  categories_due_ = false;
+  Scheduler& sched = model_->scheduler();
+  categories_.emplace(sched);
+  std::vector<int32_t> stops = model_->stop_ids();
+  if (auto newline = model_->EncodeText("\n", false); newline && newline->size() == 1) {
+    stops.push_back((*newline)[0]);  // the categories are one line
+  }
+  for (auto& owned : units_) {
+    Unit* unit = owned.get();
+    const std::vector<double> p = Softmax(unit->scores->logprob);
+    unit->item.values.assign(p.begin(), p.end());
+    const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    unit->item.label = labels_[best];
+    auto tail = GuardCategoriesPromptTail(*model_, unit->item.label);
+    if (!tail) continue;
+    SequenceRequest r;
+    r.prompt_ids = unit->prompt;
+    r.prompt_ids.insert(r.prompt_ids.end(), tail->begin(), tail->end());
+    if (static_cast<int64_t>(r.prompt_ids.size()) + kMaxGuardCategoryTokens > model_->context()) {
+      continue;  // no room to generate them: none are reported
+    }
+    r.max_new_tokens = kMaxGuardCategoryTokens;
+    r.stop_ids = stops;
+    r.on_token = [unit](int32_t id) {
+      unit->category_ids.push_back(id);
+      return true;
+    };
+    r.on_finish = [this, unit](const SequenceResult& result) {
+      if (result.status.ok()) {
+        auto text = model_->tokenizer().Decode(unit->category_ids, /*skip_special_tokens=*/true);
+        if (text) unit->item.categories = ParseGuardCategories(*text);
+      }
+      if (!categories_->Ended(result)) return;
+      Answer();
+      on_end_(job_id_);
+    };
+    if (auto id = sched.Submit(std::move(r))) categories_->Added(*id);
+  }
+  if (categories_->pending() == 0) {  // nothing could run: answer with the labels alone
+    Answer();
+    on_end_(job_id_);
+  }
 }
 
 void TaskJob::Answer() {
@@ -253,16 +305,13 @@ void TaskJob::Answer() {
     return send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
                                         "the model failed while running this request", 0}));
   }
+  if (categories_) {
+    if (auto frame = categories_->EndFrame(job_id_)) return send_(*frame);
+  }
   TaskResultMessage result;
   result.job_id = job_id_;
   result.labels = labels_;
   for (auto& unit : units_) {
-    if (kind_ == JobKind::kModerate) {
-      const std::vector<double> p = Softmax(unit->scores->logprob);
-      unit->item.values.assign(p.begin(), p.end());
-      const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-      unit->item.label = labels_[best];
-    }
     result.prompt_tokens += unit->item.tokens;
     result.items.push_back(std::move(unit->item));
   }

@@ -3,7 +3,8 @@
 // job answers once, with one TaskResultMessage, when the last of them ends. What a sequence
 // yields is read where the engine produces it: the final-normed hidden row of the prompt's last
 // token (embeddings, score heads), or the log-probabilities of forced tokens after a shared
-// prefix (reranker yes/no, guard labels), so every answer is the model's own arithmetic.
+// prefix (reranker yes/no, guard labels), so every answer is the model's own arithmetic. A
+// guard's categories are then generated, greedily, after its most probable label.
 //
 //   auto job = TaskJob::Start(request, model, kind_info, send, on_end);
 //   if (auto* failure = std::get_if<JobFailure>(&job)) reply with it;
@@ -38,6 +39,9 @@ class TaskJob final : public WorkerJob {
                                                                   SendFn send, EndFn on_end);
   ~TaskJob() override;
   void Cancel() override;
+  // Moderation's second stage: once the labels are scored, the guard's categories are
+  // generated after "Safety: <label>\nCategories:".
+  void AfterStep() override;
 
  private:
   struct Unit;
@@ -51,7 +55,9 @@ class TaskJob final : public WorkerJob {
   std::vector<std::unique_ptr<Unit>> units_;  // one per input
   std::vector<std::string> labels_;
   std::optional<SequenceGroup> group_;
-  Status head_error_;  // the score head could not be read
+  Status head_error_;                        // the score head could not be read
+  bool categories_due_ = false;              // labels scored; their categories come next
+  std::optional<SequenceGroup> categories_;  // the category generations
   std::chrono::steady_clock::time_point started_;
   SendFn send_;
   EndFn on_end_;

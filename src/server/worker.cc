@@ -82,6 +82,7 @@ class Worker {
           std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
         }
       }
+      for (auto& [id, running] : jobs_) running.job->AfterStep();
       ReapEnded();
       RetryDeferred();
     }

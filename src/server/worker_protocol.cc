@@ -236,6 +236,7 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TaskRe
     io.List(item.values, 4, kMaxListElements);
     io(item.label);
     io(item.tokens);
+    io.List(item.categories, 4, kMaxListElements);
   });
   io.List(m.labels, 4, kMaxListElements);
   io(m.prompt_tokens);

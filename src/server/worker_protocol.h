@@ -225,9 +225,10 @@ struct TextMessage {
 // One answer of a task job, for input `index`.
 struct TaskItem {
   int32_t index = 0;
-  std::vector<float> values;  // embedding; {score}; class probabilities; label scores
-  std::string label;          // classify, moderate: the winning label
-  int64_t tokens = 0;         // the input's prompt tokens
+  std::vector<float> values;            // embedding; {score}; class probabilities; label scores
+  std::string label;                    // classify, moderate: the winning label
+  int64_t tokens = 0;                   // the input's prompt tokens
+  std::vector<std::string> categories;  // moderate: the guard's own categories
 };
 
 struct TaskResultMessage {

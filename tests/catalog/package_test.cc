@@ -24,6 +24,7 @@
 #include "base/sha256.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
+#include "format/model_kind.h"
 #include "format/safetensors.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
@@ -265,6 +266,40 @@ TEST_F(PackageTest, TiedEmbeddingIsStoredOnceAsThePackedHead) {
   EXPECT_GE(untied_size - tied_size, embed_bytes);
   // plus its header entry and alignment padding
   EXPECT_LT(untied_size - tied_size, embed_bytes + 256);
+}
+
+TEST_F(PackageTest, TaskModelsKeepWhatTheyAreRecognisedBy) {
+  // An embedding model's sentence-transformers files and a classifier's labels travel with the
+  // package, so the package is served as the same kind as its source.
+  SyntheticModelSpec embed;
+  embed.family = ModelFamily::kQwen3;
+  embed.vocab = 4352;
+  embed.sentence_transformers = true;
+  SyntheticModelSpec cls = embed;
+  cls.sentence_transformers = false;
+  cls.class_labels = {"no", "yes"};
+  for (const auto& [name, spec] : {std::pair{"embed", embed}, std::pair{"cls", cls}}) {
+    const std::string src = tmp_.File(std::string(name) + "-src");
+    const std::string dst = tmp_.File(std::string(name) + "-pkg");
+    ASSERT_TRUE(WriteSyntheticModel(src, spec).ok());
+    ASSERT_TRUE(ConvertToPackage(src, dst, {.weights = WeightFormat::kInt8}).ok());
+    ASSERT_TRUE(VerifyPackage(dst)) << name;
+    auto before = DetectModelKind(src);
+    auto after = DetectModelKind(dst);
+    ASSERT_TRUE(before && after) << name;
+    EXPECT_EQ(after->kind, before->kind) << name;
+    EXPECT_EQ(after->prompts, before->prompts);
+    EXPECT_EQ(after->normalize, before->normalize);
+    EXPECT_EQ(after->labels, before->labels);
+    auto ckpt = OpenCheckpoint(dst);
+    ASSERT_TRUE(ckpt) << ckpt.status().message();
+    EXPECT_EQ(static_cast<bool>((*ckpt)->tensors.score), !spec.class_labels.empty());
+  }
+  // A damaged module config is caught like any other file.
+  const std::string pooling = tmp_.File("embed-pkg") + "/1_Pooling/config.json";
+  ASSERT_TRUE(fs::exists(pooling));
+  FlipByte(pooling, 3);
+  EXPECT_FALSE(VerifyPackage(tmp_.File("embed-pkg")));
 }
 
 TEST_F(PackageTest, APackageRunsOnlyInItsFormatAndOnlyOnTheCpuBackend) {

@@ -70,6 +70,7 @@ std::optional<JobFailure> StepUntilEnded(Served& s, Start start) {
   for (int i = 0; i < 10000 && !ended; ++i) {
     Status st = s.model->scheduler().Step();
     EXPECT_TRUE(st.ok()) << st.message();
+    if (!ended) std::get<0>(job)->AfterStep();  // as the worker does after each step
   }
   EXPECT_TRUE(ended);
   return std::nullopt;
@@ -321,7 +322,31 @@ TEST_F(TaskJobTest, GuardLabelScoresComeFromTheLabelTokens) {
     const size_t best =
         static_cast<size_t>(std::max_element(want.begin(), want.end()) - want.begin());
     EXPECT_EQ(a.result->items[i].label, kGuardLabels[best]);
+    // The categories: greedy tokens after "Safety: <label>\nCategories:" until a stop id or
+    // the line's end, by the naive forward.
+    auto tail = GuardCategoriesPromptTail(*s.model, kGuardLabels[best]);
+    ASSERT_TRUE(tail);
+    std::vector<int32_t> ids = *prefix;
+    ids.insert(ids.end(), tail->begin(), tail->end());
+    std::vector<int32_t> generated;
+    const int32_t newline = (*s.model->EncodeText("\n", false))[0];
+    for (int64_t k = 0; k < kMaxGuardCategoryTokens; ++k) {
+      const auto row = test::NaiveForward(s.model->checkpoint(), ids).back();
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      generated.push_back(next);
+      ids.push_back(next);
+      const auto& stops = s.model->stop_ids();
+      if (next == newline || std::find(stops.begin(), stops.end(), next) != stops.end()) break;
+    }
+    auto text = s.model->tokenizer().Decode(generated, true);
+    ASSERT_TRUE(text);
+    EXPECT_EQ(a.result->items[i].categories, ParseGuardCategories(*text)) << *text;
   }
+  EXPECT_EQ(ParseGuardCategories(" Violent, PII \nRefusal: No"),
+            (std::vector<std::string>{"Violent", "PII"}));
+  EXPECT_TRUE(ParseGuardCategories(" None\n").empty());
+  EXPECT_TRUE(ParseGuardCategories("").empty());
 }
 
 TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {

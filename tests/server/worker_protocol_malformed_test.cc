@@ -178,7 +178,7 @@ std::vector<Sample> Samples() {
   out.push_back({MessageType::kText, Encode(TextMessage{8, ""})});
   TaskResultMessage task;
   task.job_id = 9;
-  task.items = {{0, {0.5f, -0.25f}, "Safe", 12}, {1, {}, "", 0}};
+  task.items = {{0, {0.5f, -0.25f}, "Unsafe", 12, {"Violent", "PII"}}, {1, {}, "", 0, {}}};
   task.labels = {"Safe", "Unsafe", "Controversial"};
   task.prompt_tokens = 12;
   task.cached_tokens = 4;

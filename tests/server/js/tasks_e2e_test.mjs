@@ -105,6 +105,8 @@ test('moderations through the openai client: guard labels and their scores', asy
     assert.ok(Math.abs(scores.reduce((a, b) => a + b, 0) - 1) < 1e-5);
     assert.equal(res.label, Object.entries(res.label_scores).sort((a, b) => b[1] - a[1])[0][0]);
     assert.equal(res.flagged, res.label === 'Unsafe');
+    assert.ok(Array.isArray(res.guard_categories));
+    assert.ok(res.guard_categories.every((c) => typeof c === 'string' && c.length > 0 && c !== 'None'));
     assert.equal(res.categories.violence, false);
     assert.equal(res.category_scores.hate, 0);
   }
@@ -272,6 +274,46 @@ test('System One: choice, score and noul answers; identical with resume on; 422 
   await bad({ state: 's', questions: [{ type: 'choice', instructions: 'q', criteria: { a: 1, b: 'x' } }] }, 'questions[0].criteria.a');
   await bad({ state: 's', questions: body.questions, extra: true }, 'extra');
   await refused('/v1/systemone', { state: 's', questions: body.questions, model: 'emb' }, 'model');
+});
+
+test('past the queue a task request is 503 engine_busy with Retry-After; queued ones wait', async () => {
+  // One running job (a long chat stream on the slow model) and one queued task; the next task
+  // is refused at once.
+  const busy = await startServer(tessera, ['--model', `slow=${work}/slow`, '--model', `emb=${work}/embed`,
+    '--max-loaded-models', '2', '--max-active', '1', '--max-queued', '1', '--rate-limit', '0'],
+  { TESSERA_API_KEY: 'task-key' });
+  const at = `http://127.0.0.1:${busy.port}`;
+  const until = async (pred) => {
+    for (let i = 0; i < 600; i++) {
+      const ready = await (await fetch(`${at}/ready`)).json();
+      if (pred(ready)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('the server never reached the expected load');
+  };
+  try {
+    await waitReady(at, 60);
+    const controller = new AbortController();
+    const running = fetch(`${at}/v1/chat/completions`, { method: 'POST', signal: controller.signal,
+      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer task-key' },
+      body: JSON.stringify({ model: 'slow', messages: [{ role: 'user', content: 'tell a story' }],
+        max_tokens: 3000, stream: true }) }).catch(() => null);
+    await until((r) => r.active === 1);
+    const queued = post('/v1/embeddings', { model: 'emb', input: ['waits its turn'] }, at);
+    await until((r) => r.queued === 1);
+    const res = await fetch(`${at}/v1/rerank`, { method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer task-key' },
+      body: JSON.stringify({ query: 'q', documents: ['a'] }) });
+    assert.equal(res.status, 503);
+    assert.ok(Number(res.headers.get('retry-after')) >= 1);
+    assert.equal((await res.json()).error.code, 'engine_busy');
+    controller.abort();  // the running stream ends; the queued embedding runs
+    const done = await queued;
+    assert.equal(done.status, 200);
+    await running;
+  } finally {
+    busy.child.kill('SIGTERM');
+  }
 });
 
 test('chat still works beside the task models; a task model refuses chat', async (client) => {
