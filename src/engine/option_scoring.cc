@@ -1,18 +1,25 @@
 #include "engine/option_scoring.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
+
+#include "sampling/stages.h"
 
 namespace tessera {
 
-double LogSoftmaxAt(std::span<const float> logits, int32_t id) {
-  double max = -INFINITY;
-  for (float x : logits) max = std::max(max, static_cast<double>(x));
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
-  return static_cast<double>(logits[static_cast<size_t>(id)]) - max - std::log(sum);
+namespace {
+
+// log_softmax(logits)[id] for each id, from one pass over the row (in double).
+void AddLogProbs(std::span<const float> logits, std::span<const int32_t> ids,
+                 std::span<double> out) {
+  const Expected<double> total = LogSumExp(logits);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    out[k] += total ? static_cast<double>(logits[static_cast<size_t>(ids[k])]) - *total
+                    : -std::numeric_limits<double>::infinity();
+  }
 }
+
+}  // namespace
 
 OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t> prompt,
                                   const std::vector<std::vector<int32_t>>& options,
@@ -36,7 +43,7 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
     std::vector<int32_t> first;
     for (const auto& option : options) first.push_back(option[0]);
     r.on_logits = [scores, first](std::span<const float> logits) {
-      for (size_t k = 0; k < first.size(); ++k) scores->logprob[k] = LogSoftmaxAt(logits, first[k]);
+      AddLogProbs(logits, first, scores->logprob);
     };
     r.on_finish = std::move(on_finish);
     r.after = after;
@@ -56,7 +63,8 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
     auto step = std::make_shared<size_t>(0);
     // The raw row scores the option's next token; the mask then forces that token.
     r.on_logits = [scores, k, option, step](std::span<const float> logits) {
-      scores->logprob[k] += LogSoftmaxAt(logits, (*option)[*step]);
+      AddLogProbs(logits, std::span<const int32_t>(&(*option)[*step], 1),
+                  std::span<double>(&scores->logprob[k], 1));
     };
     r.constrain = [option, step](std::span<float> logits) {
       const int32_t keep = (*option)[(*step)++];

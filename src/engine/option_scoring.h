@@ -29,9 +29,6 @@ struct OptionScores {
   std::vector<double> logprob;  // natural log, summed over each option's tokens
 };
 
-// log softmax(logits)[id], in double.
-double LogSoftmaxAt(std::span<const float> logits, int32_t id);
-
 struct OptionScoring {
   std::vector<uint64_t> ids;  // submitted; on_finish runs once for each
   Status status;              // not ok: nothing more was submitted and `ids` were cancelled

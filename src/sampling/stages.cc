@@ -34,7 +34,8 @@ float MaxCandidate(std::span<const float> logits) {
   return max;
 }
 
-// log(sum(exp(logits))) in double, NaN counted as -inf; Internal error when nothing is finite.
+}  // namespace
+
 Expected<double> LogSumExp(std::span<const float> logits) {
   const float max = MaxCandidate(logits);
   if (!IsCandidate(max)) {
@@ -46,8 +47,6 @@ Expected<double> LogSumExp(std::span<const float> logits) {
   }
   return static_cast<double>(max) + std::log(sum);
 }
-
-}  // namespace
 
 TokenHistory::TokenHistory(size_t vocab_size)
     : prompt_counts_(vocab_size, 0), generated_counts_(vocab_size, 0) {

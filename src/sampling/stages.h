@@ -128,6 +128,10 @@ struct TokenLogprob {
 // logit is -inf. Uses std::exp/std::log: for reporting, not for choosing tokens.
 Expected<std::vector<TokenLogprob>> ComputeTopLogprobs(std::span<const float> logits, int n);
 
+// log(sum(exp(logits))) in double, NaN counted as -inf: log_softmax(logits)[id] is
+// logits[id] minus this. Internal error when nothing is finite.
+Expected<double> LogSumExp(std::span<const float> logits);
+
 // log_softmax(logits)[id]; InvalidArgument when id is outside the row.
 Expected<float> ComputeTokenLogprob(std::span<const float> logits, int32_t id);
 

@@ -68,10 +68,6 @@ std::optional<DecisionSchema> ValueChoice(const ojson& v) {
   return std::nullopt;
 }
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 std::optional<DecisionSchema> DecisionFromResponseFormat(const ojson& format) {
@@ -170,7 +166,6 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   job->load_ms_ = load_ms;
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
-  job->started_ = std::chrono::steady_clock::now();
   job->group_.emplace(model.scheduler());
   std::set<std::string> seen;
   size_t longest = 0;
@@ -255,7 +250,7 @@ void DecisionJob::Answer() {
     delta.logprobs.push_back(std::move(entry));
   }
   send_(Encode(delta));
-  const double ms = MsSince(started_);
+  const double ms = group_->elapsed_ms();
   done.finish_reason = FinishReason::kStop;
   done.completion_tokens = delta.completion_tokens;
   done.prefill_ms = ms;

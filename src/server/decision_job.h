@@ -12,7 +12,6 @@
 //   }
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -89,7 +88,6 @@ class DecisionJob final : public WorkerJob {
   int64_t cached_tokens_ = 0;
   bool logprobs_ = false;
   double load_ms_ = 0;
-  std::chrono::steady_clock::time_point started_;
   SendFn send_;
   EndFn on_end_;
 };

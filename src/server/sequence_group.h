@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +23,8 @@ namespace tessera::server {
 
 class SequenceGroup {
  public:
-  explicit SequenceGroup(Scheduler& scheduler) : scheduler_(&scheduler) {}
+  explicit SequenceGroup(Scheduler& scheduler)
+      : scheduler_(&scheduler), created_(std::chrono::steady_clock::now()) {}
 
   void Added(uint64_t id) {
     ids_.push_back(id);
@@ -77,11 +79,17 @@ class SequenceGroup {
     return std::nullopt;
   }
 
+  // Since the group was made (when the job started).
+  double elapsed_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - created_)
+        .count();
+  }
   double queue_ms() const { return queue_ms_; }                 // the longest wait for a slot
   int64_t computed_tokens() const { return computed_tokens_; }  // prompt tokens actually run
 
  private:
   Scheduler* scheduler_;
+  std::chrono::steady_clock::time_point created_;
   std::vector<uint64_t> ids_;
   size_t pending_ = 0;
   bool ended_ = false;

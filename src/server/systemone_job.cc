@@ -53,7 +53,6 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
   job->questions_ = request.questions;
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
-  job->started_ = std::chrono::steady_clock::now();
   job->group_.emplace(model.scheduler());
 
   // Every prompt and option is built and checked before anything runs.
@@ -162,9 +161,7 @@ void SystemOneJob::Answer() {
   }
   result.queue_ms = group_->queue_ms();
   result.cached_tokens = std::max<int64_t>(0, result.prompt_tokens - group_->computed_tokens());
-  result.run_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
-          .count();
+  result.run_ms = group_->elapsed_ms();
   send_(Encode(result));
 }
 

@@ -12,7 +12,6 @@
 //   auto job = SystemOneJob::Start(request, model, {.resume = 1}, send, on_end);
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -67,7 +66,6 @@ class SystemOneJob final : public WorkerJob {
   std::vector<std::shared_ptr<OptionScores>> scores_;
   std::vector<int64_t> prompt_tokens_;
   std::optional<SequenceGroup> group_;
-  std::chrono::steady_clock::time_point started_;
   SendFn send_;
   EndFn on_end_;
 };

@@ -10,10 +10,6 @@
 namespace tessera::server {
 namespace {
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 const char* KindNoun(JobKind kind) {
   switch (kind) {
     case JobKind::kEmbed:
@@ -51,7 +47,6 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   job->model_ = &model;
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
-  job->started_ = std::chrono::steady_clock::now();
   job->group_.emplace(model.scheduler());
   auto invalid = [](std::string message) {
     return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
@@ -317,7 +312,7 @@ void TaskJob::Answer() {
   }
   result.queue_ms = group_->queue_ms();
   result.cached_tokens = std::max<int64_t>(0, result.prompt_tokens - group_->computed_tokens());
-  result.run_ms = MsSince(started_);
+  result.run_ms = group_->elapsed_ms();
   send_(Encode(result));
 }
 

@@ -10,7 +10,6 @@
 //   if (auto* failure = std::get_if<JobFailure>(&job)) reply with it;
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -58,7 +57,6 @@ class TaskJob final : public WorkerJob {
   Status head_error_;                        // the score head could not be read
   bool categories_due_ = false;              // labels scored; their categories come next
   std::optional<SequenceGroup> categories_;  // the category generations
-  std::chrono::steady_clock::time_point started_;
   SendFn send_;
   EndFn on_end_;
 };
