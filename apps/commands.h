@@ -22,6 +22,9 @@ int RunListCommand(int argc, char** argv);
 int RunRmCommand(int argc, char** argv);
 int RunResolveCommand(int argc, char** argv);
 #endif
+#ifdef TESSERA_CMD_DOCTOR
+int RunDoctorCommand(int argc, char** argv);
+#endif
 // Hidden: the inference worker process that `serve` starts.
 int RunWorkerCommand(int argc, char** argv);
 

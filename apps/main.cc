@@ -50,6 +50,9 @@ constexpr Command kCommands[] = {
     {"rm", "remove a model from tessera's store", tessera::RunRmCommand},
     {"resolve", "the directory a model name resolves to", tessera::RunResolveCommand},
 #endif
+#ifdef TESSERA_CMD_DOCTOR
+    {"doctor", "check this machine's NPU, driver, firmware and XRT", tessera::RunDoctorCommand},
+#endif
     {nullptr, nullptr, nullptr},
 };
 

@@ -48,8 +48,10 @@ Expected<std::unique_ptr<ModelExecutor>> ModelExecutor::Load(std::shared_ptr<con
     const PlacementStage& stage = placement.stages[i];
     TS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                         CreateBackend(stage.backend, options.backend));
-    TS_RETURN_IF_ERROR(backend->LoadLayers(*ckpt, stage.layers, kv));
+    // A head-only last stage (placement.h) holds no layers.
+    if (stage.layers.size() > 0) TS_RETURN_IF_ERROR(backend->LoadLayers(*ckpt, stage.layers, kv));
     if (i + 1 == placement.stages.size()) TS_RETURN_IF_ERROR(backend->LoadHead(*ckpt));
+    if (stage.layers.size() > 0) exec->layer_backends_.push_back(backend.get());
     exec->backends_.push_back(std::move(backend));
   }
   TS_RETURN_IF_ERROR(exec->ChooseEmbeddingSource(*ckpt));
@@ -68,13 +70,13 @@ size_t ModelExecutor::resident_weight_bytes() const {
 
 int64_t ModelExecutor::ResumablePosition(int slot, int64_t wanted) const {
   int64_t pos = wanted;
-  for (const auto& b : backends_) pos = std::min(pos, b->ResumablePosition(slot, pos));
+  for (const Backend* b : layer_backends_) pos = std::min(pos, b->ResumablePosition(slot, pos));
   return pos;
 }
 
 Status ModelExecutor::CopySlotState(int from, int to, int64_t positions, int64_t source_positions) {
   if (!has_slot_state_) return Status::Ok();
-  for (auto& b : backends_) {
+  for (Backend* b : layer_backends_) {
     TS_RETURN_IF_ERROR(b->CopySlotState(from, to, positions, source_positions));
   }
   return Status::Ok();
@@ -82,18 +84,19 @@ Status ModelExecutor::CopySlotState(int from, int to, int64_t positions, int64_t
 
 Status ModelExecutor::KeepSlotState(int slot, int64_t positions, int entry) {
   if (entry < 0 || entry >= kept_states_) return InvalidArgument("no such kept state");
-  for (auto& b : backends_) TS_RETURN_IF_ERROR(b->KeepSlotState(slot, positions, entry));
+  for (Backend* b : layer_backends_) TS_RETURN_IF_ERROR(b->KeepSlotState(slot, positions, entry));
   return Status::Ok();
 }
 
 Status ModelExecutor::RestoreSlotState(int entry, int slot, int64_t positions) {
   if (entry < 0 || entry >= kept_states_) return InvalidArgument("no such kept state");
-  for (auto& b : backends_) TS_RETURN_IF_ERROR(b->RestoreSlotState(entry, slot, positions));
+  for (Backend* b : layer_backends_)
+    TS_RETURN_IF_ERROR(b->RestoreSlotState(entry, slot, positions));
   return Status::Ok();
 }
 
 Status ModelExecutor::CopyKvBlock(int32_t from, int32_t to, int64_t positions) {
-  for (auto& b : backends_) TS_RETURN_IF_ERROR(b->CopyKvBlock(from, to, positions));
+  for (Backend* b : layer_backends_) TS_RETURN_IF_ERROR(b->CopyKvBlock(from, to, positions));
   return Status::Ok();
 }
 
@@ -160,7 +163,8 @@ Status ModelExecutor::Forward(int slot, int64_t start_pos, std::span<const int32
     TS_RETURN_IF_ERROR(
         Embed(tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(chunk)), hidden));
     ForwardBatch batch{{SequenceChunk{slot, start_pos + done, chunk, {}}}};  // identity layout
-    for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, hidden));
+    for (Backend* backend : layer_backends_)
+      TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, hidden));
     if (!all_logits.empty()) {
       TS_RETURN_IF_ERROR(
           head.ComputeLogits(hidden, chunk,
@@ -217,7 +221,7 @@ Status ModelExecutor::Step(std::span<const StepInput> inputs, std::span<float> l
     rows += in.tokens.size();
   }
   std::span<float> all(hidden_.data(), rows * hidden);
-  for (auto& backend : backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, all));
+  for (Backend* backend : layer_backends_) TS_RETURN_IF_ERROR(backend->ForwardLayers(batch, all));
   // Each input's last row, in input order, through the head as rows of different sequences.
   size_t end = 0;
   for (size_t i : order_) {

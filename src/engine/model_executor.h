@@ -104,6 +104,7 @@ class ModelExecutor {
   std::shared_ptr<const Checkpoint> ckpt_;
   Placement placement_;
   std::vector<std::unique_ptr<Backend>> backends_;  // one per placement stage
+  std::vector<Backend*> layer_backends_;            // those holding layers (not a head-only one)
   int64_t max_seq_ = 0;
   int64_t max_batch_tokens_ = 0;
   std::vector<float> hidden_;     // [max_batch_tokens, hidden]

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/reference/reference_backend.h"
+#include "backend/xdna/xdna_backend.h"
 
 namespace tessera {
 
@@ -26,7 +27,7 @@ std::string Placement::Describe() const {
 }
 
 std::vector<std::string> AvailableBackendKinds() {
-  return {"reference", "cpu"};
+  return {"reference", "cpu", "xdna"};
 }
 
 namespace {
@@ -45,7 +46,8 @@ bool IsKnownKind(std::string_view kind) {
 
 struct StageSpec {
   std::string_view kind;
-  int64_t count = -1;  // -1: the remaining layers (the last stage only)
+  int64_t count = -1;    // -1: the remaining layers (the last stage only)
+  bool percent = false;  // count is a percentage of the model's layers
 };
 
 // The stages as written, with their syntax, counts and backend kinds checked: all that needs
@@ -62,10 +64,16 @@ Expected<std::vector<StageSpec>> ParseStages(std::string_view spec) {
     if (size_t colon = item.find(':'); colon != std::string_view::npos) {
       stage.kind = item.substr(0, colon);
       std::string_view num = item.substr(colon + 1);
+      if (!num.empty() && num.back() == '%') {
+        stage.percent = true;
+        num.remove_suffix(1);
+      }
       auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), stage.count);
-      if (ec != std::errc() || ptr != num.data() + num.size() || stage.count <= 0) {
+      if (ec != std::errc() || ptr != num.data() + num.size() || stage.count <= 0 ||
+          (stage.percent && stage.count > 100)) {
         return InvalidArgument("placement '" + std::string(item) +
-                               "': the layer count must be a positive integer");
+                               "': the layer count must be a positive integer (or a percentage "
+                               "from 1% to 100%)");
       }
     }
     if (stage.kind.empty())
@@ -95,7 +103,25 @@ Expected<std::unique_ptr<Backend>> CreateBackend(const std::string& kind,
     return MakeReferenceBackend();
   }
   if (kind == "cpu") return MakeCpuBackend(options);
+  if (kind == "xdna") return MakeXdnaBackend(options);
   return InvalidArgument("unknown backend '" + kind + "'; available: " + KnownKindsText());
+}
+
+Expected<std::string> NpuPlacementSpec(int64_t npu_layers, double npu_percent) {
+  if (npu_layers >= 0 && npu_percent >= 0) {
+    return InvalidArgument("give --npu-layers or --npu-percent, not both");
+  }
+  if (npu_percent >= 0) {
+    if (npu_percent > 100 ||
+        npu_percent != static_cast<double>(static_cast<int64_t>(npu_percent))) {
+      return InvalidArgument("--npu-percent must be a whole number from 0 to 100");
+    }
+    if (npu_percent == 0) return std::string("cpu");
+    return "xdna:" + std::to_string(static_cast<int64_t>(npu_percent)) + "%,cpu";
+  }
+  if (npu_layers < 0) return InvalidArgument("--npu-layers must be >= 0");
+  if (npu_layers == 0) return std::string("cpu");
+  return "xdna:" + std::to_string(npu_layers) + ",cpu";
 }
 
 Status CheckPlacementSpec(std::string_view spec) {
@@ -107,8 +133,18 @@ Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers) {
   TS_ASSIGN_OR_RETURN(std::vector<StageSpec> stages, ParseStages(spec));
   Placement p;
   int64_t next = 0;
-  for (const StageSpec& stage : stages) {
-    const int64_t count = stage.count < 0 ? num_layers - next : stage.count;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const StageSpec& stage = stages[i];
+    int64_t count = stage.count < 0 ? num_layers - next : stage.count;
+    // A percentage rounds to the nearest layer count, at least one.
+    if (stage.percent) count = std::max<int64_t>(1, (num_layers * stage.count + 50) / 100);
+    // The last stage, when its count is left out, may be left with no layers: it then runs the
+    // LM head alone (every layer on the stages before it).
+    const bool head_only = stage.count < 0 && count == 0 && i > 0;
+    if (head_only) {
+      p.stages.push_back({std::string(stage.kind), {next, next}});
+      continue;
+    }
     if (count <= 0 || next + count > num_layers) {
       return InvalidArgument("placement '" + std::string(spec) + "' places more than the model's " +
                              std::to_string(num_layers) + " layers");

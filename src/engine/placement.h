@@ -27,14 +27,20 @@ struct Placement {
   bool OnlyOn(std::string_view kind) const;  // every stage runs on backend `kind`
 };
 
-// "kind[:count],kind[:count],...,kind": counts are layer counts; the last stage may omit its
-// count and takes the remaining layers. Every stage needs at least one layer, and every kind
-// must be one of AvailableBackendKinds().
+// "kind[:count],kind[:count],...,kind": counts are layer counts, or percentages of the model's
+// layers ("xdna:50%", rounded, at least one layer); the last stage may omit its count and
+// takes the remaining layers, or, when there are none left, runs the LM head alone
+// ("xdna:100%,cpu"). Every other stage needs at least one layer, and every kind must be one of
+// AvailableBackendKinds().
 Expected<Placement> ParsePlacement(std::string_view spec, int64_t num_layers);
 
 // What ParsePlacement checks without a model: the syntax, the counts and the backend kinds.
 // The layer counts are checked against a model only by ParsePlacement.
 Status CheckPlacementSpec(std::string_view spec);
+
+// The placement `--npu-layers N` (npu_percent < 0) or `--npu-percent P` (npu_layers < 0) ask
+// for: the first layers on the xdna backend, the rest and the LM head on the cpu backend.
+Expected<std::string> NpuPlacementSpec(int64_t npu_layers, double npu_percent);
 
 // The backend kinds this build can create.
 std::vector<std::string> AvailableBackendKinds();

@@ -76,6 +76,10 @@ struct ModelSpec {
   bool qkv_bias = false;       // q/k/v projections carry a bias
   bool o_bias = false;         // o_proj carries a bias (llama/qwen3 attention_bias; never qwen2)
   bool qk_norm = false;        // per-head RMSNorm of q and k before RoPE
+  // q_norm/k_norm hold unit weights injected for a model trained without them
+  // (model/transforms.h); qk_norm stays false. A program with a per-head norm stage runs it as
+  // y = x * w (no RMS factor), which with w = 1 is exactly x.
+  bool qk_norm_identity = false;
   bool output_gate = false;    // q_proj rows per head: [query | gate]; out = attn * sigmoid(gate)
   double attention_scale = 0;  // softmax(q.k * attention_scale)
   NormStyle norm_style = NormStyle::kWeight;
