@@ -1,5 +1,7 @@
 #include "cli_args.h"
 
+#include "engine/placement.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -165,6 +167,25 @@ std::vector<std::string> CliArgs::GetList(const std::string& name) const {
 int ReportError(const std::string& command, const Status& status) {
   std::fprintf(stderr, "tessera %s: %s\n", command.c_str(), status.message().c_str());
   return status.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+}
+
+void AddPlacementOptions(CliArgs& args, const std::string& placement_help) {
+  args.AddString("placement", placement_help, false, "cpu");
+  args.AddInt("npu-layers",
+              "run the first N decoder layers on the NPU (xdna backend), the rest and the LM "
+              "head on the CPU; the same as --placement xdna:N,cpu");
+  args.AddDouble("npu-percent", "run this percentage of the layers on the NPU (0-100)");
+}
+
+Expected<std::string> PlacementFromArgs(const CliArgs& args) {
+  const bool layers = args.Has("npu-layers"), percent = args.Has("npu-percent");
+  if (!layers && !percent) return args.GetString("placement");
+  // Has() is true for a flag's default too, so --placement counts only when it differs.
+  if (args.GetString("placement") != "cpu") {
+    return InvalidArgument("give --placement or --npu-layers/--npu-percent, not both");
+  }
+  return NpuPlacementSpec(layers ? args.GetInt("npu-layers") : -1,
+                          percent ? args.GetDouble("npu-percent") : -1);
 }
 
 }  // namespace tessera

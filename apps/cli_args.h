@@ -61,6 +61,12 @@ class CliArgs {
   bool help_ = false;
 };
 
+// --placement (default `cpu`), --npu-layers N and --npu-percent P: where a model's layers run.
+void AddPlacementOptions(CliArgs& args, const std::string& placement_help);
+// The placement those ask for: --placement, or the first N layers (P percent) on the NPU
+// (`xdna:N,cpu`); refused when an NPU flag comes with --placement or both NPU flags are given.
+Expected<std::string> PlacementFromArgs(const CliArgs& args);
+
 // Prints "tessera <command>: <message>" to stderr and returns the exit code for a failure.
 int ReportError(const std::string& command, const Status& status);
 

@@ -142,7 +142,7 @@ int Run(int argc, char** argv) {
   args.AddString("prompt-tokens", "prompt lengths to time prefill at", false, "32,128,512");
   args.AddInt("gen-tokens", "tokens to decode per repeat", 128);
   args.AddInt("repeat", "repeats; medians are reported", 3);
-  args.AddString("placement", "layers per backend", false, "cpu");
+  AddPlacementOptions(args, "layers per backend");
   args.AddString("kv-cache", "KV cache precision: bf16 or f32", false, "bf16");
   args.AddString("concurrency",
                  "also run N streams at once through the scheduler, for each N in the list "
@@ -181,7 +181,9 @@ int Run(int argc, char** argv) {
   auto t_load = Clock::now();
   auto ckpt = OpenCheckpoint(args.GetString("model"));
   if (!ckpt) return ReportError("bench", ckpt.status());
-  auto placement = ParsePlacement(args.GetString("placement"), (*ckpt)->config.num_layers);
+  auto placement_spec = PlacementFromArgs(args);
+  if (!placement_spec) return ReportError("bench", placement_spec.status());
+  auto placement = ParsePlacement(*placement_spec, (*ckpt)->config.num_layers);
   if (!placement) return ReportError("bench", placement.status());
   const int64_t max_len = *std::max_element(lengths->begin(), lengths->end());
   ModelExecutor::Options options;

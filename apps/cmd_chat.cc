@@ -378,7 +378,7 @@ int Run(int argc, char** argv) {
   args.AddDouble("frequency-penalty", "-2..2, 0 = off");
   args.AddInt("seed", "sampling seed, 0..2^63-1 (default: random)");
   args.AddInt("max-tokens", "maximum tokens per reply", kDefaultMaxTokens);
-  args.AddString("placement", "layers per backend, e.g. cpu or reference:3,cpu", false, "cpu");
+  AddPlacementOptions(args, "layers per backend, e.g. cpu or reference:3,cpu");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
   args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError(kCommand, st);
@@ -425,7 +425,9 @@ int Run(int argc, char** argv) {
   if (!kv_cache) return ReportError(kCommand, kv_cache.status());
   ModelLoadOptions options;
   options.kv_cache = *kv_cache;
-  options.placement = args.GetString("placement");
+  auto placement = PlacementFromArgs(args);
+  if (!placement) return ReportError("chat", placement.status());
+  options.placement = *placement;
   options.context = args.GetInt("context");
   options.parallel = 1;
   auto model = LoadedModel::Open(dir, options, [](const std::string& line) {

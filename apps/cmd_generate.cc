@@ -45,8 +45,7 @@ int Run(int argc, char** argv) {
   args.AddFlag("json", "print one JSON object instead of streaming text");
   args.AddFlag("echo", "when streaming, print the prompt text before the continuation");
   args.AddInt("top-logits", "with --json: the K highest [id, logit] per generated step", 0);
-  args.AddString("placement", "layers per backend, e.g. cpu, reference or reference:3,cpu", false,
-                 "cpu");
+  AddPlacementOptions(args, "layers per backend, e.g. cpu, reference or reference:3,cpu");
   args.AddString("dtype", "cpu backend weights: auto, f32, bf16, int8, int4", false, "auto");
   args.AddFlag("bf16-activations",
                "bf16 weights: round prompt activations to bf16 and use bf16 dot products (AVX-512 "
@@ -95,7 +94,9 @@ int Run(int argc, char** argv) {
   if (!kv_cache) return ReportError("generate", kv_cache.status());
   ModelLoadOptions options;
   options.kv_cache = *kv_cache;
-  options.placement = args.GetString("placement");
+  auto placement = PlacementFromArgs(args);
+  if (!placement) return ReportError("generate", placement.status());
+  options.placement = *placement;
   options.weights = *weights;
   options.bf16_activations = args.GetFlag("bf16-activations");
   options.context = args.GetInt("context");

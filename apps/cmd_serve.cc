@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 
+#include "backend/xdna/doctor.h"
 #include "base/mapped_file.h"
 #include "catalog/catalog.h"
 #include "catalog/model_names.h"
@@ -119,18 +121,56 @@ Expected<std::vector<ModelEntry>> InstalledServableModels() {
 // find a bad one when it loads, fail, and be restarted over and over. The layer counts come
 // from each model's config.json (cheap to read); a config that does not parse is left for the
 // worker to report when that model is asked for.
-Status CheckPlacementFitsModels(const std::string& spec, const std::vector<ModelEntry>& models) {
+// Each model's placement is described into `placements` (by model name) for /ready.
+Status CheckPlacementFitsModels(const std::string& spec, const std::vector<ModelEntry>& models,
+                                std::map<std::string, std::string>* placements, bool* uses_npu) {
   for (const ModelEntry& m : models) {
     auto text = ReadFileToString(m.dir + "/config.json", 16u << 20);
     if (!text) continue;
     auto config = ParseModelConfig(*text);
     if (!config) continue;
-    if (auto placement = ParsePlacement(spec, config->num_layers); !placement) {
+    auto placement = ParsePlacement(spec, config->num_layers);
+    if (!placement) {
       return InvalidArgument("--placement does not fit the model '" + m.name +
                              "': " + placement.status().message());
     }
+    (*placements)[m.name] = placement->Describe();
+    for (const PlacementStage& s : placement->stages)
+      if (s.backend == "xdna" && s.layers.size() > 0) *uses_npu = true;
   }
   return Status::Ok();
+}
+
+// `serve` with layers on the NPU checks the device as `tessera doctor` does before it
+// listens, and refuses to place layers on an NPU that fails, printing the fixes. The fake
+// device (TESSERA_XDNA_FAKE) has no hardware to check and says so. Returns the device's name
+// for /ready and the stats.
+Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models) {
+  if (const char* fake = std::getenv("TESSERA_XDNA_FAKE"); fake != nullptr && *fake != '\0') {
+    auto generation = ParseGeneration(fake);
+    if (!generation) return generation.status().WithContext("TESSERA_XDNA_FAKE");
+    std::fprintf(stderr,
+                 "tessera serve: NPU layers run on the fake %s device (TESSERA_XDNA_FAKE): CPU "
+                 "reference kernels, no NPU executes anything; doctor's hardware checks skipped\n",
+                 std::string(GenerationName(*generation)).c_str());
+    return "fake " + std::string(GenerationName(*generation)) +
+           " (CPU reference kernels; no NPU executes anything)";
+  }
+  DoctorOptions d;
+  for (const ModelEntry& m : models) {
+    if (auto bytes = DirectoryBytes(m.dir)) d.model_bytes = std::max(d.model_bytes, *bytes);
+  }
+  const DoctorReport report = RunDoctor(d);
+  if (!report.ok() || report.devices.empty()) {
+    std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
+    return InvalidArgument(
+        "the NPU fails the checks above, so no layers are placed on it; apply the fixes (run "
+        "`tessera doctor` again to see), or serve with --placement cpu");
+  }
+  const NpuDevice& dev = report.devices.front();
+  std::fprintf(stderr, "tessera serve: NPU %s (%s), every doctor check passed\n", dev.name.c_str(),
+               dev.pci_id.c_str());
+  return dev.name + " (" + dev.pci_id + ")";
 }
 
 std::string GenerateApiKey() {
@@ -161,7 +201,7 @@ int RunServeCommand(int argc, char** argv) {
                "classifier checkpoints are recognised) (repeatable)");
   args.AddString("host", "address to bind", false, "127.0.0.1");
   args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
-  args.AddString("placement", "layers per backend for every model", false, "cpu");
+  AddPlacementOptions(args, "layers per backend for every model");
   args.AddInt("context",
               "positions per sequence (default: the model's, at most 4096 without --kv-memory)", 0);
   args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
@@ -209,7 +249,9 @@ int RunServeCommand(int argc, char** argv) {
   }
   // Every flag whose value can be checked without a model is checked here, before models are
   // resolved and long before the server listens: a bad one is a one-line error and exit 2.
-  if (Status st = CheckPlacementSpec(args.GetString("placement")); !st.ok()) {
+  auto placement = PlacementFromArgs(args);
+  if (!placement) return ReportError("serve", placement.status());
+  if (Status st = CheckPlacementSpec(*placement); !st.ok()) {
     return ReportError("serve", InvalidArgument("--" + st.message()));
   }
   const int64_t port = args.GetInt("port");
@@ -280,8 +322,16 @@ int RunServeCommand(int argc, char** argv) {
                                                 "holding checkpoint folders, or install one "
                                                 "with tessera pull"));
   }
-  if (Status st = CheckPlacementFitsModels(args.GetString("placement"), options.models); !st.ok()) {
+  bool uses_npu = false;
+  if (Status st =
+          CheckPlacementFitsModels(*placement, options.models, &options.placements, &uses_npu);
+      !st.ok()) {
     return ReportError("serve", st);
+  }
+  if (uses_npu) {
+    auto device = CheckNpuForServe(options.models);
+    if (!device) return ReportError("serve", device.status());
+    options.npu_device = *device;
   }
   if (Status st = server::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
     return ReportError("serve", st);
@@ -343,8 +393,7 @@ int RunServeCommand(int argc, char** argv) {
   }
   options.worker_args.insert(
       options.worker_args.end(),
-      {"--placement", args.GetString("placement"), "--context",
-       std::to_string(args.GetInt("context")), "--parallel",
+      {"--placement", *placement, "--context", std::to_string(args.GetInt("context")), "--parallel",
        std::to_string(args.GetInt("parallel")), "--kv-memory",
        std::to_string(args.GetInt("kv-memory")), "--kv-cache", args.GetString("kv-cache"),
        "--max-loaded-models", std::to_string(args.GetInt("max-loaded-models"))});

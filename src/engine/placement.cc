@@ -19,8 +19,12 @@ std::string Placement::Describe() const {
   for (size_t i = 0; i < stages.size(); ++i) {
     const PlacementStage& s = stages[i];
     if (i) out += ", ";
-    out += "layers " + std::to_string(s.layers.begin) + "-" + std::to_string(s.layers.end - 1);
-    if (i + 1 == stages.size()) out += " + head";
+    if (s.layers.size() == 0) {
+      out += "head";  // a head-only last stage
+    } else {
+      out += "layers " + std::to_string(s.layers.begin) + "-" + std::to_string(s.layers.end - 1);
+      if (i + 1 == stages.size()) out += " + head";
+    }
     out += " -> " + s.backend + "#" + std::to_string(i);
   }
   return out;

@@ -228,6 +228,7 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
     if (step == Step::kFailed) return SendJobError(call, error, outcome, meta.queue_ms);
     call.exchange->Note([&](AccessRecord& r) { FillRecord(r, outcome, meta.queue_ms); });
     json body = chat ? ChatCompletionBody(meta, outcome) : TextCompletionBody(meta, outcome);
+    AddPlacementStats(body["x_tessera_stats"], meta.model);
     return SendJson(call, 200, std::move(body), meta.queue_ms);
   }
   StreamEvents(call, *job, outcome, meta, chat, request.include_usage);
@@ -281,7 +282,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     ex.EndStream();
     return;
   }
-  const json stats = FullStats(outcome, meta.queue_ms);
+  json stats = FullStats(outcome, meta.queue_ms);
+  AddPlacementStats(stats, meta.model);
   for (int i = 0; i < meta.choices; ++i) {
     const std::string finish = ChoiceFinishReason(outcome, static_cast<size_t>(i));
     json last = chat ? ChatChunk(meta, json::object(), finish, nullptr, i)

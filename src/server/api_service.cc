@@ -128,7 +128,19 @@ json ApiService::ServerStats(double queue_wait_ms) const {
           {"queued", admission_.waiting()},
           {"worker_state", WorkerStateName(supervisor_.state())},
           {"worker_restarts", supervisor_.restarts()},
+          {"npu_device", NpuDeviceJson()},
           {"uptime_s", MsBetween(started_at_, Clock::now()) / 1000.0}};
+}
+
+json ApiService::NpuDeviceJson() const {
+  return options_.npu_device.empty() ? json(nullptr) : json(options_.npu_device);
+}
+
+// Where the model's layers ran: its placement and the NPU device (null without one).
+void ApiService::AddPlacementStats(json& stats, const std::string& model) const {
+  auto it = options_.placements.find(model);
+  stats["placement"] = it == options_.placements.end() ? json(nullptr) : json(it->second);
+  stats["npu_device"] = NpuDeviceJson();
 }
 
 // The job's stats (StatsJson) and the server's, in one object.
@@ -153,11 +165,20 @@ void ApiService::SendJson(Call& call, int status, json body, double queue_wait_m
   call.exchange->Respond(JsonResponse(call, status, std::move(body), queue_wait_ms));
 }
 
+// A 503 engine_busy always says when to come back (1 s unless the caller knows better).
+static void AddRetryAfter(const ApiError& e, std::vector<HttpHeader>& headers) {
+  if (e.status != 503 || e.code != "engine_busy") return;
+  for (const HttpHeader& h : headers)
+    if (h.name == "Retry-After") return;
+  headers.push_back({"Retry-After", "1"});
+}
+
 void ApiService::SendError(Call& call, const ApiError& e, double queue_wait_ms,
                            std::vector<HttpHeader> extra) {
   if (AbnormalEnd(e)) call.exchange->Note([&](AccessRecord& r) { r.finish = e.code; });
   HttpResponse r = JsonResponse(call, e.status, ErrorBody(e), queue_wait_ms);
   for (HttpHeader& h : extra) r.headers.push_back(std::move(h));
+  AddRetryAfter(e, r.headers);
   call.exchange->Respond(std::move(r));
 }
 
@@ -176,7 +197,9 @@ void ApiService::SendJobError(Call& call, const ApiError& e, const JobOutcome& o
     FillRecord(r, outcome, queue_ms);
     if (AbnormalEnd(e)) r.finish = e.code;
   });
-  call.exchange->Respond(JsonResponse(call, e.status, JobErrorBody(e, outcome, queue_ms)));
+  HttpResponse r = JsonResponse(call, e.status, JobErrorBody(e, outcome, queue_ms));
+  AddRetryAfter(e, r.headers);
+  call.exchange->Respond(std::move(r));
 }
 
 bool ApiService::OriginAllowed(std::string_view origin) const {
@@ -304,7 +327,9 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
                       {{"status", draining_ ? std::string("draining")
                                             : std::string(WorkerStateName(supervisor_.state()))},
                        {"active", admission_.active()},
-                       {"queued", admission_.waiting()}});
+                       {"queued", admission_.waiting()},
+                       {"placements", options_.placements},
+                       {"npu_device", NpuDeviceJson()}});
     }
     case Route::kModels:
       return SendJson(*call, 200, ModelsListBody(model_names_, created_));

@@ -83,6 +83,8 @@ class ApiService final : public HttpHandler {
   enum class Step { kProgress, kDone, kFailed };
 
   nlohmann::json ServerStats(double queue_wait_ms) const;
+  nlohmann::json NpuDeviceJson() const;  // the NPU the models' xdna layers use, or null
+  void AddPlacementStats(nlohmann::json& stats, const std::string& model) const;
   nlohmann::json FullStats(const JobOutcome& outcome, double queue_ms) const;
   HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
                             double queue_wait_ms = 0) const;

@@ -98,6 +98,9 @@ inline ApiError FromJobError(const JobErrorMessage& m, bool chat) {
     case JobErrorKind::kInternal:
       e = ServerError(500, "internal_error", m.message);
       break;
+    case JobErrorKind::kEngineBusy:
+      e = ServerError(503, "engine_busy", m.message);
+      break;
   }
   return e;
 }

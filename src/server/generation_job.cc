@@ -385,8 +385,11 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
   if (!r.status.ok() && !failed_) {
     failed_ = true;
     std::fprintf(stderr, "tessera worker: generation failed: %s\n", r.status.message().c_str());
-    send_(Encode(JobErrorMessage{job_id_, JobErrorKind::kInternal,
-                                 "generation failed inside the engine", 0}));
+    send_(Encode(JobErrorMessage{job_id_, EngineFailureKind(r.status.code()),
+                                 r.status.code() == ErrorCode::kResourceExhausted
+                                     ? EngineFailureMessage(r.status.message(), r.status.code())
+                                     : "generation failed inside the engine",
+                                 0}));
     Cancel();
   }
   const bool ended_by_us = c.stopped_by_string || c.grammar_done;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,11 @@ struct ServeOptions {
   std::vector<ModelEntry> models;        // the first is the default
   std::string executable;                // this binary, for the worker
   std::vector<std::string> worker_args;  // placement, context, residency, prewarm flags
-  std::string api_key;                   // empty: no authentication (--no-auth)
+  // Where each model's layers run ("layers 0-11 -> xdna#0, layers 12-29 + head -> cpu#1"), by
+  // model name, and the NPU those on xdna use (empty: none), for /ready and the stats.
+  std::map<std::string, std::string> placements;
+  std::string npu_device;
+  std::string api_key;  // empty: no authentication (--no-auth)
   // --no-auth: refuse to start unless every address the host resolves to is loopback.
   bool require_loopback = false;
   std::vector<std::string> allow_origins;

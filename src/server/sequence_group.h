@@ -67,8 +67,8 @@ class SequenceGroup {
           JobErrorMessage{job_id, refused_->kind, refused_->message, refused_->prompt_tokens});
     }
     if (!error_.ok()) {
-      return Encode(JobErrorMessage{job_id, JobErrorKind::kInternal,
-                                    "the model failed while running this request", 0});
+      return Encode(JobErrorMessage{job_id, EngineFailureKind(error_.code()),
+                                    EngineFailureMessage(error_.message(), error_.code()), 0});
     }
     if (cancelled_) {
       DoneMessage done;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "backend/xdna/xdna_backend.h"
 #include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
 #include "server/decision_job.h"
@@ -80,6 +81,14 @@ class Worker {
         if (Status st = m->model->scheduler().Step(); !st.ok()) {
           // The sequences of that batch were failed (each job got its error).
           std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
+          if (ReadXdnaCounters().device_lost) {
+            // Nothing runs on a lost NPU again in this process: exit, and the server starts a
+            // new worker (which opens the device afresh, or fails to load and says why).
+            std::fprintf(stderr,
+                         "tessera worker: the NPU was lost; exiting so the server "
+                         "restarts the worker\n");
+            return kWorkerExitNpuLost;
+          }
         }
       }
       for (auto& [id, running] : jobs_) running.job->AfterStep();

@@ -322,7 +322,7 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DoneMe
 template <typename Io, typename M>
 void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobErrorMessage> {
   io(m.job_id);
-  io.Enum(m.kind, JobErrorKind::kInvalidRequest, JobErrorKind::kInternal);
+  io.Enum(m.kind, JobErrorKind::kInvalidRequest, JobErrorKind::kEngineBusy);
   io(m.message);
   io(m.prompt_tokens);
 }
@@ -457,6 +457,17 @@ Expected<std::string> ReadFrame(int fd, uint32_t max_bytes) {
     return IoError("worker channel: frame cut short");
   }
   return payload;
+}
+
+JobErrorKind EngineFailureKind(ErrorCode code) {
+  return code == ErrorCode::kResourceExhausted ? JobErrorKind::kEngineBusy
+                                               : JobErrorKind::kInternal;
+}
+
+std::string EngineFailureMessage(const std::string& detail, ErrorCode code) {
+  if (code == ErrorCode::kResourceExhausted)
+    return "the engine is busy: " + detail + "; retry later";
+  return "the model failed while running this request";
 }
 
 }  // namespace tessera::server

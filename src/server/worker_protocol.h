@@ -193,6 +193,8 @@ inline constexpr size_t kMaxLogitBias = 1024;
 // cause is in its log line; loading again would fail the same way, so the supervisor does not
 // restart it (WorkerState::kFailed).
 inline constexpr int kWorkerExitModelLoadFailed = 3;
+// The worker's NPU reported itself lost: the server restarts the worker.
+inline constexpr int kWorkerExitNpuLost = 4;
 
 // Why a job failed; the HTTP side maps each to a status and OpenAI error type.
 enum class JobErrorKind : uint8_t {
@@ -200,7 +202,15 @@ enum class JobErrorKind : uint8_t {
   kContextLength = 2,   // 400, code context_length_exceeded
   kModelNotFound = 3,   // 404
   kInternal = 4,        // 500; the message is safe to show (no paths or internals)
+  kEngineBusy = 5,      // 503 engine_busy + Retry-After: a bound of the engine was hit while
+                        // running (the NPU queue full or timed out); the message says which
 };
+
+// How a job reports a sequence that the engine ended with `status`: a bound that was hit
+// (ResourceExhausted: the NPU queue, the KV pool) is the engine being busy, anything else an
+// internal failure whose detail stays in the worker's log.
+JobErrorKind EngineFailureKind(ErrorCode code);
+std::string EngineFailureMessage(const std::string& detail, ErrorCode code);
 
 struct JobErrorMessage {
   static constexpr MessageType kType = MessageType::kJobError;

@@ -168,8 +168,9 @@ std::vector<Sample> Samples() {
   done.kv_blocks_cached = 17;
   out.push_back({MessageType::kDone, Encode(done)});
   out.push_back({MessageType::kDone, Encode(DoneMessage{})});
-  for (JobErrorKind kind : {JobErrorKind::kInvalidRequest, JobErrorKind::kContextLength,
-                            JobErrorKind::kModelNotFound, JobErrorKind::kInternal}) {
+  for (JobErrorKind kind :
+       {JobErrorKind::kInvalidRequest, JobErrorKind::kContextLength, JobErrorKind::kModelNotFound,
+        JobErrorKind::kInternal, JobErrorKind::kEngineBusy}) {
     out.push_back({MessageType::kJobError, Encode(JobErrorMessage{1, kind, "m", 9})});
   }
   out.push_back({MessageType::kTokens, Encode(TokensMessage{1, {1, 2, 3}})});

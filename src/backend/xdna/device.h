@@ -9,7 +9,8 @@
 //
 //   TS_ASSIGN_OR_RETURN(auto dev, MakeXdnaDevice());   // fake when TESSERA_XDNA_FAKE is set
 //   TS_ASSIGN_OR_RETURN(ProgramId p, dev->OpenProgram(program));
-//   TS_ASSIGN_OR_RETURN(BufferId x, dev->AllocateBuffer(bytes, BufferKind::kData, p, 0, 3));
+//   // argument 0 of kernel 0 (run arguments count from 0; XRT's group is group_id(3 + i))
+//   TS_ASSIGN_OR_RETURN(BufferId x, dev->AllocateBuffer(bytes, BufferKind::kData, p, 0, 0));
 //   std::memcpy(dev->Map(x).data(), src, bytes);
 //   TS_RETURN_IF_ERROR(dev->Sync(x, SyncDirection::kToDevice));
 //   TS_ASSIGN_OR_RETURN(ChainResult r, dev->RunChain(runs, std::chrono::milliseconds(1000)));
@@ -92,8 +93,9 @@ class XdnaDevice {
   virtual Status CloseProgram(ProgramId program) = 0;
   virtual int open_programs() const = 0;
 
-  // A buffer for argument `arg_index` of a kernel of `program` (XRT places buffers by the
-  // kernel's argument groups).
+  // A buffer for argument `arg_index` (counted from 0, as Run::args) of kernel `kernel` of
+  // `program`: XRT places it by the kernel's argument group, group_id(3 + arg_index), after
+  // mlir-aie's opcode, instruction buffer and instruction count.
   virtual Expected<BufferId> AllocateBuffer(size_t bytes, BufferKind kind, ProgramId program,
                                             int kernel, int arg_index) = 0;
   virtual Status FreeBuffer(BufferId buffer) = 0;

@@ -23,7 +23,8 @@ namespace {
 
 std::atomic<int64_t> g_passes{0}, g_chains{0}, g_retries{0}, g_faults{0}, g_queue_refusals{0},
     g_evictions{0};
-std::atomic<uint64_t> g_clock{0};  // orders passes for closing the least recently used model
+std::atomic<uint64_t> g_clock{0};
+std::atomic<bool> g_device_lost{false};  // orders passes for closing the least recently used model
 
 }  // namespace
 
@@ -616,6 +617,7 @@ class XdnaBackend final : public Backend {
       if (attempt > 0) ++g_retries;
       TS_ASSIGN_OR_RETURN(ChainResult r, device_->RunChain(runs_, chain_timeout_));
       if (r.state == RunState::kDeviceLost) {
+        g_device_lost = true;
         return IoError("the NPU was lost running layers " + LayerText(first, end) + ": " +
                        r.detail + "; restart tessera once `tessera doctor` passes");
       }
@@ -680,8 +682,8 @@ Expected<std::unique_ptr<Backend>> MakeXdnaBackend(const BackendOptions& options
 }
 
 XdnaCounters ReadXdnaCounters() {
-  return {g_passes.load(), g_chains.load(),         g_retries.load(),
-          g_faults.load(), g_queue_refusals.load(), g_evictions.load()};
+  return {g_passes.load(),         g_chains.load(),    g_retries.load(),    g_faults.load(),
+          g_queue_refusals.load(), g_evictions.load(), g_device_lost.load()};
 }
 
 }  // namespace tessera

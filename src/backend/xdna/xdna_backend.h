@@ -39,6 +39,7 @@ struct XdnaCounters {
   int64_t faults = 0;          // timeouts, aborts, missing fences
   int64_t queue_refusals = 0;  // passes refused by the NPU queue (full or timed out)
   int64_t evictions = 0;       // idle models closed to make room for another
+  bool device_lost = false;    // the device reported itself lost; nothing will run on it again
 };
 XdnaCounters ReadXdnaCounters();
 

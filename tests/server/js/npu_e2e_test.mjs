@@ -1,0 +1,136 @@
+// End-to-end test of hybrid NPU placement (issue #16) on the FAKE XDNA device: no NPU executes
+// anything here; TESSERA_XDNA_FAKE=xdna1 makes the xdna backend run its program's CPU reference
+// kernels, and every log line, /ready and the stats say so. Through the official openai
+// package: greedy answers with the first layer, and with every layer, on the "NPU" equal the
+// cpu-only server's; a command timeout injected mid-decode is recovered without changing a
+// token; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
+//   node npu_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds tiny/, qwen/)
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import OpenAI from 'openai';
+import { startServer, waitReady } from './harness.mjs';
+
+const [tessera, work] = process.argv.slice(2);
+const KEY = 'npu-key';
+const prompts = ['Once upon a time', 'The river', 'Numbers such as 1, 2, 3'];
+
+async function serve(args, env = {}) {
+  const s = await startServer(tessera, ['--rate-limit', '0', ...args], { TESSERA_API_KEY: KEY, ...env });
+  const base = `http://127.0.0.1:${s.port}`;
+  const log = { text: '' };  // the server's and the worker's stderr
+  s.child.stderr.on('data', (d) => { log.text += d; });
+  await waitReady(base, 60);
+  return { ...s, base, log, client: new OpenAI({ apiKey: KEY, baseURL: `${base}/v1` }) };
+}
+
+// Greedy completions and one chat answer of each model on one server.
+async function answers(srv) {
+  const out = [];
+  for (const model of ['tiny', 'qwen']) {
+    for (const prompt of prompts) {
+      const r = await srv.client.completions.create({ model, prompt, max_tokens: 16, temperature: 0 });
+      out.push(r.choices[0].text);
+    }
+    const c = await srv.client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'Say something about boats.' }], max_tokens: 16,
+      temperature: 0 });
+    out.push(c.choices[0].message.content);
+  }
+  return out;
+}
+
+const models = ['--model', `tiny=${work}/tiny`, '--model', `qwen=${work}/qwen`, '--max-loaded-models', '2'];
+let failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok: ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL: ${name}: ${e.stack ?? e}`);
+  }
+}
+
+const cpu = await serve(models);
+const expected = await answers(cpu);
+const cpuReady = await (await fetch(`${cpu.base}/ready`)).json();
+cpu.child.kill('SIGTERM');
+
+await check('cpu-only: no NPU device in /ready', async () => {
+  assert.equal(cpuReady.npu_device, null);
+  assert.match(cpuReady.placements.tiny, /cpu#0/);
+});
+
+for (const flags of [['--npu-layers', '1'], ['--npu-percent', '100']]) {
+  await check(`fake xdna1 ${flags.join(' ')}: the cpu-only answers, and /ready says fake`, async () => {
+    const npu = await serve([...models, ...flags], { TESSERA_XDNA_FAKE: 'xdna1' });
+    try {
+      assert.deepEqual(await answers(npu), expected);
+      assert.match(npu.log.text, /tessera: NPU device: fake xdna1 \(CPU reference kernels; no NPU executes anything\)/);
+      assert.match(npu.log.text, /xdna-fake-xdna1: layers 0-/);
+      const ready = await (await fetch(`${npu.base}/ready`)).json();
+      assert.match(ready.npu_device, /^fake xdna1 .*no NPU executes anything/);
+      assert.match(ready.placements.tiny, /-> xdna#0/);
+      assert.match(ready.placements.qwen, /-> xdna#0/);
+      if (flags[0] === '--npu-percent') assert.match(ready.placements.tiny, /, head -> cpu#1$/);
+      // Every answer's stats name the device too.
+      const r = await npu.client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 1 });
+      assert.match(r.x_tessera_stats.npu_device, /^fake xdna1/);
+      // Four streams at once (one batched pass per step on the NPU path) give each answer.
+      const streams = await Promise.all(prompts.concat(['The river']).map(async (prompt) => {
+        const s = await npu.client.completions.create({ model: 'tiny', prompt, max_tokens: 16, temperature: 0, stream: true });
+        let text = '';
+        for await (const chunk of s) text += chunk.choices[0]?.text ?? '';
+        return text;
+      }));
+      assert.deepEqual(streams, expected.slice(0, 3).concat([expected[1]]));
+    } finally {
+      npu.child.kill('SIGTERM');
+    }
+  });
+}
+
+await check('fake xdna2: a command timeout mid-decode is run again and changes no token', async () => {
+  const npu = await serve([...models, '--npu-percent', '100'],
+                          { TESSERA_XDNA_FAKE: 'xdna2', TESSERA_XDNA_FAKE_FAULT: 'timeout@12' });
+  try {
+    assert.deepEqual(await answers(npu), expected);
+    // The fault did fire, once, and the chain ran again.
+    assert.match(npu.log.text, /timeout: fake fault: command timed out .*running the chain again \(attempt 2 of 3\)/);
+    assert.equal(npu.log.text.match(/running the chain again/g).length, 1);
+    const ready = await (await fetch(`${npu.base}/ready`)).json();
+    assert.equal(ready.x_tessera_stats.worker_restarts, 0);
+    assert.match(ready.npu_device, /^fake xdna2/);
+  } finally {
+    npu.child.kill('SIGTERM');
+  }
+});
+
+await check('bad NPU flags stop serve before it listens (exit 2, the flag named)', async () => {
+  const run = (args, env = {}) => spawnSync(tessera, ['serve', '--port', '0', ...models, ...args],
+                                            { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60000 });
+  const both = run(['--npu-layers', '1', '--npu-percent', '50'], { TESSERA_XDNA_FAKE: 'xdna1' });
+  assert.equal(both.status, 2, both.stderr);
+  assert.match(both.stderr, /--npu-layers or --npu-percent, not both/);
+  const many = run(['--npu-layers', '99'], { TESSERA_XDNA_FAKE: 'xdna1' });
+  assert.equal(many.status, 2, many.stderr);
+  assert.match(many.stderr, /places more than the model's/);
+  const mixed = run(['--npu-layers', '1', '--placement', 'reference'], { TESSERA_XDNA_FAKE: 'xdna1' });
+  assert.equal(mixed.status, 2, mixed.stderr);
+  const fake = run(['--npu-layers', '1'], { TESSERA_XDNA_FAKE: 'xdna9' });
+  assert.equal(fake.status, 2, fake.stderr);
+  assert.match(fake.stderr, /TESSERA_XDNA_FAKE: unknown NPU generation 'xdna9'/);
+});
+
+await check('no NPU here: serve runs doctor, prints the fixes and refuses NPU layers', async () => {
+  // This machine has no NPU (and Debian's XRT 2.13 cannot drive one): doctor fails.
+  const r = spawnSync(tessera, ['serve', '--port', '0', ...models, '--npu-layers', '1'],
+                      { env: { ...process.env, TESSERA_XDNA_FAKE: '' }, encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /npu_present\s+fail/);
+  assert.match(r.stderr, /no layers are placed on it/);
+  assert.doesNotMatch(r.stdout, /listening on/);
+});
+
+console.log(`${failed ? 'some' : 'all'} npu tests done; ${failed} failed`);
+process.exit(failed ? 1 : 0);
