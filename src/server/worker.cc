@@ -52,7 +52,8 @@ class Worker {
     }
     if (options_.prewarm) {
       double load_ms = 0;
-      auto model = Acquire(options_.models.front().name, &load_ms);
+      bool busy = false;
+      auto model = Acquire(options_.models.front().name, &load_ms, &busy);
       if (!model) {
         // The message names the cause for the operator's log; the server keeps /ready at 503
         // and does not restart a worker that would fail the same way.
@@ -153,7 +154,10 @@ class Worker {
 
   // The resident model `name`, loading it (and unloading the least recently used idle one
   // past the residency limit). Unavailable: every resident model is busy, try again later.
-  Expected<ResidentModel*> Acquire(const std::string& name, double* load_ms) {
+  // The model, loaded if need be. *busy says the error is only that every resident model is in
+  // use (the job waits for one to finish); any other error is the model's own.
+  Expected<ResidentModel*> Acquire(const std::string& name, double* load_ms, bool* busy) {
+    *busy = false;
     ++clock_;
     for (auto& m : resident_) {
       if (m->name == name) {
@@ -172,7 +176,10 @@ class Worker {
         if ((*it)->active_jobs > 0 || (*it)->model->scheduler().HasWork()) continue;
         if (lru == resident_.end() || (*it)->last_used < (*lru)->last_used) lru = it;
       }
-      if (lru == resident_.end()) return Unavailable();
+      if (lru == resident_.end()) {
+        *busy = true;
+        return ResourceExhausted("every resident model is busy");
+      }
       std::fprintf(stderr, "tessera worker: unloading model '%s'\n", (*lru)->name.c_str());
       resident_.erase(lru);
     }
@@ -203,8 +210,6 @@ class Worker {
     return resident_.back().get();
   }
 
-  static Status Unavailable() { return ResourceExhausted("every resident model is busy"); }
-
   void RetryDeferred() {
     if (deferred_.empty()) return;
     std::deque<JobRequest> again;
@@ -226,10 +231,19 @@ class Worker {
 
   void HandleJob(JobRequest job) {
     double load_ms = 0;
-    auto model = Acquire(job.model, &load_ms);
+    bool busy = false;
+    auto model = Acquire(job.model, &load_ms, &busy);
     if (!model) {
-      if (model.status().code() == ErrorCode::kResourceExhausted) {
+      if (busy) {
         deferred_.push_back(std::move(job));  // another model is busy; after its jobs end
+      } else if (model.status().code() == ErrorCode::kResourceExhausted) {
+        // The model does not fit where it must run (the NPU's contexts or memory, even with
+        // idle models closed): the client is told so, and may retry when others are gone.
+        std::fprintf(stderr, "tessera worker: loading '%s': %s\n", job.model.c_str(),
+                     model.status().message().c_str());
+        Fail(job.job_id,
+             {JobErrorKind::kEngineBusy,
+              "the model '" + job.model + "' does not fit: " + model.status().message()});
       } else if (model.status().code() == ErrorCode::kNotFound) {
         Fail(job.job_id, {JobErrorKind::kModelNotFound, model.status().message()});
       } else {

@@ -59,11 +59,14 @@ wait_status() {
 
 worker_pid() { pgrep -P "$SERVER_PID" | head -n 1; }
 
-# load_now: "ACTIVE,QUEUED" from /ready (its top-level keys are sorted: active, queued, ...).
+# load_now: "ACTIVE,QUEUED" from /ready (top-level keys "active" and "queued"; the nested
+# stats object comes after them, so the first match of each is the top-level one).
 load_now() {
-  local body
+  local body active
   body=$(curl -s "$BASE/ready")
-  [[ $body =~ ^\{\"active\":([0-9]+),\"queued\":([0-9]+), ]] && echo "${BASH_REMATCH[1]},${BASH_REMATCH[2]}"
+  [[ $body =~ ^\{\"active\":([0-9]+), ]] || return 0
+  active=${BASH_REMATCH[1]}
+  [[ $body =~ \"queued\":([0-9]+), ]] && echo "$active,${BASH_REMATCH[1]}"
 }
 
 # wait_load "ACTIVE,QUEUED" SECONDS: poll /ready until it reports that load.

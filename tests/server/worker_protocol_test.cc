@@ -112,6 +112,24 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   EXPECT_EQ(Decode<CancelRequest>(Encode(CancelRequest{8}))->job_id, 8u);
 }
 
+// A bound the engine hits while running (the NPU queue full or timed out, the KV pool) is the
+// engine being busy (503 + Retry-After), with its words; any other engine failure stays an
+// internal error whose detail is kept in the worker's log.
+TEST(WorkerProtocol, EngineBoundsAreBusyOtherFailuresInternal) {
+  EXPECT_EQ(EngineFailureKind(ErrorCode::kResourceExhausted), JobErrorKind::kEngineBusy);
+  EXPECT_EQ(EngineFailureKind(ErrorCode::kDeadlineExceeded), JobErrorKind::kInternal);
+  EXPECT_EQ(EngineFailureKind(ErrorCode::kIo), JobErrorKind::kInternal);
+  const std::string busy =
+      EngineFailureMessage("NPU queue full: 64 passes wait", ErrorCode::kResourceExhausted);
+  EXPECT_NE(busy.find("NPU queue full"), std::string::npos);
+  EXPECT_EQ(EngineFailureMessage("/secret/path failed", ErrorCode::kInternal).find("/secret"),
+            std::string::npos);
+  auto err =
+      Decode<JobErrorMessage>(Encode(JobErrorMessage{5, JobErrorKind::kEngineBusy, busy, 0}));
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->kind, JobErrorKind::kEngineBusy);
+}
+
 TEST(WorkerProtocol, WrongTypeIsRefused) {
   DeltaMessage d;
   d.job_id = 1;

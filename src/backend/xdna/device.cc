@@ -1,6 +1,8 @@
 #include "backend/xdna/device.h"
 
+#include <charconv>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/xdna/fake_device.h"
 
@@ -28,7 +30,20 @@ Expected<std::unique_ptr<XdnaDevice>> MakeXdnaDevice() {
   if (const char* fake = std::getenv("TESSERA_XDNA_FAKE"); fake != nullptr && *fake != '\0') {
     auto generation = ParseGeneration(fake);
     if (!generation) return generation.status().WithContext("TESSERA_XDNA_FAKE");
-    auto device = std::make_unique<FakeXdnaDevice>(*generation);
+    // TESSERA_XDNA_FAKE_MEMORY_MB: what the fake device's buffers may hold (default 8 GiB), to
+    // show what happens when models do not fit beside each other.
+    size_t memory = size_t{8} << 30;
+    if (const char* m = std::getenv("TESSERA_XDNA_FAKE_MEMORY_MB"); m != nullptr && *m != '\0') {
+      const std::string_view text(m);
+      uint64_t mib = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mib);
+      if (ec != std::errc() || end != text.data() + text.size() || mib == 0 || mib > (1u << 20)) {
+        return InvalidArgument("TESSERA_XDNA_FAKE_MEMORY_MB='" + std::string(text) +
+                               "': expected MiB from 1 to 1048576");
+      }
+      memory = static_cast<size_t>(mib) << 20;
+    }
+    auto device = std::make_unique<FakeXdnaDevice>(*generation, memory);
     if (const char* f = std::getenv("TESSERA_XDNA_FAKE_FAULT"); f != nullptr && *f != '\0') {
       auto fault = ParseFakeFault(f);
       if (!fault) return fault.status().WithContext("TESSERA_XDNA_FAKE_FAULT");

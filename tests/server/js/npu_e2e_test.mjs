@@ -4,7 +4,7 @@
 // package: greedy answers with the first layer, and with every layer, on the "NPU" equal the
 // cpu-only server's; a command timeout injected mid-decode is recovered without changing a
 // token; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
-//   node npu_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds tiny/, qwen/)
+//   node npu_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds tiny/, qwen/, slow/)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
@@ -101,6 +101,33 @@ await check('fake xdna2: a command timeout mid-decode is run again and changes n
     const ready = await (await fetch(`${npu.base}/ready`)).json();
     assert.equal(ready.x_tessera_stats.worker_restarts, 0);
     assert.match(ready.npu_device, /^fake xdna2/);
+  } finally {
+    npu.child.kill('SIGTERM');
+  }
+});
+
+await check('fake xdna2 with 2 MiB: models take turns, one that cannot fit is a 503 saying so', async () => {
+  const npu = await serve([...models, '--model', `slow=${work}/slow`, '--max-loaded-models', '3',
+                           '--npu-percent', '100'],
+                          { TESSERA_XDNA_FAKE: 'xdna2', TESSERA_XDNA_FAKE_MEMORY_MB: '2' });
+  try {
+    // tiny and qwen fit the fake NPU one at a time: each closes the other, keeping its KV.
+    assert.deepEqual(await answers(npu), expected);
+    assert.match(npu.log.text, /closed on the NPU to make room/);
+    // slow's 38 MiB never fit: 503 engine_busy with Retry-After, naming the NPU.
+    const r = await fetch(`${npu.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'slow', prompt: 'hi', max_tokens: 2 }) });
+    const body = await r.json();
+    assert.equal(r.status, 503, JSON.stringify(body));
+    assert.ok(Number(r.headers.get('retry-after')) >= 1);
+    assert.equal(body.error.code, 'engine_busy');
+    assert.match(body.error.message, /'slow' does not fit: the NPU cannot hold/);
+    // The server keeps serving the models that fit.
+    assert.deepEqual(await answers(npu), expected);
+    const ready = await (await fetch(`${npu.base}/ready`)).json();
+    assert.equal(ready.status, 'ready');
+    assert.equal(ready.x_tessera_stats.worker_restarts, 0);
   } finally {
     npu.child.kill('SIGTERM');
   }

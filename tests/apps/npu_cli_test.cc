@@ -1,0 +1,134 @@
+// The NPU through the real CLI: `tessera doctor` on a fake sysfs tree, and --npu-layers on
+// generate and bench with the FAKE XDNA device (TESSERA_XDNA_FAKE: the NPU program's CPU
+// reference kernels; nothing executes on an NPU) giving the cpu-only tokens.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/synthetic_checkpoint.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& path, const std::string& contents) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << contents;
+}
+
+// A Phoenix NPU bound to amdxdna: enough for discovery; the other checks report what the
+// tree lacks.
+std::string PhoenixTree(const test::TempDir& tmp) {
+  const fs::path root = tmp.File("root");
+  const fs::path pci = root / "sys/devices/pci0000:00/0000:00:08.2/0000:c4:00.1";
+  Write(pci / "vendor", "0x1022\n");
+  Write(pci / "device", "0x1502\n");
+  Write(pci / "revision", "0x00\n");
+  Write(pci / "fw_version", "1.5.2.380\n");
+  fs::create_directories(root / "sys/bus/pci/drivers/amdxdna");
+  fs::create_directories(root / "sys/bus/pci/devices");
+  fs::create_symlink("../../../devices/pci0000:00/0000:00:08.2/0000:c4:00.1",
+                     root / "sys/bus/pci/devices/0000:c4:00.1");
+  fs::create_symlink("../../../../bus/pci/drivers/amdxdna", pci / "driver");
+  fs::create_directories(pci / "accel/accel0");
+  fs::create_symlink("../../../0000:c4:00.1", pci / "accel/accel0/device");
+  fs::create_directories(root / "sys/class/accel");
+  fs::create_symlink("../../devices/pci0000:00/0000:00:08.2/0000:c4:00.1/accel/accel0",
+                     root / "sys/class/accel/accel0");
+  return root.string();
+}
+
+TEST(NpuCli, DoctorJsonOnAFakeTreeNamesThePhoenixAndItsChecks) {
+  test::TempDir tmp;
+  const std::string root = PhoenixTree(tmp);
+  auto r = test::RunTessera({"doctor", "--root", root, "--json"}, "", 60000);
+  ASSERT_EQ(r.signal, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_EQ(j["devices"][0]["generation"], "xdna1");
+  EXPECT_EQ(j["devices"][0]["columns"], 4);
+  EXPECT_EQ(j["devices"][0]["fw_version"], "1.5.2.380");
+  // The exit code follows the checks: 1 exactly when one fails (the tree has no firmware file
+  // and no XRT, so some do).
+  bool failed = false;
+  for (const auto& c : j["checks"]) failed = failed || c["status"] == "fail";
+  EXPECT_TRUE(failed);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(j["checks"][0]["name"], "npu_present");
+  EXPECT_EQ(j["checks"][0]["status"], "pass");
+  // Stable: the same tree gives the same bytes.
+  EXPECT_EQ(test::RunTessera({"doctor", "--root", root, "--json"}).out, r.out);
+  auto bad = test::RunTessera({"doctor", "--bogus"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+class NpuCliModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tmp_.File("model");
+    SyntheticModelSpec spec;
+    spec.layers = 4;
+    spec.dtype = DType::kBF16;
+    spec.seed = 11;
+    ASSERT_TRUE(WriteSyntheticCheckpoint(dir_, spec).ok());
+    test::WriteFile(dir_ + "/tokenizer.json", R"({"version":"1.0","added_tokens":[],
+      "normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,
+      "model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]}})");
+  }
+  void TearDown() override { unsetenv("TESSERA_XDNA_FAKE"); }
+
+  nlohmann::json Generate(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"generate",   "--model",      dir_, "--prompt-ids",
+                                     "1,5,9,33,7", "--max-tokens", "20", "--json",
+                                     "--dtype",    "bf16"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = test::RunTessera(args, "", 120000);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  }
+
+  test::TempDir tmp_;
+  std::string dir_;
+};
+
+TEST_F(NpuCliModel, GenerateWithNpuLayersOnTheFakeDeviceGivesTheCpuTokens) {
+  const auto cpu = Generate({});
+  setenv("TESSERA_XDNA_FAKE", "xdna2", 1);
+  for (const char* flag : {"--npu-layers=2", "--npu-percent=100"}) {
+    const auto npu = Generate({flag});
+    EXPECT_EQ(npu["generated_ids"], cpu["generated_ids"]) << flag;
+    EXPECT_NE(npu["placement"].get<std::string>().find("xdna#0"), std::string::npos);
+  }
+}
+
+TEST_F(NpuCliModel, BenchRunsOnTheFakeDeviceAndSaysSo) {
+  setenv("TESSERA_XDNA_FAKE", "xdna1", 1);
+  auto r = test::RunTessera({"bench", "--model", dir_, "--npu-layers", "4", "--prompt-tokens", "8",
+                             "--gen-tokens", "4", "--repeat", "1", "--json"},
+                            "", 120000);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["placement"].get<std::string>().find("layers 0-3 -> xdna#0, head -> cpu#1"),
+            std::string::npos);
+  EXPECT_NE(r.err.find("fake xdna1 (CPU reference kernels; no NPU executes anything)"),
+            std::string::npos);
+}
+
+TEST_F(NpuCliModel, NpuLayersWithoutAnNpuSayWhatToDo) {
+  auto r = test::RunTessera(
+      {"generate", "--model", dir_, "--prompt-ids", "1,2", "--npu-layers", "1"}, "", 60000);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tessera doctor"), std::string::npos) << r.err;
+  auto both = test::RunTessera({"generate", "--model", dir_, "--prompt-ids", "1", "--npu-layers",
+                                "1", "--npu-percent", "5"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+}
+
+}  // namespace
+}  // namespace tessera
