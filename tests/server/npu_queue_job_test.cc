@@ -1,0 +1,76 @@
+// A generation job whose pass cannot get the NPU within the queue timeout (on the FAKE XDNA
+// device: CPU reference kernels, nothing runs on an NPU) ends with a JobError of kind
+// kEngineBusy carrying the queue's words, which the server answers 503 engine_busy with
+// Retry-After; the next job, with the NPU free, runs. In `serve` one worker thread steps every
+// model, so passes never contend there: this test holds the NPU's turn itself.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "backend/xdna/npu_queue.h"
+#include "model/synthetic_checkpoint.h"
+#include "runtime/loaded_model.h"
+#include "server/api_service_internal.h"
+#include "server/generation_job.h"
+#include "test_support.h"
+
+namespace tessera::server {
+namespace {
+
+TEST(NpuQueueJob, APassThatCannotGetTheNpuIsEngineBusy) {
+  // Before anything opens the process's device or queue (they read these once).
+  setenv("TESSERA_XDNA_FAKE", "xdna2", 1);
+  setenv("TESSERA_NPU_QUEUE_TIMEOUT_MS", "50", 1);
+  test::TempDir tmp;
+  SyntheticModelSpec spec;
+  spec.vocab = 4352;
+  ASSERT_TRUE(WriteSyntheticModel(tmp.File("m"), spec).ok());
+  ModelLoadOptions o;
+  o.placement = "xdna:100%,cpu";
+  o.parallel = 2;
+  o.package_cache = false;
+  auto model = LoadedModel::Open(tmp.File("m"), o);
+  ASSERT_TRUE(model) << model.status().message();
+
+  JobRequest request;
+  request.job_id = 7;
+  request.kind = JobKind::kCompletion;
+  request.model = "m";
+  request.prompt = "hello there";
+  request.max_tokens = 4;
+  auto run = [&](bool hold_npu) {
+    std::optional<JobErrorMessage> error;
+    bool done = false, ended = false;
+    auto send = [&](const std::string& frame) {
+      auto type = PeekMessageType(frame);
+      if (type && *type == MessageType::kJobError) error = *Decode<JobErrorMessage>(frame);
+      if (type && *type == MessageType::kDone) done = true;
+    };
+    auto vocabulary = []() -> Expected<std::shared_ptr<const TokenVocabulary>> {
+      return Unsupported("no grammar in this test");
+    };
+    auto job = GenerationJob::Start(request, **model, vocabulary, 0, send,
+                                    [&](uint64_t) { ended = true; });
+    EXPECT_TRUE(std::holds_alternative<std::unique_ptr<GenerationJob>>(job));
+    std::optional<NpuQueue::Turn> turn;
+    if (hold_npu) turn.emplace(*(*ProcessNpuQueue())->Wait());  // another model's pass
+    for (int i = 0; i < 100 && !ended; ++i) (void)(*model)->scheduler().Step();
+    EXPECT_TRUE(ended);
+    return std::make_pair(error, done);
+  };
+
+  const auto [busy, busy_done] = run(/*hold_npu=*/true);
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_FALSE(busy_done);
+  EXPECT_EQ(busy->kind, JobErrorKind::kEngineBusy);
+  EXPECT_NE(busy->message.find("NPU queue"), std::string::npos) << busy->message;
+  const ApiError e = api_internal::FromJobError(*busy, /*chat=*/false);
+  EXPECT_EQ(e.status, 503);
+  EXPECT_EQ(e.code, "engine_busy");
+
+  const auto [error, done] = run(/*hold_npu=*/false);
+  EXPECT_FALSE(error.has_value()) << error->message;
+  EXPECT_TRUE(done);
+}
+
+}  // namespace
+}  // namespace tessera::server
