@@ -232,6 +232,7 @@ int RunServeCommand(int argc, char** argv) {
   args.AddInt("max-body-bytes", "largest request body", 1 << 20);
   args.AddFlag("no-auth",
                "serve without an API key (only when every address of --host is loopback)");
+  args.AddFlag("metrics-public", "let GET /metrics be scraped without the API key");
   args.AddList("allow-origin",
                "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
   args.AddString("tls-cert", "PEM certificate: serve HTTPS (with --tls-key)");
@@ -370,6 +371,7 @@ int RunServeCommand(int argc, char** argv) {
   options.max_connections = static_cast<int>(args.GetInt("max-connections"));
   options.max_connections_per_client = static_cast<int>(args.GetInt("max-connections-per-client"));
   options.allow_origins = args.GetList("allow-origin");
+  options.metrics_public = args.GetFlag("metrics-public");
   if (args.Has("tls-cert")) options.tls_cert = args.GetString("tls-cert");
   if (args.Has("tls-key")) options.tls_key = args.GetString("tls-key");
   if (args.GetFlag("no-auth")) {

@@ -29,6 +29,8 @@ PACKAGES=(
   "curl=7.88.1*"
   "wrk=4.1.0*"
   "openssl=3.0.*"
+  # The official Prometheus client's text-format parser, for the /metrics test.
+  "python3-prometheus-client=0.16.0*"
   # XRT 2.13 (pulls libxrt1): compiles and noop-tests the legacy XRT host path (docs/npu.md);
   # it cannot drive an NPU. Real NPU machines need a modern XRT (>= 2.17) from AMD instead.
   "libxrt-dev=202210.2.13.466*"

@@ -25,6 +25,7 @@ enum class Route {
   kModerations,
   kClassify,
   kSystemOne,
+  kMetrics,
   kNone
 };
 
@@ -42,11 +43,13 @@ Route RouteOf(const std::string& path) {
   if (path == "/v1/moderations") return Route::kModerations;
   if (path == "/classify") return Route::kClassify;
   if (path == "/v1/systemone") return Route::kSystemOne;
+  if (path == "/metrics") return Route::kMetrics;
   return Route::kNone;
 }
 
 bool IsGetRoute(Route r) {
-  return r == Route::kHealth || r == Route::kReady || r == Route::kModels || r == Route::kModel;
+  return r == Route::kHealth || r == Route::kReady || r == Route::kModels || r == Route::kModel ||
+         r == Route::kMetrics;
 }
 
 }  // namespace
@@ -114,6 +117,7 @@ ApiService::ApiService(const ServeOptions& options)
     }
   }
   if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
+  metrics_ = std::make_unique<ServerMetrics>(model_names_);
   created_ = UnixNow();
   started_at_ = Clock::now();
 }
@@ -260,7 +264,9 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
     return r;
   }
   const Route route = RouteOf(head.path);
-  if (route == Route::kHealth || route == Route::kReady) {
+  const bool open_route = route == Route::kHealth || route == Route::kReady ||
+                          (route == Route::kMetrics && options_.metrics_public);
+  if (open_route) {
     if (head.method == "GET" || head.method == "HEAD") return std::nullopt;
   } else {
     if (draining_) return refuse(ServerError(503, "shutting_down", "the server is shutting down"));
@@ -331,6 +337,21 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
                        {"placements", options_.placements},
                        {"npu_device", NpuDeviceJson()}});
     }
+    case Route::kMetrics: {
+      MetricsGauges g;
+      g.active = admission_.active();
+      g.queued = admission_.waiting();
+      g.worker_restarts = supervisor_.restarts();
+      g.worker_ready = supervisor_.ready();
+      g.placements = options_.placements;
+      g.npu_device = options_.npu_device;
+      g.resident_bytes = ProcessResidentBytes();
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = metrics_->Render(g);
+      r.headers = call->cors;
+      return call->exchange->Respond(std::move(r));
+    }
     case Route::kModels:
       return SendJson(*call, 200, ModelsListBody(model_names_, created_));
     case Route::kModel: {
@@ -382,6 +403,7 @@ void ApiService::Completed(const HttpRequest& head, const std::string& request_i
   std::string finish = rec.finish;
   if (status == 499 && finish.empty()) finish = "client_disconnected";
   if (!finish.empty()) line["finish_reason"] = finish;
+  metrics_->Observe(head.path, status, rec, total_ms);
   std::string text = "access " + Dump(line) + "\n";
   std::fwrite(text.data(), 1, text.size(), stderr);
 }

@@ -26,6 +26,7 @@
 #include "server/guards.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/task_api.h"
 #include "server/worker_supervisor.h"
@@ -133,8 +134,9 @@ class ApiService final : public HttpHandler {
   AdmissionQueue admission_;
   RateLimiter rate_limiter_;
   std::vector<std::string> model_names_;
-  std::vector<ModelKind> model_kinds_;  // parallel to model_names_
-  std::string default_chat_model_;      // the first chat (or decide) model, else the first
+  std::unique_ptr<ServerMetrics> metrics_;  // /metrics; fed by Completed()
+  std::vector<ModelKind> model_kinds_;      // parallel to model_names_
+  std::string default_chat_model_;          // the first chat (or decide) model, else the first
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> job_counter_{0};
   int64_t created_ = 0;

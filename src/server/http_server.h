@@ -31,6 +31,9 @@ struct ServeOptions {
   // model name, and the NPU those on xdna use (empty: none), for /ready and the stats.
   std::map<std::string, std::string> placements;
   std::string npu_device;
+  // GET /metrics without the API key (--metrics-public); otherwise it needs the key like the
+  // API routes.
+  bool metrics_public = false;
   std::string api_key;  // empty: no authentication (--no-auth)
   // --no-auth: refuse to start unless every address the host resolves to is loopback.
   bool require_loopback = false;

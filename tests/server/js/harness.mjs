@@ -48,3 +48,21 @@ export async function runTests(tests, client, child) {
   console.log(`${tests.length - failed}/${tests.length} passed`);
   process.exit(failed ? 1 : 0);
 }
+
+// Named checks run one after another, each printing ok/FAIL, for tests that start several
+// servers: `const { check, failed } = checker(); await check('name', async () => {...});`.
+export function checker() {
+  let failures = 0;
+  return {
+    failed: () => failures,
+    check: async (name, fn) => {
+      try {
+        await fn();
+        console.log(`ok: ${name}`);
+      } catch (e) {
+        failures++;
+        console.log(`FAIL: ${name}: ${e.stack ?? e}`);
+      }
+    },
+  };
+}

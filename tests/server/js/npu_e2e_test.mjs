@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
-import { startServer, waitReady } from './harness.mjs';
+import { checker, startServer, waitReady } from './harness.mjs';
 
 const [tessera, work] = process.argv.slice(2);
 const KEY = 'npu-key';
@@ -40,16 +40,7 @@ async function answers(srv) {
 }
 
 const models = ['--model', `tiny=${work}/tiny`, '--model', `qwen=${work}/qwen`, '--max-loaded-models', '2'];
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok: ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL: ${name}: ${e.stack ?? e}`);
-  }
-}
+const { check, failed } = checker();
 
 const cpu = await serve(models);
 const expected = await answers(cpu);
@@ -159,5 +150,5 @@ await check('no NPU here: serve runs doctor, prints the fixes and refuses NPU la
   assert.doesNotMatch(r.stdout, /listening on/);
 });
 
-console.log(`${failed ? 'some' : 'all'} npu tests done; ${failed} failed`);
-process.exit(failed ? 1 : 0);
+console.log(`${failed() ? 'some' : 'all'} npu tests done; ${failed()} failed`);
+process.exit(failed() ? 1 : 0);

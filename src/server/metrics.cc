@@ -1,0 +1,167 @@
+#include "server/metrics.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+namespace tessera::server {
+namespace {
+
+// A label value as the text format wants it: backslash, double quote and newline escaped.
+std::string Escape(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Numbers as Prometheus parses them (Go's ParseFloat): plain decimal or exponent notation.
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void Header(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+constexpr std::string_view kRoutes[] = {
+    "/health",         "/ready",          "/metrics",
+    "/v1/models",      "/v1/models/{id}", "/v1/chat/completions",
+    "/v1/completions", "/tokenize",       "/detokenize",
+    "/v1/embeddings",  "/v1/rerank",      "/rerank",
+    "/v1/moderations", "/classify",       "/v1/systemone"};
+
+}  // namespace
+
+void ServerMetrics::Histogram::Add(double seconds) {
+  size_t i = 0;
+  while (i < kBuckets.size() && seconds > kBuckets[i]) ++i;
+  if (i < kBuckets.size()) ++counts[i];
+  ++count;
+  sum += seconds;
+}
+
+std::string ServerMetrics::ModelLabel(const std::string& model) const {
+  return std::find(models_.begin(), models_.end(), model) != models_.end() ? model : "";
+}
+
+void ServerMetrics::Observe(std::string_view path, int status, const AccessRecord& record,
+                            double total_ms) {
+  std::string route = "other";
+  if (path.rfind("/v1/models/", 0) == 0) {
+    route = "/v1/models/{id}";
+  } else if (std::find(std::begin(kRoutes), std::end(kRoutes), path) != std::end(kRoutes)) {
+    route = std::string(path);
+  }
+  const std::string model = ModelLabel(record.model);
+  std::lock_guard lock(mu_);
+  ++requests_[{route, status}];
+  latency_[route].Add(total_ms / 1000.0);
+  if (model.empty()) return;
+  prompt_tokens_[model] += static_cast<uint64_t>(std::max<int64_t>(0, record.prompt_tokens));
+  completion_tokens_[model] +=
+      static_cast<uint64_t>(std::max<int64_t>(0, record.completion_tokens));
+  if (record.completion_tokens > 0 && record.ttft_ms > 0) {
+    ttft_[model].Add(record.ttft_ms / 1000.0);
+    if (record.completion_tokens > 1 && total_ms > record.ttft_ms) {
+      per_token_[model].Add((total_ms - record.ttft_ms) / 1000.0 /
+                            static_cast<double>(record.completion_tokens - 1));
+    }
+  }
+}
+
+std::string ServerMetrics::Render(const MetricsGauges& g) const {
+  std::string out;
+  auto histograms = [&](const char* name, const char* label,
+                        const std::map<std::string, Histogram>& by) {
+    for (const auto& [key, h] : by) {
+      const std::string l = std::string(label) + "=\"" + Escape(key) + "\"";
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kBuckets.size(); ++i) {
+        cumulative += h.counts[i];
+        out += std::string(name) + "_bucket{" + l + ",le=\"" + Num(kBuckets[i]) + "\"} " +
+               std::to_string(cumulative) + "\n";
+      }
+      out += std::string(name) + "_bucket{" + l + ",le=\"+Inf\"} " + std::to_string(h.count) + "\n";
+      out += std::string(name) + "_sum{" + l + "} " + Num(h.sum) + "\n";
+      out += std::string(name) + "_count{" + l + "} " + std::to_string(h.count) + "\n";
+    }
+  };
+  std::lock_guard lock(mu_);
+  Header(out, "tessera_http_requests_total", "counter",
+         "HTTP requests answered, by route and status.");
+  for (const auto& [key, n] : requests_) {
+    out += "tessera_http_requests_total{route=\"" + Escape(key.first) + "\",status=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  Header(out, "tessera_request_duration_seconds", "histogram",
+         "Time from a request's arrival to the end of its answer, by route.");
+  histograms("tessera_request_duration_seconds", "route", latency_);
+  Header(out, "tessera_time_to_first_token_seconds", "histogram",
+         "Time from arrival to the first generated token, by model.");
+  histograms("tessera_time_to_first_token_seconds", "model", ttft_);
+  Header(out, "tessera_time_per_output_token_seconds", "histogram",
+         "Mean time per generated token after the first, one sample per request, by model.");
+  histograms("tessera_time_per_output_token_seconds", "model", per_token_);
+  Header(out, "tessera_prompt_tokens_total", "counter", "Prompt tokens of answered requests.");
+  for (const auto& [model, n] : prompt_tokens_) {
+    out +=
+        "tessera_prompt_tokens_total{model=\"" + Escape(model) + "\"} " + std::to_string(n) + "\n";
+  }
+  Header(out, "tessera_completion_tokens_total", "counter", "Generated tokens, by model.");
+  for (const auto& [model, n] : completion_tokens_) {
+    out += "tessera_completion_tokens_total{model=\"" + Escape(model) + "\"} " + std::to_string(n) +
+           "\n";
+  }
+  Header(out, "tessera_requests_active", "gauge", "Requests running in the worker's slots.");
+  out += "tessera_requests_active " + std::to_string(g.active) + "\n";
+  Header(out, "tessera_queue_depth", "gauge", "Requests waiting in the admission queue.");
+  out += "tessera_queue_depth " + std::to_string(g.queued) + "\n";
+  Header(out, "tessera_worker_restarts_total", "counter",
+         "Times the inference worker was restarted.");
+  out += "tessera_worker_restarts_total " + std::to_string(g.worker_restarts) + "\n";
+  Header(out, "tessera_worker_ready", "gauge", "1 while the worker is warmed and serving.");
+  out += std::string("tessera_worker_ready ") + (g.worker_ready ? "1" : "0") + "\n";
+  Header(out, "tessera_model_info", "gauge",
+         "A served model, where its layers run, and the NPU device its NPU layers use.");
+  for (const auto& model : models_) {
+    auto it = g.placements.find(model);
+    out += "tessera_model_info{model=\"" + Escape(model) + "\",placement=\"" +
+           Escape(it == g.placements.end() ? "" : it->second) + "\",npu_device=\"" +
+           Escape(g.npu_device) + "\"} 1\n";
+  }
+  Header(out, "tessera_process_resident_memory_bytes", "gauge",
+         "Resident memory of the HTTP process (the worker is a separate process).");
+  out += "tessera_process_resident_memory_bytes " + std::to_string(g.resident_bytes) + "\n";
+  return out;
+}
+
+int64_t ProcessResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace tessera::server
