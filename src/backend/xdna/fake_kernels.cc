@@ -36,18 +36,21 @@ float AsFloat(uint32_t bits) {
   return std::bit_cast<float>(bits);
 }
 
-// The contract's dot product: 8 interleaved fp32 partial sums, added pairwise.
+// The contract's sums: term i goes to fp32 partial sum i mod 8; the 8 are added pairwise.
+struct Lanes {
+  float part[8] = {};
+  void Add(int64_t i, float v) { part[i & 7] += v; }
+  float Sum() const {
+    return ((part[0] + part[4]) + (part[2] + part[6])) +
+           ((part[1] + part[5]) + (part[3] + part[7]));
+  }
+};
+
 template <typename W>
 float Dot(const float* x, const W* w, int64_t k) {
-  float part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    for (int j = 0; j < 8; ++j) part[j] += x[i + j] * static_cast<float>(w[i + j]);
-  }
-  for (; i < k; ++i) part[i & 7] += x[i] * static_cast<float>(w[i]);
-  const float a = (part[0] + part[4]) + (part[2] + part[6]);
-  const float b = (part[1] + part[5]) + (part[3] + part[7]);
-  return a + b;
+  Lanes s;
+  for (int64_t i = 0; i < k; ++i) s.Add(i, x[i] * static_cast<float>(w[i]));
+  return s.Sum();
 }
 struct Bf16 {
   uint16_t bits;
@@ -55,10 +58,9 @@ struct Bf16 {
 };
 
 void RmsNormRow(const float* x, const float* w, int64_t n, float eps, float* y) {
-  float part[8] = {};
-  for (int64_t i = 0; i < n; ++i) part[i & 7] += x[i] * x[i];
-  const float ss =
-      ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+  Lanes lanes;
+  for (int64_t i = 0; i < n; ++i) lanes.Add(i, x[i] * x[i]);
+  const float ss = lanes.Sum();
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
 }
@@ -297,10 +299,9 @@ Status Attention(std::span<const KernelArg> a) {
         float max_score = -INFINITY;
         for (int64_t t = first; t <= pos; ++t) {
           const size_t at = kc.Index(c.table, t) + static_cast<size_t>(kv_off);
-          float part[8] = {};
-          for (int64_t d = 0; d < h.head_dim; ++d) part[d & 7] += qh[d] * kc.Read(at + d);
-          const float dot = ((part[0] + part[4]) + (part[2] + part[6])) +
-                            ((part[1] + part[5]) + (part[3] + part[7]));
+          Lanes lanes;
+          for (int64_t d = 0; d < h.head_dim; ++d) lanes.Add(d, qh[d] * kc.Read(at + d));
+          const float dot = lanes.Sum();
           scores[static_cast<size_t>(t - first)] = dot * scale;
           max_score = std::max(max_score, dot * scale);
         }

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -604,12 +605,12 @@ class XdnaBackend final : public Backend {
   }
 
   // Runs runs_ plus a fence as one chain, again from the start after a fault.
-  template <typename Reload>
-  Status RunChecked(int64_t first, int64_t end, const Reload& reload) {
+  // `reload` (may be empty) puts the chain's input back on the device before each attempt.
+  Status RunChecked(int64_t first, int64_t end, const std::function<Status()>& reload) {
     const size_t body = runs_.size();
     std::string last;
     for (int attempt = 0; attempt < kMaxChainAttempts; ++attempt) {
-      if constexpr (!std::is_same_v<Reload, std::nullptr_t>) TS_RETURN_IF_ERROR(reload());
+      if (reload) TS_RETURN_IF_ERROR(reload());
       const uint32_t token = ++fence_value_;
       runs_.resize(body);
       Push(kKernelFence, {B(fence_), RunArg::Scalar(token)});
@@ -638,9 +639,6 @@ class XdnaBackend final : public Backend {
     }
     return DeadlineExceeded("the NPU failed layers " + LayerText(first, end) + " " +
                             std::to_string(kMaxChainAttempts) + " times: " + last);
-  }
-  Status RunChecked(int64_t first, int64_t end, std::nullptr_t) {
-    return RunChecked<std::nullptr_t>(first, end, nullptr);
   }
   std::string LayerText(int64_t first, int64_t end) const {
     return std::to_string(range_.begin + first) + "-" + std::to_string(range_.begin + end - 1);
