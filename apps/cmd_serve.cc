@@ -233,6 +233,11 @@ int RunServeCommand(int argc, char** argv) {
   args.AddFlag("no-auth",
                "serve without an API key (only when every address of --host is loopback)");
   args.AddFlag("metrics-public", "let GET /metrics be scraped without the API key");
+  args.AddFlag("no-ui", "do not serve the built-in web page at /");
+  args.AddString("log-format",
+                 "the access log on stderr: text (one readable line per request) or json (one "
+                 "JSON object per line, for log shippers)",
+                 false, "text");
   args.AddList("allow-origin",
                "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
   args.AddString("tls-cert", "PEM certificate: serve HTTPS (with --tls-key)");
@@ -279,6 +284,10 @@ int RunServeCommand(int argc, char** argv) {
   }
   if (auto kv = ParseKvCacheType(args.GetString("kv-cache")); !kv) {
     return ReportError("serve", kv.status());
+  }
+  if (const std::string f = args.GetString("log-format"); f != "text" && f != "json") {
+    return ReportError("serve",
+                       InvalidArgument("--log-format must be text or json, not '" + f + "'"));
   }
   if (args.Has("tls-cert") != args.Has("tls-key")) {
     return ReportError("serve", InvalidArgument("--tls-cert and --tls-key must be given together"));
@@ -372,6 +381,8 @@ int RunServeCommand(int argc, char** argv) {
   options.max_connections_per_client = static_cast<int>(args.GetInt("max-connections-per-client"));
   options.allow_origins = args.GetList("allow-origin");
   options.metrics_public = args.GetFlag("metrics-public");
+  options.web_ui = !args.GetFlag("no-ui");
+  options.access_log_json = args.GetString("log-format") == "json";
   if (args.Has("tls-cert")) options.tls_cert = args.GetString("tls-cert");
   if (args.Has("tls-key")) options.tls_key = args.GetString("tls-key");
   if (args.GetFlag("no-auth")) {

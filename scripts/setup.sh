@@ -5,6 +5,8 @@
 #   scripts/setup.sh            # install + build + run the main job
 #   scripts/setup.sh --no-run   # install + build only
 #   scripts/setup.sh --deps-only # install only
+#   scripts/setup.sh --build-deps-only # install only what building `tessera` needs (the
+#                                      # container image's build stage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +28,9 @@ PACKAGES=(
   "libboost1.81-dev=1.81.0*"
   "libssl-dev=3.0.*"
   "libcurl4-openssl-dev=7.88.1*"
+)
+# What only the tests, release gates and fuzzing need.
+TEST_PACKAGES=(
   "curl=7.88.1*"
   "wrk=4.1.0*"
   "openssl=3.0.*"
@@ -34,7 +39,16 @@ PACKAGES=(
   # XRT 2.13 (pulls libxrt1): compiles and noop-tests the legacy XRT host path (docs/npu.md);
   # it cannot drive an NPU. Real NPU machines need a modern XRT (>= 2.17) from AMD instead.
   "libxrt-dev=202210.2.13.466*"
+  # Headless browser for the web page's test (server_ui_browser_e2e, driven by playwright-core
+  # from tests/server/js). Debian 12 ships only the current security build of chromium and
+  # drops the previous one from the mirror at each release, so an exact version cannot be
+  # installed for long: the glob admits any 1xx build (tested with 156.0.8078.114-1~deb12u1).
+  "chromium=1*"
+  # libFuzzer (its runtime is in libclang-rt-14-dev) for scripts/fuzz.sh and the fuzz gate.
+  "clang-14=1:14.0.6*"
+  "libclang-rt-14-dev=1:14.0.6*"
 )
+if [[ "${1:-}" != "--build-deps-only" ]]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for spec in "${PACKAGES[@]}"; do
@@ -50,7 +64,8 @@ done
 # Node.js + npm run the end-to-end tests with the official openai client. Any Node >= 18 is
 # fine (a newer one installed by other means is kept); otherwise Debian's 18.x is installed.
 node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || true)
-if [[ -z "$node_major" || "$node_major" -lt 18 ]] || ! command -v npm >/dev/null 2>&1; then
+if [[ "${1:-}" != "--build-deps-only" ]] &&
+  { [[ -z "$node_major" || "$node_major" -lt 18 ]] || ! command -v npm >/dev/null 2>&1; }; then
   missing+=("nodejs=18.*" "npm=9.*")
 fi
 
@@ -64,7 +79,7 @@ else
   echo "setup: all system packages present"
 fi
 
-if [[ "${1:-}" == "--deps-only" ]]; then exit 0; fi
+if [[ "${1:-}" == "--deps-only" || "${1:-}" == "--build-deps-only" ]]; then exit 0; fi
 
 BUILD_DIR=${TESSERA_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release

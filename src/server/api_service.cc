@@ -1,15 +1,62 @@
 #include "server/api_service.h"
 
 #include "server/api_service_internal.h"
+#include "server/web_ui.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 namespace tessera::server {
 namespace {
 
 using namespace api_internal;  // NOLINT: this service's own helpers
+
+// A client-supplied field as one log token: bytes outside printable ASCII, and spaces, as %XX,
+// so a request cannot forge or split access-log lines.
+std::string LogToken(std::string_view v) {
+  if (v.empty()) return "-";
+  std::string out;
+  for (unsigned char c : v) {
+    if (c > 0x20 && c < 0x7f && c != '%') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+std::string Ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fms", ms);
+  return buf;
+}
+
+// The readable access-log line (--log-format text):
+//   access 2026-12-02T06:10:00Z 127.0.0.1 POST /v1/chat/completions 200 20.5ms model=tiny
+//     prompt=5 completion=8 queue=0.1ms ttft=3.1ms finish=stop id=...
+std::string AccessLogText(const HttpRequest& head, const std::string& id, int status,
+                          const AccessRecord& rec, const std::string& finish, double total_ms) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char ts[32];
+  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::string line = "access " + std::string(ts) + " " + LogToken(head.remote_addr) + " " +
+                     LogToken(head.method) + " " + LogToken(head.path) + " " +
+                     std::to_string(status) + " " + Ms(total_ms);
+  if (!rec.model.empty()) {
+    line += " model=" + LogToken(rec.model) + " prompt=" + std::to_string(rec.prompt_tokens) +
+            " completion=" + std::to_string(rec.completion_tokens) + " queue=" + Ms(rec.queue_ms) +
+            " ttft=" + Ms(rec.ttft_ms);
+  }
+  if (!finish.empty()) line += " finish=" + LogToken(finish);
+  return line + " id=" + LogToken(id) + "\n";
+}
 
 enum class Route {
   kHealth,
@@ -26,6 +73,7 @@ enum class Route {
   kClassify,
   kSystemOne,
   kMetrics,
+  kUi,  // the built-in web page (web_ui.h), unless --no-ui
   kNone
 };
 
@@ -44,12 +92,13 @@ Route RouteOf(const std::string& path) {
   if (path == "/classify") return Route::kClassify;
   if (path == "/v1/systemone") return Route::kSystemOne;
   if (path == "/metrics") return Route::kMetrics;
+  if (IsWebUiPath(path)) return Route::kUi;
   return Route::kNone;
 }
 
 bool IsGetRoute(Route r) {
   return r == Route::kHealth || r == Route::kReady || r == Route::kModels || r == Route::kModel ||
-         r == Route::kMetrics;
+         r == Route::kMetrics || r == Route::kUi;
 }
 
 }  // namespace
@@ -263,8 +312,11 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
     r.SetHeader("Access-Control-Max-Age", "600");
     return r;
   }
-  const Route route = RouteOf(head.path);
+  Route route = RouteOf(head.path);
+  if (route == Route::kUi && !options_.web_ui) route = Route::kNone;
+  // The page's files are public: the page itself asks for the key.
   const bool open_route = route == Route::kHealth || route == Route::kReady ||
+                          route == Route::kUi ||
                           (route == Route::kMetrics && options_.metrics_public);
   if (open_route) {
     if (head.method == "GET" || head.method == "HEAD") return std::nullopt;
@@ -323,7 +375,9 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
   call->request = std::move(request);
   call->exchange = std::move(exchange);
   call->arrived = Clock::now();
-  switch (RouteOf(call->request.path)) {
+  Route route = RouteOf(call->request.path);
+  if (route == Route::kUi && !options_.web_ui) route = Route::kNone;
+  switch (route) {
     case Route::kHealth:
       return SendJson(*call, 200, {{"status", "ok"}});
     case Route::kReady: {
@@ -346,14 +400,23 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
       g.placements = options_.placements;
       g.npu_device = options_.npu_device;
       g.resident_bytes = ProcessResidentBytes();
+      const pid_t worker = supervisor_.worker_pid();
+      g.worker_resident_bytes = worker > 0 ? ProcessResidentBytes(worker) : 0;
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       r.body = metrics_->Render(g);
       r.headers = call->cors;
       return call->exchange->Respond(std::move(r));
     }
-    case Route::kModels:
-      return SendJson(*call, 200, ModelsListBody(model_names_, created_));
+    case Route::kUi:
+      return call->exchange->Respond(WebUiResponse(call->request));
+    case Route::kModels: {
+      // x_tessera_kind lets a client (the web page) offer each endpoint the models it takes.
+      json body = ModelsListBody(model_names_, created_);
+      for (size_t i = 0; i < model_kinds_.size(); ++i)
+        body["data"][i]["x_tessera_kind"] = std::string(ModelKindName(model_kinds_[i]));
+      return SendJson(*call, 200, std::move(body));
+    }
     case Route::kModel: {
       const std::string id = *ModelIdFromPath(call->request.path);
       if (!KnownModel(id)) return SendError(*call, ModelNotFound(id));
@@ -388,23 +451,29 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
 
 void ApiService::Completed(const HttpRequest& head, const std::string& request_id, int status,
                            const AccessRecord& rec, double total_ms) {
-  json line = {{"ts", UnixNow()},
-               {"id", request_id},
-               {"client", head.remote_addr},
-               {"method", head.method},
-               {"path", head.path},
-               {"status", status},
-               {"model", rec.model},
-               {"prompt_tokens", rec.prompt_tokens},
-               {"completion_tokens", rec.completion_tokens},
-               {"queue_ms", rec.queue_ms},
-               {"ttft_ms", rec.ttft_ms},
-               {"total_ms", total_ms}};
   std::string finish = rec.finish;
   if (status == 499 && finish.empty()) finish = "client_disconnected";
-  if (!finish.empty()) line["finish_reason"] = finish;
   metrics_->Observe(head.path, status, rec, total_ms);
-  std::string text = "access " + Dump(line) + "\n";
+  std::string text;
+  if (options_.access_log_json) {
+    json line = {{"type", "access"},
+                 {"ts", UnixNow()},
+                 {"id", request_id},
+                 {"client", head.remote_addr},
+                 {"method", head.method},
+                 {"path", head.path},
+                 {"status", status},
+                 {"model", rec.model},
+                 {"prompt_tokens", rec.prompt_tokens},
+                 {"completion_tokens", rec.completion_tokens},
+                 {"queue_ms", rec.queue_ms},
+                 {"ttft_ms", rec.ttft_ms},
+                 {"total_ms", total_ms}};
+    if (!finish.empty()) line["finish_reason"] = finish;
+    text = Dump(line) + "\n";
+  } else {
+    text = AccessLogText(head, request_id, status, rec, finish, total_ms);
+  }
   std::fwrite(text.data(), 1, text.size(), stderr);
 }
 

@@ -178,8 +178,11 @@ inline void FillRecord(AccessRecord& r, const JobOutcome& outcome, double queue_
   r.prompt_tokens = usage.prompt_tokens;
   r.completion_tokens = usage.completion_tokens;
   if (outcome.done) {
-    r.ttft_ms = outcome.done->ttft_ms;
-    r.finish = std::string(FinishReasonName(outcome.done->finish_reason));
+    const DoneMessage& d = *outcome.done;
+    r.ttft_ms = d.ttft_ms;
+    r.finish = std::string(FinishReasonName(d.finish_reason));
+    r.scheduler = {true,        d.slots,          d.slots_in_use,    d.sequences_waiting,
+                   d.kv_blocks, d.kv_blocks_free, d.kv_blocks_cached};
   } else if (outcome.ttft_ms_seen >= 0) {
     r.ttft_ms = outcome.ttft_ms_seen;
   }

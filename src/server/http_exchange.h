@@ -71,6 +71,13 @@ struct AccessRecord {
   double queue_ms = 0;
   double ttft_ms = 0;
   std::string finish;  // finish reason, or how the request was cut short
+  // The model's scheduler when the job ended (for /metrics); `known` is false for requests
+  // that ran no generation job.
+  struct Scheduler {
+    bool known = false;
+    int32_t slots = 0, slots_in_use = 0, sequences_waiting = 0;
+    int64_t kv_blocks = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
+  } scheduler;
 };
 
 // One request's answer channel. Every method may be called from any thread; the front end

@@ -3,7 +3,7 @@
 // bounded queue and hands them to the supervised inference worker; this process never runs a
 // model itself. Protections are on by default: bearer auth, a per-client rate limit, body,
 // head and JSON limits, read deadlines, connection caps, request deadlines, closed CORS. One
-// JSON access-log line per request goes to stderr.
+// access-log line per request (readable text, or JSON with --log-format json) goes to stderr.
 //
 //   ServeOptions options;
 //   options.models = {{"stories", "/models/stories260k"}};
@@ -34,6 +34,10 @@ struct ServeOptions {
   // GET /metrics without the API key (--metrics-public); otherwise it needs the key like the
   // API routes.
   bool metrics_public = false;
+  // The built-in web page at / (web_ui.h); --no-ui turns it off (then / is a 404).
+  bool web_ui = true;
+  // The access log: one JSON object per line ({"type":"access",...}) instead of a readable line.
+  bool access_log_json = false;
   std::string api_key;  // empty: no authentication (--no-auth)
   // --no-auth: refuse to start unless every address the host resolves to is loopback.
   bool require_loopback = false;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "server/web_ui.h"
+
 namespace tessera::server {
 namespace {
 
@@ -71,6 +73,8 @@ void ServerMetrics::Observe(std::string_view path, int status, const AccessRecor
   std::string route = "other";
   if (path.rfind("/v1/models/", 0) == 0) {
     route = "/v1/models/{id}";
+  } else if (IsWebUiPath(path)) {
+    route = "ui";  // the web page's files
   } else if (std::find(std::begin(kRoutes), std::end(kRoutes), path) != std::end(kRoutes)) {
     route = std::string(path);
   }
@@ -79,6 +83,7 @@ void ServerMetrics::Observe(std::string_view path, int status, const AccessRecor
   ++requests_[{route, status}];
   latency_[route].Add(total_ms / 1000.0);
   if (model.empty()) return;
+  if (record.scheduler.known) scheduler_[model] = record.scheduler;
   prompt_tokens_[model] += static_cast<uint64_t>(std::max<int64_t>(0, record.prompt_tokens));
   completion_tokens_[model] +=
       static_cast<uint64_t>(std::max<int64_t>(0, record.completion_tokens));
@@ -151,14 +156,47 @@ std::string ServerMetrics::Render(const MetricsGauges& g) const {
            Escape(it == g.placements.end() ? "" : it->second) + "\",npu_device=\"" +
            Escape(g.npu_device) + "\"} 1\n";
   }
+  // The scheduler's figures come with each finished generation job: they are the model's
+  // state when its last job ended (a model that has run none has no sample).
+  auto scheduler = [&](const char* name, const char* type, const char* help, auto field) {
+    Header(out, name, type, help);
+    for (const auto& [model, s] : scheduler_) {
+      out += std::string(name) + "{model=\"" + Escape(model) + "\"} " + std::to_string(field(s)) +
+             "\n";
+    }
+  };
+  using Sched = AccessRecord::Scheduler;
+  scheduler("tessera_slots", "gauge", "Sequence slots of the model's scheduler.",
+            [](const Sched& s) { return s.slots; });
+  scheduler("tessera_slots_in_use", "gauge",
+            "Slots running a sequence when the model's last job ended.",
+            [](const Sched& s) { return s.slots_in_use; });
+  scheduler("tessera_sequences_waiting", "gauge",
+            "Sequences waiting for a slot when the model's last job ended.",
+            [](const Sched& s) { return s.sequences_waiting; });
+  scheduler("tessera_kv_blocks", "gauge", "KV cache blocks of the model's pool.",
+            [](const Sched& s) { return s.kv_blocks; });
+  scheduler("tessera_kv_blocks_free", "gauge",
+            "KV blocks available (free, or cached and evictable) when the model's last job ended.",
+            [](const Sched& s) { return s.kv_blocks_free; });
+  scheduler("tessera_kv_blocks_cached", "gauge",
+            "KV blocks holding a reusable prefix when the model's last job ended.",
+            [](const Sched& s) { return s.kv_blocks_cached; });
   Header(out, "tessera_process_resident_memory_bytes", "gauge",
-         "Resident memory of the HTTP process (the worker is a separate process).");
-  out += "tessera_process_resident_memory_bytes " + std::to_string(g.resident_bytes) + "\n";
+         "Resident memory of the HTTP process and of the inference worker, by process.");
+  out += "tessera_process_resident_memory_bytes{process=\"http\"} " +
+         std::to_string(g.resident_bytes) + "\n";
+  out += "tessera_process_resident_memory_bytes{process=\"worker\"} " +
+         std::to_string(g.worker_resident_bytes) + "\n";
   return out;
 }
 
 int64_t ProcessResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
+  return ProcessResidentBytes(0);
+}
+
+int64_t ProcessResidentBytes(int pid) {
+  std::ifstream statm(pid > 0 ? "/proc/" + std::to_string(pid) + "/statm" : "/proc/self/statm");
   int64_t pages = 0, resident = 0;
   if (!(statm >> pages >> resident)) return 0;
   return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));

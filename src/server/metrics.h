@@ -28,6 +28,7 @@ struct MetricsGauges {
   std::map<std::string, std::string> placements;  // model -> where its layers run
   std::string npu_device;                         // empty: none
   int64_t resident_bytes = 0;                     // this (HTTP) process's RSS
+  int64_t worker_resident_bytes = 0;              // the worker's RSS; 0 while it is down
 };
 
 class ServerMetrics {
@@ -57,9 +58,12 @@ class ServerMetrics {
   std::map<std::string, uint64_t> prompt_tokens_, completion_tokens_;  // by model
   std::map<std::string, Histogram> latency_;                           // by route
   std::map<std::string, Histogram> ttft_, per_token_;                  // by model
+  std::map<std::string, AccessRecord::Scheduler> scheduler_;           // by model, last job's
 };
 
-// This process's resident set size in bytes (0 when /proc cannot tell).
+// The resident set size in bytes of this process, or of process `pid` (0 when /proc cannot
+// tell, e.g. the process is gone).
 int64_t ProcessResidentBytes();
+int64_t ProcessResidentBytes(int pid);
 
 }  // namespace tessera::server

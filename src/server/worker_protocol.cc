@@ -20,7 +20,6 @@ constexpr uint32_t kMaxListElements = 1u << 22;
 // the same template: each message's field list exists once.
 class WireWriter {
  public:
-  static constexpr bool kReading = false;
   explicit WireWriter(MessageType type) { out_.push_back(static_cast<char>(type)); }
   void operator()(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   void operator()(uint32_t v) {
@@ -71,7 +70,6 @@ class WireWriter {
 // value, so a message is read straight through and Finish() checked once.
 class WireReader {
  public:
-  static constexpr bool kReading = true;
   WireReader(std::string_view payload, MessageType expected) : data_(payload) {
     if (data_.empty() || static_cast<uint8_t>(data_[0]) != static_cast<uint8_t>(expected)) {
       Fail("unexpected message type");

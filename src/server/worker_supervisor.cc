@@ -87,6 +87,11 @@ int WorkerSupervisor::restarts() const {
   return restarts_;
 }
 
+pid_t WorkerSupervisor::worker_pid() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pid_;
+}
+
 Status WorkerSupervisor::Submit(const JobRequest& job, std::shared_ptr<JobChannel> channel) {
   int fd;
   {

@@ -81,6 +81,7 @@ class WorkerSupervisor {
   // Blocks until ready() or the deadline; returns ready().
   bool WaitReady(Clock::time_point deadline);
   int restarts() const;
+  pid_t worker_pid() const;  // -1 while no worker runs
 
   // Sends a job and routes its messages to `channel` until Release(job_id).
   Status Submit(const JobRequest& job, std::shared_ptr<JobChannel> channel);

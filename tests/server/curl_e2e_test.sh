@@ -21,7 +21,7 @@ post() {  # post PATH BODY [curl args...] -> writes $WORK/body, echoes the statu
 export TESSERA_API_KEY=test-key-123
 # One slot and two places in the queue, so the queue checks below are exact.
 start_server main --model "tiny=$TINY" --model "stories=$STORIES" --model "slow=$SLOW" \
-  --max-loaded-models 2 --rate-limit 1000 --parallel 1 --max-queued 2
+  --max-loaded-models 2 --rate-limit 1000 --parallel 1 --max-queued 2 --log-format json
 check "/health is 200 as soon as the port is open" 200 "$(status_of "$BASE/health")"
 wait_ready 60
 AUTH=(-H "Authorization: Bearer $TESSERA_API_KEY")
@@ -174,7 +174,7 @@ t0=$(now_ms)
 check "the next request is served at once" 200 "$(post /v1/chat/completions "$CHAT" "${AUTH[@]}")"
 echo "note: next request answered in $(($(now_ms) - t0)) ms"
 check "the access log shows both as 499 client_disconnected" 2 \
-  "$(tail -n "+$((log_mark + 1))" "$LOG_ERR" | grep '^access ' | grep '"path":"/v1/chat/completions"' | grep '"finish_reason":"client_disconnected"' | grep -c '"status":499')"
+  "$(tail -n "+$((log_mark + 1))" "$LOG_ERR" | grep '^{' | grep '"type":"access"' | grep '"path":"/v1/chat/completions"' | grep '"finish_reason":"client_disconnected"' | grep -c '"status":499')"
 
 # A long prompt is cancelled during its prefill too (checked between 256-token chunks): the
 # slot frees within a chunk's time, long before the whole prompt would have run.
@@ -213,7 +213,10 @@ curl -s "$BASE/ready" > "$WORK/ready.json"
 check "/ready counts the worker restart" "1,ready" "$(json_get "$WORK/ready.json" '[d.x_tessera_stats.worker_restarts, d.x_tessera_stats.worker_state].join()')"
 check "next request succeeds" 200 "$(post /v1/completions '{"model":"stories","prompt":"Once upon a time","max_tokens":30}' "${AUTH[@]}")"
 check "and equals a fresh run" "$fresh" "$(json_get "$WORK/body" d.choices[0].text)"
-grep -q '^access {' "$LOG_ERR" && pass "access log lines" || fail "no access log"
+n_json=$(grep -c '^{.*"type":"access"' "$LOG_ERR")
+n_bad=$(grep '^{.*"type":"access"' "$LOG_ERR" | node -e 'let bad=0; for (const l of require("fs").readFileSync(0,"utf8").split("\n")) { if (!l) continue; try { const j=JSON.parse(l); if (typeof j.status!=="number"||typeof j.path!=="string") bad++; } catch { bad++; } } console.log(bad)')
+[ "$n_json" -gt 10 ] && [ "$n_bad" = 0 ] && pass "--log-format json: $n_json access lines, each a JSON object" ||
+  fail "json access log: $n_json lines, $n_bad unparsable"
 stop_server
 check "SIGTERM exits 0" 0 "$?"
 
@@ -247,6 +250,12 @@ code=$(curl -s -D "$WORK/h" -o /dev/null -w '%{http_code}' -X OPTIONS -H 'Origin
   -H 'Access-Control-Request-Method: POST' "$BASE/v1/chat/completions")
 check "CORS preflight from another origin is denied" 403 "$code"
 check "no allow-origin header for it" 0 "$(grep -ci '^access-control-allow-origin' "$WORK/h")"
+# The default access log is one readable line per request, client-supplied bytes escaped.
+curl -s -o /dev/null "$BASE/no%0Asuch%20path?x=1"
+check "text access log: a readable line per request" 1 \
+  "$(grep -c '^access [0-9T:-]*Z 127\.0\.0\.1 POST /v1/chat/completions 504 [0-9.]*ms model=slow prompt=[0-9]* completion=[0-9]* queue=[0-9.]*ms ttft=[0-9.]*ms finish=timeout id=' "$LOG_ERR")"
+check "text access log: a request's path cannot split the line" 1 \
+  "$(grep -c '^access .* GET /no%250Asuch%2520path 404 ' "$LOG_ERR")"
 stop_server
 
 start_server ratelimit --model "tiny=$TINY" --no-auth --rate-limit 5

@@ -147,7 +147,8 @@ export function spawnServer(work, name, command, argv, env) {
 export async function startServer(ctx, name, args, opts = {}) {
   const env = { ...process.env };
   if (opts.noAuth) delete env.TESSERA_API_KEY; else env.TESSERA_API_KEY = API_KEY;
-  const argv = ['serve', '--port', '0', '--placement', 'reference', ...serveArgs(args)];
+  const argv = ['serve', '--port', '0', '--placement', 'reference', '--log-format', 'json',
+                ...serveArgs(args)];
   const srv = spawnServer(ctx.work, name, ctx.tessera, argv, env);
   ctx.servers.push(srv);
   await srv.listening;
@@ -172,12 +173,15 @@ export async function stopServer(srv, boundMs = 10000) {
   return { code: srv.exitCode, signal: srv.exitSignal, killed: !done, ms: now() - t0 };
 }
 
-// The `access {json}` lines the server wrote to stderr, parsed.
+// The access-log lines the server wrote to stderr (it runs with --log-format json), parsed.
 export function accessLines(srv) {
   const out = [];
   for (const line of srv.err.split('\n')) {
-    if (!line.startsWith('access {')) continue;
-    try { out.push(JSON.parse(line.slice(7))); } catch { /* partial line */ }
+    if (!line.startsWith('{')) continue;
+    try {
+      const j = JSON.parse(line);
+      if (j.type === 'access') out.push(j);
+    } catch { /* partial line */ }
   }
   return out;
 }

@@ -100,7 +100,40 @@ try {
     assert.equal(value(after, 'tessera_worker_ready'), 1);
     assert.equal(value(after, 'tessera_worker_restarts_total'), 0);
     assert.equal(value(after, 'tessera_model_info', { model: 'tiny', placement: 'layers 0-1 + head -> cpu#0' }), 1);
-    assert.ok(value(after, 'tessera_process_resident_memory_bytes') > 1 << 20);
+    assert.ok(value(after, 'tessera_process_resident_memory_bytes', { process: 'http' }) > 1 << 20);
+    assert.ok(value(after, 'tessera_process_resident_memory_bytes', { process: 'worker' }) > 1 << 20);
+    // The scheduler gauges are the model's state when its last job (c) ended, as its stats said.
+    const sched = c.body.x_tessera_stats.slots;
+    assert.ok(sched.kv_blocks > 0, JSON.stringify(sched));
+    for (const [name, key] of [['tessera_slots', 'total'], ['tessera_slots_in_use', 'in_use'],
+                               ['tessera_sequences_waiting', 'waiting'], ['tessera_kv_blocks', 'kv_blocks'],
+                               ['tessera_kv_blocks_free', 'kv_blocks_free'],
+                               ['tessera_kv_blocks_cached', 'kv_blocks_cached']]) {
+      assert.ok(after.some((s) => s.name === name && s.labels.model === 'tiny'), `${name} missing`);
+      assert.equal(value(after, name, { model: 'tiny' }), sched[key], name);
+    }
+  });
+  await check('a killed worker: restarts move by exactly 1 and the new worker is measured', async () => {
+    const before = await scrape(srv.base);
+    // The worker is the server's only child (started by its monitor thread).
+    const children = spawnSync('pgrep', ['-P', String(srv.child.pid)], { encoding: 'utf8' }).stdout
+      .trim().split(/\s+/).filter(Boolean).map(Number);
+    assert.equal(children.length, 1, `worker processes: ${children}`);
+    process.kill(children[0], 'SIGKILL');
+    // Bounded wait for the supervisor to notice and the new worker to warm up.
+    const deadline = Date.now() + 60000;
+    let after = before;
+    while (Date.now() < deadline) {
+      after = await scrape(srv.base);
+      if (value(after, 'tessera_worker_restarts_total') > value(before, 'tessera_worker_restarts_total') &&
+          value(after, 'tessera_worker_ready') === 1) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(value(after, 'tessera_worker_restarts_total') - value(before, 'tessera_worker_restarts_total'), 1);
+    assert.equal(value(after, 'tessera_worker_ready'), 1);
+    assert.ok(value(after, 'tessera_process_resident_memory_bytes', { process: 'worker' }) > 1 << 20);
+    const r = await post(srv.base, '/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4 });
+    assert.equal(r.status, 200);
   });
   await check('a client cannot grow the label set with made-up paths', async () => {
     for (let i = 0; i < 5; i++) await fetch(`${srv.base}/made/up/${i}`, { headers: auth });

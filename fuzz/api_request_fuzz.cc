@@ -1,0 +1,94 @@
+// Fuzzes the JSON request bodies of the API as the server validates them: ParseJsonBody, then
+// the endpoint's parser (ParseChatRequest, ParseCompletionRequest, ParseTokenizeRequest,
+// ParseDetokenizeRequest or ParseTaskRequest). A request that passes is encoded for the worker
+// and must decode there (Encode -> Decode), as it would on its way to the engine.
+// Input: the endpoint on the first line ("chat", "completions", "tokenize", "detokenize",
+// "embeddings", "rerank", "moderations", "classify", "systemone"), then the body.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "fuzz_util.h"
+#include "server/openai_api.h"
+#include "server/task_api.h"
+#include "server/worker_protocol.h"
+
+namespace ts = tessera::server;
+
+namespace {
+
+constexpr std::string_view kEndpoints[] = {"chat",        "completions", "tokenize",
+                                           "detokenize",  "embeddings",  "rerank",
+                                           "moderations", "classify",    "systemone"};
+
+void MustRoundTrip(const ts::JobRequest& job) {
+  auto back = ts::Decode<ts::JobRequest>(ts::Encode(job));
+  if (!back) {
+    fprintf(stderr, "an accepted request does not decode in the worker: %s\n",
+            back.status().ToString().c_str());
+    abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t eol = input.find('\n');
+  const std::string_view name = input.substr(0, eol);
+  const std::string body(eol == std::string_view::npos ? std::string_view()
+                                                       : input.substr(eol + 1));
+  size_t endpoint = 0;
+  bool known = false;
+  for (size_t i = 0; i < std::size(kEndpoints); ++i) {
+    if (kEndpoints[i] == name) {
+      endpoint = i;
+      known = true;
+    }
+  }
+  if (!known) {
+    for (char c : name) endpoint += static_cast<uint8_t>(c);
+    endpoint %= std::size(kEndpoints);
+  }
+  auto doc = ts::ParseJsonBody(body);
+  if (std::holds_alternative<ts::ApiError>(doc)) {
+    (void)ts::ErrorBody(std::get<ts::ApiError>(doc));
+    return 0;
+  }
+  const auto& json = std::get<nlohmann::ordered_json>(doc);
+  const std::string model = "default-model";
+  switch (endpoint) {
+    case 0:
+    case 1: {
+      auto r = endpoint == 0 ? ts::ParseChatRequest(json, model)
+                             : ts::ParseCompletionRequest(json, model);
+      if (auto* g = std::get_if<ts::GenerationRequest>(&r)) MustRoundTrip(g->job);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) {
+        tessera::fuzz::Note("request", e->message);
+        (void)ts::ErrorBody(*e);
+      }
+      break;
+    }
+    case 2:
+    case 3: {
+      auto r = endpoint == 2 ? ts::ParseTokenizeRequest(json, model)
+                             : ts::ParseDetokenizeRequest(json, model);
+      if (auto* j = std::get_if<ts::JobRequest>(&r)) MustRoundTrip(*j);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+    default: {
+      static constexpr ts::TaskEndpoint kTasks[] = {
+          ts::TaskEndpoint::kEmbeddings, ts::TaskEndpoint::kRerank, ts::TaskEndpoint::kModerations,
+          ts::TaskEndpoint::kClassify, ts::TaskEndpoint::kSystemOne};
+      auto r = ts::ParseTaskRequest(kTasks[endpoint - 4], json);
+      if (auto* t = std::get_if<ts::TaskRequest>(&r)) MustRoundTrip(t->job);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+  }
+  return 0;
+}

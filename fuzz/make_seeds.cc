@@ -1,0 +1,158 @@
+// Writes the binary seeds of the fuzz corpus with the project's own writers, so they are real:
+// worker frames (Encode), safetensors files (WriteSafetensors), xclbin (BuildXclbin) and txn
+// (BuildTxn). Text seeds come from fuzz/make_seeds.py.
+//
+//   ninja -C build fuzz_make_seeds && build/fuzz/fuzz_make_seeds fuzz/corpus
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backend/xdna/txn.h"
+#include "backend/xdna/xclbin.h"
+#include "format/safetensors.h"
+#include "server/worker_protocol.h"
+
+namespace ts = tessera::server;
+
+namespace {
+
+void Write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string Framed(const std::vector<std::string>& payloads) {
+  std::string out;
+  for (const std::string& p : payloads) {
+    const uint32_t n = static_cast<uint32_t>(p.size());
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+    out += p;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string root = argv[1];
+  // Worker frames.
+  const std::string w = root + "/worker_protocol";
+  fs::create_directories(w);
+  ts::JobRequest chat;
+  chat.job_id = 7;
+  chat.kind = ts::JobKind::kChat;
+  chat.model = "qwen";
+  chat.messages = {{"system", "be brief", "", "", ""},
+                   {"assistant", "", R"([{"id":"c1","type":"function"}])", "", ""},
+                   {"tool", "4", "", "c1", "add"}};
+  chat.max_tokens = 16;
+  chat.stop = {"\n\n"};
+  chat.logprobs = true;
+  chat.top_logprobs = 2;
+  chat.n = 2;
+  chat.response_format = R"({"type":"json_object"})";
+  chat.tools = R"([{"type":"function","function":{"name":"add"}}])";
+  chat.tool_choice = "auto";
+  chat.logit_bias = {{5, -100.0}, {9, 2.5}};
+  ts::JobRequest embed;
+  embed.job_id = 8;
+  embed.kind = ts::JobKind::kEmbed;
+  embed.inputs = {"a", "bb"};
+  embed.input_ids = {{1, 2, 3}};
+  embed.dimensions = 4;
+  ts::JobRequest detok;
+  detok.kind = ts::JobKind::kDetokenize;
+  detok.ids = {1, 2, 300};
+  ts::DeltaMessage delta;
+  delta.job_id = 7;
+  delta.text = "Hi";
+  delta.logprobs = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"Hello", -1.0f}}}};
+  delta.completion_tokens = 1;
+  delta.tool_calls = {{0, "c1", "add", "{\"a\":"}};
+  ts::DoneMessage done;
+  done.job_id = 7;
+  done.finish_reason = ts::FinishReason::kLength;
+  done.choice_finish_reasons = {ts::FinishReason::kLength, ts::FinishReason::kStop};
+  done.slots = 4;
+  ts::JobErrorMessage error;
+  error.job_id = 7;
+  error.kind = ts::JobErrorKind::kContextLength;
+  error.message = "too long";
+  ts::TaskResultMessage task;
+  task.job_id = 8;
+  task.items = {{0, {0.5f, -1.0f}, "", 3, {}}, {1, {0.25f}, "safe", 2, {"S1"}}};
+  task.labels = {"safe", "unsafe"};
+  ts::StartedMessage started;
+  started.job_id = 7;
+  started.prompt_tokens = 12;
+  const std::vector<std::pair<std::string, std::string>> payloads = {
+      {"job_chat", ts::Encode(chat)},
+      {"job_embed", ts::Encode(embed)},
+      {"job_detokenize", ts::Encode(detok)},
+      {"cancel", ts::Encode(ts::CancelRequest{7})},
+      {"ready", ts::Encode(ts::ReadyMessage{"qwen"})},
+      {"started", ts::Encode(started)},
+      {"delta", ts::Encode(delta)},
+      {"done", ts::Encode(done)},
+      {"job_error", ts::Encode(error)},
+      {"tokens", ts::Encode(ts::TokensMessage{3, {1, 2, 3}})},
+      {"text", ts::Encode(ts::TextMessage{3, "héllo"})},
+      {"task_result", ts::Encode(task)},
+  };
+  std::vector<std::string> all;
+  for (const auto& [name, p] : payloads) {
+    Write(w + "/" + name, p);
+    all.push_back(p);
+  }
+  Write(w + "/stream_of_frames", Framed(all));
+
+  // Safetensors (the index.json variant is written by make_seeds.py).
+  const std::string s = root + "/safetensors";
+  fs::create_directories(s);
+  const std::vector<float> v = {1.0f, -2.0f, 0.5f, 3.25f, 0.0f, -0.0f};
+  std::vector<tessera::TensorToWrite> tensors = {
+      tessera::MakeTensor("model.norm.weight", tessera::DType::kF32, {6}, v),
+      tessera::MakeTensor("model.embed_tokens.weight", tessera::DType::kBF16, {2, 3}, v),
+      tessera::MakeTensor("lm_head.weight", tessera::DType::kF16, {3, 2}, v)};
+  if (!tessera::WriteSafetensors(s + "/three_dtypes.safetensors", tensors, {{"format", "pt"}})
+           .ok() ||
+      !tessera::WriteSafetensors(
+           s + "/scalar.safetensors",
+           {tessera::MakeTensor("scale", tessera::DType::kF32, {}, {v.data(), 1})})
+           .ok()) {
+    fprintf(stderr, "WriteSafetensors failed\n");
+    return 1;
+  }
+
+  // NPU artifacts.
+  const std::string x = root + "/xclbin";
+  fs::create_directories(x);
+  const std::vector<uint8_t> xclbin = tessera::BuildXclbin(tessera::XclbinSpec{});
+  Write(x + "/mlir_aie", std::string(xclbin.begin(), xclbin.end()));
+  tessera::XclbinSpec plain;
+  plain.with_metadata = false;
+  plain.with_aie_partition = false;
+  plain.ip_type = tessera::kIpTypeKernel;
+  const std::vector<uint8_t> xclbin2 = tessera::BuildXclbin(plain);
+  Write(x + "/kernel_no_metadata", std::string(xclbin2.begin(), xclbin2.end()));
+  const std::string t = root + "/txn";
+  fs::create_directories(t);
+  const std::vector<uint8_t> txn = tessera::BuildTxn(
+      {}, {tessera::TxnWrite(0x1000, 1), tessera::TxnMaskWrite(0x2000, 3, 0xff),
+           tessera::TxnMaskPoll(0x3000, 1, 1), tessera::TxnBlockWrite(0x4000, {1, 2, 3}),
+           tessera::TxnSync(0, 0, 1, 0), tessera::TxnAddressPatch(0x5000, 1, 0)});
+  Write(t + "/all_ops_npu1", std::string(txn.begin(), txn.end()));
+  tessera::TxnHeaderSpec npu2;
+  npu2.device_generation = 4;
+  npu2.columns = 8;
+  const std::vector<uint8_t> txn2 = tessera::BuildTxn(npu2, {tessera::TxnWrite(0x1000, 1)});
+  Write(t + "/npu2_one_write", std::string(txn2.begin(), txn2.end()));
+  printf("seeds written under %s\n", root.c_str());
+  return 0;
+}
