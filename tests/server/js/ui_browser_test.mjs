@@ -15,7 +15,7 @@ const KEY = 'ui-browser-key';
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
   "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const { check, failed } = checker();
-assert.ok(Number(process.versions.node.split('.')[0]) >= 20, 'playwright-core needs Node >= 20');
+assert.ok(Number(process.versions.node.split('.')[0]) >= 18, 'playwright-core 1.61 needs Node >= 18');
 
 const { child, port } = await startServer(tessera, [
   '--model', `tiny=${work}/tiny`, '--model', `slow=${work}/slow`, '--model', `html=${work}/html`,
