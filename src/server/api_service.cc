@@ -77,7 +77,8 @@ enum class Route {
   kNone
 };
 
-Route RouteOf(const std::string& path) {
+// `web_ui`: the page's paths are routes (else they are unknown, as with --no-ui).
+Route RouteOf(const std::string& path, bool web_ui) {
   if (path == "/health") return Route::kHealth;
   if (path == "/ready") return Route::kReady;
   if (path == "/v1/models") return Route::kModels;
@@ -92,7 +93,7 @@ Route RouteOf(const std::string& path) {
   if (path == "/classify") return Route::kClassify;
   if (path == "/v1/systemone") return Route::kSystemOne;
   if (path == "/metrics") return Route::kMetrics;
-  if (IsWebUiPath(path)) return Route::kUi;
+  if (web_ui && IsWebUiPath(path)) return Route::kUi;
   return Route::kNone;
 }
 
@@ -312,8 +313,7 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
     r.SetHeader("Access-Control-Max-Age", "600");
     return r;
   }
-  Route route = RouteOf(head.path);
-  if (route == Route::kUi && !options_.web_ui) route = Route::kNone;
+  const Route route = RouteOf(head.path, options_.web_ui);
   // The page's files are public: the page itself asks for the key.
   const bool open_route = route == Route::kHealth || route == Route::kReady ||
                           route == Route::kUi ||
@@ -375,8 +375,7 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
   call->request = std::move(request);
   call->exchange = std::move(exchange);
   call->arrived = Clock::now();
-  Route route = RouteOf(call->request.path);
-  if (route == Route::kUi && !options_.web_ui) route = Route::kNone;
+  const Route route = RouteOf(call->request.path, options_.web_ui);
   switch (route) {
     case Route::kHealth:
       return SendJson(*call, 200, {{"status", "ok"}});

@@ -191,10 +191,6 @@ std::string ServerMetrics::Render(const MetricsGauges& g) const {
   return out;
 }
 
-int64_t ProcessResidentBytes() {
-  return ProcessResidentBytes(0);
-}
-
 int64_t ProcessResidentBytes(int pid) {
   std::ifstream statm(pid > 0 ? "/proc/" + std::to_string(pid) + "/statm" : "/proc/self/statm");
   int64_t pages = 0, resident = 0;

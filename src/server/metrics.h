@@ -61,9 +61,8 @@ class ServerMetrics {
   std::map<std::string, AccessRecord::Scheduler> scheduler_;           // by model, last job's
 };
 
-// The resident set size in bytes of this process, or of process `pid` (0 when /proc cannot
-// tell, e.g. the process is gone).
-int64_t ProcessResidentBytes();
-int64_t ProcessResidentBytes(int pid);
+// The resident set size in bytes of this process (pid 0) or of process `pid` (0 when /proc
+// cannot tell, e.g. the process is gone).
+int64_t ProcessResidentBytes(int pid = 0);
 
 }  // namespace tessera::server
