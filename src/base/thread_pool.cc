@@ -1,28 +1,46 @@
 #include "base/thread_pool.h"
 
+#include <chrono>
+
 namespace tessera {
 namespace {
 
-// How a thread waits: a few thousand pause iterations (dispatches in the token loop arrive
-// microseconds apart), then yields (when the machine is oversubscribed the thread we wait
-// for may need this core), then sleeps on a futex (an idle phase: give the core away).
-constexpr int kPauseIterations = 2000;
-constexpr int kYieldIterations = 200;
+// How a thread waits: pause for up to kSpinTime, then sleep on a futex (an idle phase: give
+// the core away). Dispatches in the token loop arrive microseconds apart, and between two
+// decode steps the caller samples, detokenizes and schedules for tens of microseconds; a
+// waiter that fell asleep there costs a futex wake on the next dispatch (an inter-processor
+// interrupt; in a VM, an exit to the hypervisor). The spin is bounded by time, not by a count
+// of pauses: a pause lasts from about 10 cycles to over 140 depending on the CPU. It yields
+// every kPausesPerYield pauses, so that on an oversubscribed machine the thread we wait for
+// can have this core.
+constexpr auto kSpinTime = std::chrono::microseconds(1000);
+constexpr int64_t kPausesPerClockRead = 32;
+constexpr int64_t kPausesPerYield = 1024;
 
-// Returns false once the caller should stop spinning and block.
-inline bool SpinOnce(int iteration) {
-  if (iteration < kPauseIterations) {
+class Waiter {
+ public:
+  // Returns false once the caller should stop spinning and block.
+  bool SpinOnce() {
+    ++pauses_;
+    if (pauses_ % kPausesPerClockRead == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (pauses_ == kPausesPerClockRead) start_ = now;
+      if (now - start_ >= kSpinTime) return false;
+      if (pauses_ % kPausesPerYield == 0) {
+        std::this_thread::yield();
+        return true;
+      }
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
     return true;
   }
-  if (iteration < kPauseIterations + kYieldIterations) {
-    std::this_thread::yield();
-    return true;
-  }
-  return false;
-}
+
+ private:
+  int64_t pauses_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace
 
@@ -53,10 +71,10 @@ void ThreadPool::Run(void (*fn)(void*, int, int), void* ctx) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   fn(ctx, 0, threads);
-  for (int spin = 0;; ++spin) {
+  for (Waiter waiter;;) {
     int left = pending_.load(std::memory_order_acquire);
     if (left == 0) break;
-    if (!SpinOnce(spin)) pending_.wait(left, std::memory_order_acquire);
+    if (!waiter.SpinOnce()) pending_.wait(left, std::memory_order_acquire);
   }
 }
 
@@ -80,8 +98,8 @@ void ThreadPool::WorkerLoop(int thread) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen; ++spin) {
-      if (!SpinOnce(spin)) generation_.wait(seen, std::memory_order_acquire);
+    for (Waiter waiter; gen == seen;) {
+      if (!waiter.SpinOnce()) generation_.wait(seen, std::memory_order_acquire);
       gen = generation_.load(std::memory_order_acquire);
     }
     seen = gen;

@@ -358,8 +358,9 @@ TEST_P(IsaTest, DeltaNetStepMatchesScalar) {
   std::mt19937 rng(23);
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{4, 8}, {16, 24}, {128, 128}, {32, 72}}) {
     std::vector<float> state = RandomVector(rng, static_cast<size_t>(dk * dv), 0.5f);
-    std::vector<float> other = state;
+    std::vector<float> other = state, whole = state;
     std::vector<float> out_a(static_cast<size_t>(dv)), out_b(static_cast<size_t>(dv));
+    std::vector<float> out_whole(static_cast<size_t>(dv));
     for (int step = 0; step < 5; ++step) {
       std::vector<float> q = RandomVector(rng, static_cast<size_t>(dk), 0.3f);
       std::vector<float> k = RandomVector(rng, static_cast<size_t>(dk), 0.3f);
@@ -374,6 +375,12 @@ TEST_P(IsaTest, DeltaNetStepMatchesScalar) {
         k_->deltanet_step(other.data() + j0, dv, q.data(), k.data(), v.data() + j0, beta, decay, dk,
                           w, out_b.data() + j0);
       }
+      // All columns in one call (decode rows hand it a whole head: 128 takes its own unrolled
+      // path): the same bits as in blocks of 32.
+      k_->deltanet_step(whole.data(), dv, q.data(), k.data(), v.data(), beta, decay, dk, dv,
+                        out_whole.data());
+      EXPECT_EQ(out_whole, out_b) << dk << " x " << dv;
+      EXPECT_EQ(whole, other) << dk << " x " << dv;
       for (size_t j = 0; j < out_a.size(); ++j) {
         EXPECT_NEAR(out_a[j], out_b[j], 1e-5f * (1 + std::fabs(out_a[j]))) << dk << " " << j;
       }

@@ -497,8 +497,7 @@ class CpuBackend final : public Backend {
   // `decode`: the rows are decode rows of different sequences (MatmulArgs::decode_rows).
   void Matmul(const PackedMatrix& w, const float* x, int64_t rows, int64_t x_stride, float* y,
               int64_t ldy, bool accumulate, const float* bias, bool decode) {
-    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_,
-                       InlineRows(rows) ? nullptr : &pool_);
+    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_, &pool_);
     MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias, decode};
     MatmulFn fn = k_.Matmul(w.format);
     if (options_.bf16_activations && !args.decode() && w.format == WeightFormat::kBF16) {
@@ -512,20 +511,12 @@ class CpuBackend final : public Backend {
     pool_.ParallelForBalanced(w.panels(), args.decode() ? DecodeGrain(w) : k_.prompt_panels, run);
   }
 
-  // Decode rows (one per sequence of a batched step) are few and their per-row work (norms,
-  // quantization, RoPE, activations) is small: up to kInlineDecodeRows of them run on the
-  // calling thread, where a pool dispatch per operation cost more than the work.
-  static constexpr int64_t kInlineDecodeRows = 16;
-  bool InlineRows(int64_t n) const { return block_decode_ && n <= kInlineDecodeRows; }
-
-  // fn(r) for r in [0, n), on the pool unless InlineRows(n) (a single row always runs inline,
-  // as ParallelFor does for one index). Rows must be independent.
+  // fn(r) for r in [0, n), split over the pool (a single row runs inline, as ParallelFor does
+  // for one index). Rows must be independent. The decode rows of a batched step are split too:
+  // running them all on the calling thread while the other threads waited measured slower
+  // (smollm2-135m INT8, 8 streams; bench/results/many_users.md, session 13).
   template <typename Fn>
   void ForRows(int64_t n, Fn&& fn) {
-    if (InlineRows(n)) {
-      for (int64_t r = 0; r < n; ++r) fn(r);
-      return;
-    }
     pool_.ParallelFor(n, [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) fn(r);
     });

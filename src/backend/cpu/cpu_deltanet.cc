@@ -69,14 +69,18 @@ constexpr int64_t kConvChunk = 64;
 // in order; columns are independent, and a block of kColumns columns of the head's state
 // (key_dim x kColumns floats, 16 KiB for 128 x 32) stays in L1 across the tokens.
 constexpr int64_t kColumns = 32;
+// Decode rows make one pass per token over each state, so nothing stays in L1 from token to
+// token: a task takes a whole head (key_dim x value_dim, contiguous), one sequential stream
+// for the prefetchers instead of key_dim strided pieces.
+constexpr int64_t kDecodeColumns = 128;
 
-void RecurrenceTask(const KernelTable& k, const DeltaNetBlock& b, int64_t t) {
+void RecurrenceTask(const KernelTable& k, const DeltaNetBlock& b, int64_t columns, int64_t t) {
   const DeltaNetSpec& n = *b.spec;
   float* matrices = b.state + n.conv_state_floats();
   const int64_t ratio = n.value_heads / n.key_heads;
-  const int64_t col_blocks = (n.value_dim + kColumns - 1) / kColumns;
-  const int64_t h = t / col_blocks, j0 = (t % col_blocks) * kColumns;
-  const int64_t width = std::min(kColumns, n.value_dim - j0);
+  const int64_t col_blocks = (n.value_dim + columns - 1) / columns;
+  const int64_t h = t / col_blocks, j0 = (t % col_blocks) * columns;
+  const int64_t width = std::min(columns, n.value_dim - j0);
   float* S = matrices + h * n.key_dim * n.value_dim + j0;
   for (int64_t r = 0; r < b.rows; ++r) {
     const float* row = b.proj + r * b.proj_stride;
@@ -117,7 +121,7 @@ void RunDeltaNetBlock(const KernelTable& k, ThreadPool& pool, const DeltaNetBloc
   });
   const int64_t col_blocks = (n.value_dim + kColumns - 1) / kColumns;
   pool.ParallelFor(n.value_heads * col_blocks, [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) RecurrenceTask(k, b, t);
+    for (int64_t t = t0; t < t1; ++t) RecurrenceTask(k, b, kColumns, t);
   });
   pool.ParallelFor(b.rows, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) NormAndGateRow(k, b, r);
@@ -140,10 +144,10 @@ void RunDeltaNetDecodeRows(const KernelTable& k, ThreadPool& pool,
   pool.ParallelFor(count, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) PrepareRow(k, rows[static_cast<size_t>(r)], 0);
   });
-  const int64_t tasks = n.value_heads * ((n.value_dim + kColumns - 1) / kColumns);
+  const int64_t tasks = n.value_heads * ((n.value_dim + kDecodeColumns - 1) / kDecodeColumns);
   pool.ParallelForBalanced(count * tasks, 1, [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t)
-      RecurrenceTask(k, rows[static_cast<size_t>(t / tasks)], t % tasks);
+      RecurrenceTask(k, rows[static_cast<size_t>(t / tasks)], kDecodeColumns, t % tasks);
   });
   pool.ParallelFor(count, [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) NormAndGateRow(k, rows[static_cast<size_t>(r)], 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tessera {
 
@@ -20,6 +21,25 @@ const KernelTable* KernelsFor(CpuIsa isa) {
   return nullptr;
 }
 
+namespace {
+
+// u[i] = q[i] + 128 (the sign bit flipped), eight bytes per word: a byte loop between two
+// pointers that may alias (int8_t / uint8_t) stays a byte loop, measured at about 3 % of a
+// batched decode step.
+void ToUnsignedBytes(const int8_t* q, int64_t n, uint8_t* u) {
+  constexpr uint64_t kSignBits = 0x8080808080808080ull;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, q + i, sizeof(word));
+    word ^= kSignBits;
+    std::memcpy(u + i, &word, sizeof(word));
+  }
+  for (; i < n; ++i) u[i] = static_cast<uint8_t>(q[i]) ^ 0x80u;
+}
+
+}  // namespace
+
 void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
                         WeightFormat format, ActivationBlock* acts, ThreadPool* pool) {
   acts->rows = rows;
@@ -32,10 +52,7 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
       int8_t* q = acts->q8.data() + r * stride;
       k.quantize_row(x + r * stride, stride, q, acts->q_scale.data() + r,
                      acts->q_block_sum.data() + r * blocks);
-      if (format == WeightFormat::kInt8) {
-        uint8_t* u = acts->q8u.data() + r * stride;
-        for (int64_t i = 0; i < stride; ++i) u[i] = static_cast<uint8_t>(q[i]) ^ 0x80u;
-      }
+      if (format == WeightFormat::kInt8) ToUnsignedBytes(q, stride, acts->q8u.data() + r * stride);
     }
   };
   // A prompt block's rows (128 x up to 4864 values) are worth spreading; ParallelFor runs a

@@ -44,6 +44,7 @@ inline void DeltaNetStepPlain(float* state, int64_t ld, const float* q, const fl
                               const float* v, float beta, float decay, int64_t dk, int64_t dv,
                               float* out) {
   if (dv == 32) return DeltaNetStepColumns<32>(state, ld, q, k, v, beta, decay, dk, dv, out);
+  if (dv == 128) return DeltaNetStepColumns<128>(state, ld, q, k, v, beta, decay, dk, dv, out);
   DeltaNetStepColumns<0>(state, ld, q, k, v, beta, decay, dk, dv, out);
 }
 
