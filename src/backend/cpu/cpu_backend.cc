@@ -495,9 +495,11 @@ class CpuBackend final : public Backend {
 
   // y[rows][ldy] (+)= W x for x [rows][x_stride], split over the pool by panels.
   // `decode`: the rows are decode rows of different sequences (MatmulArgs::decode_rows).
+  // `prologue` writes each row of x first, in the dispatch that quantizes it.
   void Matmul(const PackedMatrix& w, const float* x, int64_t rows, int64_t x_stride, float* y,
-              int64_t ldy, bool accumulate, const float* bias, bool decode) {
-    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_, &pool_);
+              int64_t ldy, bool accumulate, const float* bias, bool decode,
+              RowPrologue prologue = {}) {
+    PrepareActivations(k_, x, rows, x_stride, w.format, &acts_, &pool_, prologue);
     MatmulArgs args{&w, &acts_, y, ldy, accumulate, bias, decode};
     MatmulFn fn = k_.Matmul(w.format);
     if (options_.bf16_activations && !args.decode() && w.format == WeightFormat::kBF16) {
@@ -522,12 +524,19 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // xn_ rows = RMSNorm(x rows) * w.
+  // A RowPrologue calling fn(row); fn must outlive the dispatch it is given to.
+  template <typename Fn>
+  static RowPrologue PrologueOf(Fn& fn) {
+    return {[](void* ctx, int64_t r) { (*static_cast<Fn*>(ctx))(r); }, &fn};
+  }
+
+  // xn_ row r = RMSNorm(x row r) * w.
+  void NormRow(const float* x, const std::vector<float>& w, int64_t r) {
+    k_.rms_norm(x + r * spec_.hidden, w.data(), spec_.hidden, hidden_stride_, eps_,
+                xn_.data() + r * hidden_stride_);
+  }
   void NormRows(const float* x, const std::vector<float>& w, int64_t n) {
-    ForRows(n, [&](int64_t r) {
-      k_.rms_norm(x + r * spec_.hidden, w.data(), spec_.hidden, hidden_stride_, eps_,
-                  xn_.data() + r * hidden_stride_);
-    });
+    ForRows(n, [&](int64_t r) { NormRow(x, w, r); });
   }
 
   // Row r of the block (sequence row_slot_[r] at position row_pos_[r]) after the qkv matmul:
@@ -739,15 +748,18 @@ class CpuBackend final : public Backend {
 
   // x += branch(input) for a block of rows: the residual add happens inside the output matmul,
   // unless the family norms the branch's output first (gemma3's sandwich norms).
+  // `prologue` writes each input row first (Matmul).
   void AddBranch(const PackedMatrix& w, const float* input, int64_t input_stride,
-                 const std::vector<float>& out_norm, const std::vector<float>& bias, float* x) {
+                 const std::vector<float>& out_norm, const std::vector<float>& bias, float* x,
+                 RowPrologue prologue = {}) {
     const int64_t n = block_rows_;
     const float* b = bias.empty() ? nullptr : bias.data();
     if (out_norm.empty()) {
-      Matmul(w, input, n, input_stride, x, spec_.hidden, true, b, block_decode_);
+      Matmul(w, input, n, input_stride, x, spec_.hidden, true, b, block_decode_, prologue);
       return;
     }
-    Matmul(w, input, n, input_stride, branch_.data(), spec_.hidden, false, b, block_decode_);
+    Matmul(w, input, n, input_stride, branch_.data(), spec_.hidden, false, b, block_decode_,
+           prologue);
     ForRows(n, [&](int64_t r) {
       float* o = branch_.data() + r * spec_.hidden;
       k_.rms_norm(o, out_norm.data(), spec_.hidden, spec_.hidden, eps_, o);
@@ -762,32 +774,31 @@ class CpuBackend final : public Backend {
   void AttentionBlock(const CpuLayerWeights& L, int64_t layer, float* x) {
     const ModelSpec& d = spec_;
     const int64_t n = block_rows_;
-    NormRows(x, L.input_norm, n);
+    auto norm = [&](int64_t r) { NormRow(x, L.input_norm, r); };
     Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false,
-           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), block_decode_);
+           L.qkv_bias.empty() ? nullptr : L.qkv_bias.data(), block_decode_, PrologueOf(norm));
     ForRows(n, [&](int64_t r) { PositionAndCacheRow(L, layer, r); });
     if (block_decode_) {
       AttendDecodeRows(L, layer, n);
     } else {
       for (const PromptSegment& g : segments_) Attend(L, layer, g.slot, g.pos, g.rows, g.r0);
     }
-    if (d.output_gate) {
-      ForRows(n, [&](int64_t r) {
-        float* a = attn_.data() + r * q_stride_;
-        const float* g = gates_.data() + r * d.q_dim;
-        for (int64_t i = 0; i < d.q_dim; ++i) a[i] = a[i] / (1.0f + std::exp(-g[i]));
-      });
-    }
-    AddBranch(L.o_proj, attn_.data(), q_stride_, L.attn_out_norm, L.o_bias, x);
+    auto gate = [&](int64_t r) {
+      float* a = attn_.data() + r * q_stride_;
+      const float* g = gates_.data() + r * d.q_dim;
+      for (int64_t i = 0; i < d.q_dim; ++i) a[i] = a[i] / (1.0f + std::exp(-g[i]));
+    };
+    AddBranch(L.o_proj, attn_.data(), q_stride_, L.attn_out_norm, L.o_bias, x,
+              d.output_gate ? PrologueOf(gate) : RowPrologue{});
   }
 
   // The block's rows through a Gated DeltaNet layer (cpu_deltanet.h); `layer` is its
   // recurrent state index. Decode rows run the recurrence one sequence at a time.
   void DeltaNetLayerBlock(const CpuLayerWeights& L, int64_t layer, float* x) {
     const int64_t n = block_rows_;
-    NormRows(x, L.input_norm, n);
+    auto norm = [&](int64_t r) { NormRow(x, L.input_norm, r); };
     Matmul(L.qkv, xn_.data(), n, hidden_stride_, qkv_.data(), qkv_width_, false, nullptr,
-           block_decode_);
+           block_decode_, PrologueOf(norm));
     const int64_t conv_width = spec_.deltanet->conv_width();
     auto block = [&](int64_t r0, int64_t rows) {
       DeltaNetBlock b;
@@ -819,15 +830,15 @@ class CpuBackend final : public Backend {
   void MlpBlock(const CpuLayerWeights& L, float* x) {
     const ModelSpec& d = spec_;
     const int64_t n = block_rows_;
-    NormRows(x, L.post_attn_norm, n);
+    auto norm = [&](int64_t r) { NormRow(x, L.post_attn_norm, r); };
     Matmul(L.gate_up, xn_.data(), n, hidden_stride_, gate_up_.data(), 2 * d.intermediate, false,
-           nullptr, block_decode_);
+           nullptr, block_decode_, PrologueOf(norm));
     const auto act = d.activation == Activation::kGeluTanh ? k_.geglu : k_.swiglu;
-    ForRows(n, [&](int64_t r) {
+    auto activate = [&](int64_t r) {
       const float* g = gate_up_.data() + r * 2 * d.intermediate;
       act(g, g + d.intermediate, d.intermediate, act_.data() + r * inter_stride_);
-    });
-    AddBranch(L.down_proj, act_.data(), inter_stride_, L.mlp_out_norm, {}, x);
+    };
+    AddBranch(L.down_proj, act_.data(), inter_stride_, L.mlp_out_norm, {}, x, PrologueOf(activate));
   }
 
   // The per-row slot, position and block table of a prompt segment of chunk `ci`.

@@ -41,14 +41,18 @@ void ToUnsignedBytes(const int8_t* q, int64_t n, uint8_t* u) {
 }  // namespace
 
 void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
-                        WeightFormat format, ActivationBlock* acts, ThreadPool* pool) {
+                        WeightFormat format, ActivationBlock* acts, ThreadPool* pool,
+                        RowPrologue prologue) {
   acts->rows = rows;
   acts->stride = stride;
   acts->f32 = x;
-  if (format != WeightFormat::kInt8 && format != WeightFormat::kInt4) return;
+  const bool quantized = format == WeightFormat::kInt8 || format == WeightFormat::kInt4;
+  if (!quantized && prologue.fn == nullptr) return;
   const int64_t blocks = stride / kInt4Block;
-  auto quantize = [&](int64_t begin, int64_t end, int) {
+  auto prepare = [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
+      if (prologue.fn != nullptr) prologue.fn(prologue.ctx, r);
+      if (!quantized) continue;
       int8_t* q = acts->q8.data() + r * stride;
       k.quantize_row(x + r * stride, stride, q, acts->q_scale.data() + r,
                      acts->q_block_sum.data() + r * blocks);
@@ -58,9 +62,9 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
   // A prompt block's rows (128 x up to 4864 values) are worth spreading; ParallelFor runs a
   // single decode row inline.
   if (pool != nullptr) {
-    pool->ParallelFor(rows, quantize);
+    pool->ParallelFor(rows, prepare);
   } else {
-    quantize(0, rows, 0);
+    prepare(0, rows, 0);
   }
 }
 

@@ -258,12 +258,21 @@ struct KernelTable {
 // The table for a family, or null if this build or this CPU cannot run it.
 const KernelTable* KernelsFor(CpuIsa isa);
 
+// Work that writes row r of x just before it is quantized: fn(ctx, r). Run in the same
+// dispatch as the quantization (a norm or an activation feeding a matmul), it saves one pool
+// dispatch per matmul.
+struct RowPrologue {
+  void (*fn)(void* ctx, int64_t row) = nullptr;
+  void* ctx = nullptr;
+};
+
 // Fills the activation block for `format` from rows of x ([rows][stride], zero padded):
 // int8 quantization for INT8/INT4, nothing more for F32/BF16. The block keeps
-// a pointer to x, which must outlive the matmuls that read it. Rows are quantized on `pool`
-// when one is given (it must not be running a job already).
+// a pointer to x, which must outlive the matmuls that read it. Rows are prepared on `pool`
+// when one is given (it must not be running a job already), each after `prologue` wrote it.
 void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
-                        WeightFormat format, ActivationBlock* acts, ThreadPool* pool = nullptr);
+                        WeightFormat format, ActivationBlock* acts, ThreadPool* pool = nullptr,
+                        RowPrologue prologue = {});
 
 // Per-family tables (defined in kernels_<family>.cc).
 const KernelTable& ScalarKernels();
