@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_avx512_common.h"
@@ -198,9 +199,59 @@ float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out = nullp
 // because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
 // which made this loop 2.3x slower than the score loop of the same FLOPs.
 // Values of positions [t0, t0 + count), from element `off` of each row.
+// A bf16 cache's value rows are widened 32 values at a time: a 32-bit lane holds an even
+// value in its low half and the next odd one in its high half, so a shift and a mask give
+// both as fp32 (two ops for 32 values, where widening 16 at a time takes a shuffle and a
+// shift for each 16). The accumulators then hold even and odd elements apart and are
+// interleaved once at the end; every element sums the same products in the same order.
+template <int CH, int NV>
+void WeightValuesBf16Pairs(const KvView<uint16_t>& kv, int64_t t0, int64_t off, const float* p,
+                           int64_t stride, int64_t count, const float* sums, float* const* out) {
+  static_assert(CH % 2 == 0);
+  __m512 even[NV][CH / 2], odd[NV][CH / 2];
+  for (int j = 0; j < NV; ++j)
+    for (int c = 0; c < CH / 2; ++c) even[j][c] = odd[j][c] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
+  for (int64_t t = 0; t < count;) {
+    const int64_t end = std::min(count, kv.BlockEnd(t0 + t) - t0);
+    const uint16_t* v = kv.Value(t0 + t) + off;
+    for (; t < end; ++t, v += kv.stride()) {
+      __m512 ve[CH / 2], vo[CH / 2];
+      for (int c = 0; c < CH / 2; ++c) {
+        const __m512i bits = _mm512_loadu_si512(v + c * 32);
+        ve[c] = _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
+        vo[c] = _mm512_castsi512_ps(_mm512_and_si512(bits, high));
+      }
+      for (int j = 0; j < NV; ++j) {
+        const __m512 w = _mm512_set1_ps(p[j * stride + t]);
+        for (int c = 0; c < CH / 2; ++c) {
+          even[j][c] = _mm512_fmadd_ps(w, ve[c], even[j][c]);
+          odd[j][c] = _mm512_fmadd_ps(w, vo[c], odd[j][c]);
+        }
+      }
+    }
+  }
+  // Element 2i of a 32-value chunk is even[i], element 2i + 1 is odd[i].
+  const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i second =
+      _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  for (int j = 0; j < NV; ++j) {
+    const __m512 inv = _mm512_set1_ps(1.0f / sums[j]);
+    for (int c = 0; c < CH / 2; ++c) {
+      _mm512_storeu_ps(out[j] + c * 32,
+                       _mm512_mul_ps(_mm512_permutex2var_ps(even[j][c], first, odd[j][c]), inv));
+      _mm512_storeu_ps(out[j] + c * 32 + 16,
+                       _mm512_mul_ps(_mm512_permutex2var_ps(even[j][c], second, odd[j][c]), inv));
+    }
+  }
+}
+
 template <int CH, int NV, bool kMasked, typename KV>
 void WeightValues(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_dim, const float* p,
                   int64_t stride, int64_t count, const float* sums, float* const* out) {
+  if constexpr (std::is_same_v<KV, uint16_t> && !kMasked && CH % 2 == 0) {
+    return WeightValuesBf16Pairs<CH, NV>(kv, t0, off, p, stride, count, sums, out);
+  }
   __m512 acc[NV][CH];
   for (int j = 0; j < NV; ++j)
     for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
