@@ -90,6 +90,7 @@ struct ConcurrencyFigures {
 // Per stream count: every repeat's figures, medians taken at the end.
 struct ConcurrencySamples {
   std::vector<double> decode, total, ttft;
+  std::vector<double> decode_per_repeat;  // one per repeat, 0 where there was no decode time
   ConcurrencyFigures Figures() const {
     return ConcurrencyFigures{Median(decode), Median(total), Percentile(ttft, 50),
                               Percentile(ttft, 99)};
@@ -126,7 +127,10 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
     const double all_s = Seconds(t0);
     const double decode_s = all_s - std::chrono::duration<double>(last_first_token - t0).count();
     total.push_back(static_cast<double>(generated) / all_s);
-    if (decode_s > 0) decode.push_back(static_cast<double>(generated - streams) / decode_s);
+    const double decode_tok_s =
+        decode_s > 0 ? static_cast<double>(generated - streams) / decode_s : 0.0;
+    if (decode_tok_s > 0) decode.push_back(decode_tok_s);
+    out->decode_per_repeat.push_back(decode_tok_s);
   }
   return Status::Ok();
 }
@@ -257,13 +261,31 @@ int Run(int argc, char** argv) {
       }
     }
   }
+  // Scaling against one stream: within a repeat the counts run back to back, seconds apart,
+  // while the machine's speed drifts over minutes; so the ratio is taken within each repeat
+  // and the median of those ratios reported (with their range).
+  const auto one = std::find(concurrency.begin(), concurrency.end(), int64_t{1});
+  std::vector<std::vector<double>> ratios(concurrency.size());
+  for (size_t i = 0; one != concurrency.end() && i < concurrency.size(); ++i) {
+    if (concurrency[i] == 1) continue;
+    const auto& base = samples[static_cast<size_t>(one - concurrency.begin())].decode_per_repeat;
+    const auto& mine = samples[i].decode_per_repeat;
+    for (size_t r = 0; r < base.size() && r < mine.size(); ++r) {
+      if (base[r] > 0 && mine[r] > 0) ratios[i].push_back(mine[r] / base[r]);
+    }
+  }
   for (size_t i = 0; i < concurrency.size(); ++i) {
     const ConcurrencyFigures f = samples[i].Figures();
     streams.emplace_back(concurrency[i], f);
-    out["concurrency"][std::to_string(concurrency[i])] = {{"decode_tok_s", f.decode_tok_s},
-                                                          {"total_tok_s", f.total_tok_s},
-                                                          {"ttft_p50_ms", f.ttft_p50_ms},
-                                                          {"ttft_p99_ms", f.ttft_p99_ms}};
+    auto& entry = out["concurrency"][std::to_string(concurrency[i])];
+    entry = {{"decode_tok_s", f.decode_tok_s},
+             {"total_tok_s", f.total_tok_s},
+             {"ttft_p50_ms", f.ttft_p50_ms},
+             {"ttft_p99_ms", f.ttft_p99_ms}};
+    if (!ratios[i].empty()) {
+      entry["decode_vs_one_stream"] = Median(ratios[i]);
+      entry["decode_vs_one_stream_per_repeat"] = ratios[i];
+    }
   }
   if (args.GetFlag("json")) {
     std::printf("%s\n", out.dump().c_str());
@@ -282,11 +304,18 @@ int Run(int argc, char** argv) {
       "decode     %.1f tok/s  (%.1f GB/s of weights)\nttft@%lld   %.1f ms\npeak RSS   %.0f MiB\n",
       decode_tok_s, bytes_per_token * decode_tok_s / 1e9, static_cast<long long>((*lengths)[0]),
       Median(ttft), PeakRssMib());
-  for (const auto& [c, f] : streams) {
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const auto& [c, f] = streams[i];
     std::printf(
         "streams %-3lld decode %.1f tok/s aggregate, %.1f tok/s overall, ttft p50 %.1f ms p99 "
-        "%.1f ms\n",
+        "%.1f ms",
         static_cast<long long>(c), f.decode_tok_s, f.total_tok_s, f.ttft_p50_ms, f.ttft_p99_ms);
+    if (!ratios[i].empty()) {
+      const auto [lo, hi] = std::minmax_element(ratios[i].begin(), ratios[i].end());
+      std::printf(", decode %.2fx one stream (median of %zu repeats' ratios, %.2f-%.2f)",
+                  Median(ratios[i]), ratios[i].size(), *lo, *hi);
+    }
+    std::printf("\n");
   }
   return 0;
 }

@@ -2,6 +2,9 @@
 // reports every documented field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "model/synthetic_checkpoint.h"
@@ -51,12 +54,17 @@ TEST(SynthCli, RefusesUnknownPresetsAndBadDtypes) {
   EXPECT_NE(r.err.find("--vocab"), std::string::npos) << r.err;
 }
 
-TEST(BenchCli, ReportsEveryField) {
-  test::TempDir tmp;
+// A 512-token synthetic bf16 model: enough to load and run every bench path quickly.
+Status WriteTinyModel(const std::string& dir) {
   SyntheticModelSpec spec;
   spec.vocab = 512;
   spec.dtype = DType::kBF16;
-  ASSERT_TRUE(WriteSyntheticModel(tmp.File("m"), spec).ok());
+  return WriteSyntheticModel(dir, spec);
+}
+
+TEST(BenchCli, ReportsEveryField) {
+  test::TempDir tmp;
+  ASSERT_TRUE(WriteTinyModel(tmp.File("m")).ok());
   for (const char* dtype : {"bf16", "int8", "int4"}) {
     auto r = test::RunTessera({"bench", "--model", tmp.File("m"), "--dtype", dtype, "--threads",
                                "1", "--prompt-tokens", "8,16", "--gen-tokens", "4", "--repeat", "2",
@@ -74,6 +82,30 @@ TEST(BenchCli, ReportsEveryField) {
   }
   auto bad = test::RunTessera({"bench", "--model", tmp.File("m"), "--dtype", "int3"});
   EXPECT_EQ(bad.exit_code, 2);
+}
+
+// Stream counts through the scheduler: each count's figures, and against one stream the
+// per-repeat ratios of decode rates with their median.
+TEST(BenchCli, ReportsConcurrencyScalingPerRepeat) {
+  test::TempDir tmp;
+  ASSERT_TRUE(WriteTinyModel(tmp.File("m")).ok());
+  auto r = test::RunTessera({"bench", "--model", tmp.File("m"), "--dtype", "int8", "--threads", "1",
+                             "--prompt-tokens", "8", "--gen-tokens", "6", "--repeat", "3",
+                             "--concurrency", "1,3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("concurrency")) << r.out;
+  const auto& one = j["concurrency"]["1"];
+  const auto& three = j["concurrency"]["3"];
+  EXPECT_GT(one["decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(three["decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(three["ttft_p99_ms"].get<double>(), 0);
+  EXPECT_FALSE(one.contains("decode_vs_one_stream_per_repeat"));
+  auto ratios = three["decode_vs_one_stream_per_repeat"].get<std::vector<double>>();
+  ASSERT_EQ(ratios.size(), 3u);
+  for (double x : ratios) EXPECT_GT(x, 0);
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_DOUBLE_EQ(three["decode_vs_one_stream"].get<double>(), ratios[1]);
 }
 
 }  // namespace
