@@ -4,6 +4,12 @@
 // columns, which are independent), the first reading (decay * S)^T k, the second writing
 // decay * S + k delta^T and accumulating S^T q. kernels_scalar.cc keeps a double-
 // accumulating version as the reference.
+//
+// The functions live in an unnamed namespace: each ISA's translation unit must keep its own
+// copy. As inline functions of namespace tessera they were one symbol across those units, and
+// the linker kept whichever copy came first: the AVX-512 table ran the AVX2 build, and with the
+// link order reversed an AVX2-only CPU would have run AVX-512 instructions
+// (tests/backend/isa_symbols_test.sh guards every ISA unit against this).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +17,8 @@
 namespace tessera {
 
 inline constexpr int64_t kMaxDeltaNetValueDim = 512;
+
+namespace {
 
 // kWidth > 0: a block of exactly that many columns, whose accumulators live in registers and
 // whose column loops unroll completely; 0: any dv up to kMaxDeltaNetValueDim.
@@ -47,5 +55,7 @@ inline void DeltaNetStepPlain(float* state, int64_t ld, const float* q, const fl
   if (dv == 128) return DeltaNetStepColumns<128>(state, ld, q, k, v, beta, decay, dk, dv, out);
   DeltaNetStepColumns<0>(state, ld, q, k, v, beta, decay, dk, dv, out);
 }
+
+}  // namespace
 
 }  // namespace tessera
