@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -89,10 +90,13 @@ struct ConcurrencyFigures {
 
 // Per stream count: every repeat's figures, medians taken at the end.
 struct ConcurrencySamples {
-  std::vector<double> decode, total, ttft;
-  std::vector<double> decode_per_repeat;  // one per repeat, 0 where there was no decode time
+  std::vector<double> decode;  // one per repeat, 0 where there was no decode time
+  std::vector<double> total, ttft;
   ConcurrencyFigures Figures() const {
-    return ConcurrencyFigures{Median(decode), Median(total), Percentile(ttft, 50),
+    std::vector<double> timed;
+    std::copy_if(decode.begin(), decode.end(), std::back_inserter(timed),
+                 [](double x) { return x > 0; });
+    return ConcurrencyFigures{Median(timed), Median(total), Percentile(ttft, 50),
                               Percentile(ttft, 99)};
   }
 };
@@ -127,10 +131,7 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
     const double all_s = Seconds(t0);
     const double decode_s = all_s - std::chrono::duration<double>(last_first_token - t0).count();
     total.push_back(static_cast<double>(generated) / all_s);
-    const double decode_tok_s =
-        decode_s > 0 ? static_cast<double>(generated - streams) / decode_s : 0.0;
-    if (decode_tok_s > 0) decode.push_back(decode_tok_s);
-    out->decode_per_repeat.push_back(decode_tok_s);
+    decode.push_back(decode_s > 0 ? static_cast<double>(generated - streams) / decode_s : 0.0);
   }
   return Status::Ok();
 }
@@ -268,8 +269,8 @@ int Run(int argc, char** argv) {
   std::vector<std::vector<double>> ratios(concurrency.size());
   for (size_t i = 0; one != concurrency.end() && i < concurrency.size(); ++i) {
     if (concurrency[i] == 1) continue;
-    const auto& base = samples[static_cast<size_t>(one - concurrency.begin())].decode_per_repeat;
-    const auto& mine = samples[i].decode_per_repeat;
+    const auto& base = samples[static_cast<size_t>(one - concurrency.begin())].decode;
+    const auto& mine = samples[i].decode;
     for (size_t r = 0; r < base.size() && r < mine.size(); ++r) {
       if (base[r] > 0 && mine[r] > 0) ratios[i].push_back(mine[r] / base[r]);
     }

@@ -194,16 +194,12 @@ float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out = nullp
   return _mm512_reduce_add_ps(sum);
 }
 
-// out_j = (sum_t p_j[t] v_t) / sums[j] for NV queries; CH chunks of 16 values per head.
-// kMasked handles a head_dim that is not a multiple of 16. Unmasked is its own instantiation
-// because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
-// which made this loop 2.3x slower than the score loop of the same FLOPs.
-// Values of positions [t0, t0 + count), from element `off` of each row.
-// A bf16 cache's value rows are widened 32 values at a time: a 32-bit lane holds an even
-// value in its low half and the next odd one in its high half, so a shift and a mask give
-// both as fp32 (two ops for 32 values, where widening 16 at a time takes a shuffle and a
-// shift for each 16). The accumulators then hold even and odd elements apart and are
-// interleaved once at the end; every element sums the same products in the same order.
+// WeightValues (below) over a bf16 cache with head_dim a multiple of 32: value rows are
+// widened 32 values at a time. A 32-bit lane holds an even value in its low half and the next
+// odd one in its high half, so a shift and a mask give both as fp32 (two ops for 32 values,
+// where widening 16 at a time takes a shuffle and a shift for each 16). The accumulators hold
+// even and odd elements apart and are interleaved once at the end; every element sums the
+// same products in the same order.
 template <int CH, int NV>
 void WeightValuesBf16Pairs(const KvView<uint16_t>& kv, int64_t t0, int64_t off, const float* p,
                            int64_t stride, int64_t count, const float* sums, float* const* out) {
@@ -246,12 +242,11 @@ void WeightValuesBf16Pairs(const KvView<uint16_t>& kv, int64_t t0, int64_t off, 
   }
 }
 
+// The general case of WeightValues: each chunk of 16 values widened as it is loaded.
 template <int CH, int NV, bool kMasked, typename KV>
-void WeightValues(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_dim, const float* p,
-                  int64_t stride, int64_t count, const float* sums, float* const* out) {
-  if constexpr (std::is_same_v<KV, uint16_t> && !kMasked && CH % 2 == 0) {
-    return WeightValuesBf16Pairs<CH, NV>(kv, t0, off, p, stride, count, sums, out);
-  }
+void WeightValuesWidened(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_dim,
+                         const float* p, int64_t stride, int64_t count, const float* sums,
+                         float* const* out) {
   __m512 acc[NV][CH];
   for (int j = 0; j < NV; ++j)
     for (int c = 0; c < CH; ++c) acc[j][c] = _mm512_setzero_ps();
@@ -277,6 +272,21 @@ void WeightValues(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_di
       _mm512_mask_storeu_ps(out[j] + c * 16, TailMask(head_dim - c * 16),
                             _mm512_mul_ps(acc[j][c], inv));
     }
+  }
+}
+
+// out_j = (sum_t p_j[t] v_t) / sums[j] for NV queries; CH chunks of 16 values per head.
+// kMasked handles a head_dim that is not a multiple of 16. Unmasked is its own instantiation
+// because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
+// which made this loop 2.3x slower than the score loop of the same FLOPs.
+// Values of positions [t0, t0 + count), from element `off` of each row.
+template <int CH, int NV, bool kMasked, typename KV>
+void WeightValues(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_dim, const float* p,
+                  int64_t stride, int64_t count, const float* sums, float* const* out) {
+  if constexpr (std::is_same_v<KV, uint16_t> && !kMasked && CH % 2 == 0) {
+    WeightValuesBf16Pairs<CH, NV>(kv, t0, off, p, stride, count, sums, out);
+  } else {
+    WeightValuesWidened<CH, NV, kMasked>(kv, t0, off, head_dim, p, stride, count, sums, out);
   }
 }
 
