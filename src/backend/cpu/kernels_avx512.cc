@@ -205,6 +205,12 @@ struct Int8Kernel {
   static constexpr int kDecodeMR = 8;  // rows per tile of a batched decode step
   // Up to this many decode rows, tiles of 4 panels (16 accumulators, as 2 x 8).
   static constexpr int kDecodeQuadRows = 4;
+  // Tiles of more decode rows than that compute about as long as their weights take to arrive
+  // from L3, so the next lines must already be on their way: each panel is prefetched into L2
+  // 16 KiB ahead (past the tile's own panels when they are shorter, i.e. into the next tiles'),
+  // not into L1 2 KiB ahead as for fewer rows. smollm2-135m INT8, 8 streams, aggregate decode:
+  // 6-8 % more (tessera bench, alternating; bench/results/many_users.md, session 15).
+  static constexpr int64_t kBatchedDecodePrefetchBytes = 16 << 10;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -224,7 +230,11 @@ struct Int8Kernel {
       if constexpr (!kDecode) next->Step();
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) {
-        if constexpr (kDecode) PrefetchAhead(w[i], (k + 128) * 16 * int64_t{sizeof(*w[i])});
+        if constexpr (kDecode && MR > kDecodeQuadRows) {
+          PrefetchAheadToL2(w[i], k * 16 + kBatchedDecodePrefetchBytes);
+        } else if constexpr (kDecode) {
+          PrefetchAhead(w[i], (k + 128) * 16);
+        }
         wv[i] = _mm512_loadu_si512(w[i] + k * 16);
       }
       for (int j = 0; j < MR; ++j) {
