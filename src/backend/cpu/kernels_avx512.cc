@@ -206,10 +206,11 @@ struct Int8Kernel {
   // Up to this many decode rows, tiles of 4 panels (16 accumulators, as 2 x 8).
   static constexpr int kDecodeQuadRows = 4;
   // Tiles of more decode rows than that compute about as long as their weights take to arrive
-  // from L3, so the next lines must already be on their way: each panel is prefetched into L2
-  // 16 KiB ahead (past the tile's own panels when they are shorter, i.e. into the next tiles'),
-  // not into L1 2 KiB ahead as for fewer rows. smollm2-135m INT8, 8 streams, aggregate decode:
-  // 6-8 % more (tessera bench, alternating; bench/results/many_users.md, session 15).
+  // from L3. Where panels are shorter than 16 KiB (e.g. 576 or 896 inputs), each panel is
+  // prefetched into L2 16 KiB ahead, i.e. into the next tiles' panels, instead of into L1 2 KiB
+  // ahead: smollm2-135m INT8, 8 streams, aggregate decode +14 % (tessera bench, alternating
+  // binaries; bench/results/many_users.md, session 15). Longer panels keep the short prefetch:
+  // qwen3.5-0.8b (1024 inputs) measured 9 % slower with the far one.
   static constexpr int64_t kBatchedDecodePrefetchBytes = 16 << 10;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
@@ -226,14 +227,17 @@ struct Int8Kernel {
       __m512i offset = _mm512_loadu_si512(a.w->row_offset.data() + (p0 + i) * 16);
       for (int j = 0; j < MR; ++j) acc[i][j] = offset;
     }
+    const bool short_panels = kp * 16 < kBatchedDecodePrefetchBytes;
     for (int64_t k = 0; k < kp; k += 4) {
       if constexpr (!kDecode) next->Step();
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) {
-        if constexpr (kDecode && MR > kDecodeQuadRows) {
-          PrefetchAheadToL2(w[i], k * 16 + kBatchedDecodePrefetchBytes);
-        } else if constexpr (kDecode) {
-          PrefetchAhead(w[i], (k + 128) * 16);
+        if constexpr (kDecode) {
+          if (MR > kDecodeQuadRows && short_panels) {
+            PrefetchAheadToL2(w[i], k * 16 + kBatchedDecodePrefetchBytes);
+          } else {
+            PrefetchAhead(w[i], (k + 128) * 16);
+          }
         }
         wv[i] = _mm512_loadu_si512(w[i] + k * 16);
       }
