@@ -180,35 +180,39 @@ TEST_P(IsaTest, PromptRowsAreIndependentOfChunking) {
 // Decode rows of a batched step (MatmulArgs::decode_rows) each get the bits a lone decode row
 // gets, in every format and for every row count up to past two 4-row tiles and an odd panel
 // count (a batched sequence decodes exactly as it would alone), and stay near the scalar
-// reference.
+// reference. Two input widths: INT8 tiles of over 4 rows prefetch differently for panels
+// under and over 16 KiB (1040 inputs).
 TEST_P(IsaTest, BatchedDecodeRowsMatchLoneDecodeRows) {
   std::mt19937 rng(43);
-  const int64_t rows = 208, cols = 136;  // 13 panels
-  const std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
-  for (WeightFormat f :
-       {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
-    for (int64_t tokens : {2, 3, 4, 5, 8, 9}) {
-      SCOPED_TRACE(std::string(WeightFormatName(f)) + " rows=" + std::to_string(tokens));
-      const PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, f);
-      const int64_t stride = c.w.padded_cols;
-      auto run = [&](const KernelTable& k, int64_t first, int64_t count, bool decode,
-                     std::vector<float>* y) {
-        ActivationBlock acts;
-        acts.Reserve(count, stride);
-        PrepareActivations(k, c.x.data() + first * stride, count, stride, f, &acts);
-        MatmulArgs a{&c.w, &acts, y->data() + first * rows, rows, false, nullptr, decode};
-        const int64_t split = c.w.panels() / 2 + 1;  // two uneven ranges, as two threads
-        k.Matmul(f)(a, 0, split);
-        k.Matmul(f)(a, split, c.w.panels());
-      };
-      std::vector<float> batched(static_cast<size_t>(tokens * rows)), lone = batched,
-                                                                      scalar = batched;
-      run(*k_, 0, tokens, true, &batched);
-      for (int64_t m = 0; m < tokens; ++m) run(*k_, m, 1, false, &lone);
-      run(ScalarKernels(), 0, tokens, true, &scalar);
-      EXPECT_EQ(std::memcmp(batched.data(), lone.data(), lone.size() * sizeof(float)), 0);
-      for (size_t i = 0; i < scalar.size(); ++i)
-        ASSERT_NEAR(batched[i], scalar[i], 2e-3 * (1 + std::fabs(scalar[i]))) << i;
+  const int64_t rows = 208;  // 13 panels
+  for (int64_t cols : {136, 1040}) {
+    const std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
+    for (WeightFormat f :
+         {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
+      for (int64_t tokens : {2, 3, 4, 5, 8, 9}) {
+        SCOPED_TRACE(std::string(WeightFormatName(f)) + " rows=" + std::to_string(tokens) +
+                     " cols=" + std::to_string(cols));
+        const PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, f);
+        const int64_t stride = c.w.padded_cols;
+        auto run = [&](const KernelTable& k, int64_t first, int64_t count, bool decode,
+                       std::vector<float>* y) {
+          ActivationBlock acts;
+          acts.Reserve(count, stride);
+          PrepareActivations(k, c.x.data() + first * stride, count, stride, f, &acts);
+          MatmulArgs a{&c.w, &acts, y->data() + first * rows, rows, false, nullptr, decode};
+          const int64_t split = c.w.panels() / 2 + 1;  // two uneven ranges, as two threads
+          k.Matmul(f)(a, 0, split);
+          k.Matmul(f)(a, split, c.w.panels());
+        };
+        std::vector<float> batched(static_cast<size_t>(tokens * rows)), lone = batched,
+                                                                        scalar = batched;
+        run(*k_, 0, tokens, true, &batched);
+        for (int64_t m = 0; m < tokens; ++m) run(*k_, m, 1, false, &lone);
+        run(ScalarKernels(), 0, tokens, true, &scalar);
+        EXPECT_EQ(std::memcmp(batched.data(), lone.data(), lone.size() * sizeof(float)), 0);
+        for (size_t i = 0; i < scalar.size(); ++i)
+          ASSERT_NEAR(batched[i], scalar[i], 2e-3 * (1 + std::fabs(scalar[i]))) << i;
+      }
     }
   }
 }
