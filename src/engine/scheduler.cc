@@ -36,6 +36,17 @@ struct Scheduler::Sequence {
   int64_t registered = 0;       // leading full blocks already offered to the prefix cache
   bool cancelled = false;
   bool admitted_once = false;
+  // On a model whose slot state is recurrent: block boundaries where a prompt chunk ends and
+  // the state is kept, so the next prompt with that beginning resumes from it on any slot.
+  // They are where this prompt branches off a cached prefix it could not resume from, and
+  // the request's keep_state_at; ascending. `block` is the cached block ending there (-1: the
+  // sequence's own, registered by then).
+  struct Cut {
+    int64_t pos = 0;
+    int32_t block = -1;
+    uint32_t generation = 0;
+  };
+  std::vector<Cut> cuts;
   Clock::time_point submitted, admitted, first_token;
   SequenceResult result;
 };
@@ -239,6 +250,7 @@ void Scheduler::Admit() {
       start = options_.reuse_prefixes ? CopyPrefixFromBusySlot(s, index, at, start) : at;
       if (options_.reuse_prefixes) start = RestoreKeptState(m, index, start, limit_blocks);
       slot.cached.assign(s.tokens.begin(), s.tokens.begin() + start);
+      PlanCuts(s, m, start, limit);
     }
     if (!TakeBlocks(s, m, start)) {
       if (running_ > 0) return;  // waits for blocks to come back
@@ -379,23 +391,66 @@ void Scheduler::RegisterFullBlocks(Sequence& s) {
   }
 }
 
+void Scheduler::PlanCuts(Sequence& s, const KvBlockPool::Match& m, int64_t start, int64_t limit) {
+  s.cuts.clear();
+  if (kept_.empty() || !options_.reuse_prefixes) return;
+  auto add = [&](int64_t pos) {
+    if (pos <= start || pos > limit || static_cast<int64_t>(s.tokens.size()) - pos < 2) return;
+    for (const Sequence::Cut& c : s.cuts)
+      if (c.pos == pos) return;
+    Sequence::Cut c{pos, -1, 0};
+    const size_t shared = static_cast<size_t>(pos / kKvBlockTokens);
+    if (shared <= m.shared.size()) {
+      c.block = m.shared[shared - 1];
+      c.generation = pool_.generation(c.block);
+    }
+    s.cuts.push_back(c);
+  };
+  add(static_cast<int64_t>(m.shared.size()) * kKvBlockTokens);  // the branch point
+  add(s.req.keep_state_at / kKvBlockTokens * kKvBlockTokens);
+  std::sort(s.cuts.begin(), s.cuts.end(),
+            [](const Sequence::Cut& a, const Sequence::Cut& b) { return a.pos < b.pos; });
+}
+
+int64_t Scheduler::NextCut(const Sequence& s) {
+  for (const Sequence::Cut& c : s.cuts)
+    if (c.pos > s.pos) return c.pos;
+  return 0;
+}
+
 void Scheduler::KeepStateAtBlockEnd(int index) {
   if (kept_.empty() || !options_.reuse_prefixes) return;
-  const Sequence& s = *slots_[static_cast<size_t>(index)].seq;
+  Sequence& s = *slots_[static_cast<size_t>(index)].seq;
+  while (!s.cuts.empty() && s.cuts.front().pos < s.pos) s.cuts.erase(s.cuts.begin());
+  if (!s.cuts.empty() && s.cuts.front().pos == s.pos) {
+    const Sequence::Cut c = s.cuts.front();
+    s.cuts.erase(s.cuts.begin());
+    if (c.block >= 0) {
+      if (pool_.generation(c.block) == c.generation) KeepState(index, c.block, c.generation);
+      return;
+    }
+    const int32_t own = s.blocks[static_cast<size_t>(s.pos / kKvBlockTokens - 1)];
+    if (pool_.registered(own)) KeepState(index, own, pool_.generation(own));
+    return;
+  }
   // The last block boundary of a prompt: what a later prompt with the same beginning (a
   // system prompt, a document) can resume from on any slot.
   const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.pos;
   if (s.pos == 0 || s.pos % kKvBlockTokens != 0 || remaining > options_.chunk_tokens) return;
   const int32_t block = s.blocks[static_cast<size_t>(s.pos / kKvBlockTokens - 1)];
   if (!pool_.registered(block)) return;  // not findable (a duplicate of a cached prefix)
-  const uint32_t generation = pool_.generation(block);
+  KeepState(index, block, pool_.generation(block));
+}
+
+void Scheduler::KeepState(int index, int32_t block, uint32_t generation) {
+  const int64_t pos = slots_[static_cast<size_t>(index)].seq->pos;
   size_t entry = 0;
   for (size_t e = 0; e < kept_.size(); ++e) {
     if (kept_[e].block == block && kept_[e].generation == generation) return;  // kept already
     if (kept_[e].used < kept_[entry].used) entry = e;  // empty entries have used == 0
   }
-  if (!exec_.KeepSlotState(index, s.pos, static_cast<int>(entry)).ok()) return;
-  kept_[entry] = {block, generation, s.pos, ++clock_};
+  if (!exec_.KeepSlotState(index, pos, static_cast<int>(entry)).ok()) return;
+  kept_[entry] = {block, generation, pos, ++clock_};
 }
 
 int64_t Scheduler::RestoreKeptState(const KvBlockPool::Match& m, int index, int64_t start,
@@ -570,7 +625,9 @@ Status Scheduler::Step() {
   for (int i : order) {
     const Sequence& s = *slots_[static_cast<size_t>(i)].seq;
     const int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
-    const int64_t n = std::min(chunk, static_cast<int64_t>(s.tokens.size()) - s.pos);
+    int64_t n = std::min(chunk, static_cast<int64_t>(s.tokens.size()) - s.pos);
+    // A chunk ends at the next cut (two rows at least, so it runs as prompt rows).
+    if (const int64_t cut = NextCut(s); cut - s.pos >= 2 && cut < s.pos + n) n = cut - s.pos;
     if (n > budget) break;
     inputs_.push_back({i, s.pos,
                        std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.pos),

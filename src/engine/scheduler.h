@@ -16,8 +16,9 @@
 // back to the pool (their prefix stays cached) and it waits to be resumed, recomputing what
 // was evicted. Models with per-slot state (recurrent layers, sliding rings) resume a prefix
 // only as far as a slot's state can (its live state, a snapshot, or a busy slot's, copied);
-// models whose per-slot state is recurrent alone also keep that state at the last block
-// boundary of each prompt, so a cached prefix resumes on any slot.
+// models whose per-slot state is recurrent alone also keep that state at a few block
+// boundaries of each prompt (where its request says others will branch off, where it branched
+// off a cached prompt, where its last chunk starts), so a cached prefix resumes on any slot.
 //
 //   Scheduler sched(exec, {});
 //   SequenceRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = stops};
@@ -80,6 +81,11 @@ struct SequenceRequest {
   // prompt runs once for all choices. Falls back to running the prompt itself when no slot is
   // free at that moment or the cache cannot be copied.
   std::optional<uint64_t> share_prompt_with;
+  // A prompt position other prompts are likely to share up to (where a chat's last user
+  // message starts, after a system prompt or a history). On a model whose slot state is
+  // recurrent, a prompt chunk ends at the block boundary at or before it and the state there
+  // is kept, so the next prompt with that beginning resumes from it on any slot. 0: none.
+  int64_t keep_state_at = 0;
   // Waits in the queue (holding up the sequences behind it, FCFS) until this sequence has
   // ended: a shared prefix computed first is then found in the prefix cache (System One reads
   // a state once for all its questions).
@@ -153,8 +159,15 @@ class Scheduler {
   bool GrowBlocks(int index, int64_t positions);
   void Preempt(int index);
   // After a prompt chunk: keeps the slot's recurrent state when the chunk ended on the prompt's
-  // last block boundary (executor's kept states, least recently used replaced).
+  // last block boundary or on one of its cuts (Sequence::cuts).
   void KeepStateAtBlockEnd(int index);
+  // The sequence's cuts after admission at `start` with match m (positions up to `limit`).
+  void PlanCuts(Sequence& s, const KvBlockPool::Match& m, int64_t start, int64_t limit);
+  // The first cut past the sequence's position; 0: none.
+  static int64_t NextCut(const Sequence& s);
+  // Keeps the slot's state at its position as the state at the end of `block` (executor's
+  // kept states, least recently used replaced).
+  void KeepState(int index, int32_t block, uint32_t generation);
   // A kept state at the end of one of m's shared blocks, past `start` and within `limit`,
   // restored into slot `index`: where the sequence starts now.
   int64_t RestoreKeptState(const KvBlockPool::Match& m, int index, int64_t start, int64_t limit);

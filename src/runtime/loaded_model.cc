@@ -227,6 +227,31 @@ Expected<std::vector<int32_t>> LoadedModel::EncodeText(const std::string& text,
   return ids;
 }
 
+int64_t LoadedModel::SharedChatBeginning(const nlohmann::ordered_json& messages,
+                                         const nlohmann::ordered_json& kwargs,
+                                         std::span<const int32_t> ids) const {
+  if (exec_->kept_states() == 0 || !messages.is_array()) return 0;
+  size_t last_user = messages.size();
+  for (size_t i = messages.size(); i-- > 0;) {
+    const auto& m = messages[i];
+    if (m.is_object() && m.contains("role") && m["role"] == "user") {
+      last_user = i;
+      break;
+    }
+  }
+  if (last_user == 0 || last_user == messages.size()) return 0;
+  nlohmann::ordered_json before = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < last_user; ++i) before.push_back(messages[i]);
+  auto head = RenderChat(before, kwargs, /*add_generation_prompt=*/false);
+  if (!head) return 0;  // e.g. a template that wants a user message: no hint
+  // Tokens of a prefix of the text may differ from the whole text's at the junction; the ids
+  // both start with are shared by any prompt that renders the same messages first.
+  const size_t n = std::min(head->ids.size(), ids.size());
+  size_t same = 0;
+  while (same < n && head->ids[same] == ids[same]) ++same;
+  return static_cast<int64_t>(same);
+}
+
 Expected<AssembledPrompt> LoadedModel::RenderChat(const nlohmann::ordered_json& messages,
                                                   nlohmann::ordered_json kwargs,
                                                   bool add_generation_prompt) const {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,6 +93,15 @@ class LoadedModel {
   Expected<AssembledPrompt> RenderChat(const nlohmann::ordered_json& messages,
                                        nlohmann::ordered_json kwargs,
                                        bool add_generation_prompt = true) const;
+
+  // Where a chat prompt (`ids`, rendered from `messages` with `kwargs`) is likely to be shared
+  // with other prompts: the ids it has in common with the rendering of the messages before the
+  // last user message (a system prompt, a history), for SequenceRequest::keep_state_at. Only
+  // for models that keep recurrent states (the executor's kept states); 0 otherwise, or when
+  // no message precedes the last user message.
+  int64_t SharedChatBeginning(const nlohmann::ordered_json& messages,
+                              const nlohmann::ordered_json& kwargs,
+                              std::span<const int32_t> ids) const;
 
   // For the load log: architecture, placement, embedding source, slots and KV memory.
   std::string Describe() const;

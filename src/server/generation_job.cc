@@ -118,6 +118,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
   };
   std::vector<int32_t> prompt_ids;
+  int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
   std::shared_ptr<const Grammar> grammar;
   int32_t lazy_trigger = -1;
   ToolCallSyntax syntax = ToolCallSyntax::kNone;
@@ -145,6 +146,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     auto prompt = model.RenderChat(*messages, kwargs);
     if (!prompt) return invalid("messages: " + prompt.status().message());
     prompt_ids = std::move(prompt->ids);
+    shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
     if (syntax != ToolCallSyntax::kNone && job.tool_choice != "auto") {
       // "required" or a named function: the reply starts as a call and its object is
       // constrained to the functions' schemas.
@@ -267,6 +269,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     }
     SequenceRequest req;
     req.prompt_ids = prompt_ids;
+    req.keep_state_at = shared_beginning;
     const int64_t room = context - prompt_len;
     req.max_new_tokens = job.max_tokens < 0 ? room : std::min(job.max_tokens, room);
     req.stop_ids = model.stop_ids();

@@ -185,6 +185,24 @@ TEST_F(SchedulerTest, ALongPromptDelaysOthersByOneChunkPerStep) {
   EXPECT_EQ(long_first_token_step, 3 + 12);  // 13 chunk steps, the first token at the last
 }
 
+// Runs one greedy prompt for 6 tokens to its end.
+SequenceResult Ask(Scheduler& sched, std::vector<int32_t> prompt) {
+  SequenceRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.max_new_tokens = 6;
+  SequenceResult out;
+  r.on_finish = [&](const SequenceResult& res) { out = res; };
+  EXPECT_TRUE(sched.Submit(std::move(r)));
+  Drain(sched);
+  return out;
+}
+
+// a then b.
+std::vector<int32_t> Joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 TEST_F(SchedulerTest, MoreSequencesThanSlotsAreAdmittedInOrder) {
   auto exec = Load(2, 2 + 32);
   ASSERT_TRUE(exec);
@@ -208,16 +226,7 @@ TEST_F(SchedulerTest, SharedPrefixIsReusedAndChangesNothing) {
   ASSERT_TRUE(exec);
   const std::vector<int32_t> system = test::RandomTokens(100, 160, 77);
   auto ask = [&](Scheduler& sched, uint32_t q) {
-    SequenceRequest r;
-    r.prompt_ids = system;
-    auto question = test::RandomTokens(7, 160, q);
-    r.prompt_ids.insert(r.prompt_ids.end(), question.begin(), question.end());
-    r.max_new_tokens = 6;
-    SequenceResult out;
-    r.on_finish = [&](const SequenceResult& res) { out = res; };
-    EXPECT_TRUE(sched.Submit(std::move(r)));
-    Drain(sched);
-    return out;
+    return Ask(sched, Joined(system, test::RandomTokens(7, 160, q)));
   };
   Scheduler cached(*exec, {.chunk_tokens = 32, .reuse_prefixes = true});
   const SequenceResult first = ask(cached, 1);
@@ -369,10 +378,8 @@ TEST_F(SchedulerTest, CachedBlocksOutliveSlotsAndServeTheNextTurn) {
   }
 }
 
-// A hybrid model (recurrent DeltaNet layers): its state is kept at the last block boundary of
-// a prompt, so a later prompt with the same beginning resumes there on another slot, after
-// other prompts have used every slot; the tokens are those of a run without the cache.
-TEST(SchedulerHybrid, KeptStatesResumeACachedPrefixOnAnySlot) {
+// A small hybrid model (recurrent DeltaNet layers) on two slots with two kept states.
+Expected<std::unique_ptr<ModelExecutor>> LoadHybrid(const test::TempDir& tmp) {
   SyntheticModelSpec spec = SmallSpec();
   spec.family = ModelFamily::kQwen3_5;  // DeltaNet, DeltaNet, DeltaNet, gated attention
   spec.layers = 4;
@@ -381,45 +388,101 @@ TEST(SchedulerHybrid, KeptStatesResumeACachedPrefixOnAnySlot) {
   spec.linear_value_heads = 4;
   spec.linear_key_dim = 8;
   spec.linear_value_dim = 12;
-  test::TempDir tmp;
-  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("m"), spec).ok());
-  auto ckpt = OpenCheckpoint(tmp.File("m"));
-  ASSERT_TRUE(ckpt) << ckpt.status().message();
-  auto placement = ParsePlacement("cpu", (*ckpt)->config.num_layers);
-  ASSERT_TRUE(placement);
+  TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint(tmp.File("m"), spec));
+  TS_ASSIGN_OR_RETURN(auto ckpt, OpenCheckpoint(tmp.File("m")));
+  TS_ASSIGN_OR_RETURN(auto placement, ParsePlacement("cpu", ckpt->config.num_layers));
   ModelExecutor::Options o;
   o.max_slots = 2;
   o.max_seq = 512;
   o.max_batch_tokens = 2 + 32;
   o.kept_states = 2;
-  auto exec = ModelExecutor::Load(*ckpt, *placement, o);
+  return ModelExecutor::Load(ckpt, placement, o);
+}
+
+// Prompts through both slots, each in one chunk ending off a block boundary: they keep no
+// state, and leave no slot holding another prompt's live state.
+void PassOtherPromptsThroughEverySlot(Scheduler& sched) {
+  for (uint32_t i = 0; i < 4; ++i) Ask(sched, test::RandomTokens(20, 160, 400 + i));
+}
+
+// A hybrid model: its state is kept at the last block boundary of a prompt, so a later prompt
+// with the same beginning resumes there on another slot, after other prompts have used every
+// slot; the tokens are those of a run without the cache.
+TEST(SchedulerHybrid, KeptStatesResumeACachedPrefixOnAnySlot) {
+  test::TempDir tmp;
+  auto exec = LoadHybrid(tmp);
   ASSERT_TRUE(exec) << exec.status().message();
   ASSERT_EQ((*exec)->kept_states(), 2);
   const std::vector<int32_t> system = test::RandomTokens(100, 160, 31);
-  auto ask = [&](Scheduler& sched, std::vector<int32_t> prompt) {
-    SequenceRequest r;
-    r.prompt_ids = std::move(prompt);
-    r.max_new_tokens = 6;
-    SequenceResult out;
-    r.on_finish = [&](const SequenceResult& res) { out = res; };
-    EXPECT_TRUE(sched.Submit(std::move(r)));
-    Drain(sched);
-    return out;
-  };
-  auto with_question = [&](uint32_t q) {
-    std::vector<int32_t> p = system;
-    const auto question = test::RandomTokens(7, 160, q);
-    p.insert(p.end(), question.begin(), question.end());
-    return p;
-  };
+  auto with_question = [&](uint32_t q) { return Joined(system, test::RandomTokens(7, 160, q)); };
   std::vector<int32_t> cached_ids, plain_ids;
   for (bool cache : {true, false}) {
     Scheduler sched(**exec, {.chunk_tokens = 32, .reuse_prefixes = cache});
-    ask(sched, with_question(1));  // chunks end at 32, 64, 96: the state at 96 is kept
-    // Other prompts through both slots (shorter than a block: they keep no state of their own).
-    for (uint32_t i = 0; i < 4; ++i) ask(sched, test::RandomTokens(20, 160, 400 + i));
-    const SequenceResult second = ask(sched, with_question(2));
+    Ask(sched, with_question(1));  // chunks end at 32, 64, 96: the state at 96 is kept
+    PassOtherPromptsThroughEverySlot(sched);
+    const SequenceResult second = Ask(sched, with_question(2));
     EXPECT_EQ(second.cached_tokens, cache ? 96 : 0);
+    (cache ? cached_ids : plain_ids) = second.generated_ids;
+  }
+  EXPECT_EQ(cached_ids, plain_ids);
+}
+
+// A hybrid model, where a prompt's last kept boundary lies past the point where the next
+// prompt branches off it (a 90-token system prompt, 30-token questions, 32-token chunks: the
+// first prompt's state is kept at 96, where its last chunk starts). The second prompt cannot
+// resume, but a chunk of it ends at the branch point (the end of the last whole block they
+// share) and keeps its state there, so the third resumes from it; the tokens are those of
+// runs without the cache.
+TEST(SchedulerHybrid, BranchPointsKeepAStateForTheNextPromptWithThatBeginning) {
+  test::TempDir tmp;
+  auto exec = LoadHybrid(tmp);
+  ASSERT_TRUE(exec) << exec.status().message();
+  const std::vector<int32_t> system = test::RandomTokens(90, 160, 41);
+  auto with_question = [&](uint32_t q) { return Joined(system, test::RandomTokens(30, 160, q)); };
+  std::vector<int32_t> cached_ids[2], plain_ids[2];
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "cache on" : "cache off");
+    Scheduler sched(**exec, {.chunk_tokens = 32, .reuse_prefixes = cache});
+    Ask(sched, with_question(1));
+    PassOtherPromptsThroughEverySlot(sched);
+    const SequenceResult second = Ask(sched, with_question(2));
+    PassOtherPromptsThroughEverySlot(sched);
+    const SequenceResult third = Ask(sched, with_question(3));
+    const int64_t branch = 90 / kKvBlockTokens * kKvBlockTokens;
+    ASSERT_GT(branch, 0);
+    EXPECT_EQ(second.cached_tokens, 0);
+    EXPECT_EQ(third.cached_tokens, cache ? branch : 0);
+    EXPECT_EQ(third.timings.prefill_tokens, cache ? 120 - branch : 120);
+    (cache ? cached_ids : plain_ids)[0] = second.generated_ids;
+    (cache ? cached_ids : plain_ids)[1] = third.generated_ids;
+  }
+  EXPECT_EQ(cached_ids[0], plain_ids[0]);
+  EXPECT_EQ(cached_ids[1], plain_ids[1]);
+}
+
+// A hybrid model with a hint: the first prompt says where other prompts are likely to branch
+// off it (keep_state_at, e.g. where its last user message starts), so a chunk ends at the
+// block boundary before that and the state is kept there: the second prompt with the same
+// 90-token beginning resumes from it; the tokens are those of a run without the cache.
+TEST(SchedulerHybrid, KeepStateAtLetsTheNextPromptResumeWhereItBranches) {
+  test::TempDir tmp;
+  auto exec = LoadHybrid(tmp);
+  ASSERT_TRUE(exec) << exec.status().message();
+  const std::vector<int32_t> system = test::RandomTokens(90, 160, 51);
+  std::vector<int32_t> cached_ids, plain_ids;
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "cache on" : "cache off");
+    Scheduler sched(**exec, {.chunk_tokens = 32, .reuse_prefixes = cache});
+    SequenceRequest first;
+    first.prompt_ids = Joined(system, test::RandomTokens(30, 160, 1));
+    first.max_new_tokens = 6;
+    first.keep_state_at = static_cast<int64_t>(system.size());
+    ASSERT_TRUE(sched.Submit(std::move(first)));
+    Drain(sched);
+    PassOtherPromptsThroughEverySlot(sched);
+    const SequenceResult second = Ask(sched, Joined(system, test::RandomTokens(30, 160, 2)));
+    const int64_t kept = 90 / kKvBlockTokens * kKvBlockTokens;
+    EXPECT_EQ(second.cached_tokens, cache ? kept : 0);
     (cache ? cached_ids : plain_ids) = second.generated_ids;
   }
   EXPECT_EQ(cached_ids, plain_ids);

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "model/synthetic_checkpoint.h"
 #include "runtime/text_stream.h"
 #include "test_support.h"
 
@@ -122,6 +123,64 @@ TEST(LoadedModel, DefaultSlotsFollowCoresAndMemory) {
   EXPECT_EQ(DefaultParallelSlots(16, 1ull << 30, 100ull << 20, &why), 2);  // 256 MiB budget
   EXPECT_NE(why.find("quarter"), std::string::npos);
   EXPECT_EQ(DefaultParallelSlots(16, 1ull << 30, 1ull << 30, &why), 1);
+}
+
+// SharedChatBeginning: on a model that keeps recurrent states (a tiny synthetic Qwen3.5 with a
+// tokenizer and chat template), a chat's ids up to where its last user message starts, i.e.
+// the ids it shares with any chat that begins with the same messages; 0 without a message
+// before the last user message, and 0 on a model without recurrent layers.
+TEST(LoadedModel, SharedChatBeginningIsWhereTheLastUserMessageStarts) {
+  test::TempDir tmp;
+  SyntheticModelSpec spec;
+  spec.family = ModelFamily::kQwen3_5;
+  spec.hidden = 64;
+  spec.intermediate = 96;
+  spec.layers = 4;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 16;
+  spec.vocab = 4352;
+  spec.max_position = 512;
+  ASSERT_TRUE(WriteSyntheticModel(tmp.File("hybrid"), spec).ok());
+  spec.family = ModelFamily::kQwen3;
+  spec.layers = 2;
+  ASSERT_TRUE(WriteSyntheticModel(tmp.File("plain"), spec).ok());
+  ModelLoadOptions o;
+  o.placement = "cpu";
+  o.parallel = 2;
+  o.package_cache = false;
+  auto hybrid = LoadedModel::Open(tmp.File("hybrid"), o);
+  ASSERT_TRUE(hybrid) << hybrid.status().message();
+  auto plain = LoadedModel::Open(tmp.File("plain"), o);
+  ASSERT_TRUE(plain) << plain.status().message();
+  ASSERT_GT((*hybrid)->executor().kept_states(), 0);
+  ASSERT_EQ((*plain)->executor().kept_states(), 0);
+  using J = nlohmann::ordered_json;
+  const J system = {{"role", "system"}, {"content", "You answer questions about the weather."}};
+  const J history = J::array({system,
+                              {{"role", "user"}, {"content", "Is it cold?"}},
+                              {{"role", "assistant"}, {"content", "Yes, quite."}}});
+  for (const J& before : {J::array({system}), history}) {
+    J one = before, two = before;
+    one.push_back({{"role", "user"}, {"content", "Will it rain tomorrow?"}});
+    two.push_back({{"role", "user"}, {"content", "What about snow on Sunday?"}});
+    auto a = (*hybrid)->RenderChat(one, J::object());
+    auto b = (*hybrid)->RenderChat(two, J::object());
+    auto head = (*hybrid)->RenderChat(before, J::object(), false);
+    ASSERT_TRUE(a && b && head);
+    const int64_t shared_a = (*hybrid)->SharedChatBeginning(one, J::object(), a->ids);
+    const int64_t shared_b = (*hybrid)->SharedChatBeginning(two, J::object(), b->ids);
+    // All of the earlier messages' ids but at most the last, where the texts join.
+    EXPECT_GE(shared_a + 1, static_cast<int64_t>(head->ids.size()));
+    EXPECT_LE(shared_a, static_cast<int64_t>(head->ids.size()));
+    EXPECT_EQ(shared_a, shared_b);
+    EXPECT_TRUE(std::equal(a->ids.begin(), a->ids.begin() + shared_a, b->ids.begin()));
+    EXPECT_EQ((*plain)->SharedChatBeginning(one, J::object(), a->ids), 0);
+  }
+  const J lone = J::array({{{"role", "user"}, {"content", "Hello"}}});
+  auto c = (*hybrid)->RenderChat(lone, J::object());
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*hybrid)->SharedChatBeginning(lone, J::object(), c->ids), 0);
 }
 
 }  // namespace
