@@ -425,18 +425,16 @@ void Scheduler::KeepStateAtBlockEnd(int index) {
   if (!s.cuts.empty() && s.cuts.front().pos == s.pos) {
     const Sequence::Cut c = s.cuts.front();
     s.cuts.erase(s.cuts.begin());
-    if (c.block >= 0) {
+    if (c.block >= 0) {  // a cached block's end: keyed by that block, if it still stands
       if (pool_.generation(c.block) == c.generation) KeepState(index, c.block, c.generation);
       return;
     }
-    const int32_t own = s.blocks[static_cast<size_t>(s.pos / kKvBlockTokens - 1)];
-    if (pool_.registered(own)) KeepState(index, own, pool_.generation(own));
-    return;
+  } else {
+    // The last block boundary of a prompt: what a later prompt with the same beginning (a
+    // system prompt, a document) can resume from on any slot.
+    const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.pos;
+    if (s.pos == 0 || s.pos % kKvBlockTokens != 0 || remaining > options_.chunk_tokens) return;
   }
-  // The last block boundary of a prompt: what a later prompt with the same beginning (a
-  // system prompt, a document) can resume from on any slot.
-  const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.pos;
-  if (s.pos == 0 || s.pos % kKvBlockTokens != 0 || remaining > options_.chunk_tokens) return;
   const int32_t block = s.blocks[static_cast<size_t>(s.pos / kKvBlockTokens - 1)];
   if (!pool_.registered(block)) return;  // not findable (a duplicate of a cached prefix)
   KeepState(index, block, pool_.generation(block));
