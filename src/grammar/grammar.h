@@ -57,6 +57,11 @@ class TokenVocabulary {
   size_t mask_words() const { return (bytes_.size() + 63) / 64; }
   const std::string& bytes(int32_t id) const { return bytes_[id]; }
   bool is_eos(int32_t id) const;
+  // Sets, in `mask` (mask_words() words), the bits of the ordinary tokens whose first byte
+  // other than space, tab, CR or LF is not `opener` (a token of whitespace alone is left out),
+  // and of the eos ids: the tokens that begin a reply that does not open with `opener` (e.g.
+  // text rather than a tool call written as a bare JSON object).
+  void MarkTextOpeners(char opener, std::span<uint64_t> mask) const;
 
   struct Trie {
     struct Edge {

@@ -130,4 +130,16 @@ bool TokenVocabulary::is_eos(int32_t id) const {
   return id >= 0 && id < size() && kind_[id] == kEos;
 }
 
+void TokenVocabulary::MarkTextOpeners(char opener, std::span<uint64_t> mask) const {
+  for (int32_t id = 0; id < size() && static_cast<size_t>(id / 64) < mask.size(); ++id) {
+    bool text = kind_[id] == kEos;
+    if (kind_[id] == kOrdinary) {
+      const std::string& b = bytes_[static_cast<size_t>(id)];
+      const size_t first = b.find_first_not_of(" \t\r\n");
+      text = first != std::string::npos && b[first] != opener;
+    }
+    if (text) mask[static_cast<size_t>(id / 64)] |= uint64_t{1} << (id % 64);
+  }
+}
+
 }  // namespace tessera

@@ -99,6 +99,11 @@ struct GenerationJob::Choice {
   // (lazy_trigger, the one token of "<tool_call>"), then constrains that call's object; the
   // reply ends with the call, closed by forced_closing_.
   int32_t lazy_trigger = -1;
+  // Strict tools under tool_choice auto, for a call written as a bare JSON object at the start
+  // of the reply (Llama 3, Gemma): the first token decides. It may open the call (the
+  // grammar's first mask) or begin text (MarkTextOpeners); a call is then constrained to the
+  // end, and text is text to the end, parsed for no call (none would follow the schemas).
+  bool bare_call_opening = false;
   bool grammar_active = true;
   bool close_call = false;  // feed forced_closing_ to the parser at the end
   bool grammar_failed = false;
@@ -121,6 +126,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
   std::shared_ptr<const Grammar> grammar;
   int32_t lazy_trigger = -1;
+  bool bare_call_opening = false;
   ToolCallSyntax syntax = ToolCallSyntax::kNone;
   std::string forced_opening, forced_closing;
   if (job.kind == JobKind::kChat) {
@@ -169,18 +175,24 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     } else if (syntax != ToolCallSyntax::kNone && AnyStrict(tools)) {
       // auto with strict functions: a call the model opens is constrained to the schemas.
       std::optional<int32_t> trigger = model.tokenizer().TokenToId("<tool_call>");
-      if (syntax != ToolCallSyntax::kHermes || !trigger) {
+      const bool bare =
+          syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGemmaJson;
+      if (!bare && (syntax != ToolCallSyntax::kHermes || !trigger)) {
         return invalid(
-            "tools: strict functions with tool_choice auto are constrained only for "
-            "the <tool_call> format (one token in the vocabulary); '" +
-            job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
-            ": use tool_choice required or a named function, or strict false");
+            "tools: strict functions with tool_choice auto are constrained only for JSON "
+            "tool calls (the <tool_call> format with its one token in the vocabulary, or a "
+            "bare JSON object); '" +
+            job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) + ": use strict false");
       }
       auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
       if (!compiled) return invalid("tools: " + compiled.status().message());
       grammar = *compiled;
-      lazy_trigger = *trigger;
-      forced_closing = "\n</tool_call>";
+      if (bare) {
+        bare_call_opening = true;
+      } else {
+        lazy_trigger = *trigger;
+        forced_closing = "\n</tool_call>";
+      }
     }
   } else {
     auto ids = model.EncodeText(job.prompt, /*add_special=*/true);
@@ -264,6 +276,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       c->matcher.emplace(grammar, vocab);
       c->mask.assign(vocab->mask_words(), 0);
       c->lazy_trigger = lazy_trigger;
+      c->bare_call_opening = bare_call_opening;
       c->grammar_active = lazy_trigger < 0;
       c->close_call = !forced_opening.empty();
     }
@@ -280,10 +293,11 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       };
     }
     if (grammar || !bias.empty()) {
-      req.constrain = [cp, bias, size = vocab ? vocab->size() : 0](std::span<float> logits) {
+      req.constrain = [cp, bias, vocab, size = vocab ? vocab->size() : 0](std::span<float> logits) {
         for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
         if (!cp->matcher || !cp->grammar_active) return;
         cp->matcher->FillMask(cp->mask);
+        if (cp->bare_call_opening) vocab->MarkTextOpeners('{', cp->mask);
         const float off = -std::numeric_limits<float>::infinity();
         for (size_t id = 0; id < logits.size(); ++id) {
           const bool allowed =
@@ -357,7 +371,18 @@ void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLog
 
 bool GenerationJob::OnToken(Choice& c, int32_t id) {
   ++c.generated;
-  if (c.matcher && !c.grammar_active) {
+  if (c.matcher && c.bare_call_opening) {
+    // The first token of a reply that may be a bare JSON call: one the grammar takes opens the
+    // call; any other begins text, in which no call is parsed.
+    c.bare_call_opening = false;
+    if (c.matcher->Accept(id).ok()) {
+      c.grammar_done = c.matcher->IsComplete() && !c.matcher->CanContinue();
+    } else {
+      c.grammar_active = false;
+      c.matcher.reset();
+      c.parser.emplace(ToolCallSyntax::kNone, ToolCallParserOptions{});
+    }
+  } else if (c.matcher && !c.grammar_active) {
     // A lazy grammar starts after the token that opens a call.
     c.grammar_active = id == c.lazy_trigger;
   } else if (c.matcher) {

@@ -265,5 +265,22 @@ TEST(GrammarMatcher, EosOnlyWhenCompleteAndTerminates) {
   for (uint64_t w : mask) EXPECT_EQ(w, 0u);
 }
 
+TEST(TokenVocabularyTextOpeners, TokensWhoseFirstNonSpaceByteIsNotTheOpenerAndEos) {
+  // 0 "{", 1 " {", 2 "  " (space only), 3 "hi", 4 " hello", 5 "\n{\"", 6 "}" , 7 special,
+  // 8 eos, 9 "\t[".
+  auto v =
+      TokenVocabulary::Create({"{", " {", "  ", "hi", " hello", "\n{\"", "}", "<s>", "</s>", "\t["},
+                              std::vector<int32_t>{7}, std::vector<int32_t>{8});
+  ASSERT_TRUE(v) << v.status().message();
+  std::vector<uint64_t> mask((*v)->mask_words(), 0);
+  (*v)->MarkTextOpeners('{', mask);
+  EXPECT_EQ(mask[0], (1u << 3) | (1u << 4) | (1u << 6) | (1u << 8) | (1u << 9));
+  // It adds to what the mask holds (the grammar's own first tokens) and clears nothing.
+  std::vector<uint64_t> grammar_first((*v)->mask_words(), 1u);
+  (*v)->MarkTextOpeners('[', grammar_first);
+  EXPECT_EQ(grammar_first[0],
+            1u | (1u << 1) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6) | (1u << 8));
+}
+
 }  // namespace
 }  // namespace tessera::test
