@@ -116,8 +116,9 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
   }
   std::span<const int32_t> to_run(req.prompt_ids);
   for (int64_t done = reused; done < prompt_len;) {
-    const int64_t n =
+    int64_t n =
         req.keep_prefilling ? std::min(kPrefillChunkTokens, prompt_len - done) : prompt_len - done;
+    if (prompt_len - done - n == 1 && n > 2) --n;  // no lone last token (a decode row)
     TS_RETURN_IF_ERROR(exec.Forward(
         slot, done, to_run.subspan(static_cast<size_t>(done), static_cast<size_t>(n)), logits));
     done += n;

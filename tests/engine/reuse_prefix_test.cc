@@ -10,7 +10,8 @@
 namespace tessera {
 namespace {
 
-std::unique_ptr<ModelExecutor> LoadStories(const char* placement_spec = "reference") {
+std::unique_ptr<ModelExecutor> LoadStories(const char* placement_spec = "reference",
+                                           WeightFormat weights = WeightFormat::kAuto) {
   auto ckpt = OpenCheckpoint(test::SharedDir() + "/models/stories260k");
   EXPECT_TRUE(ckpt) << ckpt.status().message();
   if (!ckpt) return nullptr;
@@ -19,6 +20,7 @@ std::unique_ptr<ModelExecutor> LoadStories(const char* placement_spec = "referen
   if (!placement) return nullptr;
   ModelExecutor::Options options;
   options.max_slots = 2;
+  options.backend.weights = weights;
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
   EXPECT_TRUE(exec) << exec.status().message();
   return exec ? std::move(*exec) : nullptr;
@@ -115,6 +117,27 @@ TEST(PrefillChunks, ChunkedPrefillGivesIdenticalLogits) {
   EXPECT_EQ(asked, 1);  // between the two chunks
   EXPECT_EQ(chunked->generated_ids, whole->generated_ids);
   EXPECT_EQ(chunked->top_logits, whole->top_logits);  // bit for bit
+}
+
+// The rest of a prompt after a cached prefix may be one row past a 128-row block (here 129
+// rows from position 96). The backend then does not run that last row alone: a lone row takes
+// the decode arithmetic, which sums bf16 weights differently, and the bits would depend on
+// where the cached prefix ended.
+TEST(PrefillChunks, ARestOneRowPastABlockGivesTheWholePromptsBits) {
+  auto exec = LoadStories("cpu", WeightFormat::kBF16);
+  ASSERT_TRUE(exec);
+  GenerateRequest req;
+  req.prompt_ids = LongPrompt(225);
+  req.max_new_tokens = 4;
+  req.top_logits_k = 8;
+  auto whole = Generate(*exec, 0, req);
+  ASSERT_TRUE(whole) << whole.status().message();
+  req.reuse_prefix_tokens = 96;
+  auto rest = Generate(*exec, 0, req);
+  ASSERT_TRUE(rest) << rest.status().message();
+  EXPECT_EQ(rest->timings.prefill_tokens, 129);
+  EXPECT_EQ(rest->generated_ids, whole->generated_ids);
+  EXPECT_EQ(rest->top_logits, whole->top_logits);  // bit for bit
 }
 
 TEST(PrefillChunks, CancellingBetweenChunksStopsBeforeTheFirstToken) {
