@@ -47,6 +47,15 @@ struct BackendOptions {
   KvCacheType kv_cache = KvCacheType::kF32;
 };
 
+// How many of `remaining` prompt rows to run next, at most `most`: one fewer where that would
+// leave a single row. A row run alone takes the decode arithmetic (a one-row matmul, split
+// attention), which may sum differently from the same row among others; so a prompt row never
+// runs alone unless the whole prompt is one token, and chunking changes no result.
+inline constexpr int64_t NextPromptRows(int64_t remaining, int64_t most) {
+  const int64_t n = remaining < most ? remaining : most;
+  return remaining - n == 1 && n > 2 ? n - 1 : n;
+}
+
 // The KV cache is a pool of blocks of kKvBlockTokens positions shared by every slot: a
 // sequence's positions live in the blocks its block table lists (SequenceChunk::blocks), so
 // memory follows what sequences hold, not slots x context, and sequences with a common prefix

@@ -116,9 +116,8 @@ Expected<GenerateResult> Generate(ModelExecutor& exec, int slot, const GenerateR
   }
   std::span<const int32_t> to_run(req.prompt_ids);
   for (int64_t done = reused; done < prompt_len;) {
-    int64_t n =
-        req.keep_prefilling ? std::min(kPrefillChunkTokens, prompt_len - done) : prompt_len - done;
-    if (prompt_len - done - n == 1 && n > 2) --n;  // no lone last token (a decode row)
+    const int64_t n = req.keep_prefilling ? NextPromptRows(prompt_len - done, kPrefillChunkTokens)
+                                          : prompt_len - done;
     TS_RETURN_IF_ERROR(exec.Forward(
         slot, done, to_run.subspan(static_cast<size_t>(done), static_cast<size_t>(n)), logits));
     done += n;

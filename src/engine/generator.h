@@ -45,10 +45,8 @@ struct GenerateRequest {
   std::function<bool()> keep_prefilling;
 };
 
-// Prompt tokens run per forward call when keep_prefilling is set (one fewer when that would
-// leave a single token: a lone row runs as a decode row, which may sum differently). A
-// prompt row's arithmetic does not depend on how the rows were chunked, as long as none is
-// alone (the CPU backend's 128-row blocks never leave one either).
+// Prompt tokens run per forward call when keep_prefilling is set (one fewer where that would
+// leave a single token: NextPromptRows in backend/backend.h).
 inline constexpr int64_t kPrefillChunkTokens = 256;
 
 // The checkpoint's stop ids: generation_config.json's eos ids, else config.json's, keeping

@@ -623,11 +623,9 @@ Status Scheduler::Step() {
   for (int i : order) {
     const Sequence& s = *slots_[static_cast<size_t>(i)].seq;
     const int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
-    int64_t n = std::min(chunk, static_cast<int64_t>(s.tokens.size()) - s.pos);
+    int64_t n = NextPromptRows(static_cast<int64_t>(s.tokens.size()) - s.pos, chunk);
     // A chunk ends at the next cut (two rows at least, so it runs as prompt rows).
     if (const int64_t cut = NextCut(s); cut - s.pos >= 2 && cut < s.pos + n) n = cut - s.pos;
-    // Nor does it leave one token for the next: that token would run as a decode row.
-    if (static_cast<int64_t>(s.tokens.size()) - s.pos - n == 1 && n > 2) --n;
     if (n > budget) break;
     inputs_.push_back({i, s.pos,
                        std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.pos),

@@ -98,8 +98,8 @@ class Scheduler {
     // A busy slot's cache is copied into a new sequence's slot when it holds at least this
     // many more prompt tokens than the slot's own (copying beats recomputing well before).
     int64_t min_copy_tokens = 16;
-    // Prompt tokens per chunk (one fewer where that would leave a single token, which would
-    // run as a decode row); chunking changes no result (see kPrefillChunkTokens).
+    // Prompt tokens per chunk (one fewer where that would leave a single token:
+    // NextPromptRows); chunking changes no result.
     int64_t chunk_tokens = kPrefillChunkTokens;
     // The chunk while other sequences decode: how long a prompt may stall their next token
     // (one 128-row block of the cpu backend, so the prompt's results are the same either way).

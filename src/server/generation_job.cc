@@ -233,6 +233,15 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     vocab = *v;
   }
 
+  // The first step of a reply that may open a bare JSON call also allows the tokens that
+  // begin text: found once per job (a pass over the vocabulary), shared by its choices.
+  std::shared_ptr<const std::vector<uint64_t>> text_openers;
+  if (bare_call_opening && grammar) {
+    auto words = std::make_shared<std::vector<uint64_t>>(vocab->mask_words(), 0);
+    vocab->MarkTextOpeners('{', *words);
+    text_openers = std::move(words);
+  }
+
   std::unique_ptr<GenerationJob> self(new GenerationJob());
   GenerationJob* g = self.get();
   g->job_id_ = job.job_id;
@@ -293,11 +302,14 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       };
     }
     if (grammar || !bias.empty()) {
-      req.constrain = [cp, bias, vocab, size = vocab ? vocab->size() : 0](std::span<float> logits) {
+      req.constrain = [cp, bias, text_openers,
+                       size = vocab ? vocab->size() : 0](std::span<float> logits) {
         for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
         if (!cp->matcher || !cp->grammar_active) return;
         cp->matcher->FillMask(cp->mask);
-        if (cp->bare_call_opening) vocab->MarkTextOpeners('{', cp->mask);
+        if (cp->bare_call_opening) {
+          for (size_t w = 0; w < cp->mask.size(); ++w) cp->mask[w] |= (*text_openers)[w];
+        }
         const float off = -std::numeric_limits<float>::infinity();
         for (size_t id = 0; id < logits.size(); ++id) {
           const bool allowed =

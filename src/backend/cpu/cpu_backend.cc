@@ -219,12 +219,10 @@ class CpuBackend final : public Backend {
       const SequenceChunk& c = batch.chunks[ci];
       if (c.n_tokens > kMaxBlockRows) {
         // Blocks in order: a block's keys are cached before the next block attends to them.
-        // Never a lone last row: one row takes the decode arithmetic (MatmulArgs::decode(),
-        // split attention), which may sum differently, and whether the last row of a prompt
-        // is alone would depend on where its chunk started (a prefix-cache hit).
+        // No lone last row (NextPromptRows): whether the last row of a prompt were alone would
+        // depend on where its chunk started (a prefix-cache hit).
         for (int64_t done = 0; done < c.n_tokens;) {
-          int64_t n = std::min(kMaxBlockRows, c.n_tokens - done);
-          if (c.n_tokens - done - n == 1) --n;
+          const int64_t n = NextPromptRows(c.n_tokens - done, kMaxBlockRows);
           segments_.assign(1, {c.slot, c.start_pos + done, n, 0});
           FillSegmentRows(ci, segments_[0]);
           RunBlock(n, /*decode=*/false, rows + done * spec_.hidden);
