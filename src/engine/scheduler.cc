@@ -32,6 +32,15 @@ struct Scheduler::Sequence {
   // run next (the last generated token, or what remains of the prompt).
   std::vector<int32_t> tokens;
   int64_t pos = 0;
+  // Where the run from pos ends: the prompt's end while the prompt runs, else the tokens'.
+  // A resumed (preempted) sequence thus replays the tokens it generated as decode rows, one
+  // per step, with the arithmetic they first ran with (prompt rows may round differently), so
+  // preemption changes none of its results.
+  int64_t RunEnd() const {
+    return pos < prompt_len ? prompt_len : static_cast<int64_t>(tokens.size());
+  }
+  // Runs as a one-token input (a decode row): a generated token, or a lone prompt token.
+  bool RunsOneToken() const { return pos >= prompt_len || RunEnd() - pos == 1; }
   std::vector<int32_t> blocks;  // block table: positions [i * B, i * B + B) in blocks[i]
   int64_t registered = 0;       // leading full blocks already offered to the prefix cache
   bool cancelled = false;
@@ -241,6 +250,11 @@ void Scheduler::Admit() {
     KvBlockPool::Match m;
     if (options_.reuse_prefixes) m = pool_.Lookup(s.tokens, limit);
     int64_t start = static_cast<int64_t>(m.shared.size()) * kKvBlockTokens + m.partial_tokens;
+    if (start < s.prompt_len && s.prompt_len >= 2) {
+      // A resumed sequence whose prompt runs again ends it with two prompt rows at least, as
+      // it first ran (its generated tokens are then replayed as decode rows: RunEnd).
+      start = std::min(start, s.prompt_len - 2);
+    }
     if (exec_.has_slot_state()) {
       // Recurrent layers resume only from their live state or a snapshot; a busy slot's
       // state may be copied from further on, or a kept state restored.
@@ -606,7 +620,7 @@ Status Scheduler::Step() {
   int64_t budget = exec_.max_batch_tokens();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Sequence* s = slots_[i].seq.get();
-    if (s == nullptr || static_cast<int64_t>(s->tokens.size()) - s->pos != 1) continue;
+    if (s == nullptr || !s->RunsOneToken()) continue;
     inputs_.push_back({static_cast<int>(i), s->pos,
                        std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(s->pos), 1),
                        s->blocks});
@@ -616,14 +630,13 @@ Status Scheduler::Step() {
   order.erase(std::remove_if(order.begin(), order.end(),
                              [&](int i) {
                                const Sequence* s = slots_[static_cast<size_t>(i)].seq.get();
-                               return s == nullptr ||
-                                      static_cast<int64_t>(s->tokens.size()) - s->pos <= 1;
+                               return s == nullptr || s->RunsOneToken();
                              }),
               order.end());
   for (int i : order) {
     const Sequence& s = *slots_[static_cast<size_t>(i)].seq;
     const int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
-    int64_t n = NextPromptRows(static_cast<int64_t>(s.tokens.size()) - s.pos, chunk);
+    int64_t n = NextPromptRows(s.RunEnd() - s.pos, chunk);
     // A chunk ends at the next cut (two rows at least, so it runs as prompt rows).
     if (const int64_t cut = NextCut(s); cut - s.pos >= 2 && cut < s.pos + n) n = cut - s.pos;
     if (n > budget) break;

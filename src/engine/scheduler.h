@@ -14,7 +14,7 @@
 // when its blocks (plus one spare block per running sequence) are available; when a decoding
 // sequence finds no block, the most recently admitted sequence is preempted: its blocks go
 // back to the pool (their prefix stays cached) and it waits to be resumed, recomputing what
-// was evicted. Models with per-slot state (recurrent layers, sliding rings) resume a prefix
+// was evicted (its generated tokens replayed as decode rows, so no result changes). Models with per-slot state (recurrent layers, sliding rings) resume a prefix
 // only as far as a slot's state can (its live state, a snapshot, or a busy slot's, copied);
 // models whose per-slot state is recurrent alone also keep that state at a few block
 // boundaries of each prompt (where its request says others will branch off, where it branched

@@ -491,7 +491,7 @@ TEST(SchedulerHybrid, KeepStateAtLetsTheNextPromptResumeWhereItBranches) {
 // Many sequences through a small pool: prompts built from a few shared beginnings (so blocks
 // are shared, partly matched and copied), waves of submissions while others run, random
 // cancellations, preemptions. Every sequence finishes exactly once, every block comes back,
-// and each sequence that ran undisturbed (not cancelled, never preempted) gives exactly the
+// and each sequence that was not cancelled (preempted or not) gives exactly the
 // tokens it gives alone with no cache.
 TEST_F(SchedulerTest, RandomTrafficThroughASmallPoolKeepsEveryPromise) {
   auto exec = Load(4, 4 + 32, /*kv_blocks=*/10);
@@ -552,7 +552,7 @@ TEST_F(SchedulerTest, RandomTrafficThroughASmallPoolKeepsEveryPromise) {
     ASSERT_EQ(c.finishes, 1);
     EXPECT_TRUE(c.result.status.ok()) << c.result.status.message();
     EXPECT_LE(static_cast<int64_t>(c.result.generated_ids.size()), c.max_new);
-    if (c.result.stop_reason == StopReason::kCancelled || c.result.preemptions > 0) continue;
+    if (c.result.stop_reason == StopReason::kCancelled) continue;
     EXPECT_EQ(static_cast<int64_t>(c.result.generated_ids.size()), c.max_new);
     Scheduler alone(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
     SequenceRequest r;
@@ -607,6 +607,54 @@ TEST_F(SchedulerTest, ASmallPoolPreemptsAndResumesAndRefusesWhatCanNeverFit) {
   auto refused = sched.Submit(std::move(huge));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.status().message().find("--kv-memory"), std::string::npos);
+}
+
+// A preempted sequence resumes without changing a bit: its prompt runs again as prompt rows
+// and the tokens it had generated are replayed as decode rows, as they first ran (bf16 weights
+// round prompt rows differently), so every logits row it sees equals the run alone. With the
+// prefix cache off the whole sequence is recomputed; with it on, what was evicted.
+TEST_F(SchedulerTest, APreemptedSequenceSeesTheLogitsItSeesAlone) {
+  auto exec = Load(4, 4 + 32, /*kv_blocks=*/8);  // 256 positions for 4 slots
+  ASSERT_TRUE(exec);
+  struct Run {
+    SequenceResult result;
+    std::vector<std::vector<float>> rows;
+  };
+  auto request = [](int i, Run* run) {
+    SequenceRequest r;
+    r.prompt_ids = test::RandomTokens(40 + 7 * i, 160, 700 + static_cast<uint32_t>(i));
+    r.max_new_tokens = 56;  // about 100 positions each: 4 blocks, 16 wanted of 8
+    r.on_logits = [run](std::span<const float> row) {
+      run->rows.emplace_back(row.begin(), row.end());
+    };
+    r.on_finish = [run](const SequenceResult& res) { run->result = res; };
+    return r;
+  };
+  for (bool reuse : {false, true}) {
+    SCOPED_TRACE(reuse ? "prefix cache on" : "prefix cache off");
+    std::vector<Run> together(4);
+    Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = reuse});
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(sched.Submit(request(i, &together[static_cast<size_t>(i)])));
+    Drain(sched);
+    int preempted = 0;
+    for (int i = 0; i < 4; ++i) {
+      SCOPED_TRACE("sequence " + std::to_string(i));
+      const Run& got = together[static_cast<size_t>(i)];
+      ASSERT_TRUE(got.result.status.ok()) << got.result.status.message();
+      if (got.result.preemptions > 0) ++preempted;
+      Run alone;
+      Scheduler solo(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+      ASSERT_TRUE(solo.Submit(request(i, &alone)));
+      Drain(solo);
+      EXPECT_EQ(got.result.generated_ids, alone.result.generated_ids);
+      ASSERT_EQ(got.rows.size(), alone.rows.size());
+      for (size_t k = 0; k < got.rows.size(); ++k) {
+        ASSERT_EQ(got.rows[k], alone.rows[k]) << "logits row " << k << " differs";
+      }
+    }
+    EXPECT_GT(preempted, 0);
+  }
 }
 
 }  // namespace
