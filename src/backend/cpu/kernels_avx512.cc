@@ -207,10 +207,13 @@ struct Int8Kernel {
   static constexpr int kDecodeQuadRows = 4;
   // Tiles of more decode rows than that compute about as long as their weights take to arrive
   // from L3. Where panels are shorter than 16 KiB (e.g. 576 or 896 inputs), each panel is
-  // prefetched into L2 16 KiB ahead, i.e. into the next tiles' panels, instead of into L1 2 KiB
-  // ahead: smollm2-135m INT8, 8 streams, aggregate decode +14 % (tessera bench, alternating
-  // binaries; bench/results/many_users.md, session 15). Longer panels keep the short prefetch:
-  // qwen3.5-0.8b (1024 inputs) measured 9 % slower with the far one.
+  // also prefetched into L2 16 KiB ahead, i.e. into the next tiles' panels: smollm2-135m INT8,
+  // 8 streams, aggregate decode +14 % against the L1 prefetch alone (tessera bench, alternating
+  // binaries; bench/results/many_users.md, session 15), and keeping the L1 one besides it:
+  // 8-row steps 2.1-3.0 % faster on smollm2-135m, 1.0-1.5 % on qwen2.5-0.5b (steps
+  // alternating in one process, session 17). Longer panels keep the short prefetch alone:
+  // qwen3.5-0.8b (1024 inputs) measured 9 % slower with the far one. Without any prefetch the
+  // 8-row step took 25 % longer; 8 KiB ahead 13 % longer, 32 KiB as long as 16 KiB.
   static constexpr int64_t kBatchedDecodePrefetchBytes = 16 << 10;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
@@ -235,9 +238,8 @@ struct Int8Kernel {
         if constexpr (kDecode) {
           if (MR > kDecodeQuadRows && short_panels) {
             PrefetchAheadToL2(w[i], k * 16 + kBatchedDecodePrefetchBytes);
-          } else {
-            PrefetchAhead(w[i], (k + 128) * 16);
           }
+          PrefetchAhead(w[i], (k + 128) * 16);
         }
         wv[i] = _mm512_loadu_si512(w[i] + k * 16);
       }
