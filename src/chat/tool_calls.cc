@@ -72,10 +72,87 @@ bool TakeTag(std::string_view open, std::string_view* s, std::string_view* name)
   return true;
 }
 
+uint8_t TypeBitOfName(const ordered_json& name) {
+  if (!name.is_string()) return 0;
+  const std::string& n = name.get_ref<const std::string&>();
+  if (n == "string") return kJsonString;
+  if (n == "integer") return kJsonInteger;
+  if (n == "number") return kJsonNumber;
+  if (n == "boolean") return kJsonBoolean;
+  if (n == "null") return kJsonNull;
+  if (n == "object") return kJsonObject;
+  if (n == "array") return kJsonArray;
+  return 0;
+}
+
+uint8_t TypeBitOfValue(const ordered_json& v) {
+  if (v.is_string()) return kJsonString;
+  if (v.is_number_integer()) return kJsonInteger;
+  if (v.is_number()) return kJsonNumber;
+  if (v.is_boolean()) return kJsonBoolean;
+  if (v.is_null()) return kJsonNull;
+  if (v.is_object()) return kJsonObject;
+  if (v.is_array()) return kJsonArray;
+  return 0;
+}
+
+// The types a parameter schema declares (bits), looking `depth` levels into anyOf/oneOf.
+uint8_t DeclaredTypes(const ordered_json& schema, int depth) {
+  if (!schema.is_object()) return 0;
+  uint8_t bits = 0;
+  if (auto t = schema.find("type"); t != schema.end()) {
+    if (t->is_array()) {
+      for (const ordered_json& n : *t) bits |= TypeBitOfName(n);
+    } else {
+      bits |= TypeBitOfName(*t);
+    }
+    return bits;
+  }
+  if (auto c = schema.find("const"); c != schema.end()) return TypeBitOfValue(*c);
+  if (auto e = schema.find("enum"); e != schema.end() && e->is_array()) {
+    for (const ordered_json& v : *e) bits |= TypeBitOfValue(v);
+    return bits;
+  }
+  if (depth == 0) return 0;
+  for (const char* key : {"anyOf", "oneOf"}) {
+    auto branches = schema.find(key);
+    if (branches == schema.end() || !branches->is_array()) continue;
+    for (const ordered_json& b : *branches) {
+      const uint8_t got = DeclaredTypes(b, depth - 1);
+      if (got == 0) return 0;  // a branch of any type: undeclared
+      bits |= got;
+    }
+  }
+  return bits;
+}
+
+// A kQwen3Xml parameter's text as the value of its declared types (ToolCallParserOptions).
+ordered_json XmlParameterValue(std::string_view text, uint8_t types, size_t max_depth) {
+  if (types == 0) {
+    ordered_json v = ParseBounded(text, max_depth);
+    if (v.is_discarded() || v.is_string()) v = std::string(text);
+    return v;
+  }
+  if ((types & kJsonNull) && (text == "null" || text == "None")) return nullptr;
+  if (types & kJsonBoolean) {
+    if (text == "true" || text == "True") return true;
+    if (text == "false" || text == "False") return false;
+  }
+  if (types & (kJsonInteger | kJsonNumber | kJsonObject | kJsonArray)) {
+    const ordered_json v = ParseBounded(text, max_depth);
+    if ((types & kJsonInteger) && v.is_number_integer()) return v;
+    if ((types & kJsonNumber) && v.is_number()) return v;
+    if ((types & kJsonObject) && v.is_object()) return v;
+    if ((types & kJsonArray) && v.is_array()) return v;
+  }
+  if (types & kJsonString) return std::string(text);
+  return XmlParameterValue(text, 0, max_depth);  // fits no declared type: read as undeclared
+}
+
 // <function=f>\n<parameter=x>\nvalue\n</parameter>\n...</function> (the text between
 // <tool_call> and </tool_call>).
-bool ExtractXmlCall(std::string_view body, size_t max_depth, std::string* name,
-                    std::string* arguments) {
+bool ExtractXmlCall(std::string_view body, size_t max_depth, const ToolParameterTypes& types,
+                    std::string* name, std::string* arguments) {
   constexpr std::string_view kFunction = "<function=";
   constexpr std::string_view kFunctionEnd = "</function>";
   constexpr std::string_view kParameter = "<parameter=";
@@ -83,6 +160,7 @@ bool ExtractXmlCall(std::string_view body, size_t max_depth, std::string* name,
   std::string_view s = TrimSpace(body);
   std::string_view fname;
   if (!TakeTag(kFunction, &s, &fname)) return false;
+  const auto declared = types.find(fname);
   ordered_json args = ordered_json::object();
   for (;;) {
     s = TrimSpace(s);
@@ -96,9 +174,13 @@ bool ExtractXmlCall(std::string_view body, size_t max_depth, std::string* name,
       // The template writes "\n" + value + "\n".
       if (value.starts_with('\n')) value.remove_prefix(1);
       if (value.ends_with('\n')) value.remove_suffix(1);
-      ordered_json v = ParseBounded(value, max_depth);
-      if (v.is_discarded() || v.is_string()) v = std::string(value);
-      args[std::string(pname)] = std::move(v);
+      uint8_t bits = 0;
+      if (declared != types.end()) {
+        if (auto p = declared->second.find(std::string(pname)); p != declared->second.end()) {
+          bits = p->second;
+        }
+      }
+      args[std::string(pname)] = XmlParameterValue(value, bits, max_depth);
     } else if (s.starts_with(kFunctionEnd)) {
       s.remove_prefix(kFunctionEnd.size());
       if (!TrimSpace(s).empty()) return false;
@@ -120,6 +202,28 @@ uint64_t SplitMix64(uint64_t* state) {
 }
 
 }  // namespace
+
+ToolParameterTypes ParameterTypesOfTools(std::string_view tools_json) {
+  ToolParameterTypes out;
+  const ordered_json tools = ordered_json::parse(tools_json, nullptr, false);
+  if (!tools.is_array()) return out;
+  for (const ordered_json& t : tools) {
+    if (!t.is_object()) continue;
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) continue;
+    auto name = fn->find("name");
+    auto params = fn->find("parameters");
+    if (name == fn->end() || !name->is_string() || params == fn->end() || !params->is_object())
+      continue;
+    auto props = params->find("properties");
+    if (props == params->end() || !props->is_object()) continue;
+    auto& types = out[name->get<std::string>()];
+    for (auto it = props->begin(); it != props->end(); ++it) {
+      types[it.key()] = DeclaredTypes(it.value(), /*depth=*/2);
+    }
+  }
+  return out;
+}
 
 ToolCallSyntax DetectToolCallSyntax(std::string_view source) {
   auto has = [&](std::string_view marker) { return source.find(marker) != std::string_view::npos; };
@@ -465,7 +569,8 @@ bool ToolCallParser::StepXmlBody(bool at_end, ToolCallEvents* out) {
   std::string name;
   std::string arguments;
   const size_t end = close + close_.size();
-  if (!ExtractXmlCall(body, options_.max_json_depth, &name, &arguments)) {
+  if (!ExtractXmlCall(body, options_.max_json_depth, options_.xml_parameter_types, &name,
+                      &arguments)) {
     Malformed(end, out);
     return true;
   }

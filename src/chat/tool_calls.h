@@ -37,9 +37,11 @@
 //               "parameters". Python-call blocks (```tool_code\nf(x=1)\n```) are not parsed:
 //               they stay content.
 //   kQwen3Xml   <tool_call>\n<function=f>\n<parameter=x>\nvalue\n</parameter>\n</function>\n
-//               </tool_call> (Qwen3.5, Qwen3-Coder). A parameter value that parses as JSON
-//               other than a string (number, true, object, ...) becomes that value, any other
-//               text a JSON string; there is no schema-driven conversion.
+//               </tool_call> (Qwen3.5, Qwen3-Coder). A parameter's text is read as the type
+//               its function declares for it (ToolCallParserOptions::xml_parameter_types: a
+//               string parameter stays a string even when it reads "42" or "true"); an
+//               undeclared one that parses as JSON other than a string (number, true,
+//               object, ...) becomes that value, any other text a JSON string.
 //   kNone       no parsing: everything is content.
 //
 // Event timing: content is released as soon as it cannot be the start of markup (at most the
@@ -64,6 +66,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,8 +112,30 @@ struct ToolCallEvent {
 };
 using ToolCallEvents = std::vector<ToolCallEvent>;
 
+// The JSON types a function declares for its parameters, as bits of JsonTypeBit (0: not
+// declared): how a kQwen3Xml parameter's text is read. Per function name, per parameter name.
+enum JsonTypeBit : uint8_t {
+  kJsonString = 1,
+  kJsonInteger = 2,
+  kJsonNumber = 4,
+  kJsonBoolean = 8,
+  kJsonNull = 16,
+  kJsonObject = 32,
+  kJsonArray = 64,
+};
+using ToolParameterTypes = std::map<std::string, std::map<std::string, uint8_t>, std::less<>>;
+// From an OpenAI `tools` array (JSON text): each function's parameters' "type" (a name or a
+// list), else the types of its "enum"/"const" values or of its "anyOf"/"oneOf" branches.
+// Malformed input gives what could be read (the request was validated before).
+ToolParameterTypes ParameterTypesOfTools(std::string_view tools_json);
+
 struct ToolCallParserOptions {
   uint64_t seed = 0;  // ids are a function of (seed, call index)
+  // kQwen3Xml: a parameter's text becomes a value of its declared type when it reads as one
+  // (integer, number, boolean as true/True/false/False, null as null/None, object, array;
+  // tried in that order), else a string when strings are allowed. Undeclared: JSON when it
+  // parses as a non-string, else a string.
+  ToolParameterTypes xml_parameter_types;
   std::string id_prefix = "call_";
   size_t max_call_bytes = 1u << 20;  // a call's markup longer than this is content
   size_t max_json_depth = 64;        // deeper JSON in a call is malformed (content)

@@ -251,6 +251,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   g->forced_closing_ = forced_closing;
   g->send_ = std::move(send);
   g->on_end_ = std::move(on_end);
+  // Qwen3.5's XML calls write parameters as text: their declared types decide how it reads.
+  ToolParameterTypes xml_types;
+  if (syntax == ToolCallSyntax::kQwen3Xml) xml_types = ParameterTypesOfTools(job.tools);
   std::optional<ResolvedSamplingParams> first_sampling;
   for (int i = 0; i < job.n; ++i) {
     // Choices differ by seed: a given seed s makes choice i use s + i.
@@ -278,6 +281,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     if (syntax != ToolCallSyntax::kNone) {
       ToolCallParserOptions parser_options;
       parser_options.seed = sampling->seed * 31 + static_cast<uint64_t>(i);
+      if (syntax == ToolCallSyntax::kQwen3Xml) parser_options.xml_parameter_types = xml_types;
       c->parser.emplace(syntax, parser_options);
       if (!forced_opening.empty()) (void)c->parser->Feed(forced_opening);
     }

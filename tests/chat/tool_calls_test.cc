@@ -184,6 +184,53 @@ TEST(ToolCallsTest, GemmaTextThatIsNotACall) {
   Check(kGemma, "```python\nprint(1)\n``` and ``", {"```python\nprint(1)\n``` and ``", {}});
 }
 
+// Qwen3.5 writes parameters as text; the function's declared types decide how each reads: a
+// string parameter stays a string whatever it looks like, Python-style True/None (as the
+// template itself renders history) read as booleans and null, a value that fits no declared
+// type reads as an undeclared one.
+TEST(ToolCallsTest, Qwen3XmlReadsParametersAsTheirDeclaredTypes) {
+  const std::string tools = R"([{"type": "function", "function": {"name": "f", "parameters": {
+      "type": "object", "properties": {
+        "code": {"type": "string"}, "n": {"type": "integer"}, "x": {"type": "number"},
+        "flag": {"type": "boolean"}, "maybe": {"type": ["integer", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}}, "mode": {"enum": ["1", "2"]},
+        "either": {"anyOf": [{"type": "boolean"}, {"type": "string"}]}, "free": {}}}}}])";
+  ToolCallParserOptions options;
+  options.xml_parameter_types = ParameterTypesOfTools(tools);
+  ASSERT_EQ(options.xml_parameter_types.count("f"), 1u);
+  EXPECT_EQ(options.xml_parameter_types["f"]["maybe"], kJsonInteger | kJsonNull);
+  EXPECT_EQ(options.xml_parameter_types["f"]["either"], kJsonBoolean | kJsonString);
+  EXPECT_EQ(options.xml_parameter_types["f"]["free"], 0);
+  auto call = [&](const std::string& params) {
+    ParsedReply r = ParseToolCalls(
+        kXml, "<tool_call>\n<function=f>\n" + params + "</function>\n</tool_call>", options);
+    EXPECT_EQ(r.content, "");
+    return r.calls.size() == 1 ? r.calls[0].arguments : std::string("(no call)");
+  };
+  auto param = [](const std::string& name, const std::string& value) {
+    return "<parameter=" + name + ">\n" + value + "\n</parameter>\n";
+  };
+  EXPECT_EQ(
+      call(param("code", "42") + param("n", "42") + param("x", "2.5") + param("flag", "True")),
+      R"({"code":"42","n":42,"x":2.5,"flag":true})");
+  EXPECT_EQ(call(param("code", "true") + param("maybe", "None") + param("tags", "[\"a\"]")),
+            R"({"code":"true","maybe":null,"tags":["a"]})");
+  EXPECT_EQ(call(param("mode", "1") + param("either", "False") + param("free", "7")),
+            R"({"mode":"1","either":false,"free":7})");
+  // Fits no declared type: read as undeclared.
+  EXPECT_EQ(call(param("n", "many") + param("flag", "[1]")), R"({"n":"many","flag":[1]})");
+  // Another function, or no declarations: the undeclared reading.
+  EXPECT_EQ(
+      ParseToolCalls(
+          kXml, "<tool_call>\n<function=g>\n" + param("code", "42") + "</function>\n</tool_call>",
+          options)
+          .calls.at(0)
+          .arguments,
+      R"({"code":42})");
+  EXPECT_TRUE(ParameterTypesOfTools("not json").empty());
+  EXPECT_TRUE(ParameterTypesOfTools(R"([{"function": {"name": 3}}, 5])").empty());
+}
+
 TEST(ToolCallsTest, Qwen3Xml) {
   Check(kXml,
         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
