@@ -6,7 +6,8 @@
 // Each walk starts a matcher and repeatedly fills the mask (timed in thread CPU time) and accepts a
 // uniformly random allowed token (not timed), for up to --steps steps or until an eos is picked.
 // Uniform picks inside a free string rarely close it, so walks spend most steps in long free-text
-// values, the case the plain-text fast path is for.
+// values, the case the plain-text fast path is for (not XML tool calls' raw strings, which
+// are walked).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +40,8 @@ double ThreadCpuMs() {
 
 struct Schema {
   const char* name;
-  const char* response_format;
+  const char* response_format;  // or, with xml_tools, an OpenAI tools array
+  bool xml_tools = false;       // a forced Qwen3.5 XML tool call (CompileXmlToolCalls)
 };
 
 const Schema kSchemas[] = {
@@ -62,6 +64,12 @@ const Schema kSchemas[] = {
       "value":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":8},{"type":"null"}]},
       "children":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":3}},
       "required":["value"],"additionalProperties":false}}}}})"},
+    {"xml_tool_call", R"([{"type":"function","function":{"name":"write_note","parameters":
+      {"type":"object","properties":{"title":{"type":"string","maxLength":40},
+      "body":{"type":"string"},"priority":{"type":"integer","minimum":1,"maximum":5},
+      "tags":{"type":"array","items":{"type":"string"},"maxItems":4}},
+      "required":["title","body","priority"]}}}])",
+     true},
 };
 
 }  // namespace
@@ -111,7 +119,10 @@ int main(int argc, char** argv) {
   std::vector<int32_t> allowed;
   for (const Schema& s : kSchemas) {
     t0 = Clock::now();
-    auto grammar = tessera::CompileResponseFormat(json::parse(s.response_format));
+    auto grammar =
+        s.xml_tools ? tessera::CompileXmlToolCalls(nlohmann::ordered_json::parse(s.response_format),
+                                                   "write_note", std::nullopt)
+                    : tessera::CompileResponseFormat(json::parse(s.response_format));
     if (!grammar) {
       std::fprintf(stderr, "grammar_bench: %s: %s\n", s.name, grammar.status().message().c_str());
       return 1;

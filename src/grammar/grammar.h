@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,6 +42,19 @@ Expected<std::shared_ptr<const Grammar>> CompileResponseFormat(
 Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema);
 // Any JSON object.
 std::shared_ptr<const Grammar> JsonObjectGrammar();
+
+// A tool call in the XML form of Qwen3.5 (chat/tool_calls.h, kQwen3Xml), from an OpenAI
+// `tools` array: with `name_opening`, each function's text starts with name_opening + NAME +
+// ">\n" (one of the functions, or `only`); without, `only` names the one function and its
+// text starts at its first parameter. Then its parameters in schema order, required ones
+// always, each <parameter=KEY>\nVALUE\n</parameter>\n, and "</function>". A parameter declared
+// a string ("type": "string", or an enum or const of strings) is its raw text on one line
+// (never holding "</parameter>"); any other is compact JSON that is not a string. Refused
+// (InvalidArgument): a parameter that may be a string but is not declared one alone, names
+// holding '>' or a newline, parameters that are not one object schema.
+Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
+    const nlohmann::ordered_json& tools, std::string_view only,
+    std::optional<std::string_view> name_opening);
 
 // The decoded bytes of every token of one model, with per-token classes and tries precomputed.
 // Build once per model and share.
@@ -93,6 +107,16 @@ class TokenVocabulary {
   std::vector<int32_t> plain_by_chars_;  // plain ids, fewest characters first
   std::vector<uint32_t> plain_chars_;    // character count, parallel to plain_by_chars_
   uint32_t max_plain_chars_ = 0;
+  // The same for an XML parameter's raw string (Node::raw, when no partial "</parameter>" is
+  // pending): tokens of complete UTF-8 with no control byte but tab and no '<'.
+  struct PlainSet {
+    std::vector<uint64_t> mask;
+    std::vector<int32_t> by_chars;  // fewest characters first
+    std::vector<uint32_t> chars;    // parallel to by_chars
+    uint32_t max_chars = 0;
+    Trie others;  // the ordinary tokens not in the set
+  };
+  PlainSet raw_;
 };
 
 // Follows one sequence. Copy it to fork a sequence (n > 1): a copy is a few small vectors.
@@ -140,7 +164,10 @@ class GrammarMatcher {
   void AddStack(const std::vector<Frame>& stack, StackSet* out) const;
   void Walk(const TokenVocabulary::Trie& trie, uint32_t node, size_t depth,
             std::span<uint64_t> mask);
-  bool InFreeStringContent(uint32_t* remaining_chars) const;
+  // Every stack is inside a free string's content (no pattern), all JSON or all raw (and
+  // then with no partial "</parameter>" pending): *raw says which, *remaining_chars how many
+  // characters it may still take.
+  bool InFreeStringContent(uint32_t* remaining_chars, bool* raw) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -20,6 +21,10 @@ inline constexpr uint32_t kUnsatisfiable = 0xffffffffu;
 inline constexpr int kMaxIntDigits = 18;
 inline constexpr int kMaxFractionDigits = 15;
 inline constexpr int kMaxExponentDigits = 2;
+// The XML form of tool calls (Node::xml).
+inline constexpr std::string_view kXmlValueEnd = "\n</parameter>\n";
+inline constexpr std::string_view kXmlClose = "</function>";
+inline constexpr std::string_view kXmlRawForbidden = "</parameter>";
 
 // A DFA over the printable ASCII characters a pattern string may contain.
 struct PatternDfa {
@@ -52,12 +57,21 @@ struct Node {
   // whose values follow `free_value` (-1: no keys at all).
   std::vector<Property> props;
   int32_t free_value = -1;
+  // kObject in the XML form of tool calls (xml_tool_calls.cc): `xml_prefix`, then properties
+  // written <parameter=KEY>\nVALUE\n</parameter>\n (key_json holds "<parameter=KEY>\n"), then
+  // "</function>". No free keys.
+  bool xml = false;
+  std::string xml_prefix;
   // kArray
   int32_t item = -1;  // -1: no items possible
   uint32_t min_items = 0, max_items = UINT32_MAX;
   // kString
   uint32_t min_len = 0, max_len = UINT32_MAX;
   int32_t pattern = -1;  // index into Grammar::patterns
+  // An XML parameter's string: its characters as they are (no quotes, no escapes), on one line
+  // (tab allowed, no other control character), never holding "</parameter>"; it ends before
+  // the newline that closes the parameter.
+  bool raw = false;
   // kInteger / kNumber: the integers a value (or a number's integer part) may take, and for
   // numbers the real bounds that decide whether a fraction may follow.
   int64_t int_lo = 0, int_hi = 0;

@@ -39,6 +39,9 @@ enum ObjectPhase : uint8_t {
   kObjNextKey,
   kObjFreeKey
 };
+// An XML object (Node::xml): a = the first property still allowed, b = the tag being matched
+// (props.size(): the closing "</function>"), c = bytes of the prefix, tag or value end matched.
+enum XmlPhase : uint8_t { kXmlPrefix, kXmlTag, kXmlBeforeValue, kXmlValue, kXmlAfterValue };
 enum ArrayPhase : uint8_t { kArrOpen, kArrFirst, kArrBeforeItem, kArrItem, kArrAfterItem };
 enum StringPhase : uint8_t { kStrOpen, kStrContent, kStrEscape, kStrUnicode, kStrUtf8 };
 enum NumberPhase : uint8_t {
@@ -72,9 +75,10 @@ class Machine {
   static Frame Start(const Grammar& g, uint32_t node) {
     Frame f;
     f.node = node;
-    if (g.nodes[node].kind == NodeKind::kLiterals) {
-      f.b = static_cast<uint32_t>(g.nodes[node].literals.size());
-    }
+    const Node& n = g.nodes[node];
+    if (n.kind == NodeKind::kLiterals) f.b = static_cast<uint32_t>(n.literals.size());
+    if (n.kind == NodeKind::kObject && n.xml) f.phase = n.xml_prefix.empty() ? kXmlTag : kXmlPrefix;
+    if (n.kind == NodeKind::kString && n.raw) f.phase = kStrContent;
     return f;
   }
 
@@ -94,7 +98,7 @@ class Machine {
         }
         return f.phase == kRootDone && b == kEnd ? Step::kConsumed : Step::kReject;
       case NodeKind::kObject:
-        return StepObject(f, n, b, depth, child);
+        return n.xml ? StepXmlObject(f, n, b, depth, child) : StepObject(f, n, b, depth, child);
       case NodeKind::kArray:
         return StepArray(f, n, b, depth, child);
       case NodeKind::kString:
@@ -117,6 +121,10 @@ class Machine {
     } else if (n.kind == NodeKind::kArray) {
       ++f.a;
       f.phase = kArrAfterItem;
+    } else if (n.xml) {
+      f.a = f.b + 1;
+      f.c = 0;
+      f.phase = kXmlAfterValue;
     } else if (f.phase == kObjFreeKey) {
       f.phase = kObjColon;
     } else {  // kObjValue
@@ -218,6 +226,61 @@ class Machine {
     }
   }
 
+  // Tag j of an XML object: property j's "<parameter=KEY>\n", or the closing one.
+  static std::string_view XmlTag(const Node& n, uint32_t j) {
+    return j < n.props.size() ? std::string_view(n.props[j].key_json) : grammar_internal::kXmlClose;
+  }
+
+  Step StepXmlObject(Frame& f, const Node& n, int b, size_t depth, int32_t* child) const {
+    using grammar_internal::kXmlValueEnd;
+    switch (f.phase) {
+      case kXmlPrefix:
+        if (b == kEnd || static_cast<unsigned char>(n.xml_prefix[f.c]) != b) return Step::kReject;
+        if (++f.c == n.xml_prefix.size()) {
+          f.phase = kXmlTag;
+          f.c = 0;
+        }
+        return Step::kConsumed;
+      case kXmlTag: {
+        if (b == kEnd) return Step::kReject;
+        // Candidates from the first allowed property on: none past a required one, and the
+        // closing tag only when no required property is left.
+        const uint32_t from = f.c == 0 ? f.a : f.b;
+        const std::string_view current = XmlTag(n, from);
+        for (uint32_t j = from; j <= n.props.size(); ++j) {
+          const std::string_view tag = XmlTag(n, j);
+          const bool usable = j < n.props.size()
+                                  ? Fits(depth, static_cast<int32_t>(n.props[j].node))
+                                  : CanClose(n, f.a);
+          if (usable && tag.size() > f.c && static_cast<unsigned char>(tag[f.c]) == b &&
+              tag.substr(0, f.c) == current.substr(0, f.c)) {
+            f.b = j;
+            if (++f.c < tag.size()) return Step::kConsumed;
+            if (j == n.props.size()) return Step::kConsumedDone;
+            f.phase = kXmlBeforeValue;
+            return Step::kConsumed;
+          }
+          if (j < n.props.size() && n.props[j].required) break;
+        }
+        return Step::kReject;
+      }
+      case kXmlBeforeValue:
+        if (b == kEnd) return Step::kReject;
+        f.phase = kXmlValue;
+        *child = static_cast<int32_t>(n.props[f.b].node);
+        return Step::kPush;
+      case kXmlAfterValue:
+        if (b == kEnd || static_cast<unsigned char>(kXmlValueEnd[f.c]) != b) return Step::kReject;
+        if (++f.c == kXmlValueEnd.size()) {
+          f.phase = kXmlTag;
+          f.c = 0;
+        }
+        return Step::kConsumed;
+      default:
+        return Step::kReject;  // kXmlValue: a child is on top
+    }
+  }
+
   Step StepArray(Frame& f, const Node& n, int b, size_t depth, int32_t* child) const {
     const bool item_fits = n.item >= 0 && f.a < n.max_items && Fits(depth, n.item);
     switch (f.phase) {
@@ -260,8 +323,24 @@ class Machine {
         f.phase = kStrContent;
         return Step::kConsumed;
       case kStrContent:
-        if (b == kEnd || b < 0x20) return Step::kReject;
-        if (b == '"') {
+        if (n.raw) {
+          // Ends before the newline that closes the parameter; never holds "</parameter>"
+          // (f.value: bytes of it matched so far).
+          if (b == '\n' || b == kEnd) {
+            bool accepted = n.pattern < 0 || g_.patterns[n.pattern].accepting[f.b];
+            return accepted && f.a >= n.min_len ? Step::kDoneRetry : Step::kReject;
+          }
+          if (b < 0x20 && b != '\t') return Step::kReject;
+          const std::string_view forbidden = grammar_internal::kXmlRawForbidden;
+          if (static_cast<unsigned char>(forbidden[f.value]) == b) {
+            if (++f.value == forbidden.size()) return Step::kReject;
+          } else {
+            f.value = b == forbidden[0] ? 1 : 0;
+          }
+        } else if (b == kEnd || b < 0x20) {
+          return Step::kReject;
+        }
+        if (b == '"' && !n.raw) {
           bool accepted = n.pattern < 0 || g_.patterns[n.pattern].accepting[f.b];
           return accepted && f.a >= n.min_len ? Step::kConsumedDone : Step::kReject;
         }
@@ -276,7 +355,7 @@ class Machine {
           return Step::kConsumed;
         }
         ++f.a;
-        if (b == '\\') {
+        if (b == '\\' && !n.raw) {
           f.phase = kStrEscape;
         } else if (b >= 0x80) {
           // UTF-8 lead byte: how many continuation bytes, and which first one is legal
@@ -589,13 +668,22 @@ bool GrammarMatcher::CanContinue() const {
   return false;
 }
 
-bool GrammarMatcher::InFreeStringContent(uint32_t* remaining_chars) const {
+bool GrammarMatcher::InFreeStringContent(uint32_t* remaining_chars, bool* raw) const {
   uint32_t remaining = 0;
-  for (uint32_t end : state_.ends) {
-    const Frame& top = state_.frames[end - 1];
-    const Node& n = grammar_->nodes[top.node];
-    if (n.kind != NodeKind::kString || n.pattern >= 0 || top.phase != kStrContent) return false;
-    remaining = std::max(remaining, n.max_len - top.a);
+  for (size_t i = 0; i < state_.ends.size(); ++i) {
+    Frame top = state_.frames[state_.ends[i] - 1];
+    const Node* n = &grammar_->nodes[top.node];
+    if (n->kind == NodeKind::kObject && n->xml && top.phase == kXmlBeforeValue) {
+      // Before an XML parameter's first byte: as its raw string's empty content, when it is one
+      // (its first token would otherwise walk the whole vocabulary).
+      top = Machine::Start(*grammar_, n->props[top.b].node);
+      n = &grammar_->nodes[top.node];
+    }
+    if (n->kind != NodeKind::kString || n->pattern >= 0 || top.phase != kStrContent) return false;
+    if (i == 0) *raw = n->raw;
+    // A raw string with part of "</parameter>" pending is walked: the next token may end it.
+    if (n->raw != *raw || (n->raw && top.value != 0)) return false;
+    remaining = std::max(remaining, n->max_len - top.a);
   }
   *remaining_chars = remaining;
   return !state_.ends.empty();
@@ -624,18 +712,22 @@ void GrammarMatcher::FillMask(std::span<uint64_t> mask) {
   }
   walk_sets_[0] = state_;
   uint32_t remaining = 0;
-  if (InFreeStringContent(&remaining)) {
+  bool raw = false;
+  if (InFreeStringContent(&remaining, &raw)) {
     // Plain text tokens stay inside the string: allowed by their character count alone.
-    if (remaining >= vocab_->max_plain_chars_) {
-      std::copy(vocab_->plain_mask_.begin(), vocab_->plain_mask_.end(), mask.begin());
+    const std::vector<uint64_t>& plain_mask = raw ? vocab_->raw_.mask : vocab_->plain_mask_;
+    const std::vector<int32_t>& by_chars = raw ? vocab_->raw_.by_chars : vocab_->plain_by_chars_;
+    const std::vector<uint32_t>& chars = raw ? vocab_->raw_.chars : vocab_->plain_chars_;
+    if (remaining >= (raw ? vocab_->raw_.max_chars : vocab_->max_plain_chars_)) {
+      std::copy(plain_mask.begin(), plain_mask.end(), mask.begin());
     } else {
-      for (size_t i = 0; i < vocab_->plain_by_chars_.size(); ++i) {
-        if (vocab_->plain_chars_[i] > remaining) break;
-        const int32_t id = vocab_->plain_by_chars_[i];
+      for (size_t i = 0; i < by_chars.size(); ++i) {
+        if (chars[i] > remaining) break;
+        const int32_t id = by_chars[i];
         mask[id / 64] |= uint64_t{1} << (id % 64);
       }
     }
-    Walk(vocab_->non_plain_, 0, 0, mask);
+    Walk(raw ? vocab_->raw_.others : vocab_->non_plain_, 0, 0, mask);
   } else {
     Walk(vocab_->all_, 0, 0, mask);
   }

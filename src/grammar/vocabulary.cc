@@ -64,6 +64,16 @@ bool IsPlainStringText(const std::string& s) {
   return IsValidUtf8(s);
 }
 
+// Text that stays inside an XML parameter's raw string whatever came before it (matcher.cc,
+// Node::raw): complete UTF-8, no control byte but tab, no '<' (which could begin, or after a
+// partial one complete, "</parameter>").
+bool IsPlainRawText(const std::string& s) {
+  for (unsigned char c : s) {
+    if ((c < 0x20 && c != '\t') || c == '<') return false;
+  }
+  return IsValidUtf8(s);
+}
+
 uint32_t CountChars(const std::string& s) {
   uint32_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
@@ -95,9 +105,10 @@ Expected<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(
     v->kind_[id] = kEos;
     v->eos_ids_.push_back(id);
   }
-  std::vector<int32_t> ordinary, non_plain;
-  std::vector<std::pair<uint32_t, int32_t>> plain;
+  std::vector<int32_t> ordinary, non_plain, non_raw;
+  std::vector<std::pair<uint32_t, int32_t>> plain, raw;
   v->plain_mask_.assign(v->mask_words(), 0);
+  v->raw_.mask.assign(v->mask_words(), 0);
   for (size_t i = 0; i < n; ++i) {
     const std::string& b = v->bytes_[i];
     if (v->kind_[i] != kOrdinary) continue;
@@ -114,7 +125,20 @@ Expected<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(
     } else {
       non_plain.push_back(id);
     }
+    if (IsPlainRawText(b)) {
+      raw.emplace_back(CountChars(b), id);
+      v->raw_.mask[i / 64] |= uint64_t{1} << (i % 64);
+    } else {
+      non_raw.push_back(id);
+    }
   }
+  std::sort(raw.begin(), raw.end());
+  for (const auto& [chars, id] : raw) {
+    v->raw_.chars.push_back(chars);
+    v->raw_.by_chars.push_back(id);
+    v->raw_.max_chars = std::max(v->raw_.max_chars, chars);
+  }
+  BuildTrie(v->bytes_, std::move(non_raw), &v->raw_.others);
   std::sort(plain.begin(), plain.end());
   for (const auto& [chars, id] : plain) {
     v->plain_chars_.push_back(chars);

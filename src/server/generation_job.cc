@@ -153,7 +153,22 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     if (!prompt) return invalid("messages: " + prompt.status().message());
     prompt_ids = std::move(prompt->ids);
     shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
-    if (syntax != ToolCallSyntax::kNone && job.tool_choice != "auto") {
+    if (syntax == ToolCallSyntax::kQwen3Xml && job.tool_choice != "auto") {
+      // "required" or a named function, as Qwen3.5 writes calls: the reply starts as a call
+      // (its name constrained to the functions' unless named) and its parameters are
+      // constrained to their schemas.
+      const bool named = job.tool_choice != "required";
+      auto compiled =
+          CompileXmlToolCalls(tools, named ? job.tool_choice : "",
+                              named ? std::nullopt : std::optional<std::string_view>(""));
+      if (!compiled) return invalid(compiled.status().message());
+      grammar = *compiled;
+      forced_opening = "<tool_call>\n<function=" + (named ? job.tool_choice + ">\n" : "");
+      forced_closing = "\n</tool_call>";
+      auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
+      if (!opening) return invalid("tools: " + opening.status().message());
+      prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
+    } else if (syntax != ToolCallSyntax::kNone && job.tool_choice != "auto") {
       // "required" or a named function: the reply starts as a call and its object is
       // constrained to the functions' schemas.
       if (!IsJsonSyntax(syntax)) {
@@ -177,16 +192,25 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       std::optional<int32_t> trigger = model.tokenizer().TokenToId("<tool_call>");
       const bool bare =
           syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGemmaJson;
-      if (!bare && (syntax != ToolCallSyntax::kHermes || !trigger)) {
+      const bool tagged = syntax == ToolCallSyntax::kHermes || syntax == ToolCallSyntax::kQwen3Xml;
+      if (!bare && (!tagged || !trigger)) {
         return invalid(
-            "tools: strict functions with tool_choice auto are constrained only for JSON "
-            "tool calls (the <tool_call> format with its one token in the vocabulary, or a "
-            "bare JSON object); '" +
-            job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) + ": use strict false");
+            "tools: strict functions with tool_choice auto are constrained only where a call "
+            "opens with the one token <tool_call> or is a bare JSON object; '" +
+            job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
+            " without that token: use strict false");
       }
-      auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
-      if (!compiled) return invalid("tools: " + compiled.status().message());
-      grammar = *compiled;
+      if (syntax == ToolCallSyntax::kQwen3Xml) {
+        // After the <tool_call> token: "\n<function=NAME>\n" and the parameters.
+        auto compiled =
+            CompileXmlToolCalls(tools, "", std::optional<std::string_view>("\n<function="));
+        if (!compiled) return invalid(compiled.status().message());
+        grammar = *compiled;
+      } else {
+        auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
+        if (!compiled) return invalid("tools: " + compiled.status().message());
+        grammar = *compiled;
+      }
       if (bare) {
         bare_call_opening = true;
       } else {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,80 +56,114 @@ struct Reply {
   std::string error;
 };
 
-class StrictAutoBareJson : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new test::TempDir();
-    const std::string tokenizers = test::SharedDir() + "/tokenizers/Meta-Llama-3-8B";
-    SyntheticModelSpec spec;
-    spec.family = ModelFamily::kLlama;
-    spec.hidden = 64;
-    spec.intermediate = 96;
-    spec.layers = 2;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.head_dim = 16;
-    spec.vocab = 128256;
-    spec.max_position = 512;
-    ASSERT_TRUE(WriteSyntheticCheckpoint(dir_->path(), spec).ok());
-    std::filesystem::copy_file(tokenizers + "/tokenizer.json", dir_->File("tokenizer.json"));
-    json config = json::parse(test::ReadFile(tokenizers + "/tokenizer_config.json"));
-    config["chat_template"] = kLlamaStyleTemplate;
-    test::WriteFile(dir_->File("tokenizer_config.json"), config.dump());
-    ModelLoadOptions o;
-    o.parallel = 2;
-    o.package_cache = false;
-    auto m = LoadedModel::Open(dir_->path(), o);
-    ASSERT_TRUE(m) << m.status().message();
-    model_ = m->release();
+// A small random-weights model of `spec`'s family and vocabulary with a real tokenizer from
+// ../shared and `chat_template`, opened with two slots; null (test failed) on error.
+LoadedModel* OpenSynthetic(const test::TempDir& dir, SyntheticModelSpec spec,
+                           const std::string& tokenizer, const std::string& chat_template) {
+  const std::string tokenizers = test::SharedDir() + "/tokenizers/" + tokenizer;
+  spec.hidden = 64;
+  spec.intermediate = 96;
+  spec.layers = 2;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 16;
+  spec.max_position = 512;
+  EXPECT_TRUE(WriteSyntheticCheckpoint(dir.path(), spec).ok());
+  std::filesystem::copy_file(tokenizers + "/tokenizer.json", dir.File("tokenizer.json"));
+  json config = json::parse(test::ReadFile(tokenizers + "/tokenizer_config.json"));
+  config["chat_template"] = chat_template;
+  test::WriteFile(dir.File("tokenizer_config.json"), config.dump());
+  ModelLoadOptions o;
+  o.parallel = 2;
+  o.package_cache = false;
+  auto m = LoadedModel::Open(dir.path(), o);
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? m->release() : nullptr;
+}
+
+// Runs one chat job to its end on the model's scheduler (the vocabulary built once, in
+// `vocabulary`).
+Reply RunJob(const JobRequest& job, LoadedModel& model,
+             std::shared_ptr<const TokenVocabulary>& vocabulary) {
+  Reply reply;
+  auto vocab = [&]() -> Expected<std::shared_ptr<const TokenVocabulary>> {
+    if (!vocabulary) {
+      auto v = VocabularyFromTokenizer(model.tokenizer(), model.stop_ids());
+      if (!v) return v.status();
+      vocabulary = *v;
+    }
+    return vocabulary;
+  };
+  auto send = [&reply](const std::string& frame) {
+    auto type = PeekMessageType(frame);
+    if (!type) return;
+    if (*type == MessageType::kDelta) {
+      auto d = Decode<DeltaMessage>(frame);
+      if (!d) return;
+      reply.content += d->text;
+      for (const ToolCallFragment& f : d->tool_calls) {
+        if (f.index >= static_cast<int32_t>(reply.calls.size())) reply.calls.resize(f.index + 1);
+        ToolCallFragment& c = reply.calls[static_cast<size_t>(f.index)];
+        if (!f.name.empty()) c.name = f.name;
+        c.arguments += f.arguments;
+      }
+    } else if (*type == MessageType::kDone) {
+      auto d = Decode<DoneMessage>(frame);
+      if (d) reply.finish = d->finish_reason;
+      reply.done = true;
+    }
+  };
+  auto started = GenerationJob::Start(job, model, vocab, 0, send, [](uint64_t) {});
+  if (auto* failure = std::get_if<JobFailure>(&started)) {
+    reply.error = failure->message;
+    return reply;
   }
+  std::unique_ptr<GenerationJob> running = std::move(std::get<0>(started));
+  for (int steps = 0; model.scheduler().HasWork() && steps < 1000; ++steps) {
+    EXPECT_TRUE(model.scheduler().Step().ok());
+  }
+  return reply;
+}
+
+// get_weather's arguments as kStrictWeather allows them.
+void ExpectWeatherArguments(const std::string& arguments) {
+  const json args = json::parse(arguments, nullptr, false);
+  ASSERT_TRUE(args.is_object()) << arguments;
+  EXPECT_EQ(args.size(), 2u) << args.dump();
+  ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << args.dump();
+  EXPECT_LE(args["city"].get<std::string>().size(), 20u) << args.dump();
+  ASSERT_TRUE(args.contains("days") && args["days"].is_number_integer()) << args.dump();
+  EXPECT_GE(args["days"].get<int64_t>(), 1);
+  EXPECT_LE(args["days"].get<int64_t>(), 7);
+}
+
+// A test suite's model (opened by the suite's SetUpTestSuite into model_, files in dir_),
+// shared by its tests; Tag tells the suites' statics apart.
+template <typename Tag>
+class SyntheticModelTest : public ::testing::Test {
+ protected:
   static void TearDownTestSuite() {
     delete model_;
     model_ = nullptr;
     delete dir_;
     dir_ = nullptr;
   }
+  static Reply Run(const JobRequest& job) { return RunJob(job, *model_, vocabulary_); }
 
-  // Runs one chat job to its end on the model's scheduler.
-  static Reply Run(const JobRequest& job) {
-    Reply reply;
-    auto vocabulary = []() -> Expected<std::shared_ptr<const TokenVocabulary>> {
-      if (!vocabulary_) {
-        auto v = VocabularyFromTokenizer(model_->tokenizer(), model_->stop_ids());
-        if (!v) return v.status();
-        vocabulary_ = *v;
-      }
-      return vocabulary_;
-    };
-    auto send = [&reply](const std::string& frame) {
-      auto type = PeekMessageType(frame);
-      if (!type) return;
-      if (*type == MessageType::kDelta) {
-        auto d = Decode<DeltaMessage>(frame);
-        if (!d) return;
-        reply.content += d->text;
-        for (const ToolCallFragment& f : d->tool_calls) {
-          if (f.index >= static_cast<int32_t>(reply.calls.size())) reply.calls.resize(f.index + 1);
-          ToolCallFragment& c = reply.calls[static_cast<size_t>(f.index)];
-          if (!f.name.empty()) c.name = f.name;
-          c.arguments += f.arguments;
-        }
-      } else if (*type == MessageType::kDone) {
-        auto d = Decode<DoneMessage>(frame);
-        if (d) reply.finish = d->finish_reason;
-        reply.done = true;
-      }
-    };
-    auto started = GenerationJob::Start(job, *model_, vocabulary, 0, send, [](uint64_t) {});
-    if (auto* failure = std::get_if<JobFailure>(&started)) {
-      reply.error = failure->message;
-      return reply;
-    }
-    std::unique_ptr<GenerationJob> running = std::move(std::get<0>(started));
-    for (int steps = 0; model_->scheduler().HasWork() && steps < 1000; ++steps) {
-      EXPECT_TRUE(model_->scheduler().Step().ok());
-    }
-    return reply;
+  static inline test::TempDir* dir_ = nullptr;
+  static inline LoadedModel* model_ = nullptr;
+  static inline std::shared_ptr<const TokenVocabulary> vocabulary_;
+};
+
+class StrictAutoBareJson : public SyntheticModelTest<StrictAutoBareJson> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    SyntheticModelSpec spec;
+    spec.family = ModelFamily::kLlama;
+    spec.vocab = 128256;
+    model_ = OpenSynthetic(*dir_, spec, "Meta-Llama-3-8B", kLlamaStyleTemplate);
+    ASSERT_NE(model_, nullptr);
   }
 
   static JobRequest WeatherJob() {
@@ -142,15 +177,7 @@ class StrictAutoBareJson : public ::testing::Test {
     job.max_tokens = 80;
     return job;
   }
-
-  static test::TempDir* dir_;
-  static LoadedModel* model_;
-  static std::shared_ptr<const TokenVocabulary> vocabulary_;
 };
-
-test::TempDir* StrictAutoBareJson::dir_ = nullptr;
-LoadedModel* StrictAutoBareJson::model_ = nullptr;
-std::shared_ptr<const TokenVocabulary> StrictAutoBareJson::vocabulary_;
 
 TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
   ASSERT_NE(model_, nullptr);
@@ -170,14 +197,7 @@ TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
     EXPECT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
     ASSERT_EQ(r.calls.size(), 1u) << r.content;
     EXPECT_EQ(r.calls[0].name, "get_weather");
-    const json args = json::parse(r.calls[0].arguments, nullptr, false);
-    ASSERT_TRUE(args.is_object()) << r.calls[0].arguments;
-    EXPECT_EQ(args.size(), 2u) << args.dump();
-    ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << args.dump();
-    EXPECT_LE(args["city"].get<std::string>().size(), 20u) << args.dump();
-    ASSERT_TRUE(args.contains("days") && args["days"].is_number_integer()) << args.dump();
-    EXPECT_GE(args["days"].get<int64_t>(), 1);
-    EXPECT_LE(args["days"].get<int64_t>(), 7);
+    ExpectWeatherArguments(r.calls[0].arguments);
   }
 }
 
@@ -192,6 +212,112 @@ TEST_F(StrictAutoBareJson, AReplyThatBeginsAsTextStaysText) {
   EXPECT_TRUE(r.calls.empty());
   EXPECT_NE(r.finish, FinishReason::kToolCalls);
   EXPECT_FALSE(r.content.empty());
+}
+
+// Qwen3.5's XML calls: forced ("required" or a named function) and strict under auto, on a
+// model with Qwen3.5's own chat template (../shared) over the Qwen2.5 tokenizer (the same
+// <tool_call> token). The call's name and parameters are constrained; the reply parser reads
+// each parameter as its declared type, so the arguments validate.
+class XmlToolCalls : public SyntheticModelTest<XmlToolCalls> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    SyntheticModelSpec spec;
+    spec.family = ModelFamily::kQwen2;
+    spec.vocab = 151936;
+    model_ = OpenSynthetic(
+        *dir_, spec, "Qwen2.5-1.5B-Instruct",
+        test::ReadFile(test::SharedDir() + "/tokenizers/Qwen3.5-4B/chat_template.jinja"));
+  }
+  static JobRequest Job(const std::string& tool_choice, int64_t seed) {
+    JobRequest job;
+    job.job_id = 1;
+    job.kind = JobKind::kChat;
+    job.model = "m";
+    job.messages = {ChatMessage{"user", "What is the weather and the time in Paris?", "", "", ""}};
+    job.tools = R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object",
+                     "properties": {"city": {"type": "string", "maxLength": 20},
+                                    "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                     "required": ["city", "days"]}}},
+      {"type": "function", "function": {"name": "get_time", "strict": true,
+      "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET", "1"]},
+                                                      "exact": {"type": "boolean"}},
+                     "required": ["zone", "exact"]}}}])";
+    job.tool_choice = tool_choice;
+    job.max_tokens = 120;
+    job.sampling.temperature = 0.8;
+    job.sampling.seed = seed;
+    return job;
+  }
+  static void ExpectTimeArguments(const std::string& arguments) {
+    const json args = json::parse(arguments, nullptr, false);
+    ASSERT_TRUE(args.is_object()) << arguments;
+    EXPECT_EQ(args.size(), 2u) << args.dump();
+    ASSERT_TRUE(args.contains("zone") && args["zone"].is_string()) << args.dump();
+    const std::string zone = args["zone"].get<std::string>();
+    EXPECT_TRUE(zone == "UTC" || zone == "CET" || zone == "1") << zone;
+    EXPECT_TRUE(args.contains("exact") && args["exact"].is_boolean()) << args.dump();
+  }
+};
+
+TEST_F(XmlToolCalls, RequiredAndNamedCallsFollowTheSchemas) {
+  ASSERT_NE(model_, nullptr);
+  ASSERT_EQ(model_->assembler()->config().tool_call_syntax, ToolCallSyntax::kQwen3Xml);
+  std::set<std::string> names;
+  for (const std::string choice : {"required", "get_weather", "get_time"}) {
+    for (int64_t seed : {1, 2, 3}) {
+      SCOPED_TRACE(choice + " seed " + std::to_string(seed));
+      Reply r = Run(Job(choice, seed));
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      ASSERT_TRUE(r.done);
+      EXPECT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
+      EXPECT_EQ(r.content, "");
+      ASSERT_EQ(r.calls.size(), 1u) << r.content;
+      if (choice != "required") {
+        EXPECT_EQ(r.calls[0].name, choice);
+      }
+      names.insert(r.calls[0].name);
+      if (r.calls[0].name == "get_weather") {
+        ExpectWeatherArguments(r.calls[0].arguments);
+      } else {
+        ASSERT_EQ(r.calls[0].name, "get_time");
+        ExpectTimeArguments(r.calls[0].arguments);
+      }
+    }
+  }
+  EXPECT_EQ(names.size(), 2u);
+}
+
+TEST_F(XmlToolCalls, AStrictCallTheModelOpensFollowsTheSchemas) {
+  ASSERT_NE(model_, nullptr);
+  const std::optional<int32_t> open = model_->tokenizer().TokenToId("<tool_call>");
+  ASSERT_TRUE(open.has_value());
+  for (int64_t seed : {1, 2}) {
+    JobRequest job = Job("auto", seed);
+    job.logit_bias = {{*open, 100.0}};
+    Reply r = Run(job);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_TRUE(r.done);
+    EXPECT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
+    ASSERT_EQ(r.calls.size(), 1u) << r.content;
+    if (r.calls[0].name == "get_weather") {
+      ExpectWeatherArguments(r.calls[0].arguments);
+    } else {
+      ASSERT_EQ(r.calls[0].name, "get_time");
+      ExpectTimeArguments(r.calls[0].arguments);
+    }
+  }
+}
+
+TEST_F(XmlToolCalls, ParametersTheFormatCannotWriteAreA400NamingThem) {
+  ASSERT_NE(model_, nullptr);
+  JobRequest job = Job("required", 1);
+  job.tools = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"x": {"type": ["string", "integer"]}}}}}])";
+  Reply r = Run(job);
+  EXPECT_NE(r.error.find("parameter 'x'"), std::string::npos) << r.error;
+  EXPECT_FALSE(r.done);
 }
 
 }  // namespace
