@@ -34,6 +34,11 @@ namespace tessera {
 
 struct Grammar;  // immutable once compiled; shared between matchers
 
+// anyOf alternatives a matcher follows at once (a call that may be any of N functions is N
+// alternatives until its name tells them apart); further ones are dropped, so callers refuse
+// more.
+inline constexpr size_t kMaxGrammarAlternatives = 64;
+
 // {"type":"json_object"} or {"type":"json_schema","json_schema":{"name":...,"schema":{...},
 // "strict":bool}}. Unsupported keywords and malformed schemas are InvalidArgument or
 // Unsupported errors whose message names the keyword and its JSON pointer.
@@ -99,16 +104,10 @@ class TokenVocabulary {
   std::vector<uint8_t> kind_;  // TokenKind per id
   std::vector<int32_t> eos_ids_;
   size_t max_token_bytes_ = 0;
-  Trie all_;        // every ordinary token
-  Trie non_plain_;  // ordinary tokens that are not plain string text
-  // Plain string text: complete UTF-8, no quote, backslash or control byte. Inside a free
-  // string these are allowed by their character count alone, without a trie walk.
-  std::vector<uint64_t> plain_mask_;
-  std::vector<int32_t> plain_by_chars_;  // plain ids, fewest characters first
-  std::vector<uint32_t> plain_chars_;    // character count, parallel to plain_by_chars_
-  uint32_t max_plain_chars_ = 0;
-  // The same for an XML parameter's raw string (Node::raw, when no partial "</parameter>" is
-  // pending): tokens of complete UTF-8 with no control byte but tab and no '<'.
+  Trie all_;  // every ordinary token
+  // Tokens that stay inside a free string's content whatever came before them, so they are
+  // allowed there by their character count alone, without a trie walk; the other ordinary
+  // tokens are walked.
   struct PlainSet {
     std::vector<uint64_t> mask;
     std::vector<int32_t> by_chars;  // fewest characters first
@@ -116,7 +115,12 @@ class TokenVocabulary {
     uint32_t max_chars = 0;
     Trie others;  // the ordinary tokens not in the set
   };
-  PlainSet raw_;
+  // JSON strings: complete UTF-8, no quote, backslash or control byte.
+  PlainSet plain_;
+  // The strings of XML calls (Node::xml_guard; used when no partial forbidden text is
+  // pending), whose shortcut tokens hold no '<': JSON strings' (plain_ without '<') and raw
+  // strings' (complete UTF-8, no control byte but tab).
+  PlainSet json_guarded_, raw_;
 };
 
 // Follows one sequence. Copy it to fork a sequence (n > 1): a copy is a few small vectors.
@@ -164,10 +168,10 @@ class GrammarMatcher {
   void AddStack(const std::vector<Frame>& stack, StackSet* out) const;
   void Walk(const TokenVocabulary::Trie& trie, uint32_t node, size_t depth,
             std::span<uint64_t> mask);
-  // Every stack is inside a free string's content (no pattern), all JSON or all raw (and
-  // then with no partial "</parameter>" pending): *raw says which, *remaining_chars how many
-  // characters it may still take.
-  bool InFreeStringContent(uint32_t* remaining_chars, bool* raw) const;
+  // Every stack is inside a free string's content (no pattern), all of one kind (JSON, JSON in
+  // an XML call, raw; in an XML call with no partial forbidden text pending): the token set
+  // of that kind, and in *remaining_chars how many characters the string may still take.
+  const TokenVocabulary::PlainSet* InFreeStringContent(uint32_t* remaining_chars) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;

@@ -24,7 +24,10 @@ inline constexpr int kMaxExponentDigits = 2;
 // The XML form of tool calls (Node::xml).
 inline constexpr std::string_view kXmlValueEnd = "\n</parameter>\n";
 inline constexpr std::string_view kXmlClose = "</function>";
-inline constexpr std::string_view kXmlRawForbidden = "</parameter>";
+// Texts no string of an XML call may hold: the reply parser would end the parameter or the
+// call there. Neither has '<' anywhere but at its start, which keeps their matching simple.
+inline constexpr std::string_view kXmlForbidden[2] = {"</parameter>", "</tool_call>"};
+inline constexpr size_t kMaxStacks = kMaxGrammarAlternatives;
 
 // A DFA over the printable ASCII characters a pattern string may contain.
 struct PatternDfa {
@@ -69,9 +72,12 @@ struct Node {
   uint32_t min_len = 0, max_len = UINT32_MAX;
   int32_t pattern = -1;  // index into Grammar::patterns
   // An XML parameter's string: its characters as they are (no quotes, no escapes), on one line
-  // (tab allowed, no other control character), never holding "</parameter>"; it ends before
-  // the newline that closes the parameter.
+  // (tab allowed, no other control character); it ends before the newline that closes the
+  // parameter.
   bool raw = false;
+  // A string of an XML call (raw or JSON): its bytes never hold kXmlForbidden (progress kept
+  // in Frame::value, a byte per text).
+  bool xml_guard = false;
   // kInteger / kNumber: the integers a value (or a number's integer part) may take, and for
   // numbers the real bounds that decide whether a fraction may follow.
   int64_t int_lo = 0, int_hi = 0;

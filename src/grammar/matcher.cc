@@ -12,12 +12,12 @@ namespace {
 using grammar_internal::kMaxExponentDigits;
 using grammar_internal::kMaxFrames;
 using grammar_internal::kMaxIntDigits;
+using grammar_internal::kMaxStacks;
 using grammar_internal::Node;
 using grammar_internal::NodeKind;
 using Frame = GrammarMatcher::Frame;
 
-constexpr int kEnd = 256;          // the end of the document, fed like a byte
-constexpr size_t kMaxStacks = 64;  // anyOf alternatives tracked at once; extra ones are dropped
+constexpr int kEnd = 256;  // the end of the document, fed like a byte
 // Significant digits of a number (integer part plus fraction): 15 decimal digits survive the
 // round trip through a double, so a fraction can never round onto an excluded bound.
 constexpr uint32_t kMaxSignificantDigits = 15;
@@ -316,7 +316,29 @@ class Machine {
     }
   }
 
+  // Frame::value after byte b of an XML call's string: the bytes of each kXmlForbidden text
+  // matched so far; false when one is complete.
+  static bool GuardXml(Frame& f, int b) {
+    uint64_t next = 0;
+    for (int i = 0; i < 2; ++i) {
+      const std::string_view text = grammar_internal::kXmlForbidden[i];
+      uint64_t k = (f.value >> (8 * i)) & 0xff;
+      if (static_cast<unsigned char>(text[k]) == b) {
+        if (++k == text.size()) return false;
+      } else {
+        k = b == text[0] ? 1 : 0;
+      }
+      next |= k << (8 * i);
+    }
+    f.value = next;
+    return true;
+  }
+
   Step StepString(Frame& f, const Node& n, int b) const {
+    if (n.xml_guard && f.phase != kStrOpen && b != kEnd && !(n.raw && b == '\n') &&
+        !GuardXml(f, b)) {
+      return Step::kReject;
+    }
     switch (f.phase) {
       case kStrOpen:
         if (b != '"') return Step::kReject;
@@ -324,19 +346,12 @@ class Machine {
         return Step::kConsumed;
       case kStrContent:
         if (n.raw) {
-          // Ends before the newline that closes the parameter; never holds "</parameter>"
-          // (f.value: bytes of it matched so far).
+          // Ends before the newline that closes the parameter.
           if (b == '\n' || b == kEnd) {
             bool accepted = n.pattern < 0 || g_.patterns[n.pattern].accepting[f.b];
             return accepted && f.a >= n.min_len ? Step::kDoneRetry : Step::kReject;
           }
           if (b < 0x20 && b != '\t') return Step::kReject;
-          const std::string_view forbidden = grammar_internal::kXmlRawForbidden;
-          if (static_cast<unsigned char>(forbidden[f.value]) == b) {
-            if (++f.value == forbidden.size()) return Step::kReject;
-          } else {
-            f.value = b == forbidden[0] ? 1 : 0;
-          }
         } else if (b == kEnd || b < 0x20) {
           return Step::kReject;
         }
@@ -668,10 +683,12 @@ bool GrammarMatcher::CanContinue() const {
   return false;
 }
 
-bool GrammarMatcher::InFreeStringContent(uint32_t* remaining_chars, bool* raw) const {
+const TokenVocabulary::PlainSet* GrammarMatcher::InFreeStringContent(
+    uint32_t* remaining_chars) const {
+  const TokenVocabulary::PlainSet* set = nullptr;
   uint32_t remaining = 0;
-  for (size_t i = 0; i < state_.ends.size(); ++i) {
-    Frame top = state_.frames[state_.ends[i] - 1];
+  for (uint32_t end : state_.ends) {
+    Frame top = state_.frames[end - 1];
     const Node* n = &grammar_->nodes[top.node];
     if (n->kind == NodeKind::kObject && n->xml && top.phase == kXmlBeforeValue) {
       // Before an XML parameter's first byte: as its raw string's empty content, when it is one
@@ -679,14 +696,20 @@ bool GrammarMatcher::InFreeStringContent(uint32_t* remaining_chars, bool* raw) c
       top = Machine::Start(*grammar_, n->props[top.b].node);
       n = &grammar_->nodes[top.node];
     }
-    if (n->kind != NodeKind::kString || n->pattern >= 0 || top.phase != kStrContent) return false;
-    if (i == 0) *raw = n->raw;
-    // A raw string with part of "</parameter>" pending is walked: the next token may end it.
-    if (n->raw != *raw || (n->raw && top.value != 0)) return false;
+    if (n->kind != NodeKind::kString || n->pattern >= 0 || top.phase != kStrContent) {
+      return nullptr;
+    }
+    // With part of a forbidden text pending, the next token may complete it: walked.
+    if (n->xml_guard && top.value != 0) return nullptr;
+    const TokenVocabulary::PlainSet* mine = n->raw         ? &vocab_->raw_
+                                            : n->xml_guard ? &vocab_->json_guarded_
+                                                           : &vocab_->plain_;
+    if (set != nullptr && mine != set) return nullptr;
+    set = mine;
     remaining = std::max(remaining, n->max_len - top.a);
   }
   *remaining_chars = remaining;
-  return !state_.ends.empty();
+  return set;
 }
 
 void GrammarMatcher::Walk(const TokenVocabulary::Trie& trie, uint32_t node, size_t depth,
@@ -712,22 +735,18 @@ void GrammarMatcher::FillMask(std::span<uint64_t> mask) {
   }
   walk_sets_[0] = state_;
   uint32_t remaining = 0;
-  bool raw = false;
-  if (InFreeStringContent(&remaining, &raw)) {
+  if (const TokenVocabulary::PlainSet* set = InFreeStringContent(&remaining)) {
     // Plain text tokens stay inside the string: allowed by their character count alone.
-    const std::vector<uint64_t>& plain_mask = raw ? vocab_->raw_.mask : vocab_->plain_mask_;
-    const std::vector<int32_t>& by_chars = raw ? vocab_->raw_.by_chars : vocab_->plain_by_chars_;
-    const std::vector<uint32_t>& chars = raw ? vocab_->raw_.chars : vocab_->plain_chars_;
-    if (remaining >= (raw ? vocab_->raw_.max_chars : vocab_->max_plain_chars_)) {
-      std::copy(plain_mask.begin(), plain_mask.end(), mask.begin());
+    if (remaining >= set->max_chars) {
+      std::copy(set->mask.begin(), set->mask.end(), mask.begin());
     } else {
-      for (size_t i = 0; i < by_chars.size(); ++i) {
-        if (chars[i] > remaining) break;
-        const int32_t id = by_chars[i];
+      for (size_t i = 0; i < set->by_chars.size(); ++i) {
+        if (set->chars[i] > remaining) break;
+        const int32_t id = set->by_chars[i];
         mask[id / 64] |= uint64_t{1} << (id % 64);
       }
     }
-    Walk(raw ? vocab_->raw_.others : vocab_->non_plain_, 0, 0, mask);
+    Walk(set->others, 0, 0, mask);
   } else {
     Walk(vocab_->all_, 0, 0, mask);
   }

@@ -408,6 +408,42 @@ struct Nfa {
 
 }  // namespace
 
+Status PruneToAcceptance(PatternDfa& dfa) {
+  const size_t n = dfa.accepting.size();
+  // Characters still needed to reach an accepting state: reverse breadth-first search.
+  std::vector<std::vector<int>> into(n);
+  for (size_t d = 0; d < n; ++d) {
+    for (int c = 0; c < PatternDfa::kColumns; ++c) {
+      int t = dfa.next[d * PatternDfa::kColumns + c];
+      if (t >= 0) into[t].push_back(static_cast<int>(d));
+    }
+  }
+  dfa.dist_to_accept.assign(n, UINT32_MAX);
+  std::deque<int> queue;
+  for (size_t d = 0; d < n; ++d) {
+    if (dfa.accepting[d]) dfa.dist_to_accept[d] = 0, queue.push_back(static_cast<int>(d));
+  }
+  while (!queue.empty()) {
+    int t = queue.front();
+    queue.pop_front();
+    for (int d : into[t]) {
+      if (dfa.dist_to_accept[d] == UINT32_MAX) {
+        dfa.dist_to_accept[d] = dfa.dist_to_accept[t] + 1;
+        queue.push_back(d);
+      }
+    }
+  }
+  if (dfa.dist_to_accept[0] == UINT32_MAX) {
+    return InvalidArgument(
+        "has no match made of printable ASCII characters other than '\"' and '\\'");
+  }
+  // Transitions into states that cannot reach acceptance would be dead ends: drop them.
+  for (size_t i = 0; i < dfa.next.size(); ++i) {
+    if (dfa.next[i] >= 0 && dfa.dist_to_accept[dfa.next[i]] == UINT32_MAX) dfa.next[i] = -1;
+  }
+  return Status::Ok();
+}
+
 Expected<PatternDfa> CompilePattern(std::string_view pattern) {
   Parser parser(pattern);
   TS_ASSIGN_OR_RETURN(AstPtr ast, parser.Parse());
@@ -449,37 +485,7 @@ Expected<PatternDfa> CompilePattern(std::string_view pattern) {
   for (size_t d = 0; d < n; ++d) {
     dfa.accepting[d] = std::binary_search(sets[d].begin(), sets[d].end(), accept) ? 1 : 0;
   }
-  // Characters still needed to reach an accepting state: reverse breadth-first search.
-  std::vector<std::vector<int>> into(n);
-  for (size_t d = 0; d < n; ++d) {
-    for (int c = 0; c < PatternDfa::kColumns; ++c) {
-      int t = dfa.next[d * PatternDfa::kColumns + c];
-      if (t >= 0) into[t].push_back(static_cast<int>(d));
-    }
-  }
-  dfa.dist_to_accept.assign(n, UINT32_MAX);
-  std::deque<int> queue;
-  for (size_t d = 0; d < n; ++d) {
-    if (dfa.accepting[d]) dfa.dist_to_accept[d] = 0, queue.push_back(static_cast<int>(d));
-  }
-  while (!queue.empty()) {
-    int t = queue.front();
-    queue.pop_front();
-    for (int d : into[t]) {
-      if (dfa.dist_to_accept[d] == UINT32_MAX) {
-        dfa.dist_to_accept[d] = dfa.dist_to_accept[t] + 1;
-        queue.push_back(d);
-      }
-    }
-  }
-  if (dfa.dist_to_accept[0] == UINT32_MAX) {
-    return InvalidArgument(
-        "has no match made of printable ASCII characters other than '\"' and '\\'");
-  }
-  // Transitions into states that cannot reach acceptance would be dead ends: drop them.
-  for (size_t i = 0; i < dfa.next.size(); ++i) {
-    if (dfa.next[i] >= 0 && dfa.dist_to_accept[dfa.next[i]] == UINT32_MAX) dfa.next[i] = -1;
-  }
+  TS_RETURN_IF_ERROR(PruneToAcceptance(dfa));
   return dfa;
 }
 

@@ -19,4 +19,9 @@ namespace tessera {
 // Errors read "<what> (...)" and are prefixed by the caller with the keyword and its path.
 Expected<grammar_internal::PatternDfa> CompilePattern(std::string_view pattern);
 
+// Fills dist_to_accept and drops the transitions into states that cannot reach acceptance
+// (after transitions were removed, e.g. a character the output may not hold); an error when
+// the start state cannot reach it.
+Status PruneToAcceptance(grammar_internal::PatternDfa& dfa);
+
 }  // namespace tessera

@@ -105,10 +105,25 @@ Expected<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(
     v->kind_[id] = kEos;
     v->eos_ids_.push_back(id);
   }
-  std::vector<int32_t> ordinary, non_plain, non_raw;
-  std::vector<std::pair<uint32_t, int32_t>> plain, raw;
-  v->plain_mask_.assign(v->mask_words(), 0);
-  v->raw_.mask.assign(v->mask_words(), 0);
+  std::vector<int32_t> ordinary;
+  // The shortcut sets: which tokens belong, then (chars, id) pairs and the others.
+  struct Building {
+    TokenVocabulary::PlainSet* set;
+    bool (*member)(const std::string&);
+    std::vector<std::pair<uint32_t, int32_t>> in;
+    std::vector<int32_t> out;
+  };
+  Building sets[] = {
+      {&v->plain_, IsPlainStringText, {}, {}},
+      {&v->json_guarded_,
+       [](const std::string& b) {
+         return IsPlainStringText(b) && b.find('<') == std::string::npos;
+       },
+       {},
+       {}},
+      {&v->raw_, IsPlainRawText, {}, {}},
+  };
+  for (Building& b : sets) b.set->mask.assign(v->mask_words(), 0);
   for (size_t i = 0; i < n; ++i) {
     const std::string& b = v->bytes_[i];
     if (v->kind_[i] != kOrdinary) continue;
@@ -119,34 +134,25 @@ Expected<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(
     v->max_token_bytes_ = std::max(v->max_token_bytes_, b.size());
     const int32_t id = static_cast<int32_t>(i);
     ordinary.push_back(id);
-    if (IsPlainStringText(b)) {
-      plain.emplace_back(CountChars(b), id);
-      v->plain_mask_[i / 64] |= uint64_t{1} << (i % 64);
-    } else {
-      non_plain.push_back(id);
-    }
-    if (IsPlainRawText(b)) {
-      raw.emplace_back(CountChars(b), id);
-      v->raw_.mask[i / 64] |= uint64_t{1} << (i % 64);
-    } else {
-      non_raw.push_back(id);
+    for (Building& s : sets) {
+      if (s.member(b)) {
+        s.in.emplace_back(CountChars(b), id);
+        s.set->mask[i / 64] |= uint64_t{1} << (i % 64);
+      } else {
+        s.out.push_back(id);
+      }
     }
   }
-  std::sort(raw.begin(), raw.end());
-  for (const auto& [chars, id] : raw) {
-    v->raw_.chars.push_back(chars);
-    v->raw_.by_chars.push_back(id);
-    v->raw_.max_chars = std::max(v->raw_.max_chars, chars);
-  }
-  BuildTrie(v->bytes_, std::move(non_raw), &v->raw_.others);
-  std::sort(plain.begin(), plain.end());
-  for (const auto& [chars, id] : plain) {
-    v->plain_chars_.push_back(chars);
-    v->plain_by_chars_.push_back(id);
-    v->max_plain_chars_ = std::max(v->max_plain_chars_, chars);
+  for (Building& s : sets) {
+    std::sort(s.in.begin(), s.in.end());
+    for (const auto& [chars, id] : s.in) {
+      s.set->chars.push_back(chars);
+      s.set->by_chars.push_back(id);
+      s.set->max_chars = std::max(s.set->max_chars, chars);
+    }
+    BuildTrie(v->bytes_, std::move(s.out), &s.set->others);
   }
   BuildTrie(v->bytes_, std::move(ordinary), &v->all_);
-  BuildTrie(v->bytes_, std::move(non_plain), &v->non_plain_);
   return std::shared_ptr<const TokenVocabulary>(std::move(v));
 }
 

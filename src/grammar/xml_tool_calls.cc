@@ -11,13 +11,15 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_internal.h"
+#include "grammar/pattern.h"
 
 namespace tessera {
 namespace {
 
 using grammar_internal::kMaxFrames;
+using grammar_internal::kMaxStacks;
 using grammar_internal::kUnsatisfiable;
-using grammar_internal::kXmlRawForbidden;
+using grammar_internal::kXmlForbidden;
 using grammar_internal::Node;
 using grammar_internal::NodeKind;
 using grammar_internal::Property;
@@ -85,13 +87,21 @@ bool DeclaresString(const json* schema) {
   return false;
 }
 
-// A raw string as a parameter value may hold: one line, no control character but tab, never
-// "</parameter>".
+// Holds a text the reply parser would end a parameter or the call at.
+bool HoldsForbidden(std::string_view s) {
+  for (std::string_view f : kXmlForbidden) {
+    if (s.find(f) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+// A raw string as a parameter value may hold: one line, no control character but tab, no
+// forbidden text.
 bool RawWritable(const std::string& s) {
   for (unsigned char c : s) {
     if (c < 0x20 && c != '\t') return false;
   }
-  return s.find(kXmlRawForbidden) == std::string::npos;
+  return !HoldsForbidden(s);
 }
 
 Status Refuse(const std::string& function, const std::string& what) {
@@ -111,8 +121,8 @@ Expected<uint32_t> RawValue(Grammar* g, uint32_t id, const std::string& function
       const json v = json::parse(l, nullptr, false);
       if (!v.is_string() || !RawWritable(v.get<std::string>())) {
         return Refuse(function, "an allowed value of parameter '" + key +
-                                    "' holds a line break, a control character or "
-                                    "</parameter>");
+                                    "' holds a line break, a control character, "
+                                    "</parameter> or </tool_call>");
       }
       texts.insert(v.get<std::string>());
     }
@@ -123,6 +133,40 @@ Expected<uint32_t> RawValue(Grammar* g, uint32_t id, const std::string& function
   raw.min_frames = 1;
   g->nodes.push_back(std::move(raw));
   return static_cast<uint32_t>(g->nodes.size() - 1);
+}
+
+// Nodes [base, end) and the last `patterns` patterns of `g`, one function's JSON grammar:
+// every string is guarded against the forbidden texts (Node::xml_guard); a pattern string
+// never holds '<' (its automaton loses those transitions, so the guard can never cut a match
+// short: a dead end); literals and keys holding a forbidden text are refused.
+Status GuardStrings(Grammar* g, uint32_t base, int32_t patterns, const std::string& function) {
+  for (size_t i = g->patterns.size() - static_cast<size_t>(patterns); i < g->patterns.size(); ++i) {
+    grammar_internal::PatternDfa& dfa = g->patterns[i];
+    for (size_t d = 0; d < dfa.accepting.size(); ++d) {
+      dfa.next[d * grammar_internal::PatternDfa::kColumns + '<'] = -1;
+    }
+    if (!PruneToAcceptance(dfa).ok()) {
+      return Refuse(function, "a 'pattern' has no match without '<'");
+    }
+  }
+  for (size_t i = base; i < g->nodes.size(); ++i) {
+    Node& n = g->nodes[i];
+    if (n.kind == NodeKind::kString) {
+      n.xml_guard = true;
+      if (n.pattern >= 0 &&
+          g->patterns[static_cast<size_t>(n.pattern)].dist_to_accept[0] > n.max_len) {
+        return Refuse(function, "a 'pattern' has no match without '<' within 'maxLength'");
+      }
+    }
+    for (const std::string& l : n.literals) {
+      if (HoldsForbidden(l)) return Refuse(function, "an enum or const value holds " + l);
+    }
+    for (const Property& p : n.props) {
+      if (HoldsForbidden(p.key_json))
+        return Refuse(function, "a property name holds " + p.key_json);
+    }
+  }
+  return Status::Ok();
 }
 
 // The XML object node of one function, `prefix` matched first.
@@ -144,6 +188,7 @@ Expected<uint32_t> FunctionNode(Grammar* out, const std::string& name, const jso
       return Refuse(name, "the parameters schema is not one object schema");
     }
     if (out->key_string == 0) out->key_string = base + g.key_string;
+    TS_RETURN_IF_ERROR(GuardStrings(out, base, static_cast<int32_t>(g.patterns.size()), name));
     const json* declared = nullptr;
     if (parameters.is_object() && parameters.contains("properties")) {
       declared = &parameters["properties"];
@@ -212,6 +257,11 @@ Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
   }
   if (functions.empty()) {
     return InvalidArgument("tools: no function named '" + std::string(only) + "'");
+  }
+  if (functions.size() > kMaxStacks) {
+    return InvalidArgument("tools: at most " + std::to_string(kMaxStacks) +
+                           " functions can be constrained at once (tool_choice required or "
+                           "strict functions); name one with tool_choice");
   }
   if (functions.size() > 1 && !name_opening) {
     return InvalidArgument("tools: several functions need their names in the call");

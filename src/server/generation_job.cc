@@ -177,6 +177,10 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
                        job.model + "'; use auto");
       }
       const std::string only = job.tool_choice == "required" ? "" : job.tool_choice;
+      if (only.empty() && tools.size() > kMaxGrammarAlternatives) {
+        return invalid("tools: at most " + std::to_string(kMaxGrammarAlternatives) +
+                       " functions can be constrained at once; name one with tool_choice");
+      }
       auto compiled = CompileJsonSchema(ForcedCallSchema(tools, only, syntax));
       if (!compiled) return invalid("tools: " + compiled.status().message());
       grammar = *compiled;
@@ -207,6 +211,10 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
         if (!compiled) return invalid(compiled.status().message());
         grammar = *compiled;
       } else {
+        if (tools.size() > kMaxGrammarAlternatives) {
+          return invalid("tools: at most " + std::to_string(kMaxGrammarAlternatives) +
+                         " functions can be constrained at once; drop strict");
+        }
         auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
         if (!compiled) return invalid("tools: " + compiled.status().message());
         grammar = *compiled;

@@ -74,6 +74,59 @@ TEST(GrammarXml, OneFunctionsParametersInOrder) {
   }
 }
 
+// The reply parser ends a parameter at the first "</parameter>" and the call at the first
+// "</tool_call>", wherever they stand: no string of the call may hold them, raw or JSON, at
+// any depth (JSON may write them escaped).
+TEST(GrammarXml, NoStringHoldsWhatEndsAParameterOrTheCall) {
+  auto compiled =
+      CompileXmlToolCalls(ojson::array({Function("f", R"({"type": "object", "properties": {
+          "s": {"type": "string"}, "o": {"type": "object", "properties": {
+              "t": {"type": "string"}, "list": {"type": "array", "items": {"type": "string"}}},
+            "additionalProperties": {"type": "integer"}}}})")}),
+                          "f", std::nullopt);
+  ASSERT_TRUE(compiled) << compiled.status().message();
+  const auto& g = *compiled;
+  for (const std::string& bad : std::vector<std::string>{
+           Param("s", "a</tool_call>b"),
+           Param("s", "</parameter>"),
+           Param("o", R"({"t": "x</parameter>"})"),
+           Param("o", R"({"list": ["</tool_call>"]})"),
+           Param("o", R"({"</tool_call>": 1})"),
+       }) {
+    EXPECT_FALSE(Feed(g, bad).accepted) << bad;
+  }
+  EXPECT_TRUE(Feed(g, Param("s", "a</tool_cal b </parameter <x>") +
+                          Param("o", R"({"t": "<\/parameter>", "list": ["</function>"]})") +
+                          "</function>")
+                  .complete);
+  // Patterns lose '<' (so the guard never cuts a match short); one that needs it is refused,
+  // and so are literals and keys holding the texts, and more functions than the matcher
+  // follows at once.
+  auto pattern =
+      CompileXmlToolCalls(ojson::array({Function("f", R"({"type": "object", "properties": {
+          "s": {"type": "string", "pattern": "^(x|<y)$"}}, "required": ["s"]})")}),
+                          "f", std::nullopt);
+  ASSERT_TRUE(pattern) << pattern.status().message();
+  EXPECT_TRUE(Feed(*pattern, Param("s", "x") + "</function>").complete);
+  EXPECT_FALSE(Feed(*pattern, Param("s", "<y")).accepted);
+  for (
+      const char* parameters : {
+          R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a</parameter>$"}}})",
+          R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a<", "maxLength": 5}}})",
+          R"({"type": "object", "properties": {"o": {"type": "object", "properties": {"e": {"enum": ["</tool_call>"]}}}}})",
+          R"({"type": "object", "properties": {"o": {"type": "object", "properties": {"a</parameter>": {"type": "integer"}}}}})",
+      }) {
+    auto g2 = CompileXmlToolCalls(ojson::array({Function("f", parameters)}), "f", std::nullopt);
+    EXPECT_FALSE(g2) << parameters;
+  }
+  ojson many = ojson::array();
+  for (int i = 0; i < 65; ++i) many.push_back(Function("f" + std::to_string(i), kTime));
+  EXPECT_FALSE(CompileXmlToolCalls(many, "", std::string_view()));
+  EXPECT_TRUE(CompileXmlToolCalls(many, "f64", std::nullopt));
+  many.erase(64);
+  EXPECT_TRUE(CompileXmlToolCalls(many, "", std::string_view()));
+}
+
 TEST(GrammarXml, NamesChooseTheFunction) {
   const ojson tools = ojson::array(
       {Function("get_weather", kWeather), Function("get_time", kTime), Function("ping", "")});
@@ -202,6 +255,8 @@ TEST(GrammarXml, MasksAreExactlyTheAcceptedTokens) {
   ExpectMaskIsExact(m, qwen, "an integer");
   ASSERT_TRUE(m.AcceptBytes("\n</parameter>\n<parameter=meta>\n{\"s\": \"x").ok());
   ExpectMaskIsExact(m, qwen, "a JSON string inside a parameter");
+  ASSERT_TRUE(m.AcceptBytes("</tool").ok());
+  ExpectMaskIsExact(m, qwen, "a JSON string with a partial </tool_call>");
 }
 
 // The walk's text as the whole reply of a forced call, read back by the reply parser with the
