@@ -122,6 +122,12 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   auto invalid = [](std::string message) {
     return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
   };
+  // A call that may be any of more functions than a grammar follows at once (JSON forms; the
+  // XML grammar refuses them itself).
+  auto too_many = [](const char* advice) {
+    return "tools: at most " + std::to_string(kMaxGrammarAlternatives) +
+           " functions can be constrained at once; " + advice;
+  };
   std::vector<int32_t> prompt_ids;
   int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
   std::shared_ptr<const Grammar> grammar;
@@ -178,8 +184,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       }
       const std::string only = job.tool_choice == "required" ? "" : job.tool_choice;
       if (only.empty() && tools.size() > kMaxGrammarAlternatives) {
-        return invalid("tools: at most " + std::to_string(kMaxGrammarAlternatives) +
-                       " functions can be constrained at once; name one with tool_choice");
+        return invalid(too_many("name one with tool_choice"));
       }
       auto compiled = CompileJsonSchema(ForcedCallSchema(tools, only, syntax));
       if (!compiled) return invalid("tools: " + compiled.status().message());
@@ -211,10 +216,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
         if (!compiled) return invalid(compiled.status().message());
         grammar = *compiled;
       } else {
-        if (tools.size() > kMaxGrammarAlternatives) {
-          return invalid("tools: at most " + std::to_string(kMaxGrammarAlternatives) +
-                         " functions can be constrained at once; drop strict");
-        }
+        if (tools.size() > kMaxGrammarAlternatives) return invalid(too_many("drop strict"));
         auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
         if (!compiled) return invalid("tools: " + compiled.status().message());
         grammar = *compiled;

@@ -243,20 +243,20 @@ TEST(GrammarXml, MasksAreExactlyTheAcceptedTokens) {
   auto qwen = QwenVocabulary();
   if (!qwen) GTEST_SKIP() << "Qwen2.5 tokenizer not found";
   GrammarMatcher m(*g, qwen);
-  ASSERT_TRUE(m.AcceptBytes("write>\n<parameter=title>\n").ok());
-  ExpectMaskIsExact(m, qwen, "a parameter's opening");
-  ASSERT_TRUE(m.AcceptBytes("ab").ok());
-  ExpectMaskIsExact(m, qwen, "a short raw string");
-  ASSERT_TRUE(m.AcceptBytes("\n</parameter>\n<parameter=body>\nsome <b>text</").ok());
-  ExpectMaskIsExact(m, qwen, "a raw string with a partial </parameter>");
-  ASSERT_TRUE(m.AcceptBytes("b> \"q\" \\").ok());
-  ExpectMaskIsExact(m, qwen, "a raw string");
-  ASSERT_TRUE(m.AcceptBytes("\n</parameter>\n<parameter=n>\n1").ok());
-  ExpectMaskIsExact(m, qwen, "an integer");
-  ASSERT_TRUE(m.AcceptBytes("\n</parameter>\n<parameter=meta>\n{\"s\": \"x").ok());
-  ExpectMaskIsExact(m, qwen, "a JSON string inside a parameter");
-  ASSERT_TRUE(m.AcceptBytes("</tool").ok());
-  ExpectMaskIsExact(m, qwen, "a JSON string with a partial </tool_call>");
+  const std::pair<const char*, const char*> states[] = {
+      {"write>\n<parameter=title>\n", "a parameter's opening"},
+      {"ab", "a short raw string"},
+      {"\n</parameter>\n<parameter=body>\nsome <b>text</",
+       "a raw string with a partial </parameter>"},
+      {"b> \"q\" \\", "a raw string"},
+      {"\n</parameter>\n<parameter=n>\n1", "an integer"},
+      {"\n</parameter>\n<parameter=meta>\n{\"s\": \"x", "a JSON string inside a parameter"},
+      {"</tool", "a JSON string with a partial </tool_call>"},
+  };
+  for (const auto& [bytes, where] : states) {
+    ASSERT_TRUE(m.AcceptBytes(bytes).ok()) << where;
+    ExpectMaskIsExact(m, qwen, where);
+  }
 }
 
 // The walk's text as the whole reply of a forced call, read back by the reply parser with the
