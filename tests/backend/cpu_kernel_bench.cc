@@ -7,6 +7,14 @@
 // (enough copies to exceed the caches); GEMM throughput of the two BF16 prefill variants;
 // decode and prefill tokens/s of a synthetic smollm2-135m-shaped checkpoint via
 // ModelExecutor with placement "cpu".
+//
+//   build-cpu/tests/backend/cpu_kernel_bench --batched-decode
+//
+// Reports the decode tiles of a batched step (1, 2, 4 and 8 decode rows) on a 576x1536 INT8
+// matrix: from cache (one thread: the tile's arithmetic rate) and streaming sets of copies
+// of 64 MiB to 512 MiB (two threads, balanced dispatch as the backend runs them), the row
+// counts alternating inside each pass so that they see the same machine. Where the set fits
+// the L3 share the machine gives us, the one-row rate jumps (bench/results/many_users.md).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -109,6 +117,63 @@ void BenchBf16Gemm(const KernelTable& k, int64_t in, int64_t out, int64_t rows) 
   }
 }
 
+// See the header comment (--batched-decode).
+void BenchBatchedDecode(const KernelTable& k) {
+  constexpr int64_t kIn = 576, kOut = 1536;
+  constexpr int kRows[] = {1, 2, 4, 8};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> w(static_cast<size_t>(kIn * kOut));
+  for (float& v : w) v = d(rng);
+  auto first = PackMatrix(w, kOut, kIn, WeightFormat::kInt8);
+  if (!first) return;
+  const int64_t cols = first->padded_cols;
+  std::vector<float> x(static_cast<size_t>(8 * cols)), y(static_cast<size_t>(8 * kOut));
+  for (float& v : x) v = d(rng);
+  ActivationBlock acts[4];
+  for (int i = 0; i < 4; ++i) {
+    acts[i].Reserve(kRows[i], cols);
+    PrepareActivations(k, x.data(), kRows[i], cols, WeightFormat::kInt8, &acts[i]);
+  }
+  const MatmulFn fn = k.Matmul(WeightFormat::kInt8);
+  auto run = [&](const PackedMatrix& m, int i, ThreadPool* pool) {
+    const MatmulArgs a{&m, &acts[i], y.data(), kOut, false, nullptr, /*decode_rows=*/true};
+    if (pool == nullptr) return fn(a, 0, m.panels());
+    pool->ParallelForBalanced(m.panels(), 8, [&](int64_t b, int64_t e, int) { fn(a, b, e); });
+  };
+  const double macs = static_cast<double>(kIn * kOut);
+  for (int i = 0; i < 4; ++i) {
+    const double t = TimePerCall(2000, [&](int) { run(*first, i, nullptr); });
+    std::printf(
+        "batched decode int8 %lldx%lld rows=%d threads=1 cache-resident %7.1f us  %6.1f "
+        "GMAC/s\n",
+        static_cast<long long>(kIn), static_cast<long long>(kOut), kRows[i], t * 1e6,
+        macs * kRows[i] / t / 1e9);
+  }
+  ThreadPool pool(2);
+  std::vector<PackedMatrix> mats;
+  mats.push_back(std::move(*first));
+  for (size_t mib : {64, 96, 128, 160, 512}) {
+    const size_t copies = (mib << 20) / mats[0].bytes();
+    while (mats.size() < copies)
+      mats.push_back(std::move(*PackMatrix(w, kOut, kIn, WeightFormat::kInt8)));
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    for (int pass = 0; pass < 5; ++pass) {
+      for (int i = 0; i < 4; ++i) {
+        const double t0 = Now();
+        for (size_t c = 0; c < copies; ++c) run(mats[c], i, &pool);
+        best[i] = std::min(best[i], (Now() - t0) / static_cast<double>(copies));
+      }
+    }
+    std::printf("batched decode int8 %3zu MiB of copies, threads=2:", mib);
+    for (int i = 0; i < 4; ++i) {
+      std::printf("  rows=%d %5.1f us (%4.1f GB/s)", kRows[i], best[i] * 1e6,
+                  static_cast<double>(mats[0].bytes()) / best[i] / 1e9);
+    }
+    std::printf("\n");
+  }
+}
+
 int BenchModel(bool quick) {
   std::string dir =
       (std::filesystem::temp_directory_path() / "tessera-bench-smollm2-135m").string();
@@ -190,6 +255,10 @@ int main(int argc, char** argv) {
   bool model_only = argc > 1 && std::strcmp(argv[1], "--model") == 0;
   const KernelTable* k = KernelsFor(SelectCpuIsa());
   std::printf("isa %s\n", std::string(CpuIsaName(k->isa)).c_str());
+  if (argc > 1 && std::strcmp(argv[1], "--batched-decode") == 0) {
+    BenchBatchedDecode(*k);
+    return 0;
+  }
   if (!model_only) {
     for (auto [in, out] : {std::pair<int64_t, int64_t>{576, 1536}, {896, 4864}}) {
       for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kInt8, WeightFormat::kInt4}) {
