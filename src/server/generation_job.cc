@@ -1,5 +1,6 @@
 #include "server/generation_job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -12,14 +13,15 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+bool IsStrict(const ojson& tool) {
+  const auto fn = tool.find("function");
+  if (fn == tool.end() || !fn->is_object()) return false;
+  const auto strict = fn->find("strict");
+  return strict != fn->end() && strict->is_boolean() && strict->get<bool>();
+}
+
 bool AnyStrict(const ojson& tools) {
-  for (const ojson& t : tools) {
-    const auto fn = t.find("function");
-    if (fn == t.end() || !fn->is_object()) continue;
-    const auto strict = fn->find("strict");
-    if (strict != fn->end() && strict->is_boolean() && strict->get<bool>()) return true;
-  }
-  return false;
+  return std::any_of(tools.begin(), tools.end(), IsStrict);
 }
 
 bool IsJsonSyntax(ToolCallSyntax s) {
@@ -30,28 +32,83 @@ bool IsJsonSyntax(ToolCallSyntax s) {
 // The object a forced call writes, {"name": <one of the functions>, "arguments": <its
 // parameters>} ("parameters" for the Llama 3 form), as one JSON schema: the grammar then
 // constrains both the name and the arguments.
+const char* ArgumentsKey(ToolCallSyntax syntax) {
+  return syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
+}
+
+// A function's parameter schema (none: no parameters at all).
+ojson ParametersOf(const ojson& fn) {
+  return fn.contains("parameters") && !fn["parameters"].is_null()
+             ? fn["parameters"]
+             : ojson{{"type", "object"},
+                     {"properties", ojson::object()},
+                     {"additionalProperties", false}};
+}
+
+// {"name": <name, or one of several: an enum>, key: <arguments>} as a schema.
+ojson CallAlternative(ojson name, const char* key, ojson arguments) {
+  ojson props = ojson::object();
+  props["name"] = std::move(name);
+  props[key] = std::move(arguments);
+  return {{"type", "object"},
+          {"properties", std::move(props)},
+          {"required", {"name", key}},
+          {"additionalProperties", false}};
+}
+
+ojson AnyOf(ojson alternatives) {
+  if (alternatives.size() == 1) return alternatives[0];
+  return {{"anyOf", std::move(alternatives)}};
+}
+
 ojson ForcedCallSchema(const ojson& tools, const std::string& only, ToolCallSyntax syntax) {
-  const char* key = syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
   ojson alternatives = ojson::array();
   for (const ojson& t : tools) {
     const ojson& fn = t["function"];
     const std::string name = fn["name"].get<std::string>();
     if (!only.empty() && name != only) continue;
-    ojson params = fn.contains("parameters") && !fn["parameters"].is_null()
-                       ? fn["parameters"]
-                       : ojson{{"type", "object"},
-                               {"properties", ojson::object()},
-                               {"additionalProperties", false}};
-    ojson props = ojson::object();
-    props["name"] = {{"const", name}};
-    props[key] = params;
-    alternatives.push_back({{"type", "object"},
-                            {"properties", props},
-                            {"required", {"name", key}},
-                            {"additionalProperties", false}});
+    alternatives.push_back(
+        CallAlternative({{"const", name}}, ArgumentsKey(syntax), ParametersOf(fn)));
   }
-  if (alternatives.size() == 1) return alternatives[0];
-  return {{"anyOf", alternatives}};
+  return AnyOf(std::move(alternatives));
+}
+
+// The call a model opens under tool_choice auto with strict functions (JSON forms). A strict
+// function's arguments follow its schema. Nothing promised a non-strict function's arguments
+// a schema, so its schema guides them where it compiles; where it does not (an unsupported
+// keyword), or where the functions are more than one grammar follows at once, the non-strict
+// functions share one alternative whose arguments are any JSON object. Only strict functions
+// past that limit are a 400 (`too_many`).
+Expected<ojson> AutoCallSchema(const ojson& tools, ToolCallSyntax syntax) {
+  const char* key = ArgumentsKey(syntax);
+  ojson strict = ojson::array(), guided = ojson::array();
+  ojson free_names = ojson::array();
+  for (const ojson& t : tools) {
+    const ojson& fn = t["function"];
+    const std::string name = fn["name"].get<std::string>();
+    ojson params = ParametersOf(fn);
+    if (IsStrict(t)) {
+      strict.push_back(CallAlternative({{"const", name}}, key, std::move(params)));
+    } else if (CompileJsonSchema(params)) {
+      guided.push_back(CallAlternative({{"const", name}}, key, std::move(params)));
+    } else {
+      free_names.push_back(name);
+    }
+  }
+  if (strict.size() > kMaxGrammarAlternatives) return InvalidArgument("too many strict functions");
+  const size_t free_alternative = free_names.empty() ? 0 : 1;
+  if (strict.size() + guided.size() + free_alternative > kMaxGrammarAlternatives) {
+    for (const ojson& g : guided) free_names.push_back(g["properties"]["name"]["const"]);
+    guided = ojson::array();
+  }
+  ojson alternatives = std::move(strict);
+  for (ojson& g : guided) alternatives.push_back(std::move(g));
+  if (!free_names.empty()) {
+    ojson name = free_names.size() == 1 ? ojson{{"const", free_names[0]}}
+                                        : ojson{{"enum", std::move(free_names)}};
+    alternatives.push_back(CallAlternative(std::move(name), key, {{"type", "object"}}));
+  }
+  return AnyOf(std::move(alternatives));
 }
 
 }  // namespace
@@ -216,8 +273,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
         if (!compiled) return invalid(compiled.status().message());
         grammar = *compiled;
       } else {
-        if (tools.size() > kMaxGrammarAlternatives) return invalid(too_many("drop strict"));
-        auto compiled = CompileJsonSchema(ForcedCallSchema(tools, "", syntax));
+        auto schema = AutoCallSchema(tools, syntax);
+        if (!schema) return invalid(too_many("drop strict from some"));
+        auto compiled = CompileJsonSchema(*schema);
         if (!compiled) return invalid("tools: " + compiled.status().message());
         grammar = *compiled;
       }

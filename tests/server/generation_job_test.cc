@@ -57,9 +57,11 @@ struct Reply {
 };
 
 // A small random-weights model of `spec`'s family and vocabulary with a real tokenizer from
-// ../shared and `chat_template`, opened with two slots; null (test failed) on error.
+// ../shared and `chat_template`, opened with two slots of `context` positions; null (test
+// failed) on error.
 LoadedModel* OpenSynthetic(const test::TempDir& dir, SyntheticModelSpec spec,
-                           const std::string& tokenizer, const std::string& chat_template) {
+                           const std::string& tokenizer, const std::string& chat_template,
+                           int64_t context = 512) {
   const std::string tokenizers = test::SharedDir() + "/tokenizers/" + tokenizer;
   spec.hidden = 64;
   spec.intermediate = 96;
@@ -67,7 +69,7 @@ LoadedModel* OpenSynthetic(const test::TempDir& dir, SyntheticModelSpec spec,
   spec.heads = 4;
   spec.kv_heads = 2;
   spec.head_dim = 16;
-  spec.max_position = 512;
+  spec.max_position = context;
   EXPECT_TRUE(WriteSyntheticCheckpoint(dir.path(), spec).ok());
   std::filesystem::copy_file(tokenizers + "/tokenizer.json", dir.File("tokenizer.json"));
   json config = json::parse(test::ReadFile(tokenizers + "/tokenizer_config.json"));
@@ -75,6 +77,7 @@ LoadedModel* OpenSynthetic(const test::TempDir& dir, SyntheticModelSpec spec,
   test::WriteFile(dir.File("tokenizer_config.json"), config.dump());
   ModelLoadOptions o;
   o.parallel = 2;
+  o.context = context;
   o.package_cache = false;
   auto m = LoadedModel::Open(dir.path(), o);
   EXPECT_TRUE(m) << m.status().message();
@@ -162,7 +165,8 @@ class StrictAutoBareJson : public SyntheticModelTest<StrictAutoBareJson> {
     SyntheticModelSpec spec;
     spec.family = ModelFamily::kLlama;
     spec.vocab = 128256;
-    model_ = OpenSynthetic(*dir_, spec, "Meta-Llama-3-8B", kLlamaStyleTemplate);
+    // A long context: the many-tools test renders 81 functions into its prompt.
+    model_ = OpenSynthetic(*dir_, spec, "Meta-Llama-3-8B", kLlamaStyleTemplate, 8192);
     ASSERT_NE(model_, nullptr);
   }
 
@@ -177,21 +181,26 @@ class StrictAutoBareJson : public SyntheticModelTest<StrictAutoBareJson> {
     job.max_tokens = 80;
     return job;
   }
+
+  // WeatherJob sampled with `seed`, the call opened: random weights never open one by
+  // themselves, so logit_bias makes "{" the first choice and from there the grammar writes
+  // the call.
+  static JobRequest OpenedCallJob(int64_t seed) {
+    JobRequest job = WeatherJob();
+    const std::optional<int32_t> brace = model_->tokenizer().TokenToId("{");
+    EXPECT_TRUE(brace.has_value());
+    if (brace) job.logit_bias = {{*brace, 100.0}};
+    job.sampling.temperature = 0.8;
+    job.sampling.seed = seed;
+    return job;
+  }
 };
 
 TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
   ASSERT_NE(model_, nullptr);
   ASSERT_EQ(model_->assembler()->config().tool_call_syntax, ToolCallSyntax::kLlama3Json);
-  // Random weights never open a call by themselves: logit_bias makes "{" the first choice,
-  // and from there the grammar writes the call.
-  const std::optional<int32_t> brace = model_->tokenizer().TokenToId("{");
-  ASSERT_TRUE(brace.has_value());
   for (int64_t seed : {1, 2, 3}) {
-    JobRequest job = WeatherJob();
-    job.logit_bias = {{*brace, 100.0}};
-    job.sampling.temperature = 0.8;
-    job.sampling.seed = seed;
-    Reply r = Run(job);
+    Reply r = Run(OpenedCallJob(seed));
     ASSERT_TRUE(r.error.empty()) << r.error;
     ASSERT_TRUE(r.done);
     EXPECT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
@@ -199,6 +208,80 @@ TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
     EXPECT_EQ(r.calls[0].name, "get_weather");
     ExpectWeatherArguments(r.calls[0].arguments);
   }
+}
+
+// A non-strict function whose schema no grammar follows ("format" is not supported) used to
+// make every strict + auto request a 400; nothing promised its arguments a schema, so a call
+// to it now writes any JSON object, while the strict function's calls still follow theirs.
+// ("{" biased to open the call is chosen wherever the grammar allows it, so a free object's
+// strings run to max_tokens: the non-strict calls are checked as far as they go.)
+TEST_F(StrictAutoBareJson, ANonStrictFunctionWithAnUnsupportedSchemaStaysCallable) {
+  ASSERT_NE(model_, nullptr);
+  json tools = json::parse(kStrictWeather);
+  tools.push_back(json::parse(R"({"type": "function", "function": {"name": "log_event",
+    "parameters": {"type": "object", "properties": {
+      "when": {"type": "string", "format": "date-time"}}, "required": ["when"]}}})"));
+  int weather = 0, free_calls = 0;
+  for (int64_t seed = 1; seed <= 8; ++seed) {
+    JobRequest job = OpenedCallJob(seed);
+    job.tools = tools.dump();
+    Reply r = Run(job);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_TRUE(r.done);
+    if (r.finish == FinishReason::kToolCalls) {
+      ASSERT_EQ(r.calls.size(), 1u) << r.content;
+      ASSERT_EQ(r.calls[0].name, "get_weather") << r.calls[0].arguments;
+      ExpectWeatherArguments(r.calls[0].arguments);
+      ++weather;
+      continue;
+    }
+    // An unfinished call comes back as text: {"name": "log_event", "parameters": {"KEY...
+    const size_t name = r.content.find("\"log_event\"");
+    ASSERT_NE(name, std::string::npos) << r.content;
+    const size_t args = r.content.find("\"parameters\":", name);
+    ASSERT_NE(args, std::string::npos) << r.content;
+    const std::string rest = r.content.substr(args + 13);
+    const size_t open = rest.find_first_not_of(" ");
+    ASSERT_EQ(rest.substr(open, 2), "{\"") << r.content;
+    // Its first key is free: the schema would have made it "when".
+    if (rest.compare(open + 2, 5, "when\"") != 0) ++free_calls;
+  }
+  // Seeds 1-8 reach both functions (the name is the grammar's choice among the two).
+  EXPECT_GT(weather, 0);
+  EXPECT_GT(free_calls, 0);
+}
+
+// The 64 alternatives a grammar follows at once bound the strict functions only: non-strict
+// ones past that share one alternative (any object); 65 strict functions are a 400 naming
+// the limit.
+TEST_F(StrictAutoBareJson, OnlyStrictFunctionsCountAgainstTheGrammarLimit) {
+  ASSERT_NE(model_, nullptr);
+  auto tools_with = [](int strict, int loose) {
+    json tools = json::array();
+    for (int i = 0; i < strict + loose; ++i) {
+      json fn = {{"name", "f" + std::to_string(i)},
+                 {"parameters",
+                  {{"type", "object"},
+                   {"properties", {{"x", {{"type", "integer"}}}}},
+                   {"required", {"x"}},
+                   {"additionalProperties", false}}}};
+      if (i < strict) fn["strict"] = true;
+      tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+    return tools.dump();
+  };
+  JobRequest job = WeatherJob();
+  job.max_tokens = 2;
+  job.tools = tools_with(1, 80);
+  Reply r = Run(job);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(r.done);
+  job.tools = tools_with(64, 10);
+  r = Run(job);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  job.tools = tools_with(65, 0);
+  r = Run(job);
+  EXPECT_NE(r.error.find("at most 64 functions"), std::string::npos) << r.error;
 }
 
 TEST_F(StrictAutoBareJson, AReplyThatBeginsAsTextStaysText) {
