@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <set>
+#include <vector>
 
 #include "grammar/grammar.h"
 
@@ -101,7 +102,13 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
     }
   }
   std::set<std::string> names;
-  std::set<std::string> strict;
+  // Each function with a parameter schema: where it is, its name, whether it is strict.
+  struct Schema {
+    std::string where, name;
+    const ojson* params;
+    bool strict;
+  };
+  std::vector<Schema> schemas;
   if (tools != nullptr) {
     if (!tools->is_array()) return InvalidField("tools", "tools must be an array of tools");
     if (tools->size() > 128) return InvalidField("tools", "tools holds more than 128 tools");
@@ -139,21 +146,22 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
           return InvalidField(where + ".function.parameters",
                               where + ".function.parameters must be a JSON schema object");
         }
-        // Compiled here so a schema the constrained decoder cannot enforce is named now.
-        if (auto g = CompileJsonSchema(*params); !g) {
-          return InvalidField(where + ".function.parameters", g.status().message());
-        }
       }
+      bool strict = false;
       if (const ojson* s = Member(*fn, "strict")) {
         if (!s->is_boolean())
           return InvalidField(where + ".function.strict",
                               where + ".function.strict must be a boolean");
-        if (s->get<bool>()) strict.insert(name->get<std::string>());
+        strict = s->get<bool>();
+      }
+      if (const ojson* params = Member(*fn, "parameters")) {
+        schemas.push_back({where, name->get<std::string>(), params, strict});
       }
     }
     job->tools = tools->empty() ? std::string() : tools->dump();
   }
   std::string chosen = job->tools.empty() ? "none" : "auto";
+  bool named = false;  // chosen is a function's name
   if (choice != nullptr) {
     if (choice->is_string()) {
       chosen = choice->get<std::string>();
@@ -165,6 +173,7 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
                (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
                (*choice)["function"]["name"].is_string()) {
       chosen = (*choice)["function"]["name"].get<std::string>();
+      named = true;
       if (names.count(chosen) == 0) {
         return InvalidField("tool_choice",
                             "tool_choice names '" + chosen + "', which is not one of the tools");
@@ -181,6 +190,18 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
   if (!job->tools.empty() && !job->response_format.empty() && chosen != "none") {
     return InvalidField("response_format",
                         "response_format with tools is not supported; use one of them");
+  }
+  // The schemas the constrained decoder will enforce are compiled here, so one it cannot
+  // enforce is named now: a strict function's, and under required (or a named function) the
+  // candidates'. A non-strict function's schema under auto promises nothing, so an
+  // unsupported keyword in it ("format", say) is no reason to refuse the request.
+  if (chosen != "none") {
+    for (const Schema& f : schemas) {
+      if (!f.strict && chosen != "required" && !(named && chosen == f.name)) continue;
+      if (auto g = CompileJsonSchema(*f.params); !g) {
+        return InvalidField(f.where + ".function.parameters", g.status().message());
+      }
+    }
   }
   job->tool_choice = chosen;
   return std::nullopt;

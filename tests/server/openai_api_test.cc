@@ -169,14 +169,24 @@ TEST(OpenAiFields, BadToolsNameTheField) {
   };
   json bad_name = Weather();
   bad_name["function"]["name"] = "has space";
+  // A schema the constrained decoder cannot enforce, named where it would have to be:
+  // strict, or a candidate under required or a named choice.
   json bad_schema = Weather();
+  bad_schema["function"]["name"] = "log_event";
   bad_schema["function"]["parameters"] = {{"type", "object"},
                                           {"patternProperties", json::object()}};
+  json bad_strict = bad_schema;
+  bad_strict["function"]["strict"] = true;
+  const json log_event = {{"type", "function"}, {"function", {{"name", "log_event"}}}};
   const std::vector<Case> cases = {
       {{{"tools", "x"}}, "tools"},
       {{{"tools", json::array({bad_name})}}, "tools[0].function.name"},
       {{{"tools", json::array({Weather(), Weather()})}}, "tools[1].function.name"},
-      {{{"tools", json::array({bad_schema})}}, "tools[0].function.parameters"},
+      {{{"tools", json::array({bad_strict})}}, "tools[0].function.parameters"},
+      {{{"tools", json::array({Weather(), bad_schema})}, {"tool_choice", "required"}},
+       "tools[1].function.parameters"},
+      {{{"tools", json::array({Weather(), bad_schema})}, {"tool_choice", log_event}},
+       "tools[1].function.parameters"},
       {{{"tools", json::array({Weather(true)})}, {"tools_extra", 1}}, "tools_extra"},
       {{{"tools", json::array({Weather()})}, {"tool_choice", "sometimes"}}, "tool_choice"},
       {{{"tools", json::array({Weather()})},
@@ -196,6 +206,27 @@ TEST(OpenAiFields, BadToolsNameTheField) {
     auto r = ParseChatRequest(body, "m");
     ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body.dump();
     EXPECT_EQ(std::get<ApiError>(r).param, c.param) << body.dump();
+  }
+}
+
+// Under auto a non-strict function's schema is rendered for the model and promises nothing,
+// so a keyword the constrained decoder does not support is no reason for a 400 ("format" is
+// common in real tools); nor is it under a named choice of another function.
+TEST(OpenAiFields, UnenforceableSchemasOfUnconstrainedFunctionsAreAccepted) {
+  json loose = Weather();
+  loose["function"]["name"] = "log_event";
+  loose["function"]["parameters"]["properties"]["when"] = {{"type", "string"},
+                                                           {"format", "date-time"}};
+  const json choose_weather = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  for (const json& extra :
+       {json{{"tools", json::array({loose})}}, json{{"tools", json::array({Weather(true), loose})}},
+        json{{"tools", json::array({Weather(), loose})}, {"tool_choice", choose_weather}},
+        json{{"tools", json::array({loose})}, {"tool_choice", "none"}}}) {
+    json body = {{"messages", UserMessages()}};
+    body.update(extra);
+    auto r = ParseChatRequest(body, "m");
+    ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r))
+        << body.dump() << ": " << std::get<ApiError>(r).message;
   }
 }
 
