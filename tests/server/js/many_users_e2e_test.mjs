@@ -232,6 +232,14 @@ test('strict tools under tool_choice auto: a call the model opens follows the sc
   // Without the push the model answers in text: strict auto is no longer refused.
   const plain = await client.chat.completions.create({ model: 'qwen', messages, tools, tool_choice: 'auto', max_tokens: 4, temperature: 0 });
   assert.equal(typeof plain.choices[0].message.content, 'string');
+  // A non-strict function whose schema holds a keyword the grammar lacks ("format") is only
+  // described to the model under auto: accepted. Under required its schema would be enforced:
+  // a 400 naming it.
+  const loose = { type: 'function', function: { name: 'log_event', parameters: { type: 'object', properties: { when: { type: 'string', format: 'date-time' } } } } };
+  const mixed = await client.chat.completions.create({ model: 'qwen', messages, tools: [...tools, loose], tool_choice: 'auto', max_tokens: 4, temperature: 0 });
+  assert.equal(typeof mixed.choices[0].message.content, 'string');
+  await assert.rejects(client.chat.completions.create({ model: 'qwen', messages, tools: [...tools, loose], tool_choice: 'required', max_tokens: 4 }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools[1].function.parameters' && /format/.test(e.message));
   // logit_bias is checked: keys are token ids inside the vocabulary, values -100..100.
   for (const logit_bias of [{ x: 1 }, { 5: 101 }, { 999999999: 1 }]) {
     await assert.rejects(client.chat.completions.create({ model: 'qwen', messages, logit_bias, max_tokens: 1 }),
