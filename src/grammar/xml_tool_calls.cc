@@ -4,10 +4,14 @@
 // node becomes an XML object (Node::xml), and a parameter declared a string becomes a raw
 // string (Node::raw), written as it is on one line. The reply parser reads a parameter's text
 // as the type its function declares (chat/tool_calls.h), so a raw string is only made where
-// the schema says "string" itself; a parameter that may be a string or something else, or a
-// string the parser could not tell from its schema, is refused.
+// the schema says "string" itself, or string or null (a nullable string: the text null or
+// None reads as null, which the schema allows too); a parameter that may be a string or
+// something else, or a string the parser could not tell from its schema, is refused.
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_internal.h"
@@ -85,6 +89,81 @@ bool DeclaresString(const json* schema) {
     return std::all_of(e->begin(), e->end(), [](const json& v) { return v.is_string(); });
   }
   return false;
+}
+
+// The parameter's own schema declares a string or null, nothing else: "type": ["string",
+// "null"], anyOf / oneOf of a string schema (DeclaresString) and {"type": "null"}, or an enum
+// of strings and null.
+bool DeclaresNullableString(const json* schema) {
+  if (schema == nullptr || !schema->is_object()) return false;
+  if (auto t = schema->find("type"); t != schema->end()) {
+    if (!t->is_array()) return false;
+    std::set<std::string> types;
+    for (const json& x : *t) {
+      if (!x.is_string()) return false;
+      types.insert(x.get<std::string>());
+    }
+    return types == std::set<std::string>{"string", "null"};
+  }
+  if (auto e = schema->find("enum"); e != schema->end() && e->is_array()) {
+    bool strings = false, null = false;
+    for (const json& v : *e) {
+      if (!v.is_string() && !v.is_null()) return false;
+      (v.is_null() ? null : strings) = true;
+    }
+    return strings && null;
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    auto branches = schema->find(key);
+    if (branches == schema->end() || !branches->is_array()) continue;
+    bool strings = false, null = false;
+    for (const json& b : *branches) {
+      if (DeclaresString(&b)) {
+        strings = true;
+      } else if (b.is_object() && b.contains("type") && b["type"] == "null") {
+        null = true;
+      } else {
+        return false;
+      }
+    }
+    return strings && null;
+  }
+  return false;
+}
+
+// The string form of a nullable string node: of a union, its one string branch beside null;
+// of literals, those that are strings (as a new node). Nullopt for any other node.
+std::optional<uint32_t> StringPartOfNullable(Grammar* g, uint32_t id) {
+  const Node n = g->nodes[id];
+  auto is_null = [g](uint32_t b) {
+    const Node& c = g->nodes[b];
+    return c.kind == NodeKind::kLiterals && c.literals == std::vector<std::string>{"null"};
+  };
+  if (n.kind == NodeKind::kUnion) {
+    std::optional<uint32_t> string_branch;
+    bool null = false;
+    for (uint32_t b : n.branches) {
+      if (is_null(b)) {
+        null = true;
+        continue;
+      }
+      bool some = false, only = true;
+      StringKinds(*g, b, &some, &only);
+      if (!some || !only || string_branch) return std::nullopt;
+      string_branch = b;
+    }
+    return null ? string_branch : std::nullopt;
+  }
+  if (n.kind == NodeKind::kLiterals) {
+    Node strings = n;
+    std::erase(strings.literals, std::string("null"));
+    if (strings.literals.size() + 1 != n.literals.size() || strings.literals.empty()) {
+      return std::nullopt;
+    }
+    g->nodes.push_back(std::move(strings));
+    return static_cast<uint32_t>(g->nodes.size() - 1);
+  }
+  return std::nullopt;
 }
 
 // Holds a text the reply parser would end a parameter or the call at.
@@ -208,12 +287,19 @@ Expected<uint32_t> FunctionNode(Grammar* out, const std::string& name, const jso
       if (some) {
         const json* schema =
             declared != nullptr && declared->contains(key) ? &(*declared)[key] : nullptr;
+        uint32_t string_node = p.node;
         if (!only || !DeclaresString(schema)) {
-          return Refuse(name, "parameter '" + key +
-                                  "' may be a string but is not declared as a string alone "
-                                  "(\"type\": \"string\", or an enum or const of strings)");
+          std::optional<uint32_t> part;
+          if (DeclaresNullableString(schema)) part = StringPartOfNullable(out, p.node);
+          if (!part) {
+            return Refuse(name, "parameter '" + key +
+                                    "' may be a string but is not declared as a string alone "
+                                    "or a nullable string (\"type\": \"string\" or "
+                                    "[\"string\", \"null\"], an enum or const of strings)");
+          }
+          string_node = *part;
         }
-        TS_ASSIGN_OR_RETURN(x.node, RawValue(out, p.node, name, key));
+        TS_ASSIGN_OR_RETURN(x.node, RawValue(out, string_node, name, key));
       }
       xml.props.push_back(std::move(x));
     }

@@ -151,7 +151,9 @@ TEST(GrammarXml, NamesChooseTheFunction) {
 TEST(GrammarXml, RefusesWhatTheFormatCannotWriteUnambiguously) {
   const char* bad[] = {
       R"({"type": "object", "properties": {"x": {"type": ["string", "integer"]}}})",
-      R"({"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "null"}]}}})",
+      R"({"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}}})",
+      R"({"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "string", "maxLength": 2}, {"type": "null"}]}}})",
+      R"({"type": "object", "properties": {"x": {"type": ["string", "null", "boolean"]}}})",
       R"({"type": "object", "properties": {"x": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string"}}})",
       R"({"type": "object", "properties": {"x": {}}})",
       R"({"type": "object", "properties": {"x": {"enum": ["a", 1]}}})",
@@ -181,6 +183,45 @@ TEST(GrammarXml, RefusesWhatTheFormatCannotWriteUnambiguously) {
     ASSERT_TRUE(none) << none.status().message();
     EXPECT_TRUE(Feed(*none, "</function>").complete);
     EXPECT_FALSE(Feed(*none, Param("x", "1")).accepted);
+  }
+}
+
+// A nullable string is written as its string's raw text: the reply parser reads null or None
+// as null, which the schema allows too, and any other text as the string.
+TEST(GrammarXml, NullableStringsAreRawText) {
+  const char* parameters = R"({"type": "object", "properties": {
+      "a": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]},
+      "b": {"type": ["null", "string"]},
+      "c": {"enum": ["x", "y", null]}}, "required": ["a", "b", "c"]})";
+  const ojson tools = ojson::array({Function("f", parameters)});
+  auto g = CompileXmlToolCalls(tools, "f", std::nullopt);
+  ASSERT_TRUE(g) << g.status().message();
+  auto call = [](const std::string& a, const std::string& b, const std::string& c) {
+    return Param("a", a) + Param("b", b) + Param("c", c) + "</function>";
+  };
+  auto complete = [&](const std::string& text) {
+    const Fed fed = Feed(*g, text);
+    return fed.accepted && fed.complete;
+  };
+  EXPECT_TRUE(complete(call("hello", "any text", "x")));
+  EXPECT_TRUE(complete(call("None", "null", "y")));
+  EXPECT_FALSE(complete(call("toolong", "b", "x")));  // the string branch's maxLength
+  EXPECT_FALSE(complete(call("a", "b", "z")));
+  EXPECT_FALSE(complete(call("a", "b", "null")));  // null is the string's absence, not its text
+  const json schema = json::parse(parameters);
+  ToolCallParserOptions options;
+  options.xml_parameter_types = ParameterTypesOfTools(tools.dump());
+  for (const auto& [text, want] :
+       {std::pair{call("None", "null", "y"), json{{"a", nullptr}, {"b", nullptr}, {"c", "y"}}},
+        std::pair{call("42", "true", "x"), json{{"a", "42"}, {"b", "true"}, {"c", "x"}}}}) {
+    const ParsedReply reply =
+        ParseToolCalls(ToolCallSyntax::kQwen3Xml,
+                       "<tool_call>\n<function=f>\n" + text + "\n</tool_call>", options);
+    ASSERT_EQ(reply.calls.size(), 1u) << text;
+    const json args = json::parse(reply.calls[0].arguments);
+    EXPECT_EQ(args, want) << text;
+    std::string why;
+    EXPECT_TRUE(ValidateJson(args, schema, schema, &why)) << why;
   }
 }
 
