@@ -53,13 +53,16 @@ std::shared_ptr<const Grammar> JsonObjectGrammar();
 // ">\n" (one of the functions, or `only`); without, `only` names the one function and its
 // text starts at its first parameter. Then its parameters in schema order, required ones
 // always, each <parameter=KEY>\nVALUE\n</parameter>\n, and "</function>". A parameter declared
-// a string ("type": "string", or an enum or const of strings) is its raw text on one line
-// (never holding "</parameter>"); any other is compact JSON that is not a string. Refused
-// (InvalidArgument): a parameter that may be a string but is not declared one alone, names
-// holding '>' or a newline, parameters that are not one object schema.
+// a string ("type": "string", or an enum or const of strings) or a nullable string is its raw
+// text on one line (never holding "</parameter>"); any other is compact JSON that is not a
+// string. Refused (InvalidArgument): a parameter that may be a string but is not declared one
+// alone, names holding '>' or a newline, parameters that are not one object schema. With
+// `relax_non_strict` (tool_choice auto, where only strict functions promise their schemas), a
+// function without "strict": true whose schema is refused takes its declared parameters, each
+// optional, as raw text on one line instead (the reply parser still reads them as declared).
 Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     const nlohmann::ordered_json& tools, std::string_view only,
-    std::optional<std::string_view> name_opening);
+    std::optional<std::string_view> name_opening, bool relax_non_strict = false);
 
 // The decoded bytes of every token of one model, with per-token classes and tries precomputed.
 // Build once per model and share.

@@ -315,9 +315,29 @@ Expected<uint32_t> FunctionNode(Grammar* out, const std::string& name, const jso
 
 }  // namespace
 
+// A non-strict function's parameters when its own schema is refused (relax_non_strict): each
+// declared parameter whose name the format can write, optional, as a string (raw text).
+json RelaxedParameters(const json& parameters) {
+  json props = json::object();
+  if (parameters.is_object() && parameters.contains("properties") &&
+      parameters["properties"].is_object()) {
+    for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
+      if (!it.key().empty() && it.key().find_first_of(">\n") == std::string::npos &&
+          !HoldsForbidden(it.key())) {
+        props[it.key()] = {{"type", "string"}};
+      }
+    }
+  }
+  return {{"type", "object"}, {"properties", std::move(props)}};
+}
+
+bool IsStrict(const json& fn) {
+  return fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>();
+}
+
 Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     const nlohmann::ordered_json& tools, std::string_view only,
-    std::optional<std::string_view> name_opening) {
+    std::optional<std::string_view> name_opening, bool relax_non_strict) {
   if (!tools.is_array()) return InvalidArgument("tools must be an array");
   auto grammar = std::make_shared<Grammar>();
   std::vector<uint32_t> functions;
@@ -338,8 +358,17 @@ Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     std::string prefix;
     if (name_opening) prefix = std::string(*name_opening) + name + ">\n";
     const json parameters = fn.contains("parameters") ? fn["parameters"] : json();
-    TS_ASSIGN_OR_RETURN(uint32_t node, FunctionNode(grammar.get(), name, parameters, prefix));
-    functions.push_back(node);
+    const size_t nodes = grammar->nodes.size(), patterns = grammar->patterns.size();
+    const uint32_t key_string = grammar->key_string;
+    Expected<uint32_t> node = FunctionNode(grammar.get(), name, parameters, prefix);
+    if (!node && relax_non_strict && !IsStrict(fn)) {
+      grammar->nodes.resize(nodes);  // drop what the refused schema appended
+      grammar->patterns.resize(patterns);
+      grammar->key_string = key_string;
+      node = FunctionNode(grammar.get(), name, RelaxedParameters(parameters), prefix);
+    }
+    if (!node) return node.status();
+    functions.push_back(*node);
   }
   if (functions.empty()) {
     return InvalidArgument("tools: no function named '" + std::string(only) + "'");

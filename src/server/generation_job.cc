@@ -269,7 +269,8 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       if (syntax == ToolCallSyntax::kQwen3Xml) {
         // After the <tool_call> token: "\n<function=NAME>\n" and the parameters.
         auto compiled =
-            CompileXmlToolCalls(tools, "", std::optional<std::string_view>("\n<function="));
+            CompileXmlToolCalls(tools, "", std::optional<std::string_view>("\n<function="),
+                                /*relax_non_strict=*/true);
         if (!compiled) return invalid(compiled.status().message());
         grammar = *compiled;
       } else {

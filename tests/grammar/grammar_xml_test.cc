@@ -225,6 +225,33 @@ TEST(GrammarXml, NullableStringsAreRawText) {
   }
 }
 
+// Under auto (relax_non_strict) a non-strict function whose schema the format refuses takes
+// its declared parameters, each optional, as raw text; a strict one is still refused.
+TEST(GrammarXml, NonStrictFunctionsRelaxUnderAuto) {
+  ojson tools = ojson::array(
+      {Function("get_time", kTime), Function("log", R"({"type": "object", "properties": {
+           "when": {"type": "string", "format": "date-time"}, "n": {"type": "integer"},
+           "bad>key": {"type": "integer"}}, "required": ["when"]})")});
+  tools[0]["function"]["strict"] = true;
+  const std::string_view opening = "\n<function=";
+  EXPECT_FALSE(CompileXmlToolCalls(tools, "", opening));
+  auto g = CompileXmlToolCalls(tools, "", opening, /*relax_non_strict=*/true);
+  ASSERT_TRUE(g) << g.status().message();
+  auto complete = [&](const std::string& text) {
+    const Fed fed = Feed(*g, text);
+    return fed.accepted && fed.complete;
+  };
+  EXPECT_TRUE(
+      complete("\n<function=log>\n" + Param("when", "tomorrow") + Param("n", "5") + "</function>"));
+  EXPECT_TRUE(complete("\n<function=log>\n" + Param("n", "many") + "</function>"));
+  EXPECT_TRUE(complete("\n<function=log>\n</function>"));
+  EXPECT_FALSE(complete("\n<function=log>\n" + Param("other", "1") + "</function>"));
+  EXPECT_FALSE(complete("\n<function=get_time>\n</function>"));  // zone is required
+  EXPECT_TRUE(complete("\n<function=get_time>\n" + Param("zone", "UTC") + "</function>"));
+  tools[1]["function"]["strict"] = true;
+  EXPECT_FALSE(CompileXmlToolCalls(tools, "", opening, /*relax_non_strict=*/true));
+}
+
 // The mask (with its shortcuts for plain text inside JSON and raw strings) allows exactly the
 // tokens the matcher accepts, checked token by token along random walks: every token of the
 // small vocabulary at every step, and of the Qwen vocabulary at a few steps inside raw strings.

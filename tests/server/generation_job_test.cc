@@ -401,6 +401,22 @@ TEST_F(XmlToolCalls, ParametersTheFormatCannotWriteAreA400NamingThem) {
   Reply r = Run(job);
   EXPECT_NE(r.error.find("parameter 'x'"), std::string::npos) << r.error;
   EXPECT_FALSE(r.done);
+  // Under auto only the strict function's schema must be followed: the non-strict one whose
+  // parameter the format cannot write takes its parameters as text, and the job runs.
+  job = Job("auto", 1);
+  json tools = json::parse(job.tools);
+  tools[0]["function"]["parameters"]["properties"]["days"] = {
+      {"type", json::array({"string", "integer"})}};
+  job.tools = tools.dump();
+  job.max_tokens = 4;
+  r = Run(job);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(r.done);
+  tools[1]["function"]["parameters"]["properties"]["zone"] = {
+      {"type", json::array({"string", "integer"})}};
+  job.tools = tools.dump();
+  r = Run(job);  // the strict one's cannot be relaxed
+  EXPECT_NE(r.error.find("parameter 'zone'"), std::string::npos) << r.error;
 }
 
 }  // namespace
