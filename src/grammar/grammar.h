@@ -18,6 +18,8 @@
 // and ','; object keys in schema order, only declared properties; strings escape with the
 // standard JSON escapes (\uXXXX except surrogates); every reachable state has a completion.
 #pragma once
+#include <array>
+#include <bitset>
 
 #include <cstdint>
 #include <memory>
@@ -117,6 +119,9 @@ class TokenVocabulary {
     std::vector<uint32_t> chars;    // parallel to by_chars
     uint32_t max_chars = 0;
     Trie others;  // the ordinary tokens not in the set
+    // The set's tokens by first byte: ids by_first_byte[first[c], first[c + 1]) begin with c.
+    std::vector<int32_t> by_first_byte;
+    std::array<uint32_t, 257> first{};
   };
   // JSON strings: complete UTF-8, no quote, backslash or control byte.
   PlainSet plain_;
@@ -172,9 +177,11 @@ class GrammarMatcher {
   void Walk(const TokenVocabulary::Trie& trie, uint32_t node, size_t depth,
             std::span<uint64_t> mask);
   // Every stack is inside a free string's content (no pattern), all of one kind (JSON, JSON in
-  // an XML call, raw; in an XML call with no partial forbidden text pending): the token set
-  // of that kind, and in *remaining_chars how many characters the string may still take.
-  const TokenVocabulary::PlainSet* InFreeStringContent(uint32_t* remaining_chars) const;
+  // an XML call, raw): the token set of that kind, in *remaining_chars how many characters the
+  // string may still take, and in *pending the bytes that would continue a partial forbidden
+  // text of an XML call (the set's tokens beginning with one of them are walked).
+  const TokenVocabulary::PlainSet* InFreeStringContent(uint32_t* remaining_chars,
+                                                       std::bitset<256>* pending) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;

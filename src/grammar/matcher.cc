@@ -684,7 +684,7 @@ bool GrammarMatcher::CanContinue() const {
 }
 
 const TokenVocabulary::PlainSet* GrammarMatcher::InFreeStringContent(
-    uint32_t* remaining_chars) const {
+    uint32_t* remaining_chars, std::bitset<256>* pending) const {
   const TokenVocabulary::PlainSet* set = nullptr;
   uint32_t remaining = 0;
   for (uint32_t end : state_.ends) {
@@ -699,8 +699,14 @@ const TokenVocabulary::PlainSet* GrammarMatcher::InFreeStringContent(
     if (n->kind != NodeKind::kString || n->pattern >= 0 || top.phase != kStrContent) {
       return nullptr;
     }
-    // With part of a forbidden text pending, the next token may complete it: walked.
-    if (n->xml_guard && top.value != 0) return nullptr;
+    // With part of a forbidden text pending, a set token (it holds no '<') may complete it
+    // only by beginning with the byte that continues it; any other first byte ends the match.
+    if (n->xml_guard && top.value != 0) {
+      for (size_t i = 0; i < std::size(grammar_internal::kXmlForbidden); ++i) {
+        const uint64_t k = (top.value >> (8 * i)) & 0xff;
+        if (k > 0) pending->set(static_cast<uint8_t>(grammar_internal::kXmlForbidden[i][k]));
+      }
+    }
     const TokenVocabulary::PlainSet* mine = n->raw         ? &vocab_->raw_
                                             : n->xml_guard ? &vocab_->json_guarded_
                                                            : &vocab_->plain_;
@@ -735,7 +741,8 @@ void GrammarMatcher::FillMask(std::span<uint64_t> mask) {
   }
   walk_sets_[0] = state_;
   uint32_t remaining = 0;
-  if (const TokenVocabulary::PlainSet* set = InFreeStringContent(&remaining)) {
+  std::bitset<256> pending;
+  if (const TokenVocabulary::PlainSet* set = InFreeStringContent(&remaining, &pending)) {
     // Plain text tokens stay inside the string: allowed by their character count alone.
     if (remaining >= set->max_chars) {
       std::copy(set->mask.begin(), set->mask.end(), mask.begin());
@@ -744,6 +751,21 @@ void GrammarMatcher::FillMask(std::span<uint64_t> mask) {
         if (set->chars[i] > remaining) break;
         const int32_t id = set->by_chars[i];
         mask[id / 64] |= uint64_t{1} << (id % 64);
+      }
+    }
+    // The set's tokens that may continue a pending forbidden text: each walked byte by byte.
+    for (int c = 0; pending.any() && c < 256; ++c) {
+      if (!pending.test(static_cast<size_t>(c))) continue;
+      for (uint32_t i = set->first[c]; i < set->first[c + 1]; ++i) {
+        const int32_t id = set->by_first_byte[i];
+        mask[id / 64] &= ~(uint64_t{1} << (id % 64));
+        const std::string& bytes = vocab_->bytes_[static_cast<size_t>(id)];
+        size_t d = 0;
+        while (d < bytes.size() &&
+               Advance(walk_sets_[d], static_cast<uint8_t>(bytes[d]), &walk_sets_[d + 1])) {
+          ++d;
+        }
+        if (d == bytes.size()) mask[id / 64] |= uint64_t{1} << (id % 64);
       }
     }
     Walk(set->others, 0, 0, mask);

@@ -150,6 +150,17 @@ Expected<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(
       s.set->by_chars.push_back(id);
       s.set->max_chars = std::max(s.set->max_chars, chars);
     }
+    std::vector<int32_t>& by_first = s.set->by_first_byte;
+    by_first = s.set->by_chars;
+    std::stable_sort(by_first.begin(), by_first.end(), [&](int32_t a, int32_t b) {
+      return static_cast<uint8_t>(v->bytes_[a][0]) < static_cast<uint8_t>(v->bytes_[b][0]);
+    });
+    size_t at = 0;
+    for (int c = 0; c < 256; ++c) {
+      s.set->first[c] = static_cast<uint32_t>(at);
+      while (at < by_first.size() && static_cast<uint8_t>(v->bytes_[by_first[at]][0]) == c) ++at;
+    }
+    s.set->first[256] = static_cast<uint32_t>(at);
     BuildTrie(v->bytes_, std::move(s.out), &s.set->others);
   }
   BuildTrie(v->bytes_, std::move(ordinary), &v->all_);

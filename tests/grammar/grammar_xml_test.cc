@@ -317,6 +317,7 @@ TEST(GrammarXml, MasksAreExactlyTheAcceptedTokens) {
       {"\n</parameter>\n<parameter=body>\nsome <b>text</",
        "a raw string with a partial </parameter>"},
       {"b> \"q\" \\", "a raw string"},
+      {" <", "a raw string with < pending"},
       {"\n</parameter>\n<parameter=n>\n1", "an integer"},
       {"\n</parameter>\n<parameter=meta>\n{\"s\": \"x", "a JSON string inside a parameter"},
       {"</tool", "a JSON string with a partial </tool_call>"},
