@@ -313,19 +313,64 @@ Expected<uint32_t> FunctionNode(Grammar* out, const std::string& name, const jso
   return static_cast<uint32_t>(out->nodes.size() - 1);
 }
 
-}  // namespace
+// The value at local reference `ref` ("#/a/b") within `root`; null when there is none.
+const json* Resolve(const json& root, const std::string& ref) {
+  if (ref.empty() || ref[0] != '#') return nullptr;
+  const json* node = &root;
+  size_t pos = 1;
+  while (pos < ref.size()) {
+    if (ref[pos] != '/') return nullptr;
+    size_t end = ref.find('/', pos + 1);
+    if (end == std::string::npos) end = ref.size();
+    std::string token;
+    for (size_t i = pos + 1; i < end; ++i) {
+      if (ref[i] == '~' && i + 1 < end && (ref[i + 1] == '0' || ref[i + 1] == '1')) {
+        token += ref[++i] == '0' ? '~' : '/';
+      } else {
+        token += ref[i];
+      }
+    }
+    if (!node->is_object() || !node->contains(token)) return nullptr;
+    node = &(*node)[token];
+    pos = end;
+  }
+  return node;
+}
+
+// The property names of the object schemas `schema` stands for: its own properties, those of
+// what a local $ref points at, and of its anyOf / oneOf / allOf branches (a few levels).
+void CollectPropertyNames(const json& root, const json& schema, int depth,
+                          std::vector<std::string>* names) {
+  if (depth > 4 || !schema.is_object()) return;
+  if (auto r = schema.find("$ref"); r != schema.end() && r->is_string()) {
+    if (const json* target = Resolve(root, r->get<std::string>())) {
+      CollectPropertyNames(root, *target, depth + 1, names);
+    }
+  }
+  if (auto p = schema.find("properties"); p != schema.end() && p->is_object()) {
+    for (auto it = p->begin(); it != p->end(); ++it) {
+      if (std::find(names->begin(), names->end(), it.key()) == names->end()) {
+        names->push_back(it.key());
+      }
+    }
+  }
+  for (const char* key : {"anyOf", "oneOf", "allOf"}) {
+    if (auto b = schema.find(key); b != schema.end() && b->is_array()) {
+      for (const json& branch : *b) CollectPropertyNames(root, branch, depth + 1, names);
+    }
+  }
+}
 
 // A non-strict function's parameters when its own schema is refused (relax_non_strict): each
-// declared parameter whose name the format can write, optional, as a string (raw text).
+// parameter it declares (at its top, behind a $ref or in its branches) whose name the format
+// can write, optional, as a string (raw text).
 json RelaxedParameters(const json& parameters) {
+  std::vector<std::string> names;
+  CollectPropertyNames(parameters, parameters, 0, &names);
   json props = json::object();
-  if (parameters.is_object() && parameters.contains("properties") &&
-      parameters["properties"].is_object()) {
-    for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
-      if (!it.key().empty() && it.key().find_first_of(">\n") == std::string::npos &&
-          !HoldsForbidden(it.key())) {
-        props[it.key()] = {{"type", "string"}};
-      }
+  for (const std::string& name : names) {
+    if (!name.empty() && name.find_first_of(">\n") == std::string::npos && !HoldsForbidden(name)) {
+      props[name] = {{"type", "string"}};
     }
   }
   return {{"type", "object"}, {"properties", std::move(props)}};
@@ -334,6 +379,8 @@ json RelaxedParameters(const json& parameters) {
 bool IsStrict(const json& fn) {
   return fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>();
 }
+
+}  // namespace
 
 Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     const nlohmann::ordered_json& tools, std::string_view only,
@@ -375,8 +422,9 @@ Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
   }
   if (functions.size() > kMaxStacks) {
     return InvalidArgument("tools: at most " + std::to_string(kMaxStacks) +
-                           " functions can be constrained at once (tool_choice required or "
-                           "strict functions); name one with tool_choice");
+                           " functions can be constrained at once (under tool_choice required, "
+                           "or auto with a strict function, the qwen3_xml format constrains "
+                           "every function); name one with tool_choice, or send fewer tools");
   }
   if (functions.size() > 1 && !name_opening) {
     return InvalidArgument("tools: several functions need their names in the call");

@@ -29,86 +29,126 @@ bool IsJsonSyntax(ToolCallSyntax s) {
          s == ToolCallSyntax::kGemmaJson;
 }
 
-// The object a forced call writes, {"name": <one of the functions>, "arguments": <its
-// parameters>} ("parameters" for the Llama 3 form), as one JSON schema: the grammar then
-// constrains both the name and the arguments.
+// The object a call writes, {"name": <one of the functions>, "arguments": <its parameters>}
+// ("parameters" for the Llama 3 form), as one JSON schema: the grammar then constrains both
+// the name and the arguments.
 const char* ArgumentsKey(ToolCallSyntax syntax) {
   return syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
 }
 
-// A function's parameter schema (none: no parameters at all).
+// A function's parameter schema. None, or an empty schema: no parameters at all (a call's
+// arguments are an object; the reply parser reads nothing else as a call).
 ojson ParametersOf(const ojson& fn) {
-  return fn.contains("parameters") && !fn["parameters"].is_null()
-             ? fn["parameters"]
-             : ojson{{"type", "object"},
-                     {"properties", ojson::object()},
-                     {"additionalProperties", false}};
+  if (!fn.contains("parameters") || fn["parameters"].is_null() ||
+      (fn["parameters"].is_object() && fn["parameters"].empty())) {
+    return {{"type", "object"}, {"properties", ojson::object()}, {"additionalProperties", false}};
+  }
+  return fn["parameters"];
 }
 
-// {"name": <name, or one of several: an enum>, key: <arguments>} as a schema.
-ojson CallAlternative(ojson name, const char* key, ojson arguments) {
-  ojson props = ojson::object();
-  props["name"] = std::move(name);
-  props[key] = std::move(arguments);
-  return {{"type", "object"},
-          {"properties", std::move(props)},
-          {"required", {"name", key}},
-          {"additionalProperties", false}};
+// Whether a parameter schema says its top is an object (a type or properties).
+bool DeclaresObject(const ojson& params) {
+  if (!params.is_object()) return false;
+  if (params.contains("properties")) return true;
+  const auto t = params.find("type");
+  return t != params.end() && *t == "object";
 }
 
-ojson AnyOf(ojson alternatives) {
-  if (alternatives.size() == 1) return alternatives[0];
-  return {{"anyOf", std::move(alternatives)}};
+// `schema` moved to `at` (a JSON pointer) of a larger document: its local references
+// ("#/$defs/x", "#") point into it there. Values (enum, const, default, examples) are data.
+ojson Rebased(const ojson& schema, const std::string& at) {
+  if (schema.is_array()) {
+    ojson out = ojson::array();
+    for (const ojson& v : schema) out.push_back(Rebased(v, at));
+    return out;
+  }
+  if (!schema.is_object()) return schema;
+  ojson out = ojson::object();
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "$ref" && it->is_string() && it->get<std::string>().starts_with("#")) {
+      out[k] = "#" + at + it->get<std::string>().substr(1);
+    } else if (k == "enum" || k == "const" || k == "default" || k == "examples") {
+      out[k] = *it;
+    } else {
+      out[k] = Rebased(*it, at);
+    }
+  }
+  return out;
+}
+
+// One call alternative: {"name": <a const, or an enum of several>, key: <arguments>}.
+struct CallAlternative {
+  ojson name;
+  ojson arguments;
+};
+
+// The alternatives as one schema, each one's arguments rebased to where they land.
+ojson CallSchema(const std::vector<CallAlternative>& alternatives, const char* key) {
+  ojson out = ojson::array();
+  for (size_t i = 0; i < alternatives.size(); ++i) {
+    const std::string at =
+        (alternatives.size() == 1 ? "" : "/anyOf/" + std::to_string(i)) + "/properties/" + key;
+    ojson props = ojson::object();
+    props["name"] = alternatives[i].name;
+    props[key] = Rebased(alternatives[i].arguments, at);
+    out.push_back({{"type", "object"},
+                   {"properties", std::move(props)},
+                   {"required", {"name", key}},
+                   {"additionalProperties", false}});
+  }
+  if (out.size() == 1) return out[0];
+  return {{"anyOf", std::move(out)}};
 }
 
 ojson ForcedCallSchema(const ojson& tools, const std::string& only, ToolCallSyntax syntax) {
-  ojson alternatives = ojson::array();
+  std::vector<CallAlternative> alternatives;
   for (const ojson& t : tools) {
     const ojson& fn = t["function"];
     const std::string name = fn["name"].get<std::string>();
     if (!only.empty() && name != only) continue;
-    alternatives.push_back(
-        CallAlternative({{"const", name}}, ArgumentsKey(syntax), ParametersOf(fn)));
+    alternatives.push_back({{{"const", name}}, ParametersOf(fn)});
   }
-  return AnyOf(std::move(alternatives));
+  return CallSchema(alternatives, ArgumentsKey(syntax));
 }
 
 // The call a model opens under tool_choice auto with strict functions (JSON forms). A strict
 // function's arguments follow its schema. Nothing promised a non-strict function's arguments
-// a schema, so its schema guides them where it compiles; where it does not (an unsupported
-// keyword), or where the functions are more than one grammar follows at once, the non-strict
-// functions share one alternative whose arguments are any JSON object. Only strict functions
-// past that limit are a 400 (`too_many`).
+// a schema, so its schema guides them where it compiles and declares an object; where it does
+// not (an unsupported keyword), or where the functions are more than one grammar follows at
+// once, the non-strict functions share one alternative whose arguments are any JSON object.
+// More strict functions than that limit, counting the shared alternative, are a 400.
 Expected<ojson> AutoCallSchema(const ojson& tools, ToolCallSyntax syntax) {
-  const char* key = ArgumentsKey(syntax);
-  ojson strict = ojson::array(), guided = ojson::array();
+  std::vector<CallAlternative> strict, guided;
   ojson free_names = ojson::array();
   for (const ojson& t : tools) {
     const ojson& fn = t["function"];
     const std::string name = fn["name"].get<std::string>();
     ojson params = ParametersOf(fn);
     if (IsStrict(t)) {
-      strict.push_back(CallAlternative({{"const", name}}, key, std::move(params)));
-    } else if (CompileJsonSchema(params)) {
-      guided.push_back(CallAlternative({{"const", name}}, key, std::move(params)));
+      strict.push_back({{{"const", name}}, std::move(params)});
+    } else if (DeclaresObject(params) && CompileJsonSchema(params)) {
+      guided.push_back({{{"const", name}}, std::move(params)});
     } else {
       free_names.push_back(name);
     }
   }
-  if (strict.size() > kMaxGrammarAlternatives) return InvalidArgument("too many strict functions");
-  const size_t free_alternative = free_names.empty() ? 0 : 1;
-  if (strict.size() + guided.size() + free_alternative > kMaxGrammarAlternatives) {
-    for (const ojson& g : guided) free_names.push_back(g["properties"]["name"]["const"]);
-    guided = ojson::array();
+  const bool loose = !guided.empty() || !free_names.empty();
+  if (strict.size() + (loose ? 1 : 0) > kMaxGrammarAlternatives) {
+    return InvalidArgument("too many strict functions");
   }
-  ojson alternatives = std::move(strict);
-  for (ojson& g : guided) alternatives.push_back(std::move(g));
+  if (strict.size() + guided.size() + (free_names.empty() ? 0 : 1) > kMaxGrammarAlternatives) {
+    for (const CallAlternative& g : guided) free_names.push_back(g.name["const"]);
+    guided.clear();
+  }
+  std::vector<CallAlternative> alternatives = std::move(strict);
+  for (CallAlternative& g : guided) alternatives.push_back(std::move(g));
   if (!free_names.empty()) {
     ojson name = free_names.size() == 1 ? ojson{{"const", free_names[0]}}
                                         : ojson{{"enum", std::move(free_names)}};
-    alternatives.push_back(CallAlternative(std::move(name), key, {{"type", "object"}}));
+    alternatives.push_back({std::move(name), {{"type", "object"}}});
   }
-  return AnyOf(std::move(alternatives));
+  return CallSchema(alternatives, ArgumentsKey(syntax));
 }
 
 }  // namespace

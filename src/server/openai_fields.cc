@@ -126,6 +126,13 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
         return InvalidField(where + ".function.name",
                             where + ".function.name must be 1-64 letters, digits, _ or -");
       }
+      if (const std::string n = name->get<std::string>();
+          n == "none" || n == "auto" || n == "required") {
+        // tool_choice names a function by its name alone past this point (JobRequest).
+        return InvalidField(where + ".function.name", "a function cannot be named '" + n +
+                                                          "', which is a tool_choice "
+                                                          "value; rename it");
+      }
       if (!names.insert(name->get<std::string>()).second) {
         return InvalidField(where + ".function.name",
                             "two tools are named '" + name->get<std::string>() + "'");

@@ -250,6 +250,26 @@ TEST(GrammarXml, NonStrictFunctionsRelaxUnderAuto) {
   EXPECT_TRUE(complete("\n<function=get_time>\n" + Param("zone", "UTC") + "</function>"));
   tools[1]["function"]["strict"] = true;
   EXPECT_FALSE(CompileXmlToolCalls(tools, "", opening, /*relax_non_strict=*/true));
+  // Parameters behind a top-level $ref or in anyOf branches are found; a refused function
+  // first leaves nothing behind for the next one (here, a JSON object with free keys).
+  const ojson relaxed = ojson::array(
+      {Function("lookup", R"({"$ref": "#/definitions/Q", "definitions": {"Q": {"type": "object",
+           "properties": {"q": {"type": ["string", "integer"]}}}}})"),
+       Function("either",
+                R"({"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+           {"type": "object", "properties": {"b": {"type": "string", "format": "uri"}}}]})"),
+       Function("meta", R"({"type": "object", "properties": {"o": {"type": "object"}},
+           "required": ["o"]})")});
+  auto r = CompileXmlToolCalls(relaxed, "", opening, /*relax_non_strict=*/true);
+  ASSERT_TRUE(r) << r.status().message();
+  auto fits = [&](const std::string& text) {
+    const Fed fed = Feed(*r, text);
+    return fed.accepted && fed.complete;
+  };
+  EXPECT_TRUE(fits("\n<function=lookup>\n" + Param("q", "what") + "</function>"));
+  EXPECT_TRUE(fits("\n<function=either>\n" + Param("a", "1") + Param("b", "x") + "</function>"));
+  EXPECT_TRUE(fits("\n<function=meta>\n" + Param("o", R"({"any": [1]})") + "</function>"));
+  EXPECT_FALSE(fits("\n<function=meta>\n" + Param("o", "[1]") + "</function>"));
 }
 
 // The mask (with its shortcuts for plain text inside JSON and raw strings) allows exactly the

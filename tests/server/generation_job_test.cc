@@ -272,16 +272,64 @@ TEST_F(StrictAutoBareJson, OnlyStrictFunctionsCountAgainstTheGrammarLimit) {
   };
   JobRequest job = WeatherJob();
   job.max_tokens = 2;
-  job.tools = tools_with(1, 80);
+  for (const auto& [strict, loose] : {std::pair{1, 80}, {63, 10}, {64, 0}}) {
+    job.tools = tools_with(strict, loose);
+    Reply r = Run(job);
+    EXPECT_TRUE(r.error.empty()) << strict << " + " << loose << ": " << r.error;
+    EXPECT_TRUE(r.done);
+  }
+  // 64 strict ones leave no room for the non-strict ones' alternative (the matcher would
+  // drop it, and with it every call to them); 65 strict ones are too many alone.
+  for (const auto& [strict, loose] : {std::pair{64, 1}, {65, 0}}) {
+    job.tools = tools_with(strict, loose);
+    Reply r = Run(job);
+    EXPECT_NE(r.error.find("at most 64 functions"), std::string::npos)
+        << strict << " + " << loose << ": " << r.error;
+  }
+}
+
+// A non-strict function whose schema compiles is guided by it (here: an integer 1-3), and
+// schemas with local references ($defs, as Pydantic writes them) keep them when embedded in
+// the call's schema, for a strict function too.
+TEST_F(StrictAutoBareJson, NonStrictSchemasThatCompileGuideTheirCalls) {
+  ASSERT_NE(model_, nullptr);
+  json tools = json::parse(kStrictWeather);
+  tools[0]["function"]["parameters"] = json::parse(R"({"$defs": {"city": {"type": "string",
+      "maxLength": 20}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+      "type": "object", "properties": {"city": {"$ref": "#/$defs/city"},
+      "days": {"$ref": "#/$defs/days"}}, "required": ["city", "days"],
+      "additionalProperties": false})");
+  tools.push_back(json::parse(R"({"type": "function", "function": {"name": "pick",
+    "parameters": {"$defs": {"n": {"type": "integer", "minimum": 1, "maximum": 3}},
+      "type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"],
+      "additionalProperties": false}}})"));
+  std::set<std::string> called;
+  for (int64_t seed = 1; seed <= 8; ++seed) {
+    JobRequest job = OpenedCallJob(seed);
+    job.tools = tools.dump();
+    Reply r = Run(job);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
+    ASSERT_EQ(r.calls.size(), 1u) << r.content;
+    called.insert(r.calls[0].name);
+    if (r.calls[0].name == "get_weather") {
+      ExpectWeatherArguments(r.calls[0].arguments);
+    } else {
+      ASSERT_EQ(r.calls[0].name, "pick");
+      const json args = json::parse(r.calls[0].arguments, nullptr, false);
+      ASSERT_TRUE(args.is_object() && args.size() == 1 && args.contains("n")) << args.dump();
+      ASSERT_TRUE(args["n"].is_number_integer()) << args.dump();
+      EXPECT_GE(args["n"].get<int64_t>(), 1);
+      EXPECT_LE(args["n"].get<int64_t>(), 3);
+    }
+  }
+  EXPECT_EQ(called, (std::set<std::string>{"get_weather", "pick"}));
+  JobRequest job = OpenedCallJob(1);
+  job.tools = tools.dump();
+  job.tool_choice = "required";
   Reply r = Run(job);
-  EXPECT_TRUE(r.error.empty()) << r.error;
-  EXPECT_TRUE(r.done);
-  job.tools = tools_with(64, 10);
-  r = Run(job);
-  EXPECT_TRUE(r.error.empty()) << r.error;
-  job.tools = tools_with(65, 0);
-  r = Run(job);
-  EXPECT_NE(r.error.find("at most 64 functions"), std::string::npos) << r.error;
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
 }
 
 TEST_F(StrictAutoBareJson, AReplyThatBeginsAsTextStaysText) {

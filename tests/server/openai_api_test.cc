@@ -169,6 +169,12 @@ TEST(OpenAiFields, BadToolsNameTheField) {
   };
   json bad_name = Weather();
   bad_name["function"]["name"] = "has space";
+  // A function named like a tool_choice value could not be told from it.
+  auto log_event_named = [](const char* name) {
+    json t = Weather();
+    t["function"]["name"] = name;
+    return t;
+  };
   // A schema the constrained decoder cannot enforce, named where it would have to be:
   // strict, or a candidate under required or a named choice.
   json bad_schema = Weather();
@@ -181,6 +187,8 @@ TEST(OpenAiFields, BadToolsNameTheField) {
   const std::vector<Case> cases = {
       {{{"tools", "x"}}, "tools"},
       {{{"tools", json::array({bad_name})}}, "tools[0].function.name"},
+      {{{"tools", json::array({Weather(), log_event_named("auto")})}}, "tools[1].function.name"},
+      {{{"tools", json::array({log_event_named("required")})}}, "tools[0].function.name"},
       {{{"tools", json::array({Weather(), Weather()})}}, "tools[1].function.name"},
       {{{"tools", json::array({bad_strict})}}, "tools[0].function.parameters"},
       {{{"tools", json::array({Weather(), bad_schema})}, {"tool_choice", "required"}},
