@@ -66,6 +66,10 @@ Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     const nlohmann::ordered_json& tools, std::string_view only,
     std::optional<std::string_view> name_opening, bool relax_non_strict = false);
 
+// Whether an OpenAI tool ({"type": "function", "function": {...}}) declares "strict": true, the
+// one promise that its arguments follow its schema.
+bool IsStrictTool(const nlohmann::ordered_json& tool);
+
 // The decoded bytes of every token of one model, with per-token classes and tries precomputed.
 // Build once per model and share.
 class TokenVocabulary {

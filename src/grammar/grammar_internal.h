@@ -92,6 +92,12 @@ struct Node {
   uint32_t min_frames = kUnsatisfiable;
 };
 
+// The value the JSON pointer `pointer` names within `root` (RFC 6901: "" is the root, "/a/0"
+// its member "a"'s first item, "~0" and "~1" escape '~' and '/'); nullptr when there is none
+// or `pointer` is not a pointer. Shared by $ref resolution and the XML tool-call relaxation.
+const nlohmann::ordered_json* ResolvePointer(const nlohmann::ordered_json& root,
+                                             std::string_view pointer);
+
 }  // namespace tessera::grammar_internal
 
 namespace tessera {

@@ -86,7 +86,7 @@ class Compiler {
     FlattenUnions();
     ComputeMinFrames();
     if (nodes_[grammar->root].min_frames > kMaxFrames) {
-      return InvalidArgument("response_format schema: no JSON value satisfies the schema within " +
+      return InvalidArgument("schema: no JSON value satisfies the schema within " +
                              std::to_string(kMaxFrames - 1) + " levels of nesting");
     }
     grammar->nodes = std::move(nodes_);
@@ -110,7 +110,7 @@ class Compiler {
 
  private:
   static Status Error(ErrorCode code, const std::string& what, const std::string& pointer) {
-    return Status(code, "response_format schema: " + what + " at " + Where(pointer));
+    return Status(code, "schema: " + what + " at " + Where(pointer));
   }
   static Status Bad(const std::string& what, const std::string& pointer) {
     return Error(ErrorCode::kInvalidArgument, what, pointer);
@@ -230,32 +230,11 @@ class Compiler {
                    pointer);
     }
     const std::string target = ref.substr(1);
-    const json* node = &document_;
-    size_t pos = 0;
-    while (pos < target.size()) {
-      if (target[pos] != '/') return Bad("'$ref' '" + ref + "' is not a JSON pointer", pointer);
-      size_t end = target.find('/', pos + 1);
-      if (end == std::string::npos) end = target.size();
-      std::string token;
-      for (size_t i = pos + 1; i < end; ++i) {
-        if (target[i] == '~' && i + 1 < end && (target[i + 1] == '0' || target[i + 1] == '1')) {
-          token += target[i + 1] == '0' ? '~' : '/';
-          ++i;
-        } else {
-          token += target[i];
-        }
-      }
-      if (node->is_object() && node->contains(token)) {
-        node = &(*node)[token];
-      } else if (node->is_array() && !token.empty() &&
-                 token.find_first_not_of("0123456789") == std::string::npos && token.size() < 9 &&
-                 std::stoul(token) < node->size()) {
-        node = &(*node)[std::stoul(token)];
-      } else {
-        return Bad("unresolvable '$ref' '" + ref + "'", pointer);
-      }
-      pos = end;
+    if (!target.empty() && target[0] != '/') {
+      return Bad("'$ref' '" + ref + "' is not a JSON pointer", pointer);
     }
+    const json* node = grammar_internal::ResolvePointer(document_, target);
+    if (node == nullptr) return Bad("unresolvable '$ref' '" + ref + "'", pointer);
     TS_ASSIGN_OR_RETURN(uint32_t resolved, CompileAt(*node, target, depth + 1));
     nodes_[id].branches = {resolved};
     return Status::Ok();
@@ -505,8 +484,8 @@ class Compiler {
       }
       auto dfa = CompilePattern(schema["pattern"].get<std::string>());
       if (!dfa) {
-        return Status(dfa.status().code(), "response_format schema: 'pattern' " +
-                                               dfa.status().message() + " at " + Where(pointer));
+        return Status(dfa.status().code(),
+                      "schema: 'pattern' " + dfa.status().message() + " at " + Where(pointer));
       }
       if (dfa->dist_to_accept[0] > counts.second) {
         return Bad("'pattern' has no match within 'maxLength'", pointer);
@@ -659,6 +638,36 @@ class Compiler {
 };
 
 }  // namespace
+
+const nlohmann::ordered_json* grammar_internal::ResolvePointer(const nlohmann::ordered_json& root,
+                                                               std::string_view pointer) {
+  const nlohmann::ordered_json* node = &root;
+  size_t pos = 0;
+  while (pos < pointer.size()) {
+    if (pointer[pos] != '/') return nullptr;
+    size_t end = pointer.find('/', pos + 1);
+    if (end == std::string_view::npos) end = pointer.size();
+    std::string token;
+    for (size_t i = pos + 1; i < end; ++i) {
+      if (pointer[i] == '~' && i + 1 < end && (pointer[i + 1] == '0' || pointer[i + 1] == '1')) {
+        token += pointer[++i] == '0' ? '~' : '/';
+      } else {
+        token += pointer[i];
+      }
+    }
+    if (node->is_object() && node->contains(token)) {
+      node = &(*node)[token];
+    } else if (node->is_array() && !token.empty() &&
+               token.find_first_not_of("0123456789") == std::string::npos && token.size() < 9 &&
+               std::stoul(token) < node->size()) {
+      node = &(*node)[std::stoul(token)];
+    } else {
+      return nullptr;
+    }
+    pos = end;
+  }
+  return node;
+}
 
 Expected<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema) {
   return Compiler(schema).Compile();

@@ -313,37 +313,17 @@ Expected<uint32_t> FunctionNode(Grammar* out, const std::string& name, const jso
   return static_cast<uint32_t>(out->nodes.size() - 1);
 }
 
-// The value at local reference `ref` ("#/a/b") within `root`; null when there is none.
-const json* Resolve(const json& root, const std::string& ref) {
-  if (ref.empty() || ref[0] != '#') return nullptr;
-  const json* node = &root;
-  size_t pos = 1;
-  while (pos < ref.size()) {
-    if (ref[pos] != '/') return nullptr;
-    size_t end = ref.find('/', pos + 1);
-    if (end == std::string::npos) end = ref.size();
-    std::string token;
-    for (size_t i = pos + 1; i < end; ++i) {
-      if (ref[i] == '~' && i + 1 < end && (ref[i + 1] == '0' || ref[i + 1] == '1')) {
-        token += ref[++i] == '0' ? '~' : '/';
-      } else {
-        token += ref[i];
-      }
-    }
-    if (!node->is_object() || !node->contains(token)) return nullptr;
-    node = &(*node)[token];
-    pos = end;
-  }
-  return node;
-}
-
 // The property names of the object schemas `schema` stands for: its own properties, those of
 // what a local $ref points at, and of its anyOf / oneOf / allOf branches (a few levels).
 void CollectPropertyNames(const json& root, const json& schema, int depth,
                           std::vector<std::string>* names) {
   if (depth > 4 || !schema.is_object()) return;
   if (auto r = schema.find("$ref"); r != schema.end() && r->is_string()) {
-    if (const json* target = Resolve(root, r->get<std::string>())) {
+    const std::string& ref = r->get_ref<const std::string&>();
+    if (const json* target =
+            ref.empty() || ref[0] != '#'
+                ? nullptr
+                : grammar_internal::ResolvePointer(root, std::string_view(ref).substr(1))) {
       CollectPropertyNames(root, *target, depth + 1, names);
     }
   }
@@ -376,11 +356,14 @@ json RelaxedParameters(const json& parameters) {
   return {{"type", "object"}, {"properties", std::move(props)}};
 }
 
-bool IsStrict(const json& fn) {
-  return fn.contains("strict") && fn["strict"].is_boolean() && fn["strict"].get<bool>();
-}
-
 }  // namespace
+
+bool IsStrictTool(const nlohmann::ordered_json& tool) {
+  const auto fn = tool.find("function");
+  if (fn == tool.end() || !fn->is_object()) return false;
+  const auto strict = fn->find("strict");
+  return strict != fn->end() && strict->is_boolean() && strict->get<bool>();
+}
 
 Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     const nlohmann::ordered_json& tools, std::string_view only,
@@ -408,7 +391,7 @@ Expected<std::shared_ptr<const Grammar>> CompileXmlToolCalls(
     const size_t nodes = grammar->nodes.size(), patterns = grammar->patterns.size();
     const uint32_t key_string = grammar->key_string;
     Expected<uint32_t> node = FunctionNode(grammar.get(), name, parameters, prefix);
-    if (!node && relax_non_strict && !IsStrict(fn)) {
+    if (!node && relax_non_strict && !IsStrictTool(t)) {
       grammar->nodes.resize(nodes);  // drop what the refused schema appended
       grammar->patterns.resize(patterns);
       grammar->key_string = key_string;

@@ -13,15 +13,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-bool IsStrict(const ojson& tool) {
-  const auto fn = tool.find("function");
-  if (fn == tool.end() || !fn->is_object()) return false;
-  const auto strict = fn->find("strict");
-  return strict != fn->end() && strict->is_boolean() && strict->get<bool>();
-}
-
 bool AnyStrict(const ojson& tools) {
-  return std::any_of(tools.begin(), tools.end(), IsStrict);
+  return std::any_of(tools.begin(), tools.end(), IsStrictTool);
 }
 
 bool IsJsonSyntax(ToolCallSyntax s) {
@@ -125,7 +118,7 @@ Expected<ojson> AutoCallSchema(const ojson& tools, ToolCallSyntax syntax) {
     const ojson& fn = t["function"];
     const std::string name = fn["name"].get<std::string>();
     ojson params = ParametersOf(fn);
-    if (IsStrict(t)) {
+    if (IsStrictTool(t)) {
       strict.push_back({{{"const", name}}, std::move(params)});
     } else if (DeclaresObject(params) && CompileJsonSchema(params)) {
       guided.push_back({{{"const", name}}, std::move(params)});

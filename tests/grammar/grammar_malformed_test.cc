@@ -42,8 +42,8 @@ TEST(GrammarMalformed, UnsupportedKeywordsAreNamedWithTheirPath) {
                    {"properties", {{"a", {{"type", "string"}, {keyword, json::object()}}}}}};
     auto g = CompileJsonSchema(schema);
     ASSERT_FALSE(g.has_value()) << keyword;
-    EXPECT_EQ(g.status().message(), std::string("response_format schema: unsupported keyword '") +
-                                        keyword + "' at /properties/a");
+    EXPECT_EQ(g.status().message(),
+              std::string("schema: unsupported keyword '") + keyword + "' at /properties/a");
   }
   Status root = Refusal(R"({"type":"object","allOf":[]})");
   EXPECT_NE(root.message().find("'allOf' at /"), std::string::npos) << root.message();
@@ -103,7 +103,7 @@ TEST(GrammarMalformed, WrongKeywordValuesAreClearErrors) {
     Status s = Refusal(c.schema);
     ASSERT_FALSE(s.ok()) << c.schema;
     EXPECT_NE(s.message().find(c.needle), std::string::npos) << c.schema << " -> " << s.message();
-    EXPECT_EQ(s.message().rfind("response_format schema: ", 0), 0u) << s.message();
+    EXPECT_EQ(s.message().rfind("schema: ", 0), 0u) << s.message();
   }
 }
 
