@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -212,6 +214,18 @@ TEST_P(IsaTest, BatchedDecodeRowsMatchLoneDecodeRows) {
         EXPECT_EQ(std::memcmp(batched.data(), lone.data(), lone.size() * sizeof(float)), 0);
         for (size_t i = 0; i < scalar.size(); ++i)
           ASSERT_NEAR(batched[i], scalar[i], 2e-3 * (1 + std::fabs(scalar[i]))) << i;
+        if (GetParam() == CpuIsa::kAvx512 && f == WeightFormat::kInt8) {
+          // The table holds one of the two far-prefetch hints (CpuIsAmd); the other must give
+          // the same bits.
+          for (bool nta : {false, true}) {
+            KernelTable other = *k_;
+            other.matmul_int8 = Avx512Int8Matmul(nta);
+            std::vector<float> hinted(batched.size());
+            run(other, 0, tokens, true, &hinted);
+            EXPECT_EQ(std::memcmp(hinted.data(), batched.data(), batched.size() * sizeof(float)), 0)
+                << "far prefetch non-temporal " << nta;
+          }
+        }
       }
     }
   }
@@ -678,6 +692,26 @@ TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyForSupportedFamilies) {
   unsetenv("TESSERA_CPU_ISA");
   EXPECT_EQ(SelectCpuIsa(), DetectCpuIsa());
   EXPECT_NE(KernelsFor(DetectCpuIsa()), nullptr);
+}
+
+// The vendor probe agrees with what the kernel reports (Linux's /proc/cpuinfo), and the
+// AVX-512 table holds the INT8 matmul chosen from it.
+TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line, vendor;
+  while (std::getline(info, line)) {
+    if (line.rfind("vendor_id", 0) == 0) {
+      vendor = line.substr(line.find(':') + 1);
+      vendor.erase(0, vendor.find_first_not_of(" \t"));
+      break;
+    }
+  }
+  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
+  EXPECT_EQ(CpuIsAmd(), vendor == "AuthenticAMD") << vendor;
+  if (CpuSupports(CpuIsa::kAvx512)) {
+    EXPECT_EQ(Avx512Kernels().matmul_int8, Avx512Int8Matmul(CpuIsAmd()));
+    EXPECT_NE(Avx512Int8Matmul(true), Avx512Int8Matmul(false));
+  }
 }
 
 }  // namespace

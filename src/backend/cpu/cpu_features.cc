@@ -85,6 +85,20 @@ bool CpuSupports(CpuIsa isa) {
   return false;
 }
 
+bool CpuIsAmd() {
+  static const bool amd = [] {
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    // The vendor string is EBX, EDX, ECX: "Auth" "enti" "cAMD".
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+#else
+    return false;
+#endif
+  }();
+  return amd;
+}
+
 CpuIsa SelectCpuIsa() {
   CpuIsa isa = DetectCpuIsa();
   if (const char* env = std::getenv("TESSERA_CPU_ISA")) {

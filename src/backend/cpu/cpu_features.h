@@ -29,4 +29,9 @@ bool CpuSupports(CpuIsa isa);
 // name or a family the CPU lacks is ignored (the detected family is used), never an abort.
 CpuIsa SelectCpuIsa();
 
+// Whether the CPU is AMD's (CPUID vendor "AuthenticAMD"; probed once, cached). Decides how far
+// prefetches of streamed weights are hinted (kernels_avx512.cc): AMD documents that lines
+// brought in by PREFETCHNTA are not installed in L2 or L3 when they leave L1.
+bool CpuIsAmd();
+
 }  // namespace tessera
