@@ -196,6 +196,13 @@ inline void PrefetchAheadToL2(const void* p, int64_t ahead) {
       reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(ahead)),
       0, 2);
 }
+// The same, non-temporal (prefetchnta): on AMD the line is not installed in L2 or L3 when it
+// leaves L1 (Int8KernelT in kernels_avx512.cc).
+inline void PrefetchAheadNonTemporal(const void* p, int64_t ahead) {
+  __builtin_prefetch(
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(ahead)),
+      0, 0);
+}
 
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;

@@ -246,9 +246,7 @@ struct Int8KernelT {
         if constexpr (kDecode) {
           if (MR > kDecodeQuadRows && short_panels) {
             if constexpr (kFarNonTemporal) {
-              _mm_prefetch(
-                  reinterpret_cast<const char*>(w[i] + k * 16) + kBatchedDecodePrefetchBytes,
-                  _MM_HINT_NTA);
+              PrefetchAheadNonTemporal(w[i], k * 16 + kBatchedDecodePrefetchBytes);
             } else {
               PrefetchAheadToL2(w[i], k * 16 + kBatchedDecodePrefetchBytes);
             }
