@@ -8,15 +8,23 @@
 // decode and prefill tokens/s of a synthetic smollm2-135m-shaped checkpoint via
 // ModelExecutor with placement "cpu".
 //
-//   build-cpu/tests/backend/cpu_kernel_bench --batched-decode
+//   build-cpu/tests/backend/cpu_kernel_bench --batched-decode [INPUTS OUTPUTS]
 //
-// Reports the decode tiles of a batched step (1, 2, 4 and 8 decode rows) on a 576x1536 INT8
-// matrix: from cache (one thread: the tile's arithmetic rate) and streaming sets of copies
-// of 64 MiB to 512 MiB (two threads, balanced dispatch as the backend runs them), the row
+// Reports the decode tiles of a batched step (1, 2, 4 and 8 decode rows) on an INT8 matrix
+// (576x1536 unless given): from cache (one thread: the tile's arithmetic rate) and streaming sets
+// of copies of 64 MiB to 512 MiB (two threads, balanced dispatch as the backend runs them), the row
 // counts alternating inside each pass so that they see the same machine. Where the set fits
 // the L3 share the machine gives us, the one-row rate jumps (bench/results/many_users.md).
+//
+//   build-cpu/tests/backend/cpu_kernel_bench --decode-mix smollm2-135m|qwen3.5-0.8b
+//
+// Runs a model's decode matmuls in order, every layer's own INT8 weights then the LM head
+// (the activations prepared before each, as the backend does), 1 row and 8 rows alternating
+// pass by pass: mean time per pass and per matrix shape, and the 8-row/1-row ratio, i.e. how
+// much of the 8-row arithmetic hides under the weights' streaming outside the model.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -118,8 +126,7 @@ void BenchBf16Gemm(const KernelTable& k, int64_t in, int64_t out, int64_t rows) 
 }
 
 // See the header comment (--batched-decode).
-void BenchBatchedDecode(const KernelTable& k) {
-  constexpr int64_t kIn = 576, kOut = 1536;
+void BenchBatchedDecode(const KernelTable& k, int64_t kIn, int64_t kOut) {
   constexpr int kRows[] = {1, 2, 4, 8};
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> d(-1, 1);
@@ -171,6 +178,84 @@ void BenchBatchedDecode(const KernelTable& k) {
                   static_cast<double>(mats[0].bytes()) / best[i] / 1e9);
     }
     std::printf("\n");
+  }
+}
+
+// Matmul shapes (inputs, outputs) of one layer, the layer count and the LM head's shape.
+struct DecodeMix {
+  const char* name;
+  std::vector<std::pair<int64_t, int64_t>> layer;
+  int64_t layers;
+  std::pair<int64_t, int64_t> head;
+};
+
+// See the header comment (--decode-mix). The chunking copies CpuBackend::DecodeGrain.
+void BenchDecodeMix(const KernelTable& k, const DecodeMix& mix) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<PackedMatrix> mats;
+  size_t bytes = 0;
+  auto add = [&](int64_t in, int64_t out) {
+    std::vector<float> w(static_cast<size_t>(in * out));
+    for (float& v : w) v = d(rng);
+    auto m = PackMatrix(w, out, in, WeightFormat::kInt8);
+    if (!m) return false;
+    bytes += m->bytes();
+    mats.push_back(std::move(*m));
+    return true;
+  };
+  for (int64_t l = 0; l < mix.layers; ++l)
+    for (auto [in, out] : mix.layer)
+      if (!add(in, out)) return;
+  if (!add(mix.head.first, mix.head.second)) return;
+  int64_t max_cols = 0, max_out = 0;
+  for (const PackedMatrix& m : mats) {
+    max_cols = std::max(max_cols, m.padded_cols);
+    max_out = std::max(max_out, m.rows);
+  }
+  constexpr int kRows[2] = {1, 8};
+  std::vector<float> x(static_cast<size_t>(8 * max_cols)), y(static_cast<size_t>(8 * max_out));
+  for (float& v : x) v = d(rng);
+  const MatmulFn fn = k.Matmul(WeightFormat::kInt8);
+  ThreadPool pool(2);
+  ActivationBlock acts;
+  acts.Reserve(8, max_cols);
+  const size_t shapes = mix.layer.size() + 1;  // the head last
+  std::vector<double> per[2] = {std::vector<double>(shapes), std::vector<double>(shapes)};
+  double total[2] = {0, 0};
+  constexpr int kPasses = 30;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (int i = 0; i < 2; ++i) {
+      for (size_t mi = 0; mi < mats.size(); ++mi) {
+        const PackedMatrix& m = mats[mi];
+        const double t0 = Now();
+        PrepareActivations(k, x.data(), kRows[i], m.padded_cols, WeightFormat::kInt8, &acts, &pool);
+        const MatmulArgs a{&m, &acts, y.data(), m.rows, false, nullptr, kRows[i] > 1};
+        const size_t panel = m.bytes() / static_cast<size_t>(m.panels());
+        constexpr size_t kChunk = 96 << 10;
+        const int64_t grain =
+            4 * panel > 2 * kChunk
+                ? 2
+                : 4 * std::max<int64_t>(1, static_cast<int64_t>(kChunk / (4 * panel)));
+        pool.ParallelForBalanced(m.panels(), grain,
+                                 [&](int64_t b, int64_t e, int) { fn(a, b, e); });
+        const double t = Now() - t0;
+        per[i][mi + 1 == mats.size() ? shapes - 1 : mi % mix.layer.size()] += t;
+        total[i] += t;
+      }
+    }
+  }
+  std::printf(
+      "decode mix %s int8 (%zu MiB), threads=2, mean of %d passes: rows=1 %.0f us  rows=8 "
+      "%.0f us  (8 rows / 1 row %.3f)\n",
+      mix.name, bytes >> 20, kPasses, total[0] / kPasses * 1e6, total[1] / kPasses * 1e6,
+      total[1] / total[0]);
+  for (size_t j = 0; j < shapes; ++j) {
+    const auto [in, out] = j + 1 == shapes ? mix.head : mix.layer[j];
+    std::printf("  %5lldx%-6lld%s rows=1 %6.0f us  rows=8 %6.0f us  (%.3f)\n",
+                static_cast<long long>(in), static_cast<long long>(out),
+                j + 1 == shapes ? " head" : "     ", per[0][j] / kPasses * 1e6,
+                per[1][j] / kPasses * 1e6, per[1][j] / per[0][j]);
   }
 }
 
@@ -256,8 +341,30 @@ int main(int argc, char** argv) {
   const KernelTable* k = KernelsFor(SelectCpuIsa());
   std::printf("isa %s\n", std::string(CpuIsaName(k->isa)).c_str());
   if (argc > 1 && std::strcmp(argv[1], "--batched-decode") == 0) {
-    BenchBatchedDecode(*k);
+    const int64_t in = argc > 3 ? std::atoll(argv[2]) : 576;
+    const int64_t out = argc > 3 ? std::atoll(argv[3]) : 1536;
+    if (in < 1 || out < 1 || in > 65536 || out > 65536) {
+      std::fprintf(stderr, "--batched-decode [INPUTS OUTPUTS]: each 1..65536\n");
+      return 2;
+    }
+    BenchBatchedDecode(*k, in, out);
     return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--decode-mix") == 0) {
+    const DecodeMix mixes[] = {
+        {"smollm2-135m", {{576, 960}, {576, 576}, {576, 3072}, {1536, 576}}, 30, {576, 49152}},
+        {"qwen3.5-0.8b",  // its DeltaNet layers' shapes (18 of 24)
+         {{1024, 8224}, {2048, 1024}, {1024, 7168}, {3584, 1024}},
+         24,
+         {1024, 248320}}};
+    for (const DecodeMix& m : mixes) {
+      if (argc > 2 && std::strcmp(argv[2], m.name) == 0) {
+        BenchDecodeMix(*k, m);
+        return 0;
+      }
+    }
+    std::fprintf(stderr, "--decode-mix smollm2-135m|qwen3.5-0.8b\n");
+    return 2;
   }
   if (!model_only) {
     for (auto [in, out] : {std::pair<int64_t, int64_t>{576, 1536}, {896, 4864}}) {

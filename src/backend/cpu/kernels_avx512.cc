@@ -207,6 +207,14 @@ struct Bf16DotKernel {
 // T1 build inside one process on a Zen 5 EPYC, 2.2-5.9 % faster in four runs (A/A 0.99-1.01);
 // 4-row and lone-row steps unchanged (bench/results/many_users.md, session 19). Measured
 // neither way on Intel, which keeps the T1 prefetch its +14 % was measured with.
+// The NTA build also aims the far prefetch at the next tile: each load's counterpart NP panels
+// on (the same offset in the tile the thread most likely runs next), wherever a tile's panels
+// span at most kNextTileMaxBytes. A fixed 16 KiB lands on the tile's own second panel once
+// panels reach 16 KiB (1024 inputs), hence the far prefetch was off for them; aimed at the
+// next tile it pays there: qwen3.5-0.8b INT8 8-row steps 1.10, 1.11, 1.15x faster (the qkv,
+// gate/up and LM-head matmuls, 1024 inputs), smollm2-135m 1.02, 1.00, 1.04x, qwen2.5-0.5b
+// 1.02, 1.01x (steps alternating inside one process; many_users.md, session 20). Tiles over
+// 64 KiB (qwen3.5's 3584-input down projection) measured no better in isolation.
 template <bool kFarNonTemporal>
 struct Int8KernelT {
   static constexpr int kMR = 6;
@@ -223,6 +231,7 @@ struct Int8KernelT {
   // qwen3.5-0.8b (1024 inputs) measured 9 % slower with the far one. Without any prefetch the
   // 8-row step took 25 % longer; 8 KiB ahead 13 % longer, 32 KiB as long as 16 KiB.
   static constexpr int64_t kBatchedDecodePrefetchBytes = 16 << 10;
+  static constexpr int64_t kNextTileMaxBytes = 64 << 10;
   template <int NP, int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
     const int64_t kp = a.w->padded_cols;
@@ -238,17 +247,22 @@ struct Int8KernelT {
       __m512i offset = _mm512_loadu_si512(a.w->row_offset.data() + (p0 + i) * 16);
       for (int j = 0; j < MR; ++j) acc[i][j] = offset;
     }
-    const bool short_panels = kp * 16 < kBatchedDecodePrefetchBytes;
+    // The far prefetch of batched decode tiles: on or off, and how far (see above).
+    const int64_t tile_bytes = NP * kp * 16;
+    const bool far =
+        MR > kDecodeQuadRows &&
+        (kFarNonTemporal ? tile_bytes <= kNextTileMaxBytes : kp * 16 < kBatchedDecodePrefetchBytes);
+    const int64_t far_bytes = kFarNonTemporal ? tile_bytes : kBatchedDecodePrefetchBytes;
     for (int64_t k = 0; k < kp; k += 4) {
       if constexpr (!kDecode) next->Step();
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) {
         if constexpr (kDecode) {
-          if (MR > kDecodeQuadRows && short_panels) {
+          if (far) {
             if constexpr (kFarNonTemporal) {
-              PrefetchAheadNonTemporal(w[i], k * 16 + kBatchedDecodePrefetchBytes);
+              PrefetchAheadNonTemporal(w[i], k * 16 + far_bytes);
             } else {
-              PrefetchAheadToL2(w[i], k * 16 + kBatchedDecodePrefetchBytes);
+              PrefetchAheadToL2(w[i], k * 16 + far_bytes);
             }
           }
           PrefetchAhead(w[i], (k + 128) * 16);
