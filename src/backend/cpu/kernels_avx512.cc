@@ -211,10 +211,11 @@ struct Bf16DotKernel {
 // on (the same offset in the tile the thread most likely runs next), wherever a tile's panels
 // span at most kNextTileMaxBytes. A fixed 16 KiB lands on the tile's own second panel once
 // panels reach 16 KiB (1024 inputs), hence the far prefetch was off for them; aimed at the
-// next tile it pays there: qwen3.5-0.8b INT8 8-row steps 1.10, 1.11, 1.15x faster (the qkv,
-// gate/up and LM-head matmuls, 1024 inputs), smollm2-135m 1.02, 1.00, 1.04x, qwen2.5-0.5b
-// 1.02, 1.01x (steps alternating inside one process; many_users.md, session 20). Tiles over
-// 64 KiB (qwen3.5's 3584-input down projection) measured no better in isolation.
+// next tile it pays there: qwen3.5-0.8b INT8 8-row steps 1.10, 1.10, 1.11, 1.15x faster in
+// four runs, 0.99 in a fifth (the qkv, gate/up and LM-head matmuls, 1024 inputs);
+// smollm2-135m 1.01, 1.02, 1.00, 1.04x; qwen2.5-0.5b 1.02, 1.01x (steps alternating inside
+// one process; many_users.md, session 20). Tiles over 64 KiB (qwen3.5's 3584-input down
+// projection) measured no better in isolation.
 template <bool kFarNonTemporal>
 struct Int8KernelT {
   static constexpr int kMR = 6;
@@ -227,9 +228,10 @@ struct Int8KernelT {
   // 8 streams, aggregate decode +14 % against the L1 prefetch alone (tessera bench, alternating
   // binaries; bench/results/many_users.md, session 15), and keeping the L1 one besides it:
   // 8-row steps 2.1-3.0 % faster on smollm2-135m, 1.0-1.5 % on qwen2.5-0.5b (steps
-  // alternating in one process, session 17). Longer panels keep the short prefetch alone:
-  // qwen3.5-0.8b (1024 inputs) measured 9 % slower with the far one. Without any prefetch the
-  // 8-row step took 25 % longer; 8 KiB ahead 13 % longer, 32 KiB as long as 16 KiB.
+  // alternating in one process, session 17). In the T1 build longer panels keep the short
+  // prefetch alone: qwen3.5-0.8b (1024 inputs) measured 9 % slower with that far one. Without
+  // any prefetch the 8-row step took 25 % longer; 8 KiB ahead 13 % longer, 32 KiB as long as
+  // 16 KiB.
   static constexpr int64_t kBatchedDecodePrefetchBytes = 16 << 10;
   static constexpr int64_t kNextTileMaxBytes = 64 << 10;
   template <int NP, int MR, bool kDecode>
