@@ -189,7 +189,7 @@ struct DecodeMix {
   std::pair<int64_t, int64_t> head;
 };
 
-// See the header comment (--decode-mix). The chunking copies CpuBackend::DecodeGrain.
+// See the header comment (--decode-mix). Chunked as the cpu backend chunks decode matmuls.
 void BenchDecodeMix(const KernelTable& k, const DecodeMix& mix) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> d(-1, 1);
@@ -231,13 +231,7 @@ void BenchDecodeMix(const KernelTable& k, const DecodeMix& mix) {
         const double t0 = Now();
         PrepareActivations(k, x.data(), kRows[i], m.padded_cols, WeightFormat::kInt8, &acts, &pool);
         const MatmulArgs a{&m, &acts, y.data(), m.rows, false, nullptr, kRows[i] > 1};
-        const size_t panel = m.bytes() / static_cast<size_t>(m.panels());
-        constexpr size_t kChunk = 96 << 10;
-        const int64_t grain =
-            4 * panel > 2 * kChunk
-                ? 2
-                : 4 * std::max<int64_t>(1, static_cast<int64_t>(kChunk / (4 * panel)));
-        pool.ParallelForBalanced(m.panels(), grain,
+        pool.ParallelForBalanced(m.panels(), DecodeMatmulGrain(m),
                                  [&](int64_t b, int64_t e, int) { fn(a, b, e); });
         const double t = Now() - t0;
         per[i][mi + 1 == mats.size() ? shapes - 1 : mi % mix.layer.size()] += t;

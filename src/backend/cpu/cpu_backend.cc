@@ -483,19 +483,8 @@ class CpuBackend final : public Backend {
   }
 
   // Matmuls are balanced dispatches (see ThreadPool::ParallelForBalanced): two threads given
-  // equal static shares routinely finished 10-20 % apart. Prompt chunks are one tile's panels.
-  // Decode chunks are whole 4-panel tiles of about kDecodeChunkBytes (small enough that the
-  // threads end close together, large enough that claims cost nothing), or pairs when four
-  // would be over twice that; never a lone panel, which streams 18 % slower (one prefetch
-  // stream instead of several). Measurements: docs/backends.md. Batched decode steps use the
-  // same chunks: shrinking them by the row count measured more time claiming and waiting
-  // (smollm2-135m, 8 streams: 5.7-7.2 % of samples against 3.8-5.1 %; many_users.md).
-  static constexpr size_t kDecodeChunkBytes = 96 << 10;
-  static int64_t DecodeGrain(const PackedMatrix& w) {
-    const size_t panel = w.bytes() / static_cast<size_t>(std::max<int64_t>(w.panels(), 1));
-    if (4 * panel > 2 * kDecodeChunkBytes) return 2;
-    return 4 * std::max<int64_t>(1, static_cast<int64_t>(kDecodeChunkBytes / (4 * panel)));
-  }
+  // equal static shares routinely finished 10-20 % apart. Prompt chunks are one tile's panels,
+  // decode chunks DecodeMatmulGrain's (kernels.h).
 
   // y[rows][ldy] (+)= W x for x [rows][x_stride], split over the pool by panels.
   // `decode`: the rows are decode rows of different sequences (MatmulArgs::decode_rows).
@@ -514,7 +503,8 @@ class CpuBackend final : public Backend {
       fn = k_.matmul_bf16_dot;
     }
     auto run = [&](int64_t begin, int64_t end, int) { fn(args, begin, end); };
-    pool_.ParallelForBalanced(w.panels(), args.decode() ? DecodeGrain(w) : k_.prompt_panels, run);
+    pool_.ParallelForBalanced(w.panels(), args.decode() ? DecodeMatmulGrain(w) : k_.prompt_panels,
+                              run);
   }
 
   // fn(r) for r in [0, n), split over the pool (a single row runs inline, as ParallelFor does

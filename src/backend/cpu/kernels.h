@@ -8,6 +8,7 @@
 //   k->rms_norm(x, weight, n, n_padded, eps, y);
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cpu/cpu_features.h"
@@ -32,6 +33,21 @@ struct MatmulArgs {
   bool decode() const { return decode_rows || x->rows == 1; }
 };
 using MatmulFn = void (*)(const MatmulArgs& args, int64_t panel_begin, int64_t panel_end);
+
+// Panels per chunk of a decode matmul's balanced dispatch (the cpu backend's, and the
+// benchmarks that copy its dispatch): whole 4-panel tiles of about kDecodeChunkBytes (small
+// enough that the threads end close together, large enough that claims cost nothing), or pairs
+// when four would be over twice that; never a lone panel, which streams 18 % slower (one
+// prefetch stream instead of several). Measurements: docs/backends.md. Batched decode steps use
+// the same chunks: shrinking them by the row count measured more time claiming and waiting
+// (smollm2-135m, 8 streams: 5.7-7.2 % of samples against 3.8-5.1 %; many_users.md).
+inline constexpr size_t kDecodeChunkBytes = 96 << 10;
+inline int64_t DecodeMatmulGrain(const PackedMatrix& w) {
+  const size_t panel = w.bytes() / static_cast<size_t>(w.panels() > 1 ? w.panels() : 1);
+  if (4 * panel > 2 * kDecodeChunkBytes) return 2;
+  const int64_t tiles = static_cast<int64_t>(kDecodeChunkBytes / (4 * panel));
+  return 4 * (tiles > 1 ? tiles : 1);
+}
 
 // Causal attention of `rows` consecutive query tokens over one slot's cached keys/values.
 // Query row m sits at position start_pos + m and attends to positions 0..start_pos + m.
