@@ -22,6 +22,7 @@ class BasicKvCache {
   Status Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim);
 
   int slots() const { return slots_; }
+  int64_t layers() const { return layers_; }
   int64_t max_seq() const { return max_seq_; }
   int64_t kv_dim() const { return kv_dim_; }
 

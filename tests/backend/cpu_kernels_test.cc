@@ -428,7 +428,10 @@ TEST_P(IsaTest, SwigluMatchesScalar) {
 // Every attention kernel against the scalar one over an fp32 cache, and (kv_bf16) over a bf16
 // cache: keys and values rounded to bf16 first, so the fp32 scalar result on the rounded values
 // is what the widening kernels must give.
-void CheckAttention(const KernelTable& k, bool bf16) {
+// `head_major`: the kernels under test read the cache with each kv head's positions
+// contiguous (AttentionArgs::kv_head_stride, the CPU backend's block pool), the scalar
+// reference the same values side by side in each position's row.
+void CheckAttention(const KernelTable& k, bool bf16, bool head_major = false) {
   std::mt19937 rng(10);
   struct Case {
     int64_t heads, kv_heads, head_dim, start_pos, rows;
@@ -485,10 +488,36 @@ void CheckAttention(const KernelTable& k, bool bf16) {
     std::vector<float> scores(static_cast<size_t>(positions));
     a.out = want.data();
     ScalarKernels().attention(a, 0, c.rows * c.heads, scores.data());  // fp32 cache
+    // The same cache with each kv head's positions contiguous, [kv_heads][positions][head_dim]
+    // (a kernel that took head g at g * head_dim would read other positions' values).
+    std::vector<float> keys_hm, values_hm;
+    std::vector<uint16_t> keys16_hm, values16_hm;
+    if (head_major) {
+      keys_hm.resize(keys.size());
+      values_hm.resize(values.size());
+      keys16_hm.resize(keys.size());
+      values16_hm.resize(values.size());
+      for (int64_t g = 0; g < c.kv_heads; ++g) {
+        for (int64_t t = 0; t < positions; ++t) {
+          for (int64_t i = 0; i < c.head_dim; ++i) {
+            const size_t from = static_cast<size_t>(t * kv_stride + g * c.head_dim + i);
+            const size_t to = static_cast<size_t>((g * positions + t) * c.head_dim + i);
+            keys_hm[to] = keys[from];
+            values_hm[to] = values[from];
+            keys16_hm[to] = keys16[from];
+            values16_hm[to] = values16[from];
+          }
+        }
+      }
+      a.keys = keys_hm.data();
+      a.values = values_hm.data();
+      a.kv_stride = c.head_dim;
+      a.kv_head_stride = positions * c.head_dim;
+    }
     if (bf16) {
       a.kv_bf16 = true;
-      a.keys_bf16 = keys16.data();
-      a.values_bf16 = values16.data();
+      a.keys_bf16 = head_major ? keys16_hm.data() : keys16.data();
+      a.values_bf16 = head_major ? values16_hm.data() : values16.data();
       a.keys = a.values = nullptr;  // the kernels must not read the fp32 arrays
     }
     a.out = got.data();
@@ -551,6 +580,10 @@ TEST_P(IsaTest, AttentionMatchesScalar) {
 }
 TEST_P(IsaTest, AttentionOverABf16CacheMatchesScalar) {
   CheckAttention(*k_, /*bf16=*/true);
+}
+TEST_P(IsaTest, AttentionOverAHeadMajorCacheMatchesScalar) {
+  CheckAttention(*k_, /*bf16=*/false, /*head_major=*/true);
+  CheckAttention(*k_, /*bf16=*/true, /*head_major=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_deltanet.h"
+#include "backend/cpu/kv_store.h"
 #include "backend/kv_block_table.h"
 #include "base/half.h"
 #include "base/thread_pool.h"
@@ -24,39 +25,6 @@ namespace {
 constexpr int64_t kMaxBlockRows = 128;
 // Recurrent snapshots kept per slot (see RecurrentState).
 constexpr int kStateSnapshots = 2;
-
-// Slot caches of some layers in the precision BackendOptions::kv_cache chose (one of the two
-// is allocated); bf16 values are rounded to nearest-even as they are written.
-struct KvStore {
-  bool bf16 = false;
-  KvCache f32;
-  KvCacheBf16 b16;
-
-  Status Allocate(bool use_bf16, int slots, int64_t layers, int64_t max_seq, int64_t kv_dim) {
-    bf16 = use_bf16;
-    return bf16 ? b16.Allocate(slots, layers, max_seq, kv_dim)
-                : f32.Allocate(slots, layers, max_seq, kv_dim);
-  }
-  int slots() const { return bf16 ? b16.slots() : f32.slots(); }
-  // `to_bf16`: the kernel table's rounding (the bits of FloatToBf16 on every ISA).
-  void Write(int slot, int64_t layer, int64_t pos, const float* k, const float* v, int64_t n,
-             void (*to_bf16)(const float*, int64_t, uint16_t*)) {
-    if (!bf16) {
-      std::copy_n(k, n, f32.Key(slot, layer, pos));
-      std::copy_n(v, n, f32.Value(slot, layer, pos));
-      return;
-    }
-    to_bf16(k, n, b16.Key(slot, layer, pos));
-    to_bf16(v, n, b16.Value(slot, layer, pos));
-  }
-  void CopyPositions(int from, int to, int64_t first, int64_t n) {
-    if (bf16) {
-      b16.CopyPositions(from, to, first, n);
-    } else {
-      f32.CopyPositions(from, to, first, n);
-    }
-  }
-};
 
 class CpuBackend final : public Backend {
  private:
@@ -136,9 +104,9 @@ class CpuBackend final : public Backend {
       // keeps the plain layout.
       const int64_t cap = window + kMaxBlockRows;
       if (2 * cap < kv.max_seq) ring_cap_ = cap;
-      TS_RETURN_IF_ERROR(window_kv_.Allocate(kv_bf16(), kv.max_slots, sliding_layers,
-                                             ring_cap_ > 0 ? 2 * ring_cap_ : kv.max_seq,
-                                             spec_.kv_dim));
+      TS_RETURN_IF_ERROR(window_kv_.Allocate(
+          kv_bf16(), KvStore::Layout::kInterleaved, kv.max_slots, sliding_layers,
+          ring_cap_ > 0 ? 2 * ring_cap_ : kv.max_seq, spec_.kv_dim, spec_.head_dim));
     }
     keys_t_.Resize(0);
     keys_t16_.Resize(0);
@@ -146,8 +114,9 @@ class CpuBackend final : public Backend {
     if (kv.pool_blocks() > INT32_MAX) return InvalidArgument("cpu backend: too many KV blocks");
     if (attention_layers > 0) {
       // The block pool of the full-attention layers: [block][layer][kKvBlockTokens][kv_dim].
-      TS_RETURN_IF_ERROR(kv_.Allocate(kv_bf16(), static_cast<int>(kv.pool_blocks()),
-                                      attention_layers, kKvBlockTokens, spec_.kv_dim));
+      TS_RETURN_IF_ERROR(kv_.Allocate(kv_bf16(), KvStore::Layout::kHeadMajor,
+                                      static_cast<int>(kv.pool_blocks()), attention_layers,
+                                      kKvBlockTokens, spec_.kv_dim, spec_.head_dim));
       // A second, transposed copy of the keys for the blocked attention kernel.
       kt_head_stride_ = kKvBlockTokens * spec_.head_dim;
       if (k_.attention_blocked != nullptr && spec_.head_dim <= 256) {
@@ -455,15 +424,19 @@ class CpuBackend final : public Backend {
     return static_cast<size_t>((static_cast<int64_t>(block) * attention_layers_ + layer) *
                                spec_.kv_heads * kt_head_stride_);
   }
-  // Points `att` at slot/layer's cache of `store` from position `first`, in its precision.
+  // Points `att` at slot/layer's cache of `store` from position `first`, in its precision and
+  // layout.
   void PointAtCache(AttentionArgs& att, KvStore& store, int slot, int64_t layer, int64_t first) {
     att.kv_bf16 = store.bf16;
+    att.kv_stride = store.position_stride();
+    att.kv_head_stride = store.head_stride();
+    const int64_t at = store.At(first, 0);
     if (store.bf16) {
-      att.keys_bf16 = store.b16.Key(slot, layer, first);
-      att.values_bf16 = store.b16.Value(slot, layer, first);
+      att.keys_bf16 = store.Keys<uint16_t>(slot, layer) + at;
+      att.values_bf16 = store.Values<uint16_t>(slot, layer) + at;
     } else {
-      att.keys = store.f32.Key(slot, layer, first);
-      att.values = store.f32.Value(slot, layer, first);
+      att.keys = store.Keys<float>(slot, layer) + at;
+      att.values = store.Values<float>(slot, layer) + at;
     }
   }
   // Points `att` at layer's blocks of the pool (kv_), through the row's block table.
@@ -571,13 +544,13 @@ class CpuBackend final : public Backend {
     k_.rope(k, d.kv_heads, d.head_dim, 2 * rope.half(), cs, sn);
     if (L.spec.window > 0) {
       const int64_t at = RingIndex(p);
-      window_kv_.Write(slot, layer, at, k, v, d.kv_dim, k_.to_bf16);
-      if (ring_cap_ > 0) window_kv_.Write(slot, layer, at + ring_cap_, k, v, d.kv_dim, k_.to_bf16);
+      window_kv_.Write(slot, layer, at, k, v, k_.to_bf16);
+      if (ring_cap_ > 0) window_kv_.Write(slot, layer, at + ring_cap_, k, v, k_.to_bf16);
       return;
     }
     const int32_t block = row_blocks_[static_cast<size_t>(r)][p >> kKvBlockShift];
     const int64_t row = p & (kKvBlockTokens - 1);
-    kv_.Write(block, layer, row, k, v, d.kv_dim, k_.to_bf16);
+    kv_.Write(block, layer, row, k, v, k_.to_bf16);
     if (!UseBlockedAttention()) return;
     // The transposed copy: element i of a head goes 16 apart. Its bf16 bits are the key row
     // just written (one rounding, shared).
@@ -586,7 +559,7 @@ class CpuBackend final : public Backend {
     for (int64_t g = 0; g < d.kv_heads; ++g) {
       const int64_t from = g * d.head_dim;
       if (kv_bf16()) {
-        const uint16_t* src = kv_.b16.Key(block, layer, row) + from;
+        const uint16_t* src = kv_.Keys<uint16_t>(block, layer) + kv_.At(row, g);
         uint16_t* dst = keys_t16_.data() + kt + static_cast<size_t>(g * kt_head_stride_);
         for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = src[i];
       } else {
@@ -605,7 +578,6 @@ class CpuBackend final : public Backend {
     AttentionArgs att;
     att.q = qkv_.data() + r0 * qkv_width_;
     att.q_stride = qkv_width_;
-    att.kv_stride = d.kv_dim;
     att.start_pos = pos;
     att.rows = n;
     att.heads = d.heads;

@@ -56,9 +56,12 @@ inline int64_t DecodeMatmulGrain(const PackedMatrix& w) {
 struct AttentionArgs {
   const float* q = nullptr;  // [rows][q_stride], head h at h * head_dim (after RoPE)
   int64_t q_stride = 0;
-  const float* keys = nullptr;    // [positions][kv_stride], kv head g at g * head_dim
-  const float* values = nullptr;  // [positions][kv_stride]
+  // Position t's keys / values start t * kv_stride in, kv head g's head_dim values of them
+  // g * kv_head_stride further (0: head_dim, the heads side by side in one [kv_dim] row).
+  const float* keys = nullptr;
+  const float* values = nullptr;
   int64_t kv_stride = 0;
+  int64_t kv_head_stride = 0;
   int64_t start_pos = 0;
   int64_t rows = 0;
   int64_t heads = 0;
@@ -121,16 +124,20 @@ class KvView {
         block_stride_(a.kv_block_stride),
         kt_block_stride_(a.keys_t_block_stride),
         stride_(a.kv_stride),
+        head_stride_(a.kv_head_stride != 0 ? a.kv_head_stride : a.head_dim),
         kt_head_stride_(a.keys_t_head_stride),
         head_dim_(a.head_dim) {}
-  // Position t's keys / values ([kv_stride], kv head g at g * head_dim).
-  const KV* Key(int64_t t) const { return keys_ + Row(t, stride_); }
-  const KV* Value(int64_t t) const { return values_ + Row(t, stride_); }
+  // Position t's keys / values of kv head g (head_dim values).
+  const KV* Key(int64_t t, int64_t g) const { return keys_ + Row(t, stride_) + g * head_stride_; }
+  const KV* Value(int64_t t, int64_t g) const {
+    return values_ + Row(t, stride_) + g * head_stride_;
+  }
   // Kv head g's transposed key tile [head_dim][16] of positions [t, t + 16), t % 16 == 0; the
   // next tile (t + 16) follows it directly when t % 32 == 0.
   // The first position of the block after the one holding position t (contiguous: never).
   int64_t BlockEnd(int64_t t) const { return (t | mask_) + 1; }
   int64_t stride() const { return stride_; }
+  int64_t head_stride() const { return head_stride_; }
   const KV* KeysTile(int64_t g, int64_t t) const {
     return keys_t_ + static_cast<int64_t>(blocks_[t >> shift_]) * kt_block_stride_ +
            g * kt_head_stride_ + ((t & mask_) >> 4) * head_dim_ * 16;
@@ -146,7 +153,7 @@ class KvView {
   const KV* keys_t_;
   const int32_t* blocks_;
   int shift_;
-  int64_t mask_, block_stride_, kt_block_stride_, stride_, kt_head_stride_, head_dim_;
+  int64_t mask_, block_stride_, kt_block_stride_, stride_, head_stride_, kt_head_stride_, head_dim_;
 };
 
 inline float KvToFloat(float v) {

@@ -310,11 +310,11 @@ void AttentionKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) 
     int64_t m = 0, h = 0;
     AttentionTask(a, task, &m, &h);
     const float* q = a.q + m * a.q_stride + h * a.head_dim;
-    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t g = h / group;  // the kv head
     const int64_t count = a.start_pos + m + 1;
     float max_score = -INFINITY;
     for (int64_t t = 0; t < count; ++t) {
-      const KV* k = kv.Key(t) + kv_off;
+      const KV* k = kv.Key(t, g);
       __m256 acc = _mm256_setzero_ps();
       for (int64_t i = 0; i < full; i += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), LoadKv8(k + i), acc);
@@ -340,7 +340,7 @@ void AttentionKv(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) 
     float* o = a.out + m * a.out_stride + h * a.head_dim;
     for (int64_t i = 0; i < a.head_dim; ++i) o[i] = 0.0f;
     for (int64_t s = 0; s < count; ++s) {
-      const KV* v = kv.Value(s) + kv_off;
+      const KV* v = kv.Value(s, g);
       __m256 p = _mm256_set1_ps(scores[s]);
       for (int64_t i = 0; i < full; i += 8) {
         _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, LoadKv8(v + i), _mm256_loadu_ps(o + i)));

@@ -71,7 +71,7 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     int64_t m = 0, h = 0;
     AttentionTask(a, task, &m, &h);
     const float* q = a.q + m * a.q_stride + h * a.head_dim;
-    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t g = h / group;  // the kv head
     const int64_t count = a.start_pos + m + 1;
     __m512 qv[kMaxHeadChunks];
     for (int64_t c = 0; c < chunks; ++c)
@@ -84,7 +84,7 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     for (; t + 16 <= count; t += 16) {
       __m512 acc[16];
       for (int i = 0; i < 16; ++i) {
-        const KV* k = kv.Key(t + i) + kv_off;
+        const KV* k = kv.Key(t + i, g);
         acc[i] = _mm512_setzero_ps();
         for (int64_t c = 0; c < chunks; ++c) {
           acc[i] = _mm512_fmadd_ps(qv[c], LoadKvMasked(TailMask(a.head_dim - c * 16), k + c * 16),
@@ -96,7 +96,7 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
       max_score = std::max(max_score, _mm512_reduce_max_ps(s16));
     }
     for (; t < count; ++t) {
-      const KV* k = kv.Key(t) + kv_off;
+      const KV* k = kv.Key(t, g);
       __m512 acc = _mm512_setzero_ps();
       for (int64_t c = 0; c < chunks; ++c) {
         acc = _mm512_fmadd_ps(qv[c], LoadKvMasked(TailMask(a.head_dim - c * 16), k + c * 16), acc);
@@ -117,7 +117,7 @@ void PerHead(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
     __m512 out[kMaxHeadChunks];
     for (int64_t c = 0; c < chunks; ++c) out[c] = _mm512_setzero_ps();
     for (int64_t t = 0; t < count; ++t) {
-      const KV* v = kv.Value(t) + kv_off;
+      const KV* v = kv.Value(t, g);
       __m512 p = _mm512_set1_ps(scores[t]);
       for (int64_t c = 0; c < chunks; ++c) {
         out[c] =
@@ -161,16 +161,53 @@ void ScoreStep(const KV* kt, int64_t head_dim, const float* const* q, float scal
       _mm512_storeu_ps(scores + j * stride + t + 16 * i, _mm512_mul_ps(acc[i][j], vs));
 }
 
-// Positions [t0, t0 + count) of kv head g (t0 % 32 == 0), scores[j][0..count).
+// Asks for every cache line of [p, p + bytes) (into L1).
+inline void PrefetchSpan(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
+// Decode reads a kv head's cached keys and values once, cold: the weights streamed since the
+// previous step have pushed them out of every cache. Each score step (about a thousand
+// instructions per 32 positions) would otherwise leave the out-of-order window only a line or
+// so ahead of its loads, so this asks for the next step's key tiles and this step's value rows
+// (read after the softmax) before it: kv head g, score positions [t, t + 32) of [0, count).
+// Measured per decode step, alternating with and without inside one process (INT8, bf16
+// cache, 32-96 positions): the attention phase of smollm2-135m 2-18 % shorter at 1, 4 and 8
+// rows, of qwen2.5-0.5b 3-15 % (bench/results/many_users.md, session 21).
+template <typename KV>
+void PrefetchDecodeStep(const KvView<KV>& kv, int64_t g, int64_t t0, int64_t head_dim, int64_t t,
+                        int64_t count) {
+  const int64_t tile_bytes = head_dim * 16 * static_cast<int64_t>(sizeof(KV));
+  for (int64_t u = t + 32; u < t + 64 && u < count; u += 16) {
+    PrefetchSpan(kv.KeysTile(g, t0 + u), tile_bytes);
+  }
+  const int64_t row_bytes = head_dim * static_cast<int64_t>(sizeof(KV));
+  for (int64_t u = t; u < t + 32 && u < count; ++u) {
+    PrefetchSpan(kv.Value(t0 + u, g), row_bytes);
+  }
+}
+
+// Positions [t0, t0 + count) of kv head g (t0 % 32 == 0), scores[j][0..count). `decode`: one
+// query row reading a cold cache (PrefetchDecodeStep); prompt blocks read keys just written.
 template <int NQ, typename KV>
 void ScoreQueries(const KvView<KV>& kv, int64_t g, int64_t t0, int64_t head_dim,
-                  const float* const* q, float scale, float* scores, int64_t stride,
-                  int64_t count) {
+                  const float* const* q, float scale, float* scores, int64_t stride, int64_t count,
+                  bool decode) {
+  if (decode) {
+    const int64_t tile_bytes = head_dim * 16 * static_cast<int64_t>(sizeof(KV));
+    for (int64_t u = 0; u < 32 && u < count; u += 16)
+      PrefetchSpan(kv.KeysTile(g, t0 + u), tile_bytes);
+  }
   int64_t t = 0;
   for (; t + 16 < count; t += 32) {
+    if (decode) PrefetchDecodeStep(kv, g, t0, head_dim, t, count);
     ScoreStep<2, NQ>(kv.KeysTile(g, t0 + t), head_dim, q, scale, scores, stride, t);
   }
-  if (t < count) ScoreStep<1, NQ>(kv.KeysTile(g, t0 + t), head_dim, q, scale, scores, stride, t);
+  if (t < count) {
+    if (decode) PrefetchDecodeStep(kv, g, t0, head_dim, t, count);
+    ScoreStep<1, NQ>(kv.KeysTile(g, t0 + t), head_dim, q, scale, scores, stride, t);
+  }
 }
 
 // Softmax numerators of one query over [0, count), zero on [count, padded); returns the sum
@@ -210,7 +247,7 @@ void WeightValuesBf16Pairs(const KvView<uint16_t>& kv, int64_t t0, int64_t off, 
   const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
   for (int64_t t = 0; t < count;) {
     const int64_t end = std::min(count, kv.BlockEnd(t0 + t) - t0);
-    const uint16_t* v = kv.Value(t0 + t) + off;
+    const uint16_t* v = kv.Value(t0 + t, 0) + off;
     for (; t < end; ++t, v += kv.stride()) {
       __m512 ve[CH / 2], vo[CH / 2];
       for (int c = 0; c < CH / 2; ++c) {
@@ -253,7 +290,7 @@ void WeightValuesWidened(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t 
   // Block by block: the rows of one block are kv.stride() apart.
   for (int64_t t = 0; t < count;) {
     const int64_t end = std::min(count, kv.BlockEnd(t0 + t) - t0);
-    const KV* v = kv.Value(t0 + t) + off;
+    const KV* v = kv.Value(t0 + t, 0) + off;
     for (; t < end; ++t, v += kv.stride()) {
       __m512 vc[CH];
       for (int c = 0; c < CH; ++c) {
@@ -279,7 +316,7 @@ void WeightValuesWidened(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t 
 // kMasked handles a head_dim that is not a multiple of 16. Unmasked is its own instantiation
 // because with masked loads GCC 12 keeps every accumulator in memory too, one store per FMA,
 // which made this loop 2.3x slower than the score loop of the same FLOPs.
-// Values of positions [t0, t0 + count), from element `off` of each row.
+// Values of positions [t0, t0 + count), from element `off` of each (kv head 0's start).
 template <int CH, int NV, bool kMasked, typename KV>
 void WeightValues(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_dim, const float* p,
                   int64_t stride, int64_t count, const float* sums, float* const* out) {
@@ -347,10 +384,12 @@ void WeightValuesTiled(int nq, const KvView<KV>& kv, int64_t t0, int64_t off, in
 template <int NQ, typename KV>
 void ScoreQueriesUpTo(int nq, const KvView<KV>& kv, int64_t g, int64_t t0, int64_t head_dim,
                       const float* const* q, float scale, float* scores, int64_t stride,
-                      int64_t count) {
+                      int64_t count, bool decode) {
   if constexpr (NQ > 0) {
-    if (nq == NQ) return ScoreQueries<NQ>(kv, g, t0, head_dim, q, scale, scores, stride, count);
-    ScoreQueriesUpTo<NQ - 1>(nq, kv, g, t0, head_dim, q, scale, scores, stride, count);
+    if (nq == NQ) {
+      return ScoreQueries<NQ>(kv, g, t0, head_dim, q, scale, scores, stride, count, decode);
+    }
+    ScoreQueriesUpTo<NQ - 1>(nq, kv, g, t0, head_dim, q, scale, scores, stride, count, decode);
   }
 }
 
@@ -378,11 +417,13 @@ void Blocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
         count[j] = a.start_pos + row + 1;
       }
       const int64_t most = count[nq - 1];
-      ScoreQueriesUpTo<kTile>(nq, kv, g, 0, a.head_dim, q, a.scale, scores, stride, most);
+      ScoreQueriesUpTo<kTile>(nq, kv, g, 0, a.head_dim, q, a.scale, scores, stride, most,
+                              /*decode=*/a.rows == 1);
       float sums[kTile];
       const int64_t padded = (most + 15) / 16 * 16;
       for (int j = 0; j < nq; ++j) sums[j] = SoftmaxRow(scores + j * stride, count[j], padded);
-      WeightValuesTiled(nq, kv, 0, g * a.head_dim, a.head_dim, scores, stride, most, sums, out);
+      WeightValuesTiled(nq, kv, 0, g * kv.head_stride(), a.head_dim, scores, stride, most, sums,
+                        out);
     }
   }
 }
@@ -416,14 +457,15 @@ void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
         for (int j = 0; j < nq; ++j) out[j][0] = -INFINITY;
         continue;
       }
-      ScoreQueriesUpTo<kTile>(nq, kv, g, t0, a.head_dim, q, a.scale, scores, stride, n);
+      ScoreQueriesUpTo<kTile>(nq, kv, g, t0, a.head_dim, q, a.scale, scores, stride, n,
+                              /*decode=*/true);
       const int64_t padded = (n + 15) / 16 * 16;
       float* values_out[kTile];
       for (int j = 0; j < nq; ++j) {
         out[j][1] = SoftmaxRow(scores + j * stride, n, padded, &out[j][0]);
         values_out[j] = out[j] + 2;
       }
-      WeightValuesTiled(nq, kv, t0, g * a.head_dim, a.head_dim, scores, stride, n, ones,
+      WeightValuesTiled(nq, kv, t0, g * kv.head_stride(), a.head_dim, scores, stride, n, ones,
                         values_out);
     }
   }

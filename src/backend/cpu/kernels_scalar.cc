@@ -155,11 +155,11 @@ void AttentionScalarKv(const AttentionArgs& a, int64_t tb, int64_t te, float* sc
     int64_t m = 0, h = 0;
     AttentionTask(a, task, &m, &h);
     const float* q = a.q + m * a.q_stride + h * a.head_dim;
-    const int64_t kv_off = (h / group) * a.head_dim;
+    const int64_t g = h / group;  // the kv head
     const int64_t last = a.start_pos + m;
     double max_score = -INFINITY;
     for (int64_t t = 0; t <= last; ++t) {
-      const KV* k = kv.Key(t) + kv_off;
+      const KV* k = kv.Key(t, g);
       double dot = 0.0;
       for (int64_t i = 0; i < a.head_dim; ++i) dot += static_cast<double>(q[i]) * KvToFloat(k[i]);
       scores[t] = static_cast<float>(dot * a.scale);
@@ -175,7 +175,7 @@ void AttentionScalarKv(const AttentionArgs& a, int64_t tb, int64_t te, float* sc
     for (int64_t i = 0; i < a.head_dim; ++i) {
       double acc = 0.0;
       for (int64_t t = 0; t <= last; ++t)
-        acc += static_cast<double>(scores[t]) * KvToFloat(kv.Value(t)[kv_off + i]);
+        acc += static_cast<double>(scores[t]) * KvToFloat(kv.Value(t, g)[i]);
       out[i] = static_cast<float>(acc / sum);
     }
   }
