@@ -113,15 +113,18 @@ class CpuBackend final : public Backend {
     kv_tables_.Init(kv);
     if (kv.pool_blocks() > INT32_MAX) return InvalidArgument("cpu backend: too many KV blocks");
     if (attention_layers > 0) {
-      // The block pool of the full-attention layers: [block][layer][kKvBlockTokens][kv_dim].
-      TS_RETURN_IF_ERROR(kv_.Allocate(kv_bf16(), KvStore::Layout::kHeadMajor,
-                                      static_cast<int>(kv.pool_blocks()), attention_layers,
-                                      kKvBlockTokens, spec_.kv_dim, spec_.head_dim));
-      // A second, transposed copy of the keys for the blocked attention kernel.
-      kt_head_stride_ = kKvBlockTokens * spec_.head_dim;
+      // The block pool of the full-attention layers, one head-major store whose positions are
+      // the pool's blocks end to end (PoolPosition): [layer][kv head][block][kKvBlockTokens]
+      // [head_dim]. A sequence whose blocks were taken in order (a prompt's) reads each kv
+      // head's keys and values as one run per layer.
+      pool_blocks_ = kv.pool_blocks();
+      TS_RETURN_IF_ERROR(kv_.Allocate(kv_bf16(), KvStore::Layout::kHeadMajor, 1, attention_layers,
+                                      pool_blocks_ * kKvBlockTokens, spec_.kv_dim, spec_.head_dim));
+      // A second, transposed copy of the keys for the blocked attention kernel, in the same
+      // order (KeysTOffset).
       if (k_.attention_blocked != nullptr && spec_.head_dim <= 256) {
-        const size_t n = static_cast<size_t>(kv.pool_blocks() * attention_layers * spec_.kv_heads *
-                                             kt_head_stride_);
+        const size_t n = static_cast<size_t>(pool_blocks_ * attention_layers * spec_.kv_heads *
+                                             kKvBlockTokens * spec_.head_dim);
         if (kv_bf16()) {
           keys_t16_.Resize(n);
         } else {
@@ -292,15 +295,15 @@ class CpuBackend final : public Backend {
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
     TS_RETURN_IF_ERROR(kv_tables_.CheckBlockCopy(from, to, positions));
     if (kv_.slots() == 0 || from == to || positions == 0) return Status::Ok();
-    kv_.CopyPositions(from, to, 0, positions);
+    kv_.CopyPositions(0, PoolPosition(from, 0), 0, PoolPosition(to, 0), positions);
     if (UseBlockedAttention()) {
       // Whole tiles of 16 transposed positions (those past `positions` are finite leftovers,
       // masked by the kernel).
       const int64_t elements = RoundUp(positions, 16) * spec_.head_dim;
       for (int64_t l = 0; l < attention_layers_; ++l) {
         for (int64_t g = 0; g < spec_.kv_heads; ++g) {
-          const size_t a = KeysTOffset(from, l) + static_cast<size_t>(g * kt_head_stride_);
-          const size_t b = KeysTOffset(to, l) + static_cast<size_t>(g * kt_head_stride_);
+          const size_t a = KeysTOffset(from, l, g);
+          const size_t b = KeysTOffset(to, l, g);
           if (kv_bf16()) {
             std::copy_n(keys_t16_.data() + a, elements, keys_t16_.data() + b);
           } else {
@@ -419,10 +422,15 @@ class CpuBackend final : public Backend {
   }
   bool kv_bf16() const { return options_.kv_cache == KvCacheType::kBF16; }
 
-  // Where one pool block and layer's transposed keys start (see AttentionArgs::keys_t).
-  size_t KeysTOffset(int32_t block, int64_t layer) const {
-    return static_cast<size_t>((static_cast<int64_t>(block) * attention_layers_ + layer) *
-                               spec_.kv_heads * kt_head_stride_);
+  // Row `row` of pool block `block` as a position of the pool's store (kv_, slot 0).
+  static int64_t PoolPosition(int32_t block, int64_t row) {
+    return static_cast<int64_t>(block) * kKvBlockTokens + row;
+  }
+  // Where a pool block's transposed keys of one layer and kv head start (AttentionArgs::keys_t):
+  // [layer][kv head][block][kKvBlockTokens / 16][head_dim][16].
+  size_t KeysTOffset(int32_t block, int64_t layer, int64_t g) const {
+    return static_cast<size_t>(((layer * spec_.kv_heads + g) * pool_blocks_ + block) *
+                               kKvBlockTokens * spec_.head_dim);
   }
   // Points `att` at slot/layer's cache of `store` from position `first`, in its precision and
   // layout.
@@ -444,14 +452,14 @@ class CpuBackend final : public Backend {
     PointAtCache(att, kv_, 0, layer, 0);
     att.kv_blocks = blocks;
     att.kv_block_shift = kKvBlockShift;
-    att.kv_block_stride = attention_layers_ * kKvBlockTokens * spec_.kv_dim;
+    att.kv_block_stride = kKvBlockTokens * kv_.position_stride();
     if (!UseBlockedAttention()) return;
-    att.keys_t_head_stride = kt_head_stride_;
-    att.keys_t_block_stride = attention_layers_ * spec_.kv_heads * kt_head_stride_;
+    att.keys_t_head_stride = static_cast<int64_t>(KeysTOffset(0, 0, 1));
+    att.keys_t_block_stride = static_cast<int64_t>(KeysTOffset(1, 0, 0));
     if (kv_bf16()) {
-      att.keys_t_bf16 = keys_t16_.data() + KeysTOffset(0, layer);
+      att.keys_t_bf16 = keys_t16_.data() + KeysTOffset(0, layer, 0);
     } else {
-      att.keys_t = keys_t_.data() + KeysTOffset(0, layer);
+      att.keys_t = keys_t_.data() + KeysTOffset(0, layer, 0);
     }
   }
 
@@ -550,20 +558,20 @@ class CpuBackend final : public Backend {
     }
     const int32_t block = row_blocks_[static_cast<size_t>(r)][p >> kKvBlockShift];
     const int64_t row = p & (kKvBlockTokens - 1);
-    kv_.Write(block, layer, row, k, v, k_.to_bf16);
+    kv_.Write(0, layer, PoolPosition(block, row), k, v, k_.to_bf16);
     if (!UseBlockedAttention()) return;
     // The transposed copy: element i of a head goes 16 apart. Its bf16 bits are the key row
     // just written (one rounding, shared).
-    const size_t kt =
-        KeysTOffset(block, layer) + static_cast<size_t>((row / 16) * d.head_dim * 16 + row % 16);
+    const size_t in_block = static_cast<size_t>((row / 16) * d.head_dim * 16 + row % 16);
     for (int64_t g = 0; g < d.kv_heads; ++g) {
       const int64_t from = g * d.head_dim;
+      const size_t kt = KeysTOffset(block, layer, g) + in_block;
       if (kv_bf16()) {
-        const uint16_t* src = kv_.Keys<uint16_t>(block, layer) + kv_.At(row, g);
-        uint16_t* dst = keys_t16_.data() + kt + static_cast<size_t>(g * kt_head_stride_);
+        const uint16_t* src = kv_.Keys<uint16_t>(0, layer) + kv_.At(PoolPosition(block, row), g);
+        uint16_t* dst = keys_t16_.data() + kt;
         for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = src[i];
       } else {
-        float* dst = keys_t_.data() + kt + static_cast<size_t>(g * kt_head_stride_);
+        float* dst = keys_t_.data() + kt;
         for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = k[from + i];
       }
     }
@@ -898,7 +906,7 @@ class CpuBackend final : public Backend {
   // [block][layer][kv_head][kKvBlockTokens / 16][head_dim][16]; empty when unused.
   AlignedArray<float> keys_t_;
   AlignedArray<uint16_t> keys_t16_;  // the same in bf16 (BackendOptions::kv_cache)
-  int64_t kt_head_stride_ = 0;       // elements per (block, layer, kv head)
+  int64_t pool_blocks_ = 0;          // blocks of the KV pool (kv_)
   ActivationBlock acts_;             // prepared copy of the current matmul input
   // The block being run: its rows' sequences and positions, and whether they are decode rows.
   std::vector<int> row_slot_ = std::vector<int>(kMaxBlockRows);

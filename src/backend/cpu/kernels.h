@@ -84,9 +84,10 @@ struct AttentionArgs {
   // A paged cache (the KV block pool, backend.h): position t lives in pool block
   // kv_blocks[t >> kv_block_shift], at row t & (2^kv_block_shift - 1) of it; keys, values and
   // keys_t point at block 0, whose successors are kv_block_stride (keys_t: keys_t_block_stride)
-  // elements apart, and keys_t_head_stride is then a kv head's share of one block. Null: the
-  // arrays are contiguous over positions. Blocks hold a multiple of 32 positions, so the
-  // 16-position key tiles and the decode splits never straddle two blocks.
+  // elements apart (keys_t_head_stride and kv_head_stride still step from one kv head to the
+  // next, wherever the layout puts them). Null: the arrays are contiguous over positions.
+  // Blocks hold a multiple of 32 positions, so the 16-position key tiles and the decode splits
+  // never straddle two blocks.
   const int32_t* kv_blocks = nullptr;
   int kv_block_shift = 0;
   int64_t kv_block_stride = 0;

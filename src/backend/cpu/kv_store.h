@@ -89,24 +89,23 @@ struct KvStore {
   }
   // Copies positions [first, first + n) of every layer from slot `from` to slot `to`.
   void CopyPositions(int from, int to, int64_t first, int64_t n) {
-    if (layout == Layout::kInterleaved) {
-      if (bf16) {
-        b16.CopyPositions(from, to, first, n);
-      } else {
-        f32.CopyPositions(from, to, first, n);
-      }
-      return;
-    }
+    CopyPositions(from, first, to, first, n);
+  }
+  // Copies positions [from_pos, from_pos + n) of slot `from` to [to_pos, to_pos + n) of slot
+  // `to`, every layer.
+  void CopyPositions(int from, int64_t from_pos, int to, int64_t to_pos, int64_t n) {
     const int64_t layers = bf16 ? b16.layers() : f32.layers();
+    const int64_t heads = layout == Layout::kHeadMajor ? kv_dim() / head_dim : 1;
+    const int64_t run = n * (layout == Layout::kHeadMajor ? head_dim : kv_dim());
     for (int64_t l = 0; l < layers; ++l) {
-      for (int64_t g = 0; g < kv_dim() / head_dim; ++g) {
-        const int64_t at = At(first, g);
+      for (int64_t g = 0; g < heads; ++g) {
+        const int64_t a = At(from_pos, g), b = At(to_pos, g);
         if (bf16) {
-          std::copy_n(Keys<uint16_t>(from, l) + at, n * head_dim, Keys<uint16_t>(to, l) + at);
-          std::copy_n(Values<uint16_t>(from, l) + at, n * head_dim, Values<uint16_t>(to, l) + at);
+          std::copy_n(Keys<uint16_t>(from, l) + a, run, Keys<uint16_t>(to, l) + b);
+          std::copy_n(Values<uint16_t>(from, l) + a, run, Values<uint16_t>(to, l) + b);
         } else {
-          std::copy_n(Keys<float>(from, l) + at, n * head_dim, Keys<float>(to, l) + at);
-          std::copy_n(Values<float>(from, l) + at, n * head_dim, Values<float>(to, l) + at);
+          std::copy_n(Keys<float>(from, l) + a, run, Keys<float>(to, l) + b);
+          std::copy_n(Values<float>(from, l) + a, run, Values<float>(to, l) + b);
         }
       }
     }
