@@ -106,7 +106,8 @@ TEST_P(CpuParity, LogitsMatchTheReferenceBackend) {
 std::vector<ParityCase> ParityCases() {
   std::vector<ParityCase> v;
   for (ModelFamily f : {ModelFamily::kLlama, ModelFamily::kQwen2, ModelFamily::kQwen3}) {
-    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512})
+    for (CpuIsa isa :
+         {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512, CpuIsa::kAvx512Amx})
       v.push_back({f, isa});
   }
   return v;

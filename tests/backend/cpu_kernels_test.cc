@@ -231,6 +231,49 @@ TEST_P(IsaTest, BatchedDecodeRowsMatchLoneDecodeRows) {
   }
 }
 
+// The AMX INT8 matmul sums the same int32 products as the AVX-512 one and scales them the same
+// way, so every output has the same bits: prompt and batched decode rows, 1 to 33 rows (two
+// 16-row tiles and a remainder), widths that are multiples of 64 and 32 past one (the
+// VPDPBUSD tail), panel ranges cut unevenly, with a bias and accumulating.
+TEST(AmxKernels, Int8MatmulIsBitIdenticalToAvx512) {
+  if (!CpuSupports(CpuIsa::kAvx512Amx)) GTEST_SKIP() << "this CPU lacks AMX-INT8";
+  const KernelTable& amx = Avx512AmxKernels();
+  const KernelTable& avx = Avx512Kernels();
+  ASSERT_NE(amx.matmul_int8, avx.matmul_int8);
+  std::mt19937 rng(47);
+  const int64_t rows = 16 * 11 - 5;  // 11 panels, the last one partly padding
+  for (int64_t cols : {32, 64, 96, 576, 1000}) {
+    const std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
+    const std::vector<float> bias = RandomVector(rng, static_cast<size_t>(rows), 1.0f);
+    for (int64_t tokens : {1, 2, 3, 7, 8, 9, 16, 17, 33}) {
+      for (bool decode : {false, true}) {
+        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(tokens) +
+                     (decode ? " decode" : " prompt"));
+        const PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, WeightFormat::kInt8);
+        ActivationBlock acts;
+        acts.Reserve(tokens, c.w.padded_cols);
+        PrepareActivations(avx, c.x.data(), tokens, c.w.padded_cols, WeightFormat::kInt8, &acts);
+        const std::vector<float> start = RandomVector(rng, static_cast<size_t>(tokens * rows));
+        auto run = [&](const KernelTable& k, std::vector<int64_t> cuts, bool accumulate) {
+          std::vector<float> y = start;
+          MatmulArgs a{&c.w, &acts, y.data(), rows, accumulate, bias.data(), decode};
+          for (size_t i = 0; i + 1 < cuts.size(); ++i) k.matmul_int8(a, cuts[i], cuts[i + 1]);
+          return y;
+        };
+        for (bool accumulate : {false, true}) {
+          const std::vector<float> want = run(avx, {0, 11}, accumulate);
+          for (const std::vector<int64_t>& cuts :
+               {std::vector<int64_t>{0, 11}, {0, 3, 5, 6, 10, 11}, {0, 1, 2, 7, 11}}) {
+            const std::vector<float> got = run(amx, cuts, accumulate);
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+                << "accumulate " << accumulate << " cuts " << cuts.size();
+          }
+        }
+      }
+    }
+  }
+}
+
 // Balanced dispatches hand out panel ranges that change from call to call: every panel's
 // outputs must be the same bits whichever range (and so whichever tile width) covered it.
 TEST_P(IsaTest, PanelOutputsAreIndependentOfPanelRanges) {
@@ -588,7 +631,7 @@ TEST_P(IsaTest, AttentionOverAHeadMajorCacheMatchesScalar) {
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,
                          ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni,
-                                           CpuIsa::kAvx512),
+                                           CpuIsa::kAvx512, CpuIsa::kAvx512Amx),
                          IsaName);
 
 // Weight quantization at load: every value, including exact ties (k + 0.5), values that
@@ -700,7 +743,8 @@ TEST(PackMatrix, RejectsMismatchedShapesAndAuto) {
 
 TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyForSupportedFamilies) {
   EXPECT_TRUE(CpuSupports(CpuIsa::kScalar));
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512}) {
+  for (CpuIsa isa :
+       {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512, CpuIsa::kAvx512Amx}) {
     EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa)), isa);
     // A family is selectable exactly when the machine runs it, and then its table is that
     // family's; every other family needs AVX2.

@@ -225,7 +225,7 @@ TEST_P(Family, CpuMatchesTheReference) {
     auto ref = Load(ckpt, "reference", WeightFormat::kAuto, 16);
     ASSERT_TRUE(ref);
     const std::vector<float> want = AllLogits(*ref, Tokens());
-    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Amx}) {
       if (!CpuSupports(isa)) continue;
       setenv("TESSERA_CPU_ISA", std::string(CpuIsaName(isa)).c_str(), 1);
       auto cpu = Load(ckpt, "cpu", WeightFormat::kAuto, 16);  // F32 or BF16: the same weights

@@ -5,6 +5,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace tessera {
 
@@ -18,6 +22,8 @@ std::string_view CpuIsaName(CpuIsa isa) {
       return "avx2vnni";
     case CpuIsa::kAvx512:
       return "avx512";
+    case CpuIsa::kAvx512Amx:
+      return "avx512amx";
   }
   return "scalar";
 }
@@ -27,6 +33,7 @@ std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
   if (name == "avx2") return CpuIsa::kAvx2;
   if (name == "avx2vnni") return CpuIsa::kAvx2Vnni;
   if (name == "avx512") return CpuIsa::kAvx512;
+  if (name == "avx512amx") return CpuIsa::kAvx512Amx;
   return std::nullopt;
 }
 
@@ -36,7 +43,31 @@ struct CpuFlags {
   bool avx2 = false;
   bool avx_vnni = false;
   bool avx512 = false;
+  bool amx = false;
 };
+
+#if defined(__x86_64__)
+// AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24 and 25), the tile state enabled in XCR0
+// (bits 17 and 18) and the permission to use it granted to this process: Linux leaves tile
+// data out of a process's signal frames until it asks (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA), and an AMX instruction before that faults.
+bool ProbeAmx() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || (c & (1u << 27)) == 0) return false;  // OSXSAVE
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtileData = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+#else
+  return false;
+#endif
+}
+#endif
 
 const CpuFlags& Flags() {
   static const CpuFlags flags = [] {
@@ -54,6 +85,7 @@ const CpuFlags& Flags() {
     f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+    f.amx = f.avx512 && ProbeAmx();
 #endif
     return f;
   }();
@@ -64,6 +96,7 @@ const CpuFlags& Flags() {
 
 CpuIsa DetectCpuIsa() {
   const CpuFlags& f = Flags();
+  if (f.amx) return CpuIsa::kAvx512Amx;
   if (f.avx512) return CpuIsa::kAvx512;
   if (f.avx_vnni) return CpuIsa::kAvx2Vnni;
   if (f.avx2) return CpuIsa::kAvx2;
@@ -81,6 +114,8 @@ bool CpuSupports(CpuIsa isa) {
       return f.avx_vnni;
     case CpuIsa::kAvx512:
       return f.avx512;
+    case CpuIsa::kAvx512Amx:
+      return f.amx;
   }
   return false;
 }

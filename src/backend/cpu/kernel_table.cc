@@ -17,6 +17,8 @@ const KernelTable* KernelsFor(CpuIsa isa) {
       return &Avx2VnniKernels();
     case CpuIsa::kAvx512:
       return &Avx512Kernels();
+    case CpuIsa::kAvx512Amx:
+      return &Avx512AmxKernels();
   }
   return nullptr;
 }

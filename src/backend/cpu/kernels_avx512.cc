@@ -38,15 +38,10 @@
 namespace tessera {
 namespace {
 
+using avx512::BroadcastGroup;
 using avx512::Exp;
+using avx512::StorePanel;
 using avx512::TailMask;
-
-// Broadcasts the 32-bit group at p (a bf16 pair or an int8 quad) to every lane through the
-// load port (vbroadcastss from memory) rather than a general register and port 5, which
-// would otherwise limit the GEMM tiles.
-inline __m512i BroadcastGroup(const void* p) {
-  return _mm512_castps_si512(_mm512_broadcastss_ps(_mm_load_ss(static_cast<const float*>(p))));
-}
 
 // acc += u8 x s8 dot products (vpdpbusd), written as an in-place asm statement: with the
 // intrinsic, GCC 12 copies every loop-carried accumulator of a multi-row tile to a fresh
@@ -54,16 +49,6 @@ inline __m512i BroadcastGroup(const void* p) {
 inline __m512i DotBytesInPlace(__m512i acc, __m512i u8, __m512i s8) {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
   return acc;
-}
-
-// Writes one panel's 16 outputs for row m, with bias / residual accumulation and a tail mask.
-inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m512 v) {
-  const int64_t n0 = panel * kPanelRows;
-  const __mmask16 mask = TailMask(a.w->rows - n0);
-  float* y = a.y + m * a.ldy + n0;
-  if (a.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, a.bias + n0));
-  if (a.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
-  _mm512_mask_storeu_ps(y, mask, v);
 }
 
 // Prompt tiles pull the next panel group toward L2 while they compute on the current one, a

@@ -1,5 +1,6 @@
 // Pieces shared by the AVX-512 kernel files (kernels_avx512.cc: matmuls, activations,
-// elementwise; kernels_avx512_attention.cc: attention). Included only by files built with the
+// elementwise; kernels_avx512_attention.cc: attention; kernels_amx.cc: the AMX INT8 matmul).
+// Included only by files built with the
 // AVX-512 flags (see src/backend/CMakeLists.txt). The helpers have internal linkage (an
 // unnamed namespace), so no other file can end up calling a copy compiled with these flags.
 //
@@ -19,6 +20,23 @@ namespace {
 inline __mmask16 TailMask(int64_t n) {
   if (n <= 0) return 0;
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// Broadcasts the 32-bit group at p (a bf16 pair or an int8 quad) to every lane through the
+// load port (vbroadcastss from memory) rather than a general register and port 5, which
+// would otherwise limit the GEMM tiles.
+inline __m512i BroadcastGroup(const void* p) {
+  return _mm512_castps_si512(_mm512_broadcastss_ps(_mm_load_ss(static_cast<const float*>(p))));
+}
+
+// Writes one panel's 16 outputs for row m, with bias / residual accumulation and a tail mask.
+inline void StorePanel(const MatmulArgs& a, int64_t m, int64_t panel, __m512 v) {
+  const int64_t n0 = panel * kPanelRows;
+  const __mmask16 mask = TailMask(a.w->rows - n0);
+  float* y = a.y + m * a.ldy + n0;
+  if (a.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, a.bias + n0));
+  if (a.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
+  _mm512_mask_storeu_ps(y, mask, v);
 }
 
 // exp(x) for fp32 lanes: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-6 Taylor
