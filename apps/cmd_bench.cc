@@ -110,8 +110,10 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
   std::vector<double>& ttft = out->ttft;
   {
     Scheduler sched(exec, {.reuse_prefixes = false});
+    // The decode window runs from the last stream's first token to the end; only the tokens
+    // inside it count (an earlier stream's tokens before that moment are not in the window).
     Clock::time_point last_first_token;
-    int64_t generated = 0;
+    int64_t generated = 0, generated_before_window = 0;
     const auto t0 = Clock::now();
     for (int i = 0; i < streams; ++i) {
       SequenceRequest req;
@@ -119,9 +121,12 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
           PromptIds(prompt_len, exec.spec().vocab, static_cast<uint64_t>(7919 * (r + 1) + 31 * i));
       req.max_new_tokens = gen;
       req.on_token = [&, first = true](int32_t) mutable {
-        if (first) last_first_token = Clock::now();
-        first = false;
         ++generated;
+        if (first) {
+          last_first_token = Clock::now();
+          generated_before_window = generated;
+        }
+        first = false;
         return true;
       };
       req.on_finish = [&](const SequenceResult& res) { ttft.push_back(res.timings.ttft_ms); };
@@ -131,7 +136,8 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
     const double all_s = Seconds(t0);
     const double decode_s = all_s - std::chrono::duration<double>(last_first_token - t0).count();
     total.push_back(static_cast<double>(generated) / all_s);
-    decode.push_back(decode_s > 0 ? static_cast<double>(generated - streams) / decode_s : 0.0);
+    decode.push_back(
+        decode_s > 0 ? static_cast<double>(generated - generated_before_window) / decode_s : 0.0);
   }
   return Status::Ok();
 }
