@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -259,6 +260,42 @@ TEST(CpuBf16Activations, PrefillNearTheExactPathDecodeIdentical) {
     ASSERT_FALSE(exec);
     EXPECT_NE(exec.status().message().find("bf16 activations"), std::string::npos)
         << exec.status().message();
+  }
+}
+
+// The avx512amx family runs INT8 prompt rows on AMX tiles with the AVX-512 kernel's integer
+// sums, and decode rows on the AVX-512 kernel: a model's logits have the same bits on both
+// families, for every prompt position and for decode steps after it.
+TEST(CpuAmx, ModelLogitsAreTheAvx512Bits) {
+  if (!CpuSupports(CpuIsa::kAvx512Amx)) GTEST_SKIP() << "this CPU lacks AMX-INT8";
+  test::TempDir tmp;
+  SyntheticModelSpec s = MidSpec(ModelFamily::kQwen3, 321);
+  s.intermediate = 544;  // the down projection's width is 32 past a multiple of 64 (the tail)
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("m"), s).ok());
+  auto ckpt = OpenCheckpoint(tmp.File("m"));
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  auto load = [&](CpuIsa isa) {
+    ScopedIsa scoped(isa);
+    ModelExecutor::Options o;
+    o.max_slots = 2;
+    o.max_seq = 300;
+    o.max_batch_tokens = 64;
+    o.backend.weights = WeightFormat::kInt8;
+    auto exec = ModelExecutor::Load(*ckpt, *ParsePlacement("cpu", s.layers), o);
+    EXPECT_TRUE(exec) << exec.status().message();
+    return exec ? std::move(*exec) : nullptr;
+  };
+  auto avx = load(CpuIsa::kAvx512), amx = load(CpuIsa::kAvx512Amx);
+  ASSERT_TRUE(avx && amx);
+  const std::vector<int32_t> tokens = RandomTokens(150, s.vocab, 13);
+  const std::vector<float> want = AllLogits(*avx, tokens), got = AllLogits(*amx, tokens);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  std::vector<float> a(static_cast<size_t>(s.vocab)), b = a;
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE(avx->Forward(1, static_cast<int64_t>(i), std::span(&tokens[i], 1), a).ok());
+    ASSERT_TRUE(amx->Forward(1, static_cast<int64_t>(i), std::span(&tokens[i], 1), b).ok());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << i;
   }
 }
 
