@@ -316,7 +316,7 @@ const KernelTable& ScalarKernels();
 const KernelTable& Avx2Kernels();
 const KernelTable& Avx2VnniKernels();  // Avx2Kernels with AVX-VNNI INT8 / INT4 matmuls
 const KernelTable& Avx512Kernels();
-// Avx512Kernels with INT8 matmuls of two or more rows on AMX tiles (kernels_amx.cc).
+// Avx512Kernels with INT8 prompt matmuls on AMX tiles (kernels_amx.cc).
 const KernelTable& Avx512AmxKernels();
 // The AVX-512 INT8 matmul with the far prefetch of batched decode tiles hinted non-temporal or
 // into L2; the table holds the one chosen for this CPU (CpuIsAmd), tests compare both.

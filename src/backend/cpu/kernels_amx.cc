@@ -150,11 +150,9 @@ void PanelGroup(const MatmulArgs& a, int64_t p0) {
   }
 }
 
-MatmulFn decode_int8 = nullptr;  // the AVX-512 table's, set with the table below
-
 void MatmulInt8Amx(const MatmulArgs& a, int64_t pb, int64_t pe) {
   if (a.decode()) {
-    decode_int8(a, pb, pe);
+    Avx512Kernels().matmul_int8(a, pb, pe);  // decode rows: the AVX-512 table's kernel
     return;
   }
   int64_t p = pb;
@@ -180,7 +178,6 @@ const KernelTable& Avx512AmxKernels() {
   static const KernelTable table = [] {
     KernelTable t = Avx512Kernels();
     t.isa = CpuIsa::kAvx512Amx;
-    decode_int8 = t.matmul_int8;
     t.matmul_int8 = MatmulInt8Amx;
     t.prompt_panels = kGroupPanels;  // prompt chunks of whole 4-panel groups
     return t;

@@ -1,8 +1,8 @@
 // Pieces shared by the AVX-512 kernel files (kernels_avx512.cc: matmuls, activations,
 // elementwise; kernels_avx512_attention.cc: attention; kernels_amx.cc: the AMX INT8 matmul).
-// Included only by files built with the
-// AVX-512 flags (see src/backend/CMakeLists.txt). The helpers have internal linkage (an
-// unnamed namespace), so no other file can end up calling a copy compiled with these flags.
+// Included only by files built with the AVX-512 flags (see src/backend/CMakeLists.txt). The
+// helpers have internal linkage (an unnamed namespace), so no other file can end up calling a
+// copy compiled with these flags.
 //
 //   __mmask16 m = avx512::TailMask(n - i);              // lanes still inside [0, n)
 //   __m512 e = avx512::Exp(_mm512_loadu_ps(scores + t));
