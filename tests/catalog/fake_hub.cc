@@ -114,9 +114,13 @@ FakeHub::FakeHub() : server_(std::make_unique<httplib::Server>()) {
                                constexpr size_t kChunk = 16384;
                                for (size_t at = offset; at < stop; at += kChunk) {
                                  size_t n = std::min(kChunk, stop - at);
-                                 if (!sink.write(served.data() + at, n)) return false;
-                                 std::lock_guard<std::mutex> lock(mutex_);
-                                 bytes_served_ += n;
+                                 // Counted before the write: once the client has the bytes it
+                                 // may exit and the test read the count at once.
+                                 AddBytesServed(n);
+                                 if (!sink.write(served.data() + at, n)) {
+                                   SubtractBytesServed(n);
+                                   return false;
+                                 }
                                }
                                if (stalled) {
                                  std::unique_lock<std::mutex> lock(mutex_);
@@ -189,6 +193,16 @@ void FakeHub::MissingFile(const std::string& repo, const std::string& file) {
 std::vector<FakeHub::Request> FakeHub::requests() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return requests_;
+}
+
+void FakeHub::AddBytesServed(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bytes_served_ += n;
+}
+
+void FakeHub::SubtractBytesServed(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bytes_served_ -= n;
 }
 
 uint64_t FakeHub::bytes_served() const {

@@ -74,6 +74,8 @@ class FakeHub {
     std::map<std::string, File> files;
   };
   File* FindFile(const std::string& repo, const std::string& file);
+  void AddBytesServed(uint64_t n);
+  void SubtractBytesServed(uint64_t n);
 
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
