@@ -109,7 +109,11 @@ Expected<LockFile> ReadLockFile(const std::string& model_dir) {
     return Corrupt(path + ": " + why + "; pull the model again with --force");
   };
   if (!doc.is_object()) return bad("not a JSON object");
-  if (doc.value("format", 0) != kLockFormatVersion) return bad("unknown lock format");
+  const auto format = doc.find("format");
+  if (format == doc.end() || !format->is_number_integer() ||
+      format->get<int64_t>() != kLockFormatVersion) {
+    return bad("unknown lock format");
+  }
   LockFile lock;
   for (auto [key, field] : {std::pair{"repo", &lock.repo}, std::pair{"revision", &lock.revision},
                             std::pair{"commit", &lock.commit}}) {

@@ -247,7 +247,7 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
                       ReadWholeFile(source + "/config.json", kMaxManifestBytes));
   TS_RETURN_IF_ERROR(ParseModelConfig(config_text).status().WithContext(source + "/config.json"));
   TS_ASSIGN_OR_RETURN(nlohmann::json config, ParseJsonDocument(config_text, "config.json"));
-  std::string architecture = config.value("model_type", "");
+  std::string architecture = StringOr(config, "model_type");
   // Opening binds and validates every tensor against the config before anything is written.
   TS_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> checkpoint, OpenCheckpoint(source));
   TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveCpuWeightFormat(*checkpoint, options.weights));
@@ -359,11 +359,11 @@ Expected<PackageInfo> VerifyPackage(const std::string& dir) {
   }
 
   PackageInfo info;
-  info.architecture = manifest.value("architecture", "");
-  info.dtype = manifest.value("dtype", "");
+  info.architecture = StringOr(manifest, "architecture");
+  info.dtype = StringOr(manifest, "dtype");
   if (manifest.contains("source") && manifest["source"].is_object()) {
-    info.source_repo = manifest["source"].value("repo", "");
-    info.source_commit = manifest["source"].value("commit", "");
+    info.source_repo = StringOr(manifest["source"], "repo");
+    info.source_commit = StringOr(manifest["source"], "commit");
   }
   auto files = manifest.find("files");
   if (files == manifest.end() || !files->is_array() || files->empty()) {

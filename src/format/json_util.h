@@ -50,6 +50,16 @@ std::string QuoteForMessage(std::string_view text, size_t max_chars = 60);
 // The JSON type name used in messages ("string", "number", "object", ...).
 std::string JsonTypeName(const nlohmann::json& value);
 
+// object[key] when `object` is an object holding a string there, else `fallback`. Use it where
+// nlohmann's value(key, "") would be: that throws when the key holds another type.
+template <typename Json>
+std::string StringOr(const Json& object, std::string_view key, std::string fallback = "") {
+  if (!object.is_object()) return fallback;
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return fallback;
+  return it->template get<std::string>();
+}
+
 // Reads typed fields of one JSON object. A field that is absent or null counts as absent
 // for the Optional* getters. Messages read "<what>: <prefix><field> ...", e.g.
 // "config.json: hidden_size must be a positive integer, found -3".

@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "format/json_util.h"
 #include "runtime/task_prompts.h"
 
 namespace tessera::server {
@@ -125,8 +126,8 @@ Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
   const std::string instruction =
       DecisionInstruction(schema.question, options, schema.descriptions);
   TS_ASSIGN_OR_RETURN(ojson conversation, TemplateMessages(messages));
-  if (!conversation.empty() && conversation[0].value("role", "") == "system") {
-    conversation[0]["content"] = conversation[0].value("content", "") + "\n\n" + instruction;
+  if (!conversation.empty() && StringOr(conversation[0], "role") == "system") {
+    conversation[0]["content"] = StringOr(conversation[0], "content") + "\n\n" + instruction;
   } else {
     conversation.insert(conversation.begin(), ojson{{"role", "system"}, {"content", instruction}});
   }

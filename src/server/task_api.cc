@@ -1,5 +1,6 @@
 #include "server/task_api.h"
 
+#include "format/json_util.h"
 #include "server/json_fields.h"
 
 #include <algorithm>
@@ -233,10 +234,10 @@ std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
     const std::string at = "input[" + std::to_string(i) + "]";
     if (item.is_string()) {
       r->job.inputs.push_back(item.get<std::string>());
-    } else if (item.is_object() && item.value("type", "") == "text" && item.contains("text") &&
+    } else if (StringOr(item, "type") == "text" && item.contains("text") &&
                item["text"].is_string()) {
       r->job.inputs.push_back(item["text"].get<std::string>());
-    } else if (item.is_object() && item.value("type", "") == "image_url") {
+    } else if (StringOr(item, "type") == "image_url") {
       return InvalidField(at, at + ": images are not supported; the guard model reads text");
     } else {
       return InvalidField(at, at + " must be a string or {\"type\": \"text\", \"text\": string}");

@@ -157,6 +157,14 @@ TEST_F(ModelStoreTest, LockFilesRoundTripAndCatchChanges) {
   EXPECT_FALSE(ReadLockFile(dir));
   test::WriteFile(dir + "/tessera-lock.json", "{\"format\":1");
   EXPECT_FALSE(ReadLockFile(dir));
+  // A format of another type is an unknown format, not an exception.
+  for (const char* format : {"\"1\"", "[1]", "1.5", "null"}) {
+    test::WriteFile(dir + "/tessera-lock.json", std::string("{\"format\":") + format + "}");
+    auto lock = ReadLockFile(dir);
+    ASSERT_FALSE(lock) << format;
+    EXPECT_NE(lock.status().message().find("unknown lock format"), std::string::npos)
+        << lock.status().message();
+  }
 }
 
 TEST_F(ModelStoreTest, RemoveDeletesOnlyFromTheStore) {
