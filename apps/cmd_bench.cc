@@ -295,7 +295,7 @@ int Run(int argc, char** argv) {
     }
   }
   if (args.GetFlag("json")) {
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf(

@@ -33,6 +33,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/generator.h"
+#include "format/json_util.h"
 #include "model/checkpoint.h"
 #include "model_loading.h"
 #include "prompt/prompt.h"
@@ -395,6 +396,12 @@ int Run(int argc, char** argv) {
   }
   ordered_json kwargs = ordered_json::object();
   if (args.Has("template-kwargs")) {
+    // dump() and copies recurse: nesting is bounded before anything is parsed.
+    if (ScanJsonDepth(args.GetString("template-kwargs"), kMaxCliJsonDepth).too_deep_at !=
+        std::string_view::npos) {
+      return ReportError(kCommand, InvalidArgument("--template-kwargs nests deeper than " +
+                                                   std::to_string(kMaxCliJsonDepth) + " levels"));
+    }
     kwargs = ordered_json::parse(args.GetString("template-kwargs"), nullptr, false);
     if (kwargs.is_discarded() || !kwargs.is_object()) {
       return ReportError(kCommand, InvalidArgument("--template-kwargs must be a JSON object"));

@@ -61,7 +61,8 @@ int RunListCommand(int argc, char** argv) {
                       {"defaults", e.defaults}});
     }
     if (args.GetFlag("json")) {
-      std::printf("%s\n", rows.dump(2).c_str());
+      std::printf("%s\n",
+                  rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       return 0;
     }
     std::printf("%-24s %-9s %-7s %-36s %s\n", "NAME", "PURPOSE", "ARCH", "REPO", "REVISION");
@@ -85,7 +86,7 @@ int RunListCommand(int argc, char** argv) {
                     {"commit", m.commit}});
   }
   if (args.GetFlag("json")) {
-    std::printf("%s\n", rows.dump(2).c_str());
+    std::printf("%s\n", rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   if (models->empty()) {

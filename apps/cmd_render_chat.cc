@@ -11,6 +11,7 @@
 #include "chat/jinja.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "format/json_util.h"
 
 namespace tessera {
 
@@ -21,6 +22,10 @@ using nlohmann::ordered_json;
 // One request line to its response object.
 ordered_json RenderRequest(const jinja::Template& tmpl, const ChatTemplateConfig& config,
                            const std::string& line) {
+  // Copies into the template context recurse: nesting is bounded before anything is parsed.
+  if (ScanJsonDepth(line, kMaxCliJsonDepth).too_deep_at != std::string_view::npos) {
+    return {{"error", "request nests deeper than " + std::to_string(kMaxCliJsonDepth) + " levels"}};
+  }
   ordered_json req = ordered_json::parse(line, nullptr, false);
   if (req.is_discarded() || !req.is_object()) {
     return {{"error", "request is not a JSON object"}};

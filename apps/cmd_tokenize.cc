@@ -13,6 +13,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "format/json_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -58,6 +59,11 @@ int RunTokenizeCommand(int argc, char** argv) {
   while (std::getline(std::cin, line)) {
     ++line_number;
     if (IsBlank(line)) continue;
+    if (ScanJsonDepth(line, kMaxCliJsonDepth).too_deep_at != std::string_view::npos) {
+      return LineError(
+          "tokenize", line_number,
+          "the line nests deeper than " + std::to_string(kMaxCliJsonDepth) + " levels");
+    }
     json value = json::parse(line, nullptr, false);
     if (value.is_discarded() || !value.is_string()) {
       return LineError("tokenize", line_number,
@@ -98,6 +104,12 @@ int RunDetokenizeCommand(int argc, char** argv) {
   while (std::getline(std::cin, line)) {
     ++line_number;
     if (IsBlank(line)) continue;
+    // An element is echoed with dump(), which recurses: nesting is bounded first.
+    if (ScanJsonDepth(line, kMaxCliJsonDepth).too_deep_at != std::string_view::npos) {
+      return LineError(
+          "detokenize", line_number,
+          "the line nests deeper than " + std::to_string(kMaxCliJsonDepth) + " levels");
+    }
     json value = json::parse(line, nullptr, false);
     if (value.is_discarded() || !value.is_array()) {
       return LineError("detokenize", line_number, "expected a JSON array of token ids like [1,2]");

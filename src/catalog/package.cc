@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_package_writer.h"
 #include "backend/cpu/cpu_weights.h"
 #include "base/sha256.h"
+#include "base/utf8.h"
 #include "catalog/model_store.h"
 #include "format/json_util.h"
 #include "format/model_config.h"
@@ -261,6 +262,11 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   }
   std::vector<FileRecord> source_files;
   for (const auto& name : SourceFileNames(source)) {
+    // Names are recorded in the manifest, which is JSON text.
+    if (!IsValidUtf8(name)) {
+      return InvalidArgument(source + ": the file name " + QuoteForMessage(name) +
+                             " is not valid UTF-8; rename or remove it");
+    }
     struct stat st {};
     // The time is taken before hashing: a later change moves it and forces a re-hash.
     if (stat((source + "/" + name).c_str(), &st) != 0) return IoError("cannot stat " + name);
@@ -311,7 +317,9 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
                              {"alignment", kPackageTensorAlignment},
                              {"source", source_json},
                              {"files", RecordsToJson(files)}};
-  const std::string manifest_text = manifest.dump(2) + "\n";
+  // A source directory's path need not be UTF-8; it is only shown in the reconvert hint.
+  const std::string manifest_text =
+      manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   TS_RETURN_IF_ERROR(WriteWholeFile(staging + "/" + kPackageManifestName, manifest_text));
   TS_RETURN_IF_ERROR(
       WriteWholeFile(staging + "/" + kPackageManifestHashName, Sha256Hex(manifest_text) + "\n"));

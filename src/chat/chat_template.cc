@@ -1,6 +1,7 @@
 #include "chat/chat_template.h"
 
 #include "base/mapped_file.h"
+#include "format/json_util.h"
 
 namespace tessera {
 
@@ -174,6 +175,12 @@ Expected<nlohmann::ordered_json> MessagesForTemplate(const nlohmann::ordered_jso
       ordered_json& holder = fn != call.end() && fn->is_object() ? *fn : call;
       auto args = holder.find("arguments");
       if (args == holder.end() || !args->is_string()) continue;
+      // Copying a parsed value recurses (MakeChatContext copies the messages), so arguments
+      // nested deeper than a template could use stay a string rather than overflow the stack.
+      if (ScanJsonDepth(args->get_ref<const std::string&>(), kMaxToolArgumentsDepth).too_deep_at !=
+          std::string_view::npos) {
+        continue;
+      }
       ordered_json parsed =
           ordered_json::parse(args->get_ref<const std::string&>(), nullptr, false);
       if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);

@@ -16,6 +16,7 @@
 //   // config->tool_call_syntax says how to parse the reply (chat/tool_calls.h).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -66,12 +67,13 @@ Expected<nlohmann::ordered_json> ToolsForTemplate(const nlohmann::ordered_json& 
 //   - tool_calls[i].function.arguments (or tool_calls[i].arguments) that is a string holding a
 //     JSON object becomes that object, so `arguments | tojson` prints it as JSON rather than a
 //     quoted string (Qwen2.5, Llama 3.x) and every template sees the same value; a string that
-//     is not a JSON object is left as it is.
+//     is not a JSON object, or nests deeper than kMaxToolArgumentsDepth, is left as it is.
 //   - an assistant message with tool_calls and "content": null (what OpenAI clients send) gets
 //     content "", since templates such as Qwen3's test `'</think>' in message.content`, which
 //     fails on None.
 // Everything else (role "tool" with content, tool_call_id and name) is passed unchanged.
 Expected<nlohmann::ordered_json> MessagesForTemplate(const nlohmann::ordered_json& messages);
+inline constexpr size_t kMaxToolArgumentsDepth = 64;
 
 // MakeChatContext with `messages` through MessagesForTemplate and `tools` through
 // ToolsForTemplate; tools become the `tools` variable unless null or empty (an empty list is

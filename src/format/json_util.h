@@ -32,6 +32,8 @@ struct JsonDepthScan {
   size_t too_deep_at = std::string_view::npos;
 };
 JsonDepthScan ScanJsonDepth(std::string_view text, size_t limit);
+// The nesting the command-line tools accept in JSON they read from flags and stdin.
+inline constexpr size_t kMaxCliJsonDepth = 64;
 
 // Parses a complete JSON document. Refuses, with a one-line Corrupt error naming `what`:
 // invalid UTF-8 (byte offset of the first bad byte), nesting deeper than max_depth

@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "format/json_util.h"
 #include "grammar/grammar.h"
 
 namespace tessera::server {
@@ -232,6 +233,13 @@ std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string&
           !(*fn)["arguments"].is_string()) {
         return InvalidField(at, at + " must be {id, type: \"function\", function: {name, "
                                      "arguments (a JSON string)}}");
+      }
+      // The body's own depth limit does not look inside strings; the template parses these.
+      if (ScanJsonDepth((*fn)["arguments"].get_ref<const std::string&>(), kMaxJsonDepth)
+              .too_deep_at != std::string_view::npos) {
+        return InvalidField(at + ".function.arguments",
+                            at + ".function.arguments nests deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
       }
     }
     out->tool_calls = calls->dump();

@@ -4,6 +4,7 @@
 
 #include "base/mapped_file.h"
 #include "base/utf8.h"
+#include "format/json_util.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/tokenizer_state.h"
 
@@ -182,11 +183,17 @@ size_t FirstInvalidUtf8Offset(std::string_view text) {
   return text.size();
 }
 
+// Real tokenizer.json files nest under ten levels (a Sequence of Sequences of normalizers).
+constexpr size_t kMaxTokenizerJsonDepth = 64;
+
 }  // namespace
 
 Expected<Tokenizer> Tokenizer::FromJson(std::string_view tokenizer_json) {
-  Json root = Json::parse(tokenizer_json.begin(), tokenizer_json.end(), nullptr, false);
-  if (root.is_discarded()) return Corrupt("tokenizer.json is not valid JSON");
+  // Bounded nesting (the Sequence parsers and error previews recurse), valid UTF-8, and the
+  // byte offset of any syntax error; duplicate keys keep the last, as transformers does.
+  TS_ASSIGN_OR_RETURN(Json root,
+                      ParseJsonDocument(tokenizer_json, "tokenizer.json", kMaxTokenizerJsonDepth,
+                                        DuplicateKeys::kKeepLast));
   if (!root.is_object()) return Corrupt("tokenizer.json: expected a JSON object at the top level");
   auto st = std::make_shared<State>();
 

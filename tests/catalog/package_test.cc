@@ -444,6 +444,24 @@ TEST_F(PackageTest, ReplacesAPackageAtomicallyAndRefusesOtherDestinations) {
   EXPECT_FALSE(fs::exists(tmp_.File("pkg2")));
 }
 
+// Paths are bytes, the manifest is JSON text: a source directory whose path is not UTF-8 still
+// converts (the path is only shown in hints), and a model file whose name is not UTF-8 is
+// refused by name instead of ending the process.
+TEST_F(PackageTest, PathsThatAreNotUtf8AreHandled) {
+  source_ = tmp_.File("mod\xe8le");
+  MakeSource(DType::kBF16);
+  ASSERT_TRUE(ConvertToPackage(source_, package_, {}).ok());
+  ASSERT_TRUE(VerifyPackage(package_));
+  auto matches = PackageMatchesSource(package_, source_);
+  ASSERT_TRUE(matches);
+  EXPECT_TRUE(*matches);
+  test::WriteFile(source_ + "/stray\xff.safetensors", "x");
+  Status st = ConvertToPackage(source_, tmp_.File("pkg2"), {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not valid UTF-8"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(tmp_.File("pkg2")));
+}
+
 TEST_F(PackageTest, ConvertCommandLine) {
   MakeSource(DType::kBF16);
   auto r = test::RunTessera({"convert", source_, package_, "--dtype", "int7"});

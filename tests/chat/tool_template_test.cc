@@ -166,5 +166,35 @@ TEST(ToolTemplateTest, MessagesNormalization) {
             R"({"role":"tool","tool_call_id":"a","name":"f","content":"ok"}])");
 }
 
+// Arguments nested far deeper than any template needs stay a string: parsed, the copy into
+// the template context would recurse once per level and overflow the stack.
+TEST(ToolTemplateTest, DeeplyNestedArgumentsStayAString) {
+  const size_t depth = 200000;
+  const std::string deep = "{\"a\":" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  ordered_json in = ordered_json::array(
+      {{{"role", "assistant"},
+        {"content", ""},
+        {"tool_calls",
+         ordered_json::array({{{"id", "a"},
+                               {"type", "function"},
+                               {"function", {{"name", "f"}, {"arguments", deep}}}}})}},
+       {{"role", "user"}, {"content", "hi"}}});
+  auto out = MessagesForTemplate(in);
+  ASSERT_TRUE(out.has_value());
+  const ordered_json& args = (*out)[0]["tool_calls"][0]["function"]["arguments"];
+  ASSERT_TRUE(args.is_string());
+  EXPECT_EQ(args.get<std::string>().size(), deep.size());
+  ChatTemplateConfig config;
+  const ordered_json ctx = MakeChatContext(config, *out, true, ordered_json());
+  EXPECT_TRUE(ctx["messages"][0]["tool_calls"][0]["function"]["arguments"].is_string());
+  // At the limit it is still parsed.
+  const size_t ok = kMaxToolArgumentsDepth - 1;
+  in[0]["tool_calls"][0]["function"]["arguments"] =
+      "{\"a\":" + std::string(ok - 1, '[') + std::string(ok - 1, ']') + "}";
+  out = MessagesForTemplate(in);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_TRUE((*out)[0]["tool_calls"][0]["function"]["arguments"].is_object());
+}
+
 }  // namespace
 }  // namespace tessera

@@ -277,6 +277,14 @@ TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
       json{{"messages", json::array({{{"role", "user"}, {"content", "x"}, {"audio", 1}}})}}, "m");
   ASSERT_TRUE(std::holds_alternative<ApiError>(unknown));
   EXPECT_EQ(std::get<ApiError>(unknown).param, "messages[0].audio");
+  // Arguments whose JSON nests past the body's own limit (which does not look inside strings).
+  messages[2]["tool_call_id"] = "call_1";
+  messages[1]["tool_calls"][0]["function"]["arguments"] =
+      "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto deep = ParseChatRequest(json{{"messages", messages}}, "m");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(deep));
+  EXPECT_EQ(std::get<ApiError>(deep).param, "messages[1].tool_calls[0].function.arguments");
+  EXPECT_NE(std::get<ApiError>(deep).message.find("deeper than"), std::string::npos);
 }
 
 }  // namespace

@@ -56,6 +56,27 @@ TEST(MalformedTokenizer, InvalidJson) {
   EXPECT_EQ(LoadStatus("{}").code(), ErrorCode::kCorrupt);
 }
 
+// Nesting far past any real file is refused before anything recurses over it (the error
+// preview of a wrong "type" and the Sequence parsers would otherwise overflow the stack).
+TEST(MalformedTokenizer, DeepNestingIsRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& text :
+       {R"({"model": {"type": )" + deep + "}}",
+        R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "normalizer": )" + deep + "}"}) {
+    Status st = LoadStatus(text);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), ErrorCode::kCorrupt);
+    EXPECT_NE(st.message().find("nests deeper than"), std::string::npos) << st.message();
+  }
+  // A real file's nesting still loads.
+  json j = Minimal();
+  j["normalizer"] = {
+      {"type", "Sequence"},
+      {"normalizers",
+       json::array({{{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFC"}}})}}})}};
+  EXPECT_TRUE(LoadStatus(j.dump()).ok()) << LoadStatus(j.dump()).message();
+}
+
 TEST(MalformedTokenizer, UnsupportedModelType) {
   for (const char* type : {"WordPiece", "Unigram", "WordLevel"}) {
     json j = Minimal();
