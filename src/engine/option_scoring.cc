@@ -28,8 +28,17 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
                                   std::optional<uint64_t> after) {
   OptionScoring out;
   if (options.empty()) out.status = InvalidArgument("no options to score");
+  const int64_t vocab = scheduler.executor().spec().vocab;
   for (const auto& option : options) {
     if (option.empty()) out.status = InvalidArgument("an option has no tokens");
+    // Their logits are read directly (the prompt's ids are checked by Submit).
+    for (int32_t id : option) {
+      if (id < 0 || id >= vocab) {
+        out.status =
+            InvalidArgument("an option's token id " + std::to_string(id) +
+                            " is outside the model's " + std::to_string(vocab) + " logits");
+      }
+    }
   }
   if (!out.status.ok()) return out;
   const bool single = std::all_of(options.begin(), options.end(),

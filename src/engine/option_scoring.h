@@ -34,8 +34,9 @@ struct OptionScoring {
   Status status;              // not ok: nothing more was submitted and `ids` were cancelled
 };
 
-// Submits the sequences. Every option must be non-empty and inside the vocabulary (checked by
-// Submit), and the prompt must fit with the longest option.
+// Submits the sequences. Every option must be non-empty and inside the model's vocabulary
+// (checked here, before anything is submitted: option ids index the logits), and the prompt
+// must fit with the longest option.
 OptionScoring SubmitOptionScoring(
     Scheduler& scheduler, std::span<const int32_t> prompt,
     const std::vector<std::vector<int32_t>>& options, std::shared_ptr<OptionScores> scores,

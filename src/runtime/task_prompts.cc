@@ -84,6 +84,15 @@ Expected<YesNoIds> RerankAnswerIds(const LoadedModel& model) {
   YesNoIds ids;
   TS_ASSIGN_OR_RETURN(ids.yes, SingleToken(model, "yes"));
   TS_ASSIGN_OR_RETURN(ids.no, SingleToken(model, "no"));
+  // Their logits are read directly: a tokenizer larger than the model must not reach past them.
+  const int64_t vocab = model.executor().spec().vocab;
+  for (int32_t id : {ids.yes, ids.no}) {
+    if (id < 0 || id >= vocab) {
+      return Unsupported("the model's tokenizer gives \"yes\"/\"no\" id " + std::to_string(id) +
+                         ", outside the model's " + std::to_string(vocab) +
+                         " logits; the tokenizer does not match the model");
+    }
+  }
   return ids;
 }
 

@@ -128,7 +128,9 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket) {
     return SendError(call, *e, queue_ms, extra);
   }
   auto m = Decode<TaskResultMessage>(std::get<JobAnswer>(answer).frame);
-  if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
+  if (!m || !TaskResultFits(request, *m)) {
+    return SendError(call, ServerError(500, "internal_error", "internal error"));
+  }
   call.exchange->Note([&](AccessRecord& r) {
     r.prompt_tokens = m->prompt_tokens;
     r.queue_ms = queue_ms;

@@ -472,6 +472,22 @@ std::string EncodeFloatsBase64(const std::vector<float>& values) {
   return out;
 }
 
+bool TaskResultFits(const TaskRequest& request, const TaskResultMessage& result) {
+  const JobRequest& job = request.job;
+  for (const TaskItem& item : result.items) {
+    if (item.index < 0) return false;
+    const size_t i = static_cast<size_t>(item.index);
+    if (request.endpoint == TaskEndpoint::kRerank && i >= job.inputs.size()) return false;
+    if (request.endpoint != TaskEndpoint::kSystemOne) continue;
+    if (i >= job.questions.size()) return false;
+    const Question& q = job.questions[i];
+    const size_t needed = q.type == QuestionType::kNoul ? 1 : q.options.size();
+    if (item.values.size() < needed) return false;
+    if (q.type == QuestionType::kScore && q.descriptions.size() < q.options.size()) return false;
+  }
+  return true;
+}
+
 json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
                       const std::string& model, const std::string& id, int64_t created) {
   const int64_t tokens = result.prompt_tokens;

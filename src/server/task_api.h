@@ -46,6 +46,11 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint,
                                                      const nlohmann::ordered_json& body);
 nlohmann::json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
                                 const std::string& model, const std::string& id, int64_t created);
+// Whether a worker's result fits the request it answers, as TaskResponseBody reads it: every
+// item's index inside the request's inputs (questions, for System One) and as many values as
+// the question has options. The worker is a separate process; a result that does not fit is
+// a bug to answer with a 500, never a read past the request.
+bool TaskResultFits(const TaskRequest& request, const TaskResultMessage& result);
 
 // OpenAI's base64 embedding: the float32 values' little-endian bytes, base64-encoded.
 std::string EncodeFloatsBase64(const std::vector<float>& values);

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "engine/option_scoring.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
@@ -122,6 +123,37 @@ TEST_F(SchedulerTest, EightStreamsGiveTheTokensEachGivesAlone) {
     EXPECT_EQ(alone[i].size(), 12u) << i;
     EXPECT_EQ(alone[i], together[i]) << "sequence " << i;
   }
+}
+
+// Option ids index the logits directly: one outside the vocabulary (a tokenizer larger than
+// the model) is refused before anything is submitted, single-token options or not.
+TEST_F(SchedulerTest, OptionScoringRefusesIdsOutsideTheVocabulary) {
+  auto exec = Load(2, 64);
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {});
+  const int32_t vocab = static_cast<int32_t>(exec->spec().vocab);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  for (const auto& options : {std::vector<std::vector<int32_t>>{{4}, {vocab}},
+                              std::vector<std::vector<int32_t>>{{4, 5}, {6, vocab + 100}},
+                              std::vector<std::vector<int32_t>>{{-1}}}) {
+    int finished = 0;
+    auto scores = std::make_shared<OptionScores>(options.size());
+    OptionScoring s = SubmitOptionScoring(sched, prompt, options, scores,
+                                          [&](const SequenceResult&) { ++finished; });
+    ASSERT_FALSE(s.status.ok());
+    EXPECT_NE(s.status.message().find("outside the model's"), std::string::npos)
+        << s.status.message();
+    EXPECT_TRUE(s.ids.empty());
+    EXPECT_FALSE(sched.HasWork());
+    EXPECT_EQ(finished, 0);
+  }
+  // In range, the same call scores.
+  auto scores = std::make_shared<OptionScores>(2);
+  OptionScoring ok = SubmitOptionScoring(sched, prompt, {{4}, {vocab - 1}}, scores, nullptr);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.message();
+  Drain(sched);
+  EXPECT_LT(scores->logprob[0], 0.0);
+  EXPECT_LT(scores->logprob[1], 0.0);
 }
 
 TEST_F(SchedulerTest, CancellingOneLeavesTheOthersIntact) {
