@@ -397,8 +397,7 @@ int Run(int argc, char** argv) {
   ordered_json kwargs = ordered_json::object();
   if (args.Has("template-kwargs")) {
     // dump() and copies recurse: nesting is bounded before anything is parsed.
-    if (ScanJsonDepth(args.GetString("template-kwargs"), kMaxCliJsonDepth).too_deep_at !=
-        std::string_view::npos) {
+    if (NestsDeeperThan(args.GetString("template-kwargs"), kMaxCliJsonDepth)) {
       return ReportError(kCommand, InvalidArgument("--template-kwargs nests deeper than " +
                                                    std::to_string(kMaxCliJsonDepth) + " levels"));
     }

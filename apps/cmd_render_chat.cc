@@ -23,7 +23,7 @@ using nlohmann::ordered_json;
 ordered_json RenderRequest(const jinja::Template& tmpl, const ChatTemplateConfig& config,
                            const std::string& line) {
   // Copies into the template context recurse: nesting is bounded before anything is parsed.
-  if (ScanJsonDepth(line, kMaxCliJsonDepth).too_deep_at != std::string_view::npos) {
+  if (NestsDeeperThan(line, kMaxCliJsonDepth)) {
     return {{"error", "request nests deeper than " + std::to_string(kMaxCliJsonDepth) + " levels"}};
   }
   ordered_json req = ordered_json::parse(line, nullptr, false);

@@ -59,7 +59,7 @@ int RunTokenizeCommand(int argc, char** argv) {
   while (std::getline(std::cin, line)) {
     ++line_number;
     if (IsBlank(line)) continue;
-    if (ScanJsonDepth(line, kMaxCliJsonDepth).too_deep_at != std::string_view::npos) {
+    if (NestsDeeperThan(line, kMaxCliJsonDepth)) {
       return LineError(
           "tokenize", line_number,
           "the line nests deeper than " + std::to_string(kMaxCliJsonDepth) + " levels");
@@ -105,7 +105,7 @@ int RunDetokenizeCommand(int argc, char** argv) {
     ++line_number;
     if (IsBlank(line)) continue;
     // An element is echoed with dump(), which recurses: nesting is bounded first.
-    if (ScanJsonDepth(line, kMaxCliJsonDepth).too_deep_at != std::string_view::npos) {
+    if (NestsDeeperThan(line, kMaxCliJsonDepth)) {
       return LineError(
           "detokenize", line_number,
           "the line nests deeper than " + std::to_string(kMaxCliJsonDepth) + " levels");

@@ -177,8 +177,7 @@ Expected<nlohmann::ordered_json> MessagesForTemplate(const nlohmann::ordered_jso
       if (args == holder.end() || !args->is_string()) continue;
       // Copying a parsed value recurses (MakeChatContext copies the messages), so arguments
       // nested deeper than a template could use stay a string rather than overflow the stack.
-      if (ScanJsonDepth(args->get_ref<const std::string&>(), kMaxToolArgumentsDepth).too_deep_at !=
-          std::string_view::npos) {
+      if (NestsDeeperThan(args->get_ref<const std::string&>(), kMaxToolArgumentsDepth)) {
         continue;
       }
       ordered_json parsed =

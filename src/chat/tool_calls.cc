@@ -30,7 +30,7 @@ std::string CompactJson(const ordered_json& j) {
 // A JSON value of at most max_depth, or a discarded value.
 ordered_json ParseBounded(std::string_view text, size_t max_depth) {
   // dump() recurses, so nesting is bounded before anything is parsed.
-  if (ScanJsonDepth(text, max_depth).too_deep_at != std::string_view::npos) {
+  if (NestsDeeperThan(text, max_depth)) {
     return ordered_json(ordered_json::value_t::discarded);
   }
   return ordered_json::parse(text, nullptr, false);

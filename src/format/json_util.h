@@ -32,6 +32,11 @@ struct JsonDepthScan {
   size_t too_deep_at = std::string_view::npos;
 };
 JsonDepthScan ScanJsonDepth(std::string_view text, size_t limit);
+// Whether `text` opens more than `limit` nested brackets: checked before parsing text whose
+// parsed value would be copied or dumped (both recurse once per level).
+inline bool NestsDeeperThan(std::string_view text, size_t limit) {
+  return ScanJsonDepth(text, limit).too_deep_at != std::string_view::npos;
+}
 // The nesting the command-line tools accept in JSON they read from flags and stdin.
 inline constexpr size_t kMaxCliJsonDepth = 64;
 

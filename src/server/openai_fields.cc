@@ -235,8 +235,7 @@ std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string&
                                      "arguments (a JSON string)}}");
       }
       // The body's own depth limit does not look inside strings; the template parses these.
-      if (ScanJsonDepth((*fn)["arguments"].get_ref<const std::string&>(), kMaxJsonDepth)
-              .too_deep_at != std::string_view::npos) {
+      if (NestsDeeperThan((*fn)["arguments"].get_ref<const std::string&>(), kMaxJsonDepth)) {
         return InvalidField(at + ".function.arguments",
                             at + ".function.arguments nests deeper than " +
                                 std::to_string(kMaxJsonDepth) + " levels");
