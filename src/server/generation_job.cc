@@ -17,6 +17,19 @@ bool AnyStrict(const ojson& tools) {
   return std::any_of(tools.begin(), tools.end(), IsStrictTool);
 }
 
+// The shape the front end validated (an array of {"function": {"name": <string>, ...}}),
+// checked again where the worker reads a job's tools: the schema builders below index them
+// unchecked, and a frame does not carry the front end's guarantees by itself.
+bool ToolsWellFormed(const ojson& tools) {
+  return tools.is_array() && std::all_of(tools.begin(), tools.end(), [](const ojson& t) {
+           if (!t.is_object()) return false;
+           const auto fn = t.find("function");
+           if (fn == t.end() || !fn->is_object()) return false;
+           const auto name = fn->find("name");
+           return name != fn->end() && name->is_string();
+         });
+}
+
 bool IsJsonSyntax(ToolCallSyntax s) {
   return s == ToolCallSyntax::kHermes || s == ToolCallSyntax::kLlama3Json ||
          s == ToolCallSyntax::kGemmaJson;
@@ -237,6 +250,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     if (!job.tools.empty() && job.tool_choice != "none") {
       tools = ojson::parse(job.tools, nullptr, false);
       if (tools.is_discarded()) return invalid("tools: not JSON");
+      if (!ToolsWellFormed(tools)) {
+        return invalid("tools: expected an array of {\"function\": {\"name\": <string>}}");
+      }
       const ChatTemplateConfig& config = model.assembler()->config();
       if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
         return invalid("tools: the chat template of '" + job.model +

@@ -210,6 +210,27 @@ TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
   }
 }
 
+// The worker reads a job's tools as the front end validated them, but a frame does not carry
+// that guarantee: tools of any other shape are refused by name, before the schema builders
+// index them (a missing "function" or a non-string name used to be read unchecked).
+TEST_F(StrictAutoBareJson, ToolsOfAnotherShapeAreRefusedNotRead) {
+  ASSERT_NE(model_, nullptr);
+  for (const char* tools :
+       {R"({"function": {"name": "f"}})", R"([5])", R"([{"type": "function"}])",
+        R"([{"function": "get_weather"}])", R"([{"function": {"parameters": {}}}])",
+        R"([{"function": {"name": 7, "strict": true}}])"}) {
+    for (const char* choice : {"auto", "required"}) {
+      JobRequest job = WeatherJob();
+      job.tools = tools;
+      job.tool_choice = choice;
+      Reply r = Run(job);
+      EXPECT_NE(r.error.find("tools: expected an array of"), std::string::npos)
+          << tools << " / " << choice << ": " << r.error;
+      EXPECT_FALSE(r.done);
+    }
+  }
+}
+
 // A non-strict function whose schema no grammar follows ("format" is not supported) used to
 // make every strict + auto request a 400; nothing promised its arguments a schema, so a call
 // to it now writes any JSON object, while the strict function's calls still follow theirs.
