@@ -1,7 +1,6 @@
 #include "model/kv_cache.h"
 
 #include <limits>
-#include <new>
 #include <string>
 
 namespace tessera {
@@ -19,12 +18,9 @@ Status BasicKvCache<T>::Allocate(int slots, int64_t layers, int64_t max_seq, int
                              std::to_string(max_seq) + " positions is too large; lower --context");
   }
   size_t n = static_cast<size_t>(total);
-  try {
-    keys_.assign(n, T{});
-    values_.assign(n, T{});
-  } catch (const std::bad_alloc&) {
-    keys_.clear();
-    values_.clear();
+  if (!keys_.Allocate(n * sizeof(T)) || !values_.Allocate(n * sizeof(T))) {
+    keys_.Reset();
+    values_.Reset();
     return ResourceExhausted("out of memory allocating the KV cache (" +
                              std::to_string(2 * n * sizeof(T) >> 20) + " MiB); lower --context");
   }

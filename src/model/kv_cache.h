@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
+#include "base/large_buffer.h"
 #include "base/status.h"
 
 namespace tessera {
@@ -27,11 +27,13 @@ class BasicKvCache {
   int64_t kv_dim() const { return kv_dim_; }
 
   // Layout: keys_[slot][layer][pos][kv_dim], the same for values_.
-  T* Key(int slot, int64_t layer, int64_t pos) { return keys_.data() + Offset(slot, layer, pos); }
-  T* Value(int slot, int64_t layer, int64_t pos) {
-    return values_.data() + Offset(slot, layer, pos);
+  T* Key(int slot, int64_t layer, int64_t pos) {
+    return reinterpret_cast<T*>(keys_.data()) + Offset(slot, layer, pos);
   }
-  size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(T); }
+  T* Value(int slot, int64_t layer, int64_t pos) {
+    return reinterpret_cast<T*>(values_.data()) + Offset(slot, layer, pos);
+  }
+  size_t bytes() const { return keys_.size() + values_.size(); }
 
   // Copies positions [first, first + n) of every layer from slot `from` to slot `to`.
   void CopyPositions(int from, int to, int64_t first, int64_t n) {
@@ -53,8 +55,9 @@ class BasicKvCache {
   int64_t layers_ = 0;
   int64_t max_seq_ = 0;
   int64_t kv_dim_ = 0;
-  std::vector<T> keys_;
-  std::vector<T> values_;
+  // Zeroed, on transparent huge pages where large (decode reads small blocks all over them).
+  LargeBuffer keys_;
+  LargeBuffer values_;
 };
 
 using KvCache = BasicKvCache<float>;

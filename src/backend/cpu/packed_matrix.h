@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "base/large_buffer.h"
 #include "base/status.h"
 #include "base/thread_pool.h"
 
@@ -41,29 +42,26 @@ constexpr int64_t kPanelRows = 16;  // outputs per panel
 constexpr int64_t kColAlign = 32;   // input padding; also the INT4 block length
 constexpr int64_t kInt4Block = 32;
 
-// A zero-initialised, 64-byte aligned array that is sized once and never reallocated.
+// A zero-initialised, 64-byte aligned array that is sized once and never reallocated (on
+// transparent huge pages from 2 MiB up: LargeBuffer).
 template <typename T>
 class AlignedArray {
  public:
   AlignedArray() = default;
   explicit AlignedArray(size_t n) { Resize(n); }
   void Resize(size_t n) {
-    size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-    ptr_.reset(bytes ? static_cast<T*>(std::aligned_alloc(64, bytes)) : nullptr);
-    if (ptr_) std::memset(static_cast<void*>(ptr_.get()), 0, bytes);
-    size_ = ptr_ ? n : 0;
+    const bool ok = n <= SIZE_MAX / sizeof(T) && buffer_.Allocate(n * sizeof(T));
+    if (!ok) buffer_.Reset();
+    size_ = ok ? n : 0;
   }
-  T* data() { return ptr_.get(); }
-  const T* data() const { return ptr_.get(); }
+  T* data() { return reinterpret_cast<T*>(buffer_.data()); }
+  const T* data() const { return reinterpret_cast<const T*>(buffer_.data()); }
   size_t size() const { return size_; }
-  T& operator[](size_t i) { return ptr_.get()[i]; }
-  const T& operator[](size_t i) const { return ptr_.get()[i]; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
 
  private:
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<T, Free> ptr_;
+  LargeBuffer buffer_;
   size_t size_ = 0;
 };
 
