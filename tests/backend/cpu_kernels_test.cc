@@ -215,15 +215,17 @@ TEST_P(IsaTest, BatchedDecodeRowsMatchLoneDecodeRows) {
         for (size_t i = 0; i < scalar.size(); ++i)
           ASSERT_NEAR(batched[i], scalar[i], 2e-3 * (1 + std::fabs(scalar[i]))) << i;
         if (GetParam() == CpuIsa::kAvx512 && f == WeightFormat::kInt8) {
-          // The table holds one of the two far-prefetch hints (CpuIsAmd); the other must give
-          // the same bits.
-          for (bool nta : {false, true}) {
+          // The table holds one of the far prefetches (CpuDecodeFarPrefetch); the others must
+          // give the same bits.
+          for (DecodeFarPrefetch far :
+               {DecodeFarPrefetch::kL2Fixed, DecodeFarPrefetch::kNonTemporalNextTile,
+                DecodeFarPrefetch::kL2NextTile}) {
             KernelTable other = *k_;
-            other.matmul_int8 = Avx512Int8Matmul(nta);
+            other.matmul_int8 = Avx512Int8Matmul(far);
             std::vector<float> hinted(batched.size());
             run(other, 0, tokens, true, &hinted);
             EXPECT_EQ(std::memcmp(hinted.data(), batched.data(), batched.size() * sizeof(float)), 0)
-                << "far prefetch non-temporal " << nta;
+                << "far prefetch " << DecodeFarPrefetchName(far);
           }
         }
       }
@@ -772,7 +774,7 @@ TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyForSupportedFamilies) {
 }
 
 // The vendor probe agrees with what the kernel reports (Linux's /proc/cpuinfo), and the
-// AVX-512 table holds the INT8 matmul chosen from it.
+// AVX-512 table holds the INT8 matmul chosen from it (and from the CPU family).
 TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
   std::ifstream info("/proc/cpuinfo");
   std::string line, vendor;
@@ -785,9 +787,32 @@ TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
   }
   if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
   EXPECT_EQ(CpuIsAmd(), vendor == "AuthenticAMD") << vendor;
+  if (vendor != "AuthenticAMD") {
+    EXPECT_EQ(CpuDecodeFarPrefetch(), DecodeFarPrefetch::kL2Fixed);
+  } else {
+    // /proc/cpuinfo's "cpu family" is CPUID's base + extended family in decimal (19h = 25).
+    info.clear();
+    info.seekg(0);
+    int family = -1;
+    while (std::getline(info, line)) {
+      if (line.rfind("cpu family", 0) == 0) {
+        family = std::stoi(line.substr(line.find(':') + 1));
+        break;
+      }
+    }
+    ASSERT_GE(family, 0) << "no cpu family in /proc/cpuinfo";
+    EXPECT_EQ(CpuDecodeFarPrefetch(), family == 0x19 ? DecodeFarPrefetch::kL2NextTile
+                                                     : DecodeFarPrefetch::kNonTemporalNextTile)
+        << "family " << family;
+  }
   if (CpuSupports(CpuIsa::kAvx512)) {
-    EXPECT_EQ(Avx512Kernels().matmul_int8, Avx512Int8Matmul(CpuIsAmd()));
-    EXPECT_NE(Avx512Int8Matmul(true), Avx512Int8Matmul(false));
+    EXPECT_EQ(Avx512Kernels().matmul_int8, Avx512Int8Matmul(CpuDecodeFarPrefetch()));
+    EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kL2Fixed),
+              Avx512Int8Matmul(DecodeFarPrefetch::kNonTemporalNextTile));
+    EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kL2Fixed),
+              Avx512Int8Matmul(DecodeFarPrefetch::kL2NextTile));
+    EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kNonTemporalNextTile),
+              Avx512Int8Matmul(DecodeFarPrefetch::kL2NextTile));
   }
 }
 

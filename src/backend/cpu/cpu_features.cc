@@ -134,6 +134,39 @@ bool CpuIsAmd() {
   return amd;
 }
 
+// CPUID leaf 1's family: the base family, plus the extended family when the base is 0Fh.
+static unsigned CpuFamily() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const unsigned base = (a >> 8) & 0xfu;
+  return base == 0xfu ? base + ((a >> 20) & 0xffu) : base;
+#else
+  return 0;
+#endif
+}
+
+DecodeFarPrefetch CpuDecodeFarPrefetch() {
+  static const DecodeFarPrefetch choice = [] {
+    if (!CpuIsAmd()) return DecodeFarPrefetch::kL2Fixed;
+    return CpuFamily() == 0x19u ? DecodeFarPrefetch::kL2NextTile
+                                : DecodeFarPrefetch::kNonTemporalNextTile;
+  }();
+  return choice;
+}
+
+std::string_view DecodeFarPrefetchName(DecodeFarPrefetch p) {
+  switch (p) {
+    case DecodeFarPrefetch::kL2Fixed:
+      return "l2-16k";
+    case DecodeFarPrefetch::kNonTemporalNextTile:
+      return "nta-next-tile";
+    case DecodeFarPrefetch::kL2NextTile:
+      return "l2-next-tile";
+  }
+  return "l2-16k";
+}
+
 CpuIsa SelectCpuIsa() {
   CpuIsa isa = DetectCpuIsa();
   if (const char* env = std::getenv("TESSERA_CPU_ISA")) {

@@ -32,9 +32,21 @@ bool CpuSupports(CpuIsa isa);
 // unknown name or a family the CPU lacks is ignored (the detected family is used), never an abort.
 CpuIsa SelectCpuIsa();
 
-// Whether the CPU is AMD's (CPUID vendor "AuthenticAMD"; probed once, cached). Decides how far
-// prefetches of streamed weights are hinted (kernels_avx512.cc): AMD documents that lines
-// brought in by PREFETCHNTA are not installed in L2 or L3 when they leave L1.
+// Whether the CPU is AMD's (CPUID vendor "AuthenticAMD"; probed once, cached). AMD documents
+// that lines brought in by PREFETCHNTA are not installed in L2 or L3 when they leave L1.
 bool CpuIsAmd();
+
+// How the AVX-512 INT8 kernel prefetches the weights of decode tiles far ahead of their loads
+// (kernels_avx512.cc has the measurements behind each):
+//   kL2Fixed: into L2, 16 KiB ahead, in tiles of more than 4 rows with panels under 16 KiB
+//     (measured on Intel Xeons; every CPU that is not AMD's);
+//   kNonTemporalNextTile: PREFETCHNTA of the next tile, in tiles of more than 4 rows (Zen 5,
+//     CPUID family 1Ah, and later AMD families);
+//   kL2NextTile: into L2, the next tile, in every decode tile (Zen 4, family 19h, the first
+//     AMD family with AVX-512).
+enum class DecodeFarPrefetch { kL2Fixed = 0, kNonTemporalNextTile = 1, kL2NextTile = 2 };
+// This CPU's (probed once, cached), from the vendor and CPUID family.
+DecodeFarPrefetch CpuDecodeFarPrefetch();
+std::string_view DecodeFarPrefetchName(DecodeFarPrefetch p);  // "l2-16k", "nta-next-tile", ...
 
 }  // namespace tessera

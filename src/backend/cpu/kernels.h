@@ -318,8 +318,8 @@ const KernelTable& Avx2VnniKernels();  // Avx2Kernels with AVX-VNNI INT8 / INT4 
 const KernelTable& Avx512Kernels();
 // Avx512Kernels with INT8 prompt matmuls on AMX tiles (kernels_amx.cc).
 const KernelTable& Avx512AmxKernels();
-// The AVX-512 INT8 matmul with the far prefetch of batched decode tiles hinted non-temporal or
-// into L2; the table holds the one chosen for this CPU (CpuIsAmd), tests compare both.
-MatmulFn Avx512Int8Matmul(bool far_prefetch_non_temporal);
+// The AVX-512 INT8 matmul with the given far prefetch of decode tiles; the table holds the one
+// chosen for this CPU (CpuDecodeFarPrefetch), tests compare all of them.
+MatmulFn Avx512Int8Matmul(DecodeFarPrefetch far);
 
 }  // namespace tessera

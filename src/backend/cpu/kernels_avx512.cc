@@ -185,23 +185,29 @@ struct Bf16DotKernel {
   }
 };
 
-// kFarNonTemporal: the far prefetch of batched decode tiles (below) is PREFETCHNTA instead of
-// PREFETCHT1. Chosen on AMD CPUs (CpuIsAmd), whose NTA lines are not installed in L2 or L3 on
-// eviction, so weights streamed once per step stop evicting what the step reuses (the KV
-// cache, activations) from the L3: smollm2-135m INT8, 8-row decode steps alternating with the
-// T1 build inside one process on a Zen 5 EPYC, 2.2-5.9 % faster in four runs (A/A 0.99-1.01);
-// 4-row and lone-row steps unchanged (bench/results/many_users.md, session 19). Measured
-// neither way on Intel, which keeps the T1 prefetch its +14 % was measured with.
-// The NTA build also aims the far prefetch at the next tile: each load's counterpart NP panels
-// on (the same offset in the tile the thread most likely runs next), wherever a tile's panels
-// span at most kNextTileMaxBytes. A fixed 16 KiB lands on the tile's own second panel once
-// panels reach 16 KiB (1024 inputs), hence the far prefetch was off for them; aimed at the
+// kFar: how decode tiles prefetch their weights far ahead (DecodeFarPrefetch, chosen per CPU).
+// kNonTemporalNextTile: PREFETCHNTA instead of PREFETCHT1, on Zen 5, whose NTA lines are not
+// installed in L2 or L3 on eviction, so weights streamed once per step stop evicting what the
+// step reuses (the KV cache, activations) from the L3: smollm2-135m INT8, 8-row decode steps
+// alternating with the T1 build inside one process on a Zen 5 EPYC, 2.2-5.9 % faster in four
+// runs (A/A 0.99-1.01); 4-row and lone-row steps unchanged (bench/results/many_users.md,
+// session 19). It also aims the far prefetch at the next tile: each load's counterpart NP
+// panels on (the same offset in the tile the thread most likely runs next), wherever a tile's
+// panels span at most kNextTileMaxBytes. A fixed 16 KiB lands on the tile's own second panel
+// once panels reach 16 KiB (1024 inputs), hence the far prefetch was off for them; aimed at the
 // next tile it pays there: qwen3.5-0.8b INT8 8-row steps 1.10, 1.10, 1.11, 1.15x faster in
 // four runs, 0.99 in a fifth (the qkv, gate/up and LM-head matmuls, 1024 inputs);
 // smollm2-135m 1.01, 1.02, 1.00, 1.04x; qwen2.5-0.5b 1.02, 1.01x (steps alternating inside
 // one process; many_users.md, session 20). Tiles over 64 KiB (qwen3.5's 3584-input down
 // projection) measured no better in isolation.
-template <bool kFarNonTemporal>
+// kL2NextTile: the same next-tile aim with PREFETCHT1, in every decode tile (1 to 8 rows), on
+// Zen 4, where the NTA hint starves the stream: on a Zen 4 EPYC (family 19h model 11h), steps
+// alternating inside one process against kNonTemporalNextTile, smollm2-135m 1 row 1.23x, 4 rows
+// 1.24x, 8 rows 1.31x faster; qwen2.5-0.5b 1.16, 1.20, 1.35x; qwen3.5-0.8b 1.17, 1.23, 1.31x.
+// NTA only 8 KiB ahead measured no better there (0.997x at 8 rows), so it is not the next
+// tile's lines crowding the 32 KiB L1; T1 16 or 32 KiB ahead measured the same as the next
+// tile (0.98-1.02x) (many_users.md, session 27).
+template <DecodeFarPrefetch kFar>
 struct Int8KernelT {
   static constexpr int kMR = 6;
   static constexpr int kDecodeMR = 8;  // rows per tile of a batched decode step
@@ -236,17 +242,18 @@ struct Int8KernelT {
     }
     // The far prefetch of batched decode tiles: on or off, and how far (see above).
     const int64_t tile_bytes = NP * kp * 16;
+    constexpr bool kNextTile = kFar != DecodeFarPrefetch::kL2Fixed;
     const bool far =
-        MR > kDecodeQuadRows &&
-        (kFarNonTemporal ? tile_bytes <= kNextTileMaxBytes : kp * 16 < kBatchedDecodePrefetchBytes);
-    const int64_t far_bytes = kFarNonTemporal ? tile_bytes : kBatchedDecodePrefetchBytes;
+        (MR > kDecodeQuadRows || kFar == DecodeFarPrefetch::kL2NextTile) &&
+        (kNextTile ? tile_bytes <= kNextTileMaxBytes : kp * 16 < kBatchedDecodePrefetchBytes);
+    const int64_t far_bytes = kNextTile ? tile_bytes : kBatchedDecodePrefetchBytes;
     for (int64_t k = 0; k < kp; k += 4) {
       if constexpr (!kDecode) next->Step();
       __m512i wv[NP];
       for (int i = 0; i < NP; ++i) {
         if constexpr (kDecode) {
           if (far) {
-            if constexpr (kFarNonTemporal) {
+            if constexpr (kFar == DecodeFarPrefetch::kNonTemporalNextTile) {
               PrefetchAheadNonTemporal(w[i], k * 16 + far_bytes);
             } else {
               PrefetchAheadToL2(w[i], k * 16 + far_bytes);
@@ -458,11 +465,9 @@ void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
 void MatmulBf16Dot(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Bf16DotKernel>(a, pb, pe);
 }
+template <DecodeFarPrefetch kFar>
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  MatmulDriver<Int8KernelT<false>>(a, pb, pe);
-}
-void MatmulInt8FarNonTemporal(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  MatmulDriver<Int8KernelT<true>>(a, pb, pe);
+  MatmulDriver<Int8KernelT<kFar>>(a, pb, pe);
 }
 void MatmulInt4(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Int4Kernel>(a, pb, pe);
@@ -595,8 +600,16 @@ void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int
 
 }  // namespace
 
-MatmulFn Avx512Int8Matmul(bool far_prefetch_non_temporal) {
-  return far_prefetch_non_temporal ? MatmulInt8FarNonTemporal : MatmulInt8;
+MatmulFn Avx512Int8Matmul(DecodeFarPrefetch far) {
+  switch (far) {
+    case DecodeFarPrefetch::kNonTemporalNextTile:
+      return MatmulInt8<DecodeFarPrefetch::kNonTemporalNextTile>;
+    case DecodeFarPrefetch::kL2NextTile:
+      return MatmulInt8<DecodeFarPrefetch::kL2NextTile>;
+    case DecodeFarPrefetch::kL2Fixed:
+      break;
+  }
+  return MatmulInt8<DecodeFarPrefetch::kL2Fixed>;
 }
 
 const KernelTable& Avx512Kernels() {
@@ -607,7 +620,7 @@ const KernelTable& Avx512Kernels() {
     t.matmul_bf16 = MatmulBf16;
     t.matmul_bf16_dot = MatmulBf16Dot;
     t.prompt_panels = kPromptPanels;
-    t.matmul_int8 = Avx512Int8Matmul(CpuIsAmd());
+    t.matmul_int8 = Avx512Int8Matmul(CpuDecodeFarPrefetch());
     t.matmul_int4 = MatmulInt4;
     t.attention = avx512::Attention;
     t.attention_blocked = avx512::AttentionBlocked;
