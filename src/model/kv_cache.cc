@@ -6,7 +6,8 @@
 namespace tessera {
 
 template <typename T>
-Status BasicKvCache<T>::Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim) {
+Status BasicKvCache<T>::Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim,
+                                 bool with_keys) {
   if (slots <= 0 || layers < 0 || max_seq <= 0 || kv_dim <= 0) {
     return InvalidArgument("KV cache sizes must be positive");
   }
@@ -18,11 +19,13 @@ Status BasicKvCache<T>::Allocate(int slots, int64_t layers, int64_t max_seq, int
                              std::to_string(max_seq) + " positions is too large; lower --context");
   }
   size_t n = static_cast<size_t>(total);
-  if (!keys_.Allocate(n * sizeof(T)) || !values_.Allocate(n * sizeof(T))) {
+  keys_.Reset();
+  if ((with_keys && !keys_.Allocate(n * sizeof(T))) || !values_.Allocate(n * sizeof(T))) {
     keys_.Reset();
     values_.Reset();
     return ResourceExhausted("out of memory allocating the KV cache (" +
-                             std::to_string(2 * n * sizeof(T) >> 20) + " MiB); lower --context");
+                             std::to_string((with_keys ? 2 : 1) * n * sizeof(T) >> 20) +
+                             " MiB); lower --context");
   }
   slots_ = slots;
   layers_ = layers;

@@ -19,7 +19,11 @@ namespace tessera {
 template <typename T>
 class BasicKvCache {
  public:
-  Status Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim);
+  // `with_keys` false: values only (a backend that keeps its keys in a layout of its own);
+  // Key() is then null.
+  Status Allocate(int slots, int64_t layers, int64_t max_seq, int64_t kv_dim,
+                  bool with_keys = true);
+  bool has_keys() const { return keys_.data() != nullptr; }
 
   int slots() const { return slots_; }
   int64_t layers() const { return layers_; }
@@ -28,7 +32,7 @@ class BasicKvCache {
 
   // Layout: keys_[slot][layer][pos][kv_dim], the same for values_.
   T* Key(int slot, int64_t layer, int64_t pos) {
-    return reinterpret_cast<T*>(keys_.data()) + Offset(slot, layer, pos);
+    return has_keys() ? reinterpret_cast<T*>(keys_.data()) + Offset(slot, layer, pos) : nullptr;
   }
   T* Value(int slot, int64_t layer, int64_t pos) {
     return reinterpret_cast<T*>(values_.data()) + Offset(slot, layer, pos);
@@ -38,7 +42,7 @@ class BasicKvCache {
   // Copies positions [first, first + n) of every layer from slot `from` to slot `to`.
   void CopyPositions(int from, int to, int64_t first, int64_t n) {
     for (int64_t l = 0; l < layers_; ++l) {
-      std::copy_n(Key(from, l, first), n * kv_dim_, Key(to, l, first));
+      if (has_keys()) std::copy_n(Key(from, l, first), n * kv_dim_, Key(to, l, first));
       std::copy_n(Value(from, l, first), n * kv_dim_, Value(to, l, first));
     }
   }

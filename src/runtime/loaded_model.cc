@@ -20,14 +20,15 @@ uint64_t PhysicalMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
-// KV memory per position of the shared block pool: keys, values and the cpu backend's
-// transposed key copy for every full-attention layer (4 or 2 bytes a value).
+// KV memory per position of the shared block pool: one copy of the keys (the cpu backend
+// keeps them transposed where its blocked attention kernel runs, row-major elsewhere) and the
+// values, for every full-attention layer (4 or 2 bytes a value).
 uint64_t PoolBytesPerPosition(const ModelSpec& spec, KvCacheType type) {
   const uint64_t element = type == KvCacheType::kBF16 ? 2 : 4;
   uint64_t bytes = 0;
   for (const LayerSpec& layer : spec.layer) {
     if (layer.kind == LayerKind::kAttention)
-      bytes += 3u * element * static_cast<uint64_t>(spec.kv_dim);
+      bytes += 2u * element * static_cast<uint64_t>(spec.kv_dim);
   }
   return bytes;
 }

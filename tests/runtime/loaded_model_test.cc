@@ -103,15 +103,15 @@ TEST(LoadedModel, KvMemoryBudgetSetsTheContextOrRefuses) {
   const int64_t context_blocks = KvBlocksFor((*roomy)->context());
   EXPECT_GT((*roomy)->scheduler().kv_pool().blocks(), 8 * context_blocks);
   EXPECT_GT((*roomy)->kv_bytes(), 60u << 20);
-  // 40 slots, an fp32 cache (5 layers x 3 x 4 bytes x 32 values = 1920 bytes a position, 60
-  // KiB a block): 1 MiB holds 17 blocks, fewer than the slots.
+  // 40 slots, an fp32 cache (5 layers x keys and values x 4 bytes x 32 values = 1280 bytes a
+  // position, 40 KiB a block): 1 MiB holds 25 blocks, fewer than the slots.
   o.parallel = 40;
   o.kv_cache = KvCacheType::kF32;
   o.kv_memory_mib = 1;
   auto tight = LoadedModel::Open(StoriesDir(), o);
   ASSERT_FALSE(tight);
   EXPECT_NE(tight.status().message().find("--kv-memory"), std::string::npos);
-  EXPECT_NE(tight.status().message().find("17 KV blocks"), std::string::npos)
+  EXPECT_NE(tight.status().message().find("25 KV blocks"), std::string::npos)
       << tight.status().message();
 }
 

@@ -117,12 +117,15 @@ class CpuBackend final : public Backend {
       // the pool's blocks end to end (PoolPosition): [layer][kv head][block][kKvBlockTokens]
       // [head_dim]. A sequence whose blocks were taken in order (a prompt's) reads each kv
       // head's keys and values as one run per layer.
+      // With the blocked attention kernel the keys are kept only transposed (keys_t_, in the
+      // same order: KeysTOffset), which is all that kernel reads: a third less pool memory than
+      // keeping the row-major copy the per-head kernel needs besides.
       pool_blocks_ = kv.pool_blocks();
+      const bool blocked = k_.attention_blocked != nullptr && spec_.head_dim <= 256;
       TS_RETURN_IF_ERROR(kv_.Allocate(kv_bf16(), KvStore::Layout::kHeadMajor, 1, attention_layers,
-                                      pool_blocks_ * kKvBlockTokens, spec_.kv_dim, spec_.head_dim));
-      // A second, transposed copy of the keys for the blocked attention kernel, in the same
-      // order (KeysTOffset).
-      if (k_.attention_blocked != nullptr && spec_.head_dim <= 256) {
+                                      pool_blocks_ * kKvBlockTokens, spec_.kv_dim, spec_.head_dim,
+                                      /*with_keys=*/!blocked));
+      if (blocked) {
         const size_t n = static_cast<size_t>(pool_blocks_ * attention_layers * spec_.kv_heads *
                                              kKvBlockTokens * spec_.head_dim);
         if (kv_bf16()) {
@@ -439,11 +442,13 @@ class CpuBackend final : public Backend {
     att.kv_stride = store.position_stride();
     att.kv_head_stride = store.head_stride();
     const int64_t at = store.At(first, 0);
+    // A store without row-major keys (the pool under the blocked kernel) leaves them null.
+    const bool keys = store.has_keys();
     if (store.bf16) {
-      att.keys_bf16 = store.Keys<uint16_t>(slot, layer) + at;
+      att.keys_bf16 = keys ? store.Keys<uint16_t>(slot, layer) + at : nullptr;
       att.values_bf16 = store.Values<uint16_t>(slot, layer) + at;
     } else {
-      att.keys = store.Keys<float>(slot, layer) + at;
+      att.keys = keys ? store.Keys<float>(slot, layer) + at : nullptr;
       att.values = store.Values<float>(slot, layer) + at;
     }
   }
@@ -560,16 +565,17 @@ class CpuBackend final : public Backend {
     const int64_t row = p & (kKvBlockTokens - 1);
     kv_.Write(0, layer, PoolPosition(block, row), k, v, k_.to_bf16);
     if (!UseBlockedAttention()) return;
-    // The transposed copy: element i of a head goes 16 apart. Its bf16 bits are the key row
-    // just written (one rounding, shared).
+    // The transposed copy, the pool's only keys: element i of a head goes 16 apart, rounded
+    // to bf16 as the kernel table rounds every cache write.
     const size_t in_block = static_cast<size_t>((row / 16) * d.head_dim * 16 + row % 16);
     for (int64_t g = 0; g < d.kv_heads; ++g) {
       const int64_t from = g * d.head_dim;
       const size_t kt = KeysTOffset(block, layer, g) + in_block;
       if (kv_bf16()) {
-        const uint16_t* src = kv_.Keys<uint16_t>(0, layer) + kv_.At(PoolPosition(block, row), g);
+        uint16_t rounded[256];  // head_dim <= 256 wherever the blocked kernel runs
+        k_.to_bf16(k + from, d.head_dim, rounded);
         uint16_t* dst = keys_t16_.data() + kt;
-        for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = src[i];
+        for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = rounded[i];
       } else {
         float* dst = keys_t_.data() + kt;
         for (int64_t i = 0; i < d.head_dim; ++i) dst[i * 16] = k[from + i];

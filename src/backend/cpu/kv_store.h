@@ -37,14 +37,17 @@ struct KvStore {
   KvCache f32;
   KvCacheBf16 b16;
 
+  // `with_keys` false: values only, Keys() null (the blocked attention kernel reads the keys
+  // from a transposed copy the backend keeps).
   Status Allocate(bool use_bf16, Layout l, int slots, int64_t layers, int64_t max_seq,
-                  int64_t kv_dim, int64_t head) {
+                  int64_t kv_dim, int64_t head, bool with_keys = true) {
     bf16 = use_bf16;
     layout = l;
     head_dim = head;
-    return bf16 ? b16.Allocate(slots, layers, max_seq, kv_dim)
-                : f32.Allocate(slots, layers, max_seq, kv_dim);
+    return bf16 ? b16.Allocate(slots, layers, max_seq, kv_dim, with_keys)
+                : f32.Allocate(slots, layers, max_seq, kv_dim, with_keys);
   }
+  bool has_keys() const { return bf16 ? b16.has_keys() : f32.has_keys(); }
   int slots() const { return bf16 ? b16.slots() : f32.slots(); }
   int64_t max_seq() const { return bf16 ? b16.max_seq() : f32.max_seq(); }
   int64_t kv_dim() const { return bf16 ? b16.kv_dim() : f32.kv_dim(); }
@@ -80,10 +83,10 @@ struct KvStore {
     for (int64_t g = 0; g < heads; ++g) {
       const int64_t at = At(pos, g);
       if (bf16) {
-        to_bf16(k + g * n, n, Keys<uint16_t>(slot, layer) + at);
+        if (has_keys()) to_bf16(k + g * n, n, Keys<uint16_t>(slot, layer) + at);
         to_bf16(v + g * n, n, Values<uint16_t>(slot, layer) + at);
       } else {
-        std::copy_n(k + g * n, n, Keys<float>(slot, layer) + at);
+        if (has_keys()) std::copy_n(k + g * n, n, Keys<float>(slot, layer) + at);
         std::copy_n(v + g * n, n, Values<float>(slot, layer) + at);
       }
     }
@@ -102,10 +105,10 @@ struct KvStore {
       for (int64_t g = 0; g < heads; ++g) {
         const int64_t a = At(from_pos, g), b = At(to_pos, g);
         if (bf16) {
-          std::copy_n(Keys<uint16_t>(from, l) + a, run, Keys<uint16_t>(to, l) + b);
+          if (has_keys()) std::copy_n(Keys<uint16_t>(from, l) + a, run, Keys<uint16_t>(to, l) + b);
           std::copy_n(Values<uint16_t>(from, l) + a, run, Values<uint16_t>(to, l) + b);
         } else {
-          std::copy_n(Keys<float>(from, l) + a, run, Keys<float>(to, l) + b);
+          if (has_keys()) std::copy_n(Keys<float>(from, l) + a, run, Keys<float>(to, l) + b);
           std::copy_n(Values<float>(from, l) + a, run, Values<float>(to, l) + b);
         }
       }
