@@ -214,14 +214,16 @@ TEST_P(IsaTest, BatchedDecodeRowsMatchLoneDecodeRows) {
         EXPECT_EQ(std::memcmp(batched.data(), lone.data(), lone.size() * sizeof(float)), 0);
         for (size_t i = 0; i < scalar.size(); ++i)
           ASSERT_NEAR(batched[i], scalar[i], 2e-3 * (1 + std::fabs(scalar[i]))) << i;
-        if (GetParam() == CpuIsa::kAvx512 && f == WeightFormat::kInt8) {
+        if (GetParam() == CpuIsa::kAvx512 && f != WeightFormat::kF32) {
           // The table holds one of the far prefetches (CpuDecodeFarPrefetch); the others must
           // give the same bits.
           for (DecodeFarPrefetch far :
                {DecodeFarPrefetch::kL2Fixed, DecodeFarPrefetch::kNonTemporalNextTile,
                 DecodeFarPrefetch::kL2NextTile}) {
             KernelTable other = *k_;
-            other.matmul_int8 = Avx512Int8Matmul(far);
+            other.matmul_bf16 = Avx512Matmul(WeightFormat::kBF16, far);
+            other.matmul_int4 = Avx512Matmul(WeightFormat::kInt4, far);
+            other.matmul_int8 = Avx512Matmul(WeightFormat::kInt8, far);
             std::vector<float> hinted(batched.size());
             run(other, 0, tokens, true, &hinted);
             EXPECT_EQ(std::memcmp(hinted.data(), batched.data(), batched.size() * sizeof(float)), 0)
@@ -807,6 +809,14 @@ TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
   }
   if (CpuSupports(CpuIsa::kAvx512)) {
     EXPECT_EQ(Avx512Kernels().matmul_int8, Avx512Int8Matmul(CpuDecodeFarPrefetch()));
+    EXPECT_EQ(Avx512Kernels().matmul_bf16,
+              Avx512Matmul(WeightFormat::kBF16, CpuDecodeFarPrefetch()));
+    EXPECT_EQ(Avx512Kernels().matmul_int4,
+              Avx512Matmul(WeightFormat::kInt4, CpuDecodeFarPrefetch()));
+    EXPECT_NE(Avx512Matmul(WeightFormat::kBF16, DecodeFarPrefetch::kL2Fixed),
+              Avx512Matmul(WeightFormat::kBF16, DecodeFarPrefetch::kL2NextTile));
+    EXPECT_NE(Avx512Matmul(WeightFormat::kInt4, DecodeFarPrefetch::kL2Fixed),
+              Avx512Matmul(WeightFormat::kInt4, DecodeFarPrefetch::kL2NextTile));
     EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kL2Fixed),
               Avx512Int8Matmul(DecodeFarPrefetch::kNonTemporalNextTile));
     EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kL2Fixed),

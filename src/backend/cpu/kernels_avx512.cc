@@ -104,7 +104,17 @@ struct F32Kernel {
   }
 };
 
+// kFarNextTile (the BF16 and INT4 decode tiles on Zen 4, DecodeFarPrefetch::kL2NextTile): each
+// weight load also asks for its counterpart in the next tile (NP panels on) into L2, as the
+// INT8 kernel does there. On a Zen 4 EPYC, steps alternating in one process against the near
+// prefetch alone: BF16 smollm2-135m 1.06-1.09x (1 row), 1.15-1.16x (4 rows), 1.14-1.15x
+// (8 rows), qwen2.5-0.5b 1.04, 1.08, 1.16x; INT4 smollm2-135m 1.04-1.10, 1.27-1.36,
+// 1.15-1.20x, qwen2.5-0.5b 1.14, 1.38, 1.22x (bench/results/many_users.md, session 27).
+// Fixed 16 KiB ahead measured less (BF16 smollm2-135m 1.01, 1.05, 1.06x). Other CPUs keep the
+// near prefetch alone, as measured there.
+
 // BF16 weights widened to fp32: each 32-bit lane holds (w[k], w[k+1]) of one row.
+template <bool kFarNextTile>
 struct Bf16WidenedKernel {
   // One accumulator per (panel, row) takes both halves of each bf16 pair, which frees
   // registers for 12 rows per tile: 2 panels x 12 rows, 24 accumulators, each widened weight
@@ -132,7 +142,10 @@ struct Bf16WidenedKernel {
       __m512 even[NP], odd[NP];
       for (int i = 0; i < NP; ++i) {
         // Decode streams each panel once: ask for the line 2 KiB ahead.
-        if constexpr (kDecode) PrefetchAhead(w[i], (k + 64) * 16 * int64_t{sizeof(*w[i])});
+        if constexpr (kDecode) {
+          PrefetchAhead(w[i], (k + 64) * 16 * int64_t{sizeof(*w[i])});
+          if constexpr (kFarNextTile) PrefetchAheadToL2(w[i], (k + NP * kp) * 16 * 2);
+        }
         __m512i v = _mm512_loadu_si512(w[i] + k * 16);
         even[i] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         odd[i] = _mm512_castsi512_ps(_mm512_and_si512(v, high_mask));
@@ -285,6 +298,7 @@ struct Int8KernelT {
   }
 };
 
+template <bool kFarNextTile>
 struct Int4Kernel {
   static constexpr int kMR = 4;
   static constexpr int kDecodeMR = 4;        // rows per tile of a batched decode step
@@ -319,6 +333,11 @@ struct Int4Kernel {
           PrefetchAhead(w[i], (b + 8) * 256 + 64);
           PrefetchAhead(w[i], (b + 8) * 256 + 128);
           PrefetchAhead(w[i], (b + 8) * 256 + 192);
+          if constexpr (kFarNextTile) {
+            for (int64_t o = 0; o < 256; o += 64) {
+              PrefetchAheadToL2(w[i], (b + NP * blocks) * 256 + o);
+            }
+          }
           if (b % 2 == 0) {
             PrefetchAhead(scales[i], (b + 16) * 16 * int64_t{sizeof(*scales[i])});
           }
@@ -459,8 +478,9 @@ void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
 void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<F32Kernel>(a, pb, pe);
 }
+template <bool kFarNextTile>
 void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  MatmulDriver<Bf16WidenedKernel>(a, pb, pe);
+  MatmulDriver<Bf16WidenedKernel<kFarNextTile>>(a, pb, pe);
 }
 void MatmulBf16Dot(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Bf16DotKernel>(a, pb, pe);
@@ -469,8 +489,9 @@ template <DecodeFarPrefetch kFar>
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Int8KernelT<kFar>>(a, pb, pe);
 }
+template <bool kFarNextTile>
 void MatmulInt4(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  MatmulDriver<Int4Kernel>(a, pb, pe);
+  MatmulDriver<Int4Kernel<kFarNextTile>>(a, pb, pe);
 }
 
 // ---- activations ----
@@ -600,6 +621,22 @@ void QuantizeWeights(const float* x, int64_t n, float d, float lo, float hi, int
 
 }  // namespace
 
+MatmulFn Avx512Matmul(WeightFormat format, DecodeFarPrefetch far) {
+  const bool next_tile = far == DecodeFarPrefetch::kL2NextTile;
+  switch (format) {
+    case WeightFormat::kBF16:
+      return next_tile ? MatmulBf16<true> : MatmulBf16<false>;
+    case WeightFormat::kInt4:
+      return next_tile ? MatmulInt4<true> : MatmulInt4<false>;
+    case WeightFormat::kInt8:
+      return Avx512Int8Matmul(far);
+    case WeightFormat::kF32:
+    case WeightFormat::kAuto:
+      break;
+  }
+  return MatmulF32;
+}
+
 MatmulFn Avx512Int8Matmul(DecodeFarPrefetch far) {
   switch (far) {
     case DecodeFarPrefetch::kNonTemporalNextTile:
@@ -617,11 +654,11 @@ const KernelTable& Avx512Kernels() {
     KernelTable t;
     t.isa = CpuIsa::kAvx512;
     t.matmul_f32 = MatmulF32;
-    t.matmul_bf16 = MatmulBf16;
+    t.matmul_bf16 = Avx512Matmul(WeightFormat::kBF16, CpuDecodeFarPrefetch());
     t.matmul_bf16_dot = MatmulBf16Dot;
     t.prompt_panels = kPromptPanels;
     t.matmul_int8 = Avx512Int8Matmul(CpuDecodeFarPrefetch());
-    t.matmul_int4 = MatmulInt4;
+    t.matmul_int4 = Avx512Matmul(WeightFormat::kInt4, CpuDecodeFarPrefetch());
     t.attention = avx512::Attention;
     t.attention_blocked = avx512::AttentionBlocked;
     t.attention_decode_split = avx512::AttentionDecodeSplit;
