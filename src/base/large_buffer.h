@@ -24,7 +24,7 @@ class LargeBuffer {
   std::byte* data() { return ptr_.get(); }
   const std::byte* data() const { return ptr_.get(); }
   size_t size() const { return size_; }
-  // Whether the huge-page request was made and accepted (for the load log and tests).
+  // Whether the huge-page request was made and accepted (for tests).
   bool huge_pages_requested() const { return huge_; }
 
  private:

@@ -808,7 +808,8 @@ TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
         << "family " << family;
   }
   if (CpuSupports(CpuIsa::kAvx512)) {
-    EXPECT_EQ(Avx512Kernels().matmul_int8, Avx512Int8Matmul(CpuDecodeFarPrefetch()));
+    EXPECT_EQ(Avx512Kernels().matmul_int8,
+              Avx512Matmul(WeightFormat::kInt8, CpuDecodeFarPrefetch()));
     EXPECT_EQ(Avx512Kernels().matmul_bf16,
               Avx512Matmul(WeightFormat::kBF16, CpuDecodeFarPrefetch()));
     EXPECT_EQ(Avx512Kernels().matmul_int4,
@@ -817,12 +818,12 @@ TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
               Avx512Matmul(WeightFormat::kBF16, DecodeFarPrefetch::kL2NextTile));
     EXPECT_NE(Avx512Matmul(WeightFormat::kInt4, DecodeFarPrefetch::kL2Fixed),
               Avx512Matmul(WeightFormat::kInt4, DecodeFarPrefetch::kL2NextTile));
-    EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kL2Fixed),
-              Avx512Int8Matmul(DecodeFarPrefetch::kNonTemporalNextTile));
-    EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kL2Fixed),
-              Avx512Int8Matmul(DecodeFarPrefetch::kL2NextTile));
-    EXPECT_NE(Avx512Int8Matmul(DecodeFarPrefetch::kNonTemporalNextTile),
-              Avx512Int8Matmul(DecodeFarPrefetch::kL2NextTile));
+    EXPECT_NE(Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kL2Fixed),
+              Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kNonTemporalNextTile));
+    EXPECT_NE(Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kL2Fixed),
+              Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kL2NextTile));
+    EXPECT_NE(Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kNonTemporalNextTile),
+              Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kL2NextTile));
   }
 }
 

@@ -37,7 +37,8 @@ CpuIsa SelectCpuIsa();
 bool CpuIsAmd();
 
 // How the AVX-512 INT8 kernel prefetches the weights of decode tiles far ahead of their loads
-// (kernels_avx512.cc has the measurements behind each):
+// (kernels_avx512.cc has the measurements behind each; the BF16 and INT4 kernels add the
+// next-tile prefetch under kL2NextTile only, and otherwise keep their near prefetch alone):
 //   kL2Fixed: into L2, 16 KiB ahead, in tiles of more than 4 rows with panels under 16 KiB
 //     (measured on Intel Xeons; every CPU that is not AMD's);
 //   kNonTemporalNextTile: PREFETCHNTA of the next tile, in tiles of more than 4 rows (Zen 5,

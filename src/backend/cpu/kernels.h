@@ -318,11 +318,9 @@ const KernelTable& Avx2VnniKernels();  // Avx2Kernels with AVX-VNNI INT8 / INT4 
 const KernelTable& Avx512Kernels();
 // Avx512Kernels with INT8 prompt matmuls on AMX tiles (kernels_amx.cc).
 const KernelTable& Avx512AmxKernels();
-// The AVX-512 INT8 matmul with the given far prefetch of decode tiles; the table holds the one
-// chosen for this CPU (CpuDecodeFarPrefetch), tests compare all of them.
-MatmulFn Avx512Int8Matmul(DecodeFarPrefetch far);
 // The AVX-512 matmul of `format` (BF16, INT4, INT8; F32 has one) with the far prefetch of
-// decode tiles that `far` gives it; the table holds CpuDecodeFarPrefetch()'s.
+// decode tiles that `far` gives it; the table holds CpuDecodeFarPrefetch()'s, tests compare
+// all of them.
 MatmulFn Avx512Matmul(WeightFormat format, DecodeFarPrefetch far);
 
 }  // namespace tessera

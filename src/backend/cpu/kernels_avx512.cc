@@ -629,24 +629,20 @@ MatmulFn Avx512Matmul(WeightFormat format, DecodeFarPrefetch far) {
     case WeightFormat::kInt4:
       return next_tile ? MatmulInt4<true> : MatmulInt4<false>;
     case WeightFormat::kInt8:
-      return Avx512Int8Matmul(far);
+      switch (far) {
+        case DecodeFarPrefetch::kNonTemporalNextTile:
+          return MatmulInt8<DecodeFarPrefetch::kNonTemporalNextTile>;
+        case DecodeFarPrefetch::kL2NextTile:
+          return MatmulInt8<DecodeFarPrefetch::kL2NextTile>;
+        case DecodeFarPrefetch::kL2Fixed:
+          break;
+      }
+      return MatmulInt8<DecodeFarPrefetch::kL2Fixed>;
     case WeightFormat::kF32:
     case WeightFormat::kAuto:
       break;
   }
   return MatmulF32;
-}
-
-MatmulFn Avx512Int8Matmul(DecodeFarPrefetch far) {
-  switch (far) {
-    case DecodeFarPrefetch::kNonTemporalNextTile:
-      return MatmulInt8<DecodeFarPrefetch::kNonTemporalNextTile>;
-    case DecodeFarPrefetch::kL2NextTile:
-      return MatmulInt8<DecodeFarPrefetch::kL2NextTile>;
-    case DecodeFarPrefetch::kL2Fixed:
-      break;
-  }
-  return MatmulInt8<DecodeFarPrefetch::kL2Fixed>;
 }
 
 const KernelTable& Avx512Kernels() {
@@ -657,7 +653,7 @@ const KernelTable& Avx512Kernels() {
     t.matmul_bf16 = Avx512Matmul(WeightFormat::kBF16, CpuDecodeFarPrefetch());
     t.matmul_bf16_dot = MatmulBf16Dot;
     t.prompt_panels = kPromptPanels;
-    t.matmul_int8 = Avx512Int8Matmul(CpuDecodeFarPrefetch());
+    t.matmul_int8 = Avx512Matmul(WeightFormat::kInt8, CpuDecodeFarPrefetch());
     t.matmul_int4 = Avx512Matmul(WeightFormat::kInt4, CpuDecodeFarPrefetch());
     t.attention = avx512::Attention;
     t.attention_blocked = avx512::AttentionBlocked;
