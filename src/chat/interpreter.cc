@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <ctime>
+#include <unordered_set>
+#include <vector>
 
 namespace tessera::jinja {
 
@@ -32,6 +34,27 @@ int64_t FloorMod(int64_t a, int64_t b) {
   int64_t r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
+}
+
+// Whether `v` is `target` or holds it somewhere inside its lists and dicts: an iterative walk
+// (a deep hostile value cannot overflow the stack) that visits each shared container once (a
+// list holding the same list twice, nested 30 times, is not 2^30 visits).
+bool ReachesDict(const Value& v, const DictData* target) {
+  std::vector<const Value*> todo = {&v};
+  std::unordered_set<const void*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->is_dict()) {
+      if (&x->dict() == target) return true;
+      if (!seen.insert(&x->dict()).second) continue;
+      for (const auto& item : x->dict().items) todo.push_back(&item.second);
+    } else if (x->is_list()) {
+      if (!seen.insert(&x->list()).second) continue;
+      for (const Value& item : x->list().items) todo.push_back(&item);
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -129,7 +152,14 @@ Interpreter::Flow Interpreter::Exec(const Stmt& stmt, Frame& frame) {
           Fail("cannot assign attribute '" + stmt.targets[1] + "' on '" + stmt.targets[0] +
                "': it is not a namespace()");
         }
-        ns.dict().Set(stmt.targets[1], Eval(*stmt.expr, frame));
+        Value v = Eval(*stmt.expr, frame);
+        // Values are reference-counted: a namespace stored inside itself (directly or through
+        // lists and dicts) would never be freed.
+        if (ReachesDict(v, &ns.dict())) {
+          Fail("cannot assign '" + stmt.targets[0] + "." + stmt.targets[1] +
+               "': the value contains the namespace itself");
+        }
+        ns.dict().Set(stmt.targets[1], std::move(v));
         return Flow::kNormal;
       }
       case StmtKind::kSetBlock: {

@@ -51,6 +51,20 @@ TEST(JinjaMalformed, RuntimeErrorsNameLineAndColumn) {
   ExpectError("{{ 'a'.split('') }}", "empty separator");
 }
 
+// Values are reference-counted: a namespace stored inside itself would never be freed (the
+// fuzzer's LeakSanitizer found `{% set ns.n = ns %}`), so that assignment is refused, however
+// deep the namespace sits in the value; a shared list nested many times is walked once.
+TEST(JinjaMalformed, NamespaceStoredInsideItselfIsRefused) {
+  ExpectError("{% set ns = namespace(n=0) %}{% set ns.n = ns %}", "contains the namespace itself");
+  ExpectError("{% set ns = namespace(n=0) %}{% set ns.n = [1, {'a': [ns]}] %}",
+              "contains the namespace itself");
+  std::string out = Render(
+      "{% set ns = namespace(n=0) %}{% set t = namespace(a=[1]) %}{% for i in range(40) %}"
+      "{% set t.a = [t.a, t.a] %}{% endfor %}{% set ns.n = t.a %}{{ ns.n | length }}",
+      "{}");
+  EXPECT_EQ(out, "2");
+}
+
 TEST(JinjaMalformed, InfiniteRecursionHitsDepthLimit) {
   ExpectError("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "too deep");
   ExpectError("{% macro f() %}{% call f() %}x{% endcall %}{% endmacro %}{{ f() }}", "too deep");
