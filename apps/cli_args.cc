@@ -175,6 +175,28 @@ void AddPlacementOptions(CliArgs& args, const std::string& placement_help) {
               "run the first N decoder layers on the NPU (xdna backend), the rest and the LM "
               "head on the CPU; the same as --placement xdna:N,cpu");
   args.AddDouble("npu-percent", "run this percentage of the layers on the NPU (0-100)");
+  args.AddString("npu-device",
+                 "the NPU device for xdna layers: xrt (default) or fake:xdna1 / fake:xdna2 (the "
+                 "NPU program's CPU reference kernels; no NPU executes anything)");
+  args.AddString("cpu-isa",
+                 "the cpu backend's kernel family: scalar, avx2, avx2vnni, avx512 or avx512amx "
+                 "(default: the best this CPU runs)");
+}
+
+Expected<NpuOptions> NpuOptionsFromArgs(const CliArgs& args) {
+  NpuOptions npu;
+  if (args.Has("npu-device")) npu.device = args.GetString("npu-device");
+  TS_RETURN_IF_ERROR(CheckNpuDevice(npu.device).status());
+  if (args.Has("npu-queue")) npu.queue = static_cast<int>(args.GetInt("npu-queue"));
+  if (args.Has("npu-queue-timeout-ms")) npu.queue_timeout_ms = args.GetInt("npu-queue-timeout-ms");
+  return npu;
+}
+
+Expected<std::optional<CpuIsa>> CpuIsaFromArgs(const CliArgs& args) {
+  if (!args.Has("cpu-isa")) return std::optional<CpuIsa>();
+  auto isa = ParseCpuIsa(args.GetString("cpu-isa"));
+  if (!isa) return isa.status().WithContext("--cpu-isa");
+  return std::optional<CpuIsa>(*isa);
 }
 
 Expected<std::string> PlacementFromArgs(const CliArgs& args) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "base/status.h"
 
 namespace tessera {
@@ -61,8 +62,14 @@ class CliArgs {
   bool help_ = false;
 };
 
-// --placement (default `cpu`), --npu-layers N and --npu-percent P: where a model's layers run.
+// --placement (default `cpu`), --npu-layers N and --npu-percent P: where a model's layers run;
+// --cpu-isa NAME: the cpu backend's kernel family.
 void AddPlacementOptions(CliArgs& args, const std::string& placement_help);
+// --npu-device (checked), and --npu-queue / --npu-queue-timeout-ms where the command has them.
+Expected<NpuOptions> NpuOptionsFromArgs(const CliArgs& args);
+// --cpu-isa as given (nullopt: not given, the best this CPU runs); an unknown name is an error
+// listing the valid ones.
+Expected<std::optional<CpuIsa>> CpuIsaFromArgs(const CliArgs& args);
 // The placement those ask for: --placement, or the first N layers (P percent) on the NPU
 // (`xdna:N,cpu`); refused when an NPU flag comes with --placement or both NPU flags are given.
 Expected<std::string> PlacementFromArgs(const CliArgs& args);

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/generator.h"
@@ -154,7 +154,10 @@ int Run(int argc, char** argv) {
   args.AddInt("gen-tokens", "tokens to decode per repeat", 128);
   args.AddInt("repeat", "repeats; medians are reported", 3);
   AddPlacementOptions(args, "layers per backend");
-  args.AddString("kv-cache", "KV cache precision: bf16 or f32", false, "bf16");
+  args.AddString(
+      "kv-cache",
+      "KV cache precision of the cpu backend: auto (f32 for F32 weights, else bf16), bf16 or f32",
+      false, "auto");
   args.AddString("concurrency",
                  "also run N streams at once through the scheduler, for each N in the list "
                  "(aggregate decode tok/s, TTFT p50/p99; prompts of the first --prompt-tokens)");
@@ -204,9 +207,17 @@ int Run(int argc, char** argv) {
   options.backend.weights = *dtype;
   options.backend.threads = static_cast<int>(threads);
   options.backend.bf16_activations = args.GetFlag("bf16-activations");
+  auto cpu_isa = CpuIsaFromArgs(args);
+  if (!cpu_isa) return ReportError("bench", cpu_isa.status());
+  options.backend.cpu_isa = *cpu_isa;
+  auto npu = NpuOptionsFromArgs(args);
+  if (!npu) return ReportError("bench", npu.status());
+  options.backend.npu = *npu;
   auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
   if (!kv_cache) return ReportError("bench", kv_cache.status());
-  options.backend.kv_cache = *kv_cache;
+  auto resolved_kv = KvCacheFor(**ckpt, *dtype, *kv_cache);
+  if (!resolved_kv) return ReportError("bench", resolved_kv.status());
+  options.backend.kv_cache = *resolved_kv;
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
   if (!exec) return ReportError("bench", exec.status());
   const double load_s = Seconds(t_load);

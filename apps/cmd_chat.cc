@@ -381,7 +381,10 @@ int Run(int argc, char** argv) {
   args.AddInt("max-tokens", "maximum tokens per reply", kDefaultMaxTokens);
   AddPlacementOptions(args, "layers per backend, e.g. cpu or reference:3,cpu");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
-  args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
+  args.AddString(
+      "kv-cache",
+      "KV cache precision of the cpu backend: auto (f32 for F32 weights, else bf16), bf16 or f32",
+      false, "auto");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError(kCommand, st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -434,6 +437,12 @@ int Run(int argc, char** argv) {
   auto placement = PlacementFromArgs(args);
   if (!placement) return ReportError("chat", placement.status());
   options.placement = *placement;
+  auto cpu_isa = CpuIsaFromArgs(args);
+  if (!cpu_isa) return ReportError(kCommand, cpu_isa.status());
+  options.cpu_isa = *cpu_isa;
+  auto npu = NpuOptionsFromArgs(args);
+  if (!npu) return ReportError(kCommand, npu.status());
+  options.npu = *npu;
   options.context = args.GetInt("context");
   options.parallel = 1;
   auto model = LoadedModel::Open(dir, options, [](const std::string& line) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "catalog/package.h"
 #include "cli_args.h"
 #include "commands.h"

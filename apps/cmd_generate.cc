@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/generator.h"
@@ -52,7 +52,10 @@ int Run(int argc, char** argv) {
                "BF16; faster prefill, less exact)");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
   args.AddList("stop", "stop string: the text ends before it (repeatable)");
-  args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
+  args.AddString(
+      "kv-cache",
+      "KV cache precision of the cpu backend: auto (f32 for F32 weights, else bf16), bf16 or f32",
+      false, "auto");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("generate", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -97,6 +100,12 @@ int Run(int argc, char** argv) {
   auto placement = PlacementFromArgs(args);
   if (!placement) return ReportError("generate", placement.status());
   options.placement = *placement;
+  auto cpu_isa = CpuIsaFromArgs(args);
+  if (!cpu_isa) return ReportError("generate", cpu_isa.status());
+  options.cpu_isa = *cpu_isa;
+  auto npu = NpuOptionsFromArgs(args);
+  if (!npu) return ReportError("generate", npu.status());
+  options.npu = *npu;
   options.weights = *weights;
   options.bf16_activations = args.GetFlag("bf16-activations");
   options.context = args.GetInt("context");

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "backend/xdna/doctor.h"
+#include "base/environment.h"
 #include "base/mapped_file.h"
 #include "catalog/catalog.h"
 #include "catalog/model_names.h"
@@ -143,18 +144,17 @@ Status CheckPlacementFitsModels(const std::string& spec, const std::vector<Model
 
 // `serve` with layers on the NPU checks the device as `tessera doctor` does before it
 // listens, and refuses to place layers on an NPU that fails, printing the fixes. The fake
-// device (TESSERA_XDNA_FAKE) has no hardware to check and says so. Returns the device's name
-// for /ready and the stats.
-Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models) {
-  if (const char* fake = std::getenv("TESSERA_XDNA_FAKE"); fake != nullptr && *fake != '\0') {
-    auto generation = ParseGeneration(fake);
-    if (!generation) return generation.status().WithContext("TESSERA_XDNA_FAKE");
+// device (--npu-device fake:...) has no hardware to check and says so. Returns the device's
+// name for /ready and the stats.
+Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models,
+                                       const NpuOptions& npu) {
+  TS_ASSIGN_OR_RETURN(NpuDeviceInfo device, CheckNpuDevice(npu.device));
+  if (device.fake) {
     std::fprintf(stderr,
-                 "tessera serve: NPU layers run on the fake %s device (TESSERA_XDNA_FAKE): CPU "
-                 "reference kernels, no NPU executes anything; doctor's hardware checks skipped\n",
-                 std::string(GenerationName(*generation)).c_str());
-    return "fake " + std::string(GenerationName(*generation)) +
-           " (CPU reference kernels; no NPU executes anything)";
+                 "tessera serve: NPU layers run on the %s device (--npu-device %s); doctor's "
+                 "hardware checks skipped\n",
+                 device.name.c_str(), npu.device.c_str());
+    return device.name;
   }
   DoctorOptions d;
   for (const ModelEntry& m : models) {
@@ -225,7 +225,18 @@ int RunServeCommand(int argc, char** argv) {
               "whole pool; a budget smaller than one block per slot is refused (0: slots x "
               "context)",
               0);
-  args.AddString("kv-cache", "KV cache precision of the cpu backend: bf16 or f32", false, "bf16");
+  args.AddString(
+      "kv-cache",
+      "KV cache precision of the cpu backend: auto (f32 for F32 weights, else bf16), bf16 or f32",
+      false, "auto");
+  args.AddInt("npu-queue", "NPU passes that may wait for their turn (1-1048576)", 64);
+  args.AddInt("npu-queue-timeout-ms", "the longest wait of a pass for the NPU", 30000);
+  args.AddString("systemone-reuse",
+                 "how System One reuses a request's state: none (every question runs its whole "
+                 "prompt), shared (the state runs once, first) or pinned (as shared, and recent "
+                 "states stay cached for later requests)",
+                 false, "none");
+  args.AddInt("systemone-pinned-states", "states kept with --systemone-reuse pinned (1-1024)", 6);
   args.AddInt("max-active", "requests running at once (0: --parallel's slots)", 0);
   args.AddInt("max-queued", "requests waiting before 429 (0: twice the slots)", 0);
   args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
@@ -274,7 +285,9 @@ int RunServeCommand(int argc, char** argv) {
         Bound{"max-body-bytes", 1024, 64 << 20}, Bound{"max-loaded-models", 1, 64},
         Bound{"context", 0, 1 << 20}, Bound{"http-threads", 1, 64},
         Bound{"keep-alive-timeout", 1, 3600}, Bound{"header-timeout", 1, 3600},
-        Bound{"max-connections", 1, 1000000}, Bound{"max-connections-per-client", 1, 1000000}}) {
+        Bound{"max-connections", 1, 1000000}, Bound{"max-connections-per-client", 1, 1000000},
+        Bound{"systemone-pinned-states", 1, 1024}, Bound{"npu-queue", 1, 1 << 20},
+        Bound{"npu-queue-timeout-ms", 1, int64_t{86400} * 1000}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
       return ReportError("serve",
@@ -285,6 +298,9 @@ int RunServeCommand(int argc, char** argv) {
   if (auto kv = ParseKvCacheType(args.GetString("kv-cache")); !kv) {
     return ReportError("serve", kv.status());
   }
+  if (auto isa = CpuIsaFromArgs(args); !isa) return ReportError("serve", isa.status());
+  auto npu = NpuOptionsFromArgs(args);
+  if (!npu) return ReportError("serve", npu.status());
   if (const std::string f = args.GetString("log-format"); f != "text" && f != "json") {
     return ReportError("serve",
                        InvalidArgument("--log-format must be text or json, not '" + f + "'"));
@@ -339,20 +355,15 @@ int RunServeCommand(int argc, char** argv) {
     return ReportError("serve", st);
   }
   if (uses_npu) {
-    auto device = CheckNpuForServe(options.models);
+    auto device = CheckNpuForServe(options.models, *npu);
     if (!device) return ReportError("serve", device.status());
     options.npu_device = *device;
   }
   if (Status st = server::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
     return ReportError("serve", st);
   }
-  {
-    int resume = 0;
-    size_t entries = 0;
-    if (Status st = server::ReadSystemOneEnvironment(&resume, &entries); !st.ok()) {
-      return ReportError("serve", st);
-    }
-  }
+  auto systemone_reuse = server::ParseSystemOneReuse(args.GetString("systemone-reuse"));
+  if (!systemone_reuse) return ReportError("serve", systemone_reuse.status());
   for (const ModelEntry& m : options.models) {
     std::fprintf(stderr, "tessera serve: model '%s' (%s)\n", m.name.c_str(),
                  std::string(ModelKindName(m.kind)).c_str());
@@ -388,8 +399,8 @@ int RunServeCommand(int argc, char** argv) {
   if (args.GetFlag("no-auth")) {
     // Checked on the addresses the host resolves to, when the server binds (RunServer).
     options.require_loopback = true;
-  } else if (const char* env = std::getenv("TESSERA_API_KEY"); env != nullptr && *env != '\0') {
-    options.api_key = env;
+  } else if (std::optional<std::string> key = ReadEnv(EnvVar::kApiKey)) {
+    options.api_key = *key;
   } else {
     options.api_key = GenerateApiKey();
     std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
@@ -410,6 +421,15 @@ int RunServeCommand(int argc, char** argv) {
        std::to_string(args.GetInt("parallel")), "--kv-memory",
        std::to_string(args.GetInt("kv-memory")), "--kv-cache", args.GetString("kv-cache"),
        "--max-loaded-models", std::to_string(args.GetInt("max-loaded-models"))});
+  if (args.Has("cpu-isa")) {
+    options.worker_args.insert(options.worker_args.end(), {"--cpu-isa", args.GetString("cpu-isa")});
+  }
+  options.worker_args.insert(
+      options.worker_args.end(),
+      {"--npu-device", npu->device, "--npu-queue", std::to_string(npu->queue),
+       "--npu-queue-timeout-ms", std::to_string(npu->queue_timeout_ms), "--systemone-reuse",
+       args.GetString("systemone-reuse"), "--systemone-pinned-states",
+       std::to_string(args.GetInt("systemone-pinned-states"))});
   if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
   if (args.GetFlag("bf16-activations")) options.worker_args.push_back("--bf16-activations");
   return server::RunServer(options);
@@ -424,8 +444,17 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddInt("context", "KV positions per model", 0);
   args.AddInt("parallel", "sequence slots per model (0: from cores and memory)", 0);
   args.AddInt("kv-memory", "MiB of KV cache per model (0: no budget)", 0);
-  args.AddString("kv-cache", "KV cache precision: bf16 or f32", false, "bf16");
+  args.AddString(
+      "kv-cache",
+      "KV cache precision of the cpu backend: auto (f32 for F32 weights, else bf16), bf16 or f32",
+      false, "auto");
   args.AddInt("max-loaded-models", "models resident at once", 1);
+  args.AddString("cpu-isa", "the cpu backend's kernel family (default: the best)");
+  args.AddString("npu-device", "the NPU device for xdna layers", false, "");
+  args.AddInt("npu-queue", "NPU passes that may wait", 64);
+  args.AddInt("npu-queue-timeout-ms", "the longest wait for the NPU", 30000);
+  args.AddString("systemone-reuse", "none, shared or pinned", false, "none");
+  args.AddInt("systemone-pinned-states", "System One states kept pinned", 6);
   args.AddFlag("no-prewarm", "do not load the default model at start");
   args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("worker", st);
@@ -451,6 +480,17 @@ int RunWorkerCommand(int argc, char** argv) {
   auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
   if (!kv_cache) return ReportError("worker", kv_cache.status());
   options.kv_cache = *kv_cache;
+  auto cpu_isa = CpuIsaFromArgs(args);
+  if (!cpu_isa) return ReportError("worker", cpu_isa.status());
+  options.cpu_isa = *cpu_isa;
+  auto npu = NpuOptionsFromArgs(args);
+  if (!npu) return ReportError("worker", npu.status());
+  options.npu = *npu;
+  auto reuse = server::ParseSystemOneReuse(args.GetString("systemone-reuse"));
+  if (!reuse) return ReportError("worker", reuse.status());
+  options.systemone_resume = *reuse;
+  options.systemone_entries =
+      static_cast<size_t>(std::clamp<int64_t>(args.GetInt("systemone-pinned-states"), 1, 1024));
   options.max_loaded_models =
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");

@@ -181,7 +181,7 @@ int Main(int argc, char** argv) {
         "this build has no XRT adapter (it needs XRT >= 2.17 at build time); rebuild "
         "tessera on the NPU machine");
   }
-  auto device = MakeXdnaDevice();
+  auto device = MakeXdnaDevice(NpuDeviceSpec{});  // the XRT device
   if (!device) return Fail(device.status().message());
   if ((*device)->description().fake) {
     return Fail(

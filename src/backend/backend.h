@@ -15,8 +15,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -30,8 +33,22 @@ struct LayerRange {
   int64_t size() const { return end - begin; }
 };
 
+// The xdna backend's device and the queue that gives models their turns on it. The device is
+// one per process (the first backend to open it chooses it; a later backend asking for another
+// is refused).
+struct NpuOptions {
+  // --npu-device: "" or "xrt" (the XRT device), "fake:xdna1" or "fake:xdna2" (the fake
+  // device: CPU reference kernels, no NPU executes anything; backend/xdna/device.h).
+  std::string device{};
+  int queue = 64;                    // --npu-queue: passes that may wait for their turn
+  int64_t queue_timeout_ms = 30000;  // --npu-queue-timeout-ms: the longest wait for a turn
+};
+
 // Choices made once when a backend is created.
 enum class WeightFormat { kAuto, kF32, kBF16, kInt8, kInt4 };
+// The cpu backend's kernel families, in order of preference (backend/cpu/cpu_features.h says
+// what each needs of the CPU).
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx2Vnni = 2, kAvx512 = 3, kAvx512Amx = 4 };
 // How a backend stores its KV cache: fp32 (exact) or bf16 (half the memory and the bytes
 // attention reads; each key and value rounded to nearest-even once, when written).
 enum class KvCacheType { kF32, kBF16 };
@@ -42,10 +59,50 @@ struct BackendOptions {
   // (AVX-512 BF16), as llama.cpp does; faster, less exact than the default (activations kept
   // in fp32, weights widened). Decode rows stay exact. Refused where the CPU lacks the kernel.
   bool bf16_activations = false;
-  // The cpu backend's KV cache; the reference backend is always fp32. The engine's default is
-  // exact; the commands (runtime/loaded_model.h) default to bf16.
+  // The cpu backend's KV cache; the reference backend is always fp32. Exact by default; the
+  // commands follow the weights (DefaultKvCache) unless --kv-cache says otherwise.
   KvCacheType kv_cache = KvCacheType::kF32;
+  // The cpu backend's kernel family (--cpu-isa); unset: the best this CPU runs. A family the
+  // CPU lacks is refused at load, naming the ones it has.
+  std::optional<CpuIsa> cpu_isa{};
+  NpuOptions npu{};
 };
+
+std::string_view WeightFormatName(WeightFormat format);  // "auto", "f32", "bf16", "int8", "int4"
+// The inverse of WeightFormatName; an unknown name is an error listing the valid ones.
+Expected<WeightFormat> ParseWeightFormat(std::string_view name);
+// The concrete format a run of `ckpt` asked for `requested` gets: kAuto is BF16 for BF16/F16
+// checkpoints, F32 for F32 ones, and a package's own format for a package. A package asked
+// for another format is an error that says how to get one.
+Expected<WeightFormat> ResolveWeightFormat(const Checkpoint& ckpt, WeightFormat requested);
+// The KV cache that keeps a run as exact as its weights: F32 weights keep an fp32 cache (the
+// reference's tokens), BF16, INT8 and INT4 weights a bf16 one (half the memory; its rounding
+// is far below theirs).
+KvCacheType DefaultKvCache(WeightFormat resolved);
+const char* KvCacheTypeName(KvCacheType type);  // "f32" or "bf16"
+// What --npu-device names, checked (backend/xdna/device.h); the error says which specs exist.
+struct NpuDeviceInfo {
+  bool fake = false;  // the fake device: nothing runs on an NPU
+  std::string name;   // for logs and /ready, e.g. "fake xdna1 (CPU reference kernels; ...)"
+};
+Expected<NpuDeviceInfo> CheckNpuDevice(std::string_view spec);
+std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx2vnni", "avx512", "avx512amx"
+// The inverse of CpuIsaName; an unknown name is an error listing the valid ones.
+Expected<CpuIsa> ParseCpuIsa(std::string_view name);
+
+// Runtime packages (catalog/package.h) hold their matrices packed as the cpu backend reads
+// them. The catalog writes the tensor file through these, never through backend internals.
+inline constexpr uint64_t kPackedTensorAlignment = 64;  // every tensor's offset in the file
+std::string_view PackedWeightLayout();                  // the manifest's packed_layout
+struct PackedTensorFile {
+  uint64_t bytes = 0;
+  std::string sha256;  // lowercase hex of the whole file
+};
+// Packs `source` (a checkpoint, not a package) as `format` layer by layer and writes the
+// tensor file at `path` while hashing it; `metadata` goes into the header's __metadata__.
+Expected<PackedTensorFile> WritePackedTensorFile(
+    const Checkpoint& source, WeightFormat format, const std::string& path,
+    const std::vector<std::pair<std::string, std::string>>& metadata);
 
 // How many of `remaining` prompt rows to run next, at most `most`: one fewer where that would
 // leave a single row. A row run alone takes the decode arithmetic (a one-row matmul, split

@@ -18,16 +18,17 @@ namespace tessera {
 
 enum class ErrorCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (maps to HTTP 400)
-  kNotFound,          // a file, tensor, model or token does not exist (404)
-  kUnsupported,       // understood but not supported (architecture, dtype, feature)
-  kCorrupt,           // data is malformed or inconsistent (bad safetensors, bad JSON)
-  kIo,                // the operating system refused (open, read, mmap)
-  kOutOfRange,        // an index or size past a limit
-  kResourceExhausted, // a bound was hit (memory, steps, queue)
+  kInvalidArgument,    // the caller's input is wrong (maps to HTTP 400)
+  kNotFound,           // a file, tensor, model or token does not exist (404)
+  kUnsupported,        // understood but not supported (architecture, dtype, feature)
+  kCorrupt,            // data is malformed or inconsistent (bad safetensors, bad JSON)
+  kIo,                 // the operating system refused (open, read, mmap)
+  kOutOfRange,         // an index or size past a limit
+  kResourceExhausted,  // a bound was hit (memory, steps, queue)
   kCancelled,
   kDeadlineExceeded,
-  kInternal,          // a bug in tessera
+  kInternal,    // a bug in tessera
+  kDeviceLost,  // an accelerator stopped answering; nothing runs on it in this process
 };
 
 const char* ErrorCodeName(ErrorCode code);
@@ -54,20 +55,39 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
-inline Status Unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
-inline Status Corrupt(std::string m) { return {ErrorCode::kCorrupt, std::move(m)}; }
-inline Status IoError(std::string m) { return {ErrorCode::kIo, std::move(m)}; }
-inline Status OutOfRange(std::string m) { return {ErrorCode::kOutOfRange, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Status Unsupported(std::string m) {
+  return {ErrorCode::kUnsupported, std::move(m)};
+}
+inline Status Corrupt(std::string m) {
+  return {ErrorCode::kCorrupt, std::move(m)};
+}
+inline Status IoError(std::string m) {
+  return {ErrorCode::kIo, std::move(m)};
+}
+inline Status OutOfRange(std::string m) {
+  return {ErrorCode::kOutOfRange, std::move(m)};
+}
 inline Status ResourceExhausted(std::string m) {
   return {ErrorCode::kResourceExhausted, std::move(m)};
 }
-inline Status Cancelled(std::string m) { return {ErrorCode::kCancelled, std::move(m)}; }
+inline Status Cancelled(std::string m) {
+  return {ErrorCode::kCancelled, std::move(m)};
+}
 inline Status DeadlineExceeded(std::string m) {
   return {ErrorCode::kDeadlineExceeded, std::move(m)};
 }
-inline Status Internal(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status Internal(std::string m) {
+  return {ErrorCode::kInternal, std::move(m)};
+}
+inline Status DeviceLost(std::string m) {
+  return {ErrorCode::kDeviceLost, std::move(m)};
+}
 
 // A value or the Status explaining why there is none. Callers check has_value() before
 // touching the value; reading the value of an error is a programming bug (std::get throws).
@@ -105,10 +125,10 @@ class [[nodiscard]] Expected {
 #define TS_CONCAT_INNER(a, b) a##b
 #define TS_CONCAT(a, b) TS_CONCAT_INNER(a, b)
 
-#define TS_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::tessera::Status ts_status_ = (expr);       \
-    if (!ts_status_.ok()) return ts_status_;     \
+#define TS_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::tessera::Status ts_status_ = (expr);   \
+    if (!ts_status_.ok()) return ts_status_; \
   } while (0)
 
 #define TS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/environment.h"
 #include "base/sha256.h"
 #include "catalog/package.h"
 #include "format/json_util.h"
@@ -22,13 +23,12 @@ namespace {
 // Lock files and configs are small; anything bigger is not what we wrote.
 constexpr uintmax_t kMaxSmallFileBytes = 16u << 20;
 
-std::string EnvOrEmpty(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
+std::string EnvOrEmpty(EnvVar var) {
+  return ReadEnv(var).value_or(std::string());
 }
 
 Expected<std::string> HomeDir() {
-  std::string home = EnvOrEmpty("HOME");
+  std::string home = EnvOrEmpty(EnvVar::kHome);
   if (home.empty()) return NotFound("HOME is not set; set TESSERA_MODELS to a directory");
   return home;
 }
@@ -86,16 +86,16 @@ bool IsCheckpointDir(const std::string& dir) {
 }  // namespace
 
 Expected<std::string> ModelsDir() {
-  std::string dir = EnvOrEmpty("TESSERA_MODELS");
+  std::string dir = EnvOrEmpty(EnvVar::kModels);
   if (!dir.empty()) return dir;
   TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
   return home + "/.local/share/tessera/models";
 }
 
 Expected<std::string> HubCacheDir() {
-  std::string dir = EnvOrEmpty("HF_HUB_CACHE");
+  std::string dir = EnvOrEmpty(EnvVar::kHfHubCache);
   if (!dir.empty()) return dir;
-  std::string hf_home = EnvOrEmpty("HF_HOME");
+  std::string hf_home = EnvOrEmpty(EnvVar::kHfHome);
   if (!hf_home.empty()) return hf_home + "/hub";
   TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
   return home + "/.cache/huggingface/hub";

@@ -14,9 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/cpu_package_writer.h"
-#include "backend/cpu/cpu_weights.h"
+#include "backend/backend.h"
 #include "base/sha256.h"
 #include "base/utf8.h"
 #include "catalog/model_store.h"
@@ -144,16 +142,16 @@ std::string ReconvertHint(const std::string& dir, const std::string& source) {
          " " + dir;
 }
 
-static_assert(kPackageTensorAlignment == kCpuPackageAlignment);
+static_assert(kPackageTensorAlignment == kPackedTensorAlignment);
 
-// The tensor file is the cpu backend's (backend/cpu/cpu_package_writer.h); the package records
-// its version in the file's metadata too.
+// The tensor file is the backend's (WritePackedTensorFile in backend/backend.h); the package
+// records its version in the file's metadata too.
 Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat format,
                                      const std::string& path) {
   TS_ASSIGN_OR_RETURN(
-      CpuPackageFile file,
-      WriteCpuPackageTensorFile(source, format, path,
-                                {{"tessera_package", std::to_string(kPackageFormatVersion)}}));
+      PackedTensorFile file,
+      WritePackedTensorFile(source, format, path,
+                            {{"tessera_package", std::to_string(kPackageFormatVersion)}}));
   return FileRecord{kTensorFileName, file.bytes, file.sha256};
 }
 
@@ -251,7 +249,7 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   std::string architecture = StringOr(config, "model_type");
   // Opening binds and validates every tensor against the config before anything is written.
   TS_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> checkpoint, OpenCheckpoint(source));
-  TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveCpuWeightFormat(*checkpoint, options.weights));
+  TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveWeightFormat(*checkpoint, options.weights));
 
   // Source record: every model file with size and sha256, and the pulled revision if known.
   nlohmann::json source_json = {{"dir", fs::absolute(source, ec).string()}};
@@ -313,7 +311,7 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
                              {"kind", "tessera-package"},
                              {"architecture", architecture},
                              {"dtype", std::string(WeightFormatName(format))},
-                             {"packed_layout", kCpuPanelLayout},
+                             {"packed_layout", std::string(PackedWeightLayout())},
                              {"alignment", kPackageTensorAlignment},
                              {"source", source_json},
                              {"files", RecordsToJson(files)}};

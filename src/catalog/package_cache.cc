@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/cpu_weights.h"
+#include "backend/backend.h"
+#include "base/environment.h"
 #include "base/sha256.h"
 #include "catalog/model_store.h"
 #include "catalog/package.h"
@@ -15,11 +15,8 @@
 namespace tessera {
 namespace fs = std::filesystem;
 
-bool PackageCacheEnabled() {
-  const char* v = std::getenv("TESSERA_PACKAGE_CACHE");
-  if (v == nullptr) return true;
-  const std::string value = v;
-  return value != "off" && value != "0" && value != "false";
+Expected<bool> PackageCacheEnabled() {
+  return ReadEnvSwitch(EnvVar::kPackageCache, true);
 }
 
 namespace {
@@ -62,10 +59,10 @@ bool IsInManagedStore(const std::string& dir) {
 }
 
 bool IsReadOnlyByPolicy(const std::string& dir) {
-  const char* env = std::getenv("TESSERA_READ_ONLY_DIRS");
-  if (env == nullptr) return false;
+  const std::optional<std::string> env = ReadEnv(EnvVar::kReadOnlyDirs);
+  if (!env) return false;
   const fs::path source = CanonicalDir(dir);
-  const std::string list = env;
+  const std::string& list = *env;
   size_t start = 0;
   while (start <= list.size()) {
     size_t colon = list.find(':', start);
@@ -94,7 +91,7 @@ Expected<std::string> PackageCachePath(const std::string& source_dir, WeightForm
 
 Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested) {
   if (source.tensors.packed) return InvalidArgument(source.dir + " is already a package");
-  TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveCpuWeightFormat(source, requested));
+  TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveWeightFormat(source, requested));
   TS_ASSIGN_OR_RETURN(std::string path, PackageCachePath(source.dir, format));
   CachedPackage result{path, true, "first use"};
   if (IsPackageDir(path)) {
@@ -131,9 +128,10 @@ Expected<std::shared_ptr<const Checkpoint>> CheckpointForRun(const std::string& 
                                                              bool cpu_only, WeightFormat weights,
                                                              std::string* note) {
   note->clear();
+  TS_ASSIGN_OR_RETURN(const bool enabled, PackageCacheEnabled());
   std::error_code ec;
-  if (ckpt->tensors.packed || !cpu_only || !PackageCacheEnabled() ||
-      !fs::is_directory(model_path, ec) || IsInManagedStore(model_path)) {
+  if (ckpt->tensors.packed || !cpu_only || !enabled || !fs::is_directory(model_path, ec) ||
+      IsInManagedStore(model_path)) {
     return ckpt;
   }
   auto cached = PackageOnFirstUse(*ckpt, weights);

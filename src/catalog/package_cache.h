@@ -19,8 +19,8 @@
 
 namespace tessera {
 
-// False when TESSERA_PACKAGE_CACHE is "off", "0" or "false".
-bool PackageCacheEnabled();
+// TESSERA_PACKAGE_CACHE (base/environment.h): on unless it says off; another value is an error.
+Expected<bool> PackageCacheEnabled();
 
 // True for a folder inside tessera's models directory or the Hugging Face cache: those are
 // used in place (convert them explicitly with `tessera convert` to get a package).

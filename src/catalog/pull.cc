@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/environment.h"
 #include "base/sha256.h"
 #include "catalog/model_store.h"
 #include "format/json_util.h"
@@ -537,11 +538,9 @@ bool IsNeededModelFile(const std::string& name) {
 
 PullOptions PullOptionsFromEnvironment() {
   PullOptions options;
-  const char* endpoint = std::getenv("HF_ENDPOINT");
-  if (endpoint != nullptr && *endpoint != '\0') options.endpoint = endpoint;
+  if (auto endpoint = ReadEnv(EnvVar::kHfEndpoint)) options.endpoint = *endpoint;
   while (options.endpoint.ends_with("/")) options.endpoint.pop_back();
-  const char* token = std::getenv("HF_TOKEN");
-  if (token != nullptr && *token != '\0') options.token = token;
+  if (auto token = ReadEnv(EnvVar::kHfToken)) options.token = *token;
   return options;
 }
 

@@ -60,14 +60,18 @@ uint64_t SlotStateBytes(const ModelSpec& spec, int64_t context, KvCacheType type
 
 }  // namespace
 
-Expected<KvCacheType> ParseKvCacheType(std::string_view name) {
-  if (name == "bf16") return KvCacheType::kBF16;
-  if (name == "f32") return KvCacheType::kF32;
-  return InvalidArgument("--kv-cache must be bf16 or f32, got '" + std::string(name) + "'");
+Expected<std::optional<KvCacheType>> ParseKvCacheType(std::string_view name) {
+  if (name == "auto") return std::optional<KvCacheType>();
+  if (name == "bf16") return std::optional<KvCacheType>(KvCacheType::kBF16);
+  if (name == "f32") return std::optional<KvCacheType>(KvCacheType::kF32);
+  return InvalidArgument("--kv-cache must be auto, bf16 or f32, got '" + std::string(name) + "'");
 }
 
-const char* KvCacheTypeName(KvCacheType type) {
-  return type == KvCacheType::kBF16 ? "bf16" : "f32";
+Expected<KvCacheType> KvCacheFor(const Checkpoint& ckpt, WeightFormat weights,
+                                 std::optional<KvCacheType> asked) {
+  if (asked) return *asked;
+  TS_ASSIGN_OR_RETURN(WeightFormat resolved, ResolveWeightFormat(ckpt, weights));
+  return DefaultKvCache(resolved);
 }
 
 int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per_slot,
@@ -129,12 +133,16 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
                                                options.weights, &note));
     if (!note.empty() && log) log(note);
   }
+  TS_ASSIGN_OR_RETURN(const KvCacheType kv_cache,
+                      KvCacheFor(*ckpt, options.weights, options.kv_cache));
   ModelExecutor::Options exec_options;
   exec_options.max_seq = options.context;
   exec_options.backend.weights = options.weights;
   exec_options.backend.threads = options.threads;
   exec_options.backend.bf16_activations = options.bf16_activations;
-  exec_options.backend.kv_cache = options.kv_cache;
+  exec_options.backend.cpu_isa = options.cpu_isa;
+  exec_options.backend.npu = options.npu;
+  exec_options.backend.kv_cache = kv_cache;
   const ModelSpec& spec = ckpt->tensors.spec;
   const int64_t model_max = std::max<int64_t>(ckpt->config.max_position_embeddings, 1);
   const uint64_t budget = static_cast<uint64_t>(std::max<int64_t>(options.kv_memory_mib, 0)) << 20;
@@ -143,23 +151,23 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   int64_t context = options.context > 0 ? options.context
                     : budget > 0        ? model_max
                                         : std::min<int64_t>(model_max, 4096);
-  const uint64_t per_position = PoolBytesPerPosition(spec, options.kv_cache);
+  const uint64_t per_position = PoolBytesPerPosition(spec, kv_cache);
   int slots = options.parallel;
   if (slots <= 0) {
     std::string why;
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int64_t typical = std::min<int64_t>(context, 4096);
-    slots = DefaultParallelSlots(cores, budget > 0 ? 4 * budget : PhysicalMemoryBytes(),
-                                 SlotStateBytes(spec, typical, options.kv_cache) +
-                                     per_position * static_cast<uint64_t>(typical),
-                                 &why);
+    slots = DefaultParallelSlots(
+        cores, budget > 0 ? 4 * budget : PhysicalMemoryBytes(),
+        SlotStateBytes(spec, typical, kv_cache) + per_position * static_cast<uint64_t>(typical),
+        &why);
     if (log) log("parallel: " + why);
   }
   // Recurrent models also keep states at cached prefixes' block ends (one per two slots, at
   // least 2) so that a prefix resumes on any slot.
   const int kept = spec.count(LayerKind::kGatedDeltaNet) > 0 ? std::max(2, slots / 2) : 0;
   const uint64_t slot_state =
-      SlotStateBytes(spec, context, options.kv_cache) * static_cast<uint64_t>(slots) +
+      SlotStateBytes(spec, context, kv_cache) * static_cast<uint64_t>(slots) +
       RecurrentStateBytes(spec) * static_cast<uint64_t>(kept);
   const uint64_t block_bytes = per_position * static_cast<uint64_t>(kKvBlockTokens);
   int64_t blocks = static_cast<int64_t>(slots) * KvBlocksFor(context);
@@ -187,7 +195,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   if (log) {
     log("KV pool: " + std::to_string(blocks) + " blocks of " + std::to_string(kKvBlockTokens) +
         " positions (" + std::to_string((static_cast<uint64_t>(blocks) * block_bytes) >> 20) +
-        " MiB, " + KvCacheTypeName(options.kv_cache) + ") shared by " + std::to_string(slots) +
+        " MiB, " + KvCacheTypeName(kv_cache) + ") shared by " + std::to_string(slots) +
         " slots; context " + std::to_string(context) + " positions (the model's limit is " +
         std::to_string(model_max) + ")" +
         (budget > 0 ? ", from --kv-memory " + std::to_string(options.kv_memory_mib) + " MiB" : ""));
@@ -199,7 +207,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   // Every slot's decode token plus one prompt chunk per step.
   exec_options.max_batch_tokens = slots + kPrefillChunkTokens;
   m->kv_bytes_ = slot_state + static_cast<uint64_t>(blocks) * block_bytes;
-  m->kv_cache_ = options.kv_cache;
+  m->kv_cache_ = kv_cache;
   TS_ASSIGN_OR_RETURN(m->exec_, ModelExecutor::Load(ckpt, placement, exec_options));
   m->scheduler_ = std::make_unique<Scheduler>(*m->exec_, Scheduler::Options{});
   if (options.prewarm) {

@@ -38,9 +38,12 @@ struct ModelLoadOptions {
   WeightFormat weights = WeightFormat::kAuto;
   int threads = 0;
   bool bf16_activations = false;
-  // The cpu backend's KV cache: bf16 by default (half the memory and the bytes attention reads;
-  // measured cost in docs/backends.md), fp32 for exactness.
-  KvCacheType kv_cache = KvCacheType::kBF16;
+  std::optional<CpuIsa> cpu_isa{};  // --cpu-isa; unset: the best this CPU runs
+  NpuOptions npu{};                 // --npu-device and the NPU queue, for xdna layers
+  // The cpu backend's KV cache (--kv-cache). Unset: it follows the weights (DefaultKvCache in
+  // backend/backend.h): an F32 run keeps an exact fp32 cache, BF16/INT8/INT4 runs a bf16 one
+  // (half the memory and the bytes attention reads; docs/backends.md).
+  std::optional<KvCacheType> kv_cache{};
   int64_t context = 0;  // positions per sequence; 0: see kv_memory_mib
   int parallel = 1;     // sequence slots; 0: chosen from the cores and memory (logged)
   // The KV cache's budget in MiB (0: none given). Without it the block pool (backend.h) holds
@@ -54,9 +57,12 @@ struct ModelLoadOptions {
   bool prewarm = false;       // one forward pass at load, so the first request does not pay
 };
 
-// "f32" or "bf16".
-Expected<KvCacheType> ParseKvCacheType(std::string_view name);
-const char* KvCacheTypeName(KvCacheType type);
+// --kv-cache: "f32", "bf16", or "auto" (nullopt: follow the weights).
+Expected<std::optional<KvCacheType>> ParseKvCacheType(std::string_view name);
+// The KV cache a run of `ckpt` with `weights` gets: `asked` when given, else DefaultKvCache of
+// the format the weights resolve to (a package's own, or the checkpoint's for kAuto).
+Expected<KvCacheType> KvCacheFor(const Checkpoint& ckpt, WeightFormat weights,
+                                 std::optional<KvCacheType> asked);
 
 // The slots `parallel = 0` gives: two per core, 2..8, fewer when their KV cache would take
 // more than a quarter of the machine's memory; `why` says how it was chosen.
@@ -84,6 +90,7 @@ class LoadedModel {
   int64_t context() const { return exec_->max_seq(); }
   int slots() const { return exec_->max_slots(); }
   uint64_t kv_bytes() const { return kv_bytes_; }
+  KvCacheType kv_cache() const { return kv_cache_; }
 
   // Text to ids with the checkpoint's policy: the tokenizer.json post-processor, and a BOS
   // prepended when tokenizer_config.json says add_bos_token and the post-processor did not.

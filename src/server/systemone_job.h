@@ -2,10 +2,10 @@
 // options (engine/option_scoring.h) after a prompt that reads the state first and the question
 // last, so every question of a request shares the state as a token prefix:
 //   system: kSystemOneInstruction | user: "State:\n<state>" | user: <question and options>
-// How that prefix is reused (TESSERA_DEC_RESUME, read by the worker at start):
+// How that prefix is reused (serve --systemone-reuse none|shared|pinned):
 //   0: every question runs its whole prompt (only the server-wide prefix cache applies);
 //   1: the state runs once, first, and the questions wait for it and continue from its cache;
-//   2: as 1, and the state's cached blocks stay pinned (an LRU of TESSERA_DEC_ENTRIES states,
+//   2: as 1, and the state's cached blocks stay pinned (an LRU of --systemone-pinned-states,
 //      default 6), so a later request whose state extends this one continues from it too.
 // Answers are the same in every mode: reuse changes what is computed, not the arithmetic.
 //
@@ -32,8 +32,8 @@ inline constexpr const char* kSystemOneInstruction =
 inline constexpr int64_t kMaxSystemOnePromptTokens = 8192;
 
 struct SystemOneOptions {
-  int resume = 0;      // TESSERA_DEC_RESUME: 0, 1 or 2
-  size_t entries = 6;  // TESSERA_DEC_ENTRIES: states kept pinned in mode 2
+  int resume = 0;      // --systemone-reuse: 0 none, 1 shared, 2 pinned
+  size_t entries = 6;  // --systemone-pinned-states: states kept pinned in mode 2
 };
 
 // The state's part of every question's prompt (no generation prompt), and one question's

@@ -12,7 +12,6 @@
 #include <memory>
 #include <optional>
 
-#include "backend/xdna/xdna_backend.h"
 #include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
 #include "server/decision_job.h"
@@ -42,10 +41,6 @@ class Worker {
   Worker(int fd, const WorkerOptions& options) : fd_(fd), options_(options) {}
 
   int Run() {
-    if (Status st = ReadSystemOneEnvironment(&systemone_resume_, &systemone_entries_); !st.ok()) {
-      std::fprintf(stderr, "tessera worker: %s\n", st.message().c_str());
-      return 2;
-    }
     if (options_.models.empty()) {
       std::fprintf(stderr, "tessera worker: no models given\n");
       return 2;
@@ -82,7 +77,7 @@ class Worker {
         if (Status st = m->model->scheduler().Step(); !st.ok()) {
           // The sequences of that batch were failed (each job got its error).
           std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
-          if (ReadXdnaCounters().device_lost) {
+          if (st.code() == ErrorCode::kDeviceLost) {
             // Nothing runs on a lost NPU again in this process: exit, and the server starts a
             // new worker (which opens the device afresh, or fails to load and says why).
             std::fprintf(stderr,
@@ -193,6 +188,8 @@ class Worker {
     o.kv_memory_mib = options_.kv_memory_mib;
     o.kv_cache = options_.kv_cache;
     o.bf16_activations = options_.bf16_activations;
+    o.cpu_isa = options_.cpu_isa;
+    o.npu = options_.npu;
     o.prewarm = true;
     auto log = [&](const std::string& line) {
       std::fprintf(stderr, "tessera worker: %s\n", line.c_str());
@@ -285,7 +282,7 @@ class Worker {
     }
     auto send = [this](const std::string& frame) { Send(frame); };
     auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
-    SystemOneOptions options{systemone_resume_, systemone_entries_};
+    SystemOneOptions options{options_.systemone_resume, options_.systemone_entries};
     auto started = SystemOneJob::Start(job, *m.model, options, send, on_end);
     return Track(m, job.job_id, std::move(started));
   }
@@ -392,32 +389,16 @@ class Worker {
   std::deque<JobRequest> deferred_;  // jobs for a model that cannot be loaded until one is idle
   uint64_t clock_ = 0;
   bool closed_ = false;
-  int systemone_resume_ = 0;
-  size_t systemone_entries_ = 6;
 };
 
 }  // namespace
 
-Status ReadSystemOneEnvironment(int* resume, size_t* entries) {
-  *resume = 0;
-  *entries = 6;
-  if (const char* v = std::getenv("TESSERA_DEC_RESUME"); v != nullptr && *v != '\0') {
-    const std::string s = v;
-    if (s != "0" && s != "1" && s != "2") {
-      return InvalidArgument("TESSERA_DEC_RESUME='" + s + "' must be 0, 1 or 2");
-    }
-    *resume = s[0] - '0';
-  }
-  if (const char* v = std::getenv("TESSERA_DEC_ENTRIES"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (end == v || *end != '\0' || n < 1 || n > 1024) {
-      return InvalidArgument("TESSERA_DEC_ENTRIES='" + std::string(v) +
-                             "' must be a whole number from 1 to 1024");
-    }
-    *entries = static_cast<size_t>(n);
-  }
-  return Status::Ok();
+Expected<int> ParseSystemOneReuse(std::string_view name) {
+  if (name == "none") return 0;
+  if (name == "shared") return 1;
+  if (name == "pinned") return 2;
+  return InvalidArgument("--systemone-reuse must be none, shared or pinned, got '" +
+                         std::string(name) + "'");
 }
 
 Status ResolveModelKinds(std::vector<ModelEntry>& models,

@@ -13,8 +13,9 @@
 #pragma once
 
 #include <cstdint>
-
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -38,18 +39,23 @@ Status ResolveModelKinds(std::vector<ModelEntry>& models, const std::vector<std:
 struct WorkerOptions {
   std::vector<ModelEntry> models;  // the first is the default, loaded at start
   std::string placement = "cpu";
-  int64_t context = 0;        // KV positions per slot; 0: the model's own, at most 4096
-  int parallel = 0;           // sequence slots per model; 0: chosen from cores and memory
-  int64_t kv_memory_mib = 0;  // each model's KV cache budget (0: none)
-  KvCacheType kv_cache = KvCacheType::kBF16;
+  int64_t context = 0;                  // KV positions per slot; 0: the model's own, at most 4096
+  int parallel = 0;                     // sequence slots per model; 0: chosen from cores and memory
+  int64_t kv_memory_mib = 0;            // each model's KV cache budget (0: none)
+  std::optional<KvCacheType> kv_cache;  // unset: follows the weights (ModelLoadOptions)
   int max_loaded_models = 1;
   bool prewarm = true;            // load and warm the default model before reporting ready
   bool bf16_activations = false;  // BackendOptions::bf16_activations for BF16 packages
+  std::optional<CpuIsa> cpu_isa;  // BackendOptions::cpu_isa (--cpu-isa)
+  NpuOptions npu;                 // BackendOptions::npu (--npu-device, --npu-queue...)
+  // How System One reuses a state (SystemOneOptions in systemone_job.h): --systemone-reuse
+  // none|shared|pinned (0, 1, 2) and --systemone-pinned-states N.
+  int systemone_resume = 0;
+  size_t systemone_entries = 6;
 };
 
-// TESSERA_DEC_RESUME (0, 1 or 2; default 0) and TESSERA_DEC_ENTRIES (1..1024; default 6):
-// how System One reuses a state (systemone_job.h). An invalid value is an error naming it.
-Status ReadSystemOneEnvironment(int* resume, size_t* entries);
+// --systemone-reuse: "none" 0, "shared" 1, "pinned" 2; another name is an error naming them.
+Expected<int> ParseSystemOneReuse(std::string_view name);
 
 // Serves jobs from `fd` until it is closed. Returns the process exit code.
 int RunWorker(int fd, const WorkerOptions& options);

@@ -19,25 +19,37 @@ std::string ModelDir() {
 TEST(GenerateCli, MatchesRunCReferencesThroughTheTokenizer) {
   auto refs = nlohmann::json::parse(test::ReadFile(ModelDir() + "/reference_greedy.json"));
   for (const auto& c : refs["cases"]) {
-    // The cpu backend's KV cache in fp32 (exact to 1e-4) and in bf16 (the default: the first
-    // step's logits within 5e-2, measured up to 0.025).
+    // The cpu backend's KV cache follows the weights: fp32 for this F32 checkpoint with no
+    // flag (exact, 1e-4), bf16 when asked (the first step's logits within 5e-2, measured up to
+    // 0.025). kv_cache nullptr: no --kv-cache flag at all.
     struct Run {
       const char* placement;
       const char* kv_cache;
       double logit_tolerance;
     };
-    for (const Run& run :
-         {Run{"reference", "f32", 1e-4}, Run{"reference:2,reference", "f32", 1e-4},
-          Run{"cpu", "f32", 1e-4}, Run{"reference:2,cpu", "f32", 1e-4}, Run{"cpu", "bf16", 5e-2}}) {
-      SCOPED_TRACE(std::string(run.placement) + " kv " + run.kv_cache);
-      auto r = test::RunTessera(
-          {"generate", "--model", ModelDir(), "--prompt", c["prompt"].get<std::string>(),
-           "--max-tokens", std::to_string(c["max_new_tokens"].get<int>()), "--json", "--top-logits",
-           "10", "--placement", run.placement, "--kv-cache", run.kv_cache});
+    for (const Run& run : {Run{"reference", "f32", 1e-4}, Run{"reference:2,reference", "f32", 1e-4},
+                           Run{"cpu", nullptr, 1e-4}, Run{"cpu", "f32", 1e-4},
+                           Run{"reference:2,cpu", nullptr, 1e-4}, Run{"cpu", "bf16", 5e-2}}) {
+      const bool exact = run.kv_cache == nullptr || std::string(run.kv_cache) == "f32";
+      SCOPED_TRACE(std::string(run.placement) + " kv " + (run.kv_cache ? run.kv_cache : "default"));
+      std::vector<std::string> argv = {"generate",
+                                       "--model",
+                                       ModelDir(),
+                                       "--prompt",
+                                       c["prompt"].get<std::string>(),
+                                       "--max-tokens",
+                                       std::to_string(c["max_new_tokens"].get<int>()),
+                                       "--json",
+                                       "--top-logits",
+                                       "10",
+                                       "--placement",
+                                       run.placement};
+      if (run.kv_cache != nullptr) argv.insert(argv.end(), {"--kv-cache", run.kv_cache});
+      auto r = test::RunTessera(argv);
       ASSERT_EQ(r.exit_code, 0) << r.err;
       auto out = nlohmann::json::parse(r.out);
       EXPECT_EQ(out["prompt_ids"], c["prompt_ids"]) << c["id"];
-      if (std::string(run.kv_cache) == "f32") {
+      if (exact) {
         EXPECT_EQ(out["generated_ids"], c["generated_ids"]) << c["id"];
         EXPECT_EQ(out["text"], c["text"]) << c["id"];
         EXPECT_EQ(out["completion_text"], c["completion_text"]) << c["id"];
@@ -116,6 +128,38 @@ TEST(GenerateCli, ResolvesAModelNameThroughTheStore) {
             nlohmann::json::parse(by_path.out)["generated_ids"]);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("tessera pull qwen3-0.6b"), std::string::npos) << missing.err;
+}
+
+// --cpu-isa is a flag, never an environment variable: a name that is no kernel family is an
+// error listing the families (exit 2) before anything loads; a family this CPU lacks is refused
+// at load, naming the ones it has; a family it has gives the same tokens as the default.
+TEST(GenerateCli, CpuIsaFlagIsCheckedAndHonoured) {
+  const std::vector<std::string> base = {"generate",     "--model",      ModelDir(), "--prompt",
+                                         "Lily and Tom", "--max-tokens", "12",       "--json"};
+  auto with = [&](const std::string& isa) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), {"--cpu-isa", isa});
+    return test::RunTessera(argv);
+  };
+  auto bogus = with("bogus");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("--cpu-isa"), std::string::npos) << bogus.err;
+  EXPECT_NE(bogus.err.find("scalar, avx2, avx2vnni, avx512 or avx512amx"), std::string::npos)
+      << bogus.err;
+  auto plain = test::RunTessera(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto want = nlohmann::json::parse(plain.out)["generated_ids"];
+  auto scalar = with("scalar");
+  ASSERT_EQ(scalar.exit_code, 0) << scalar.err;
+  EXPECT_EQ(nlohmann::json::parse(scalar.out)["generated_ids"], want);
+  // AVX-512 with AMX is the family most machines lack; where it is present nothing is refused.
+  auto amx = with("avx512amx");
+  if (amx.exit_code != 0) {
+    EXPECT_NE(amx.err.find("this CPU runs"), std::string::npos) << amx.err;
+    EXPECT_NE(amx.err.find("scalar"), std::string::npos) << amx.err;
+  } else {
+    EXPECT_EQ(nlohmann::json::parse(amx.out)["generated_ids"], want);
+  }
 }
 
 }  // namespace

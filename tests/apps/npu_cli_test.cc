@@ -1,5 +1,5 @@
 // The NPU through the real CLI: `tessera doctor` on a fake sysfs tree, and --npu-layers on
-// generate and bench with the FAKE XDNA device (TESSERA_XDNA_FAKE: the NPU program's CPU
+// generate and bench with the FAKE XDNA device (--npu-device fake:xdna2: the NPU program's CPU
 // reference kernels; nothing executes on an NPU) giving the cpu-only tokens.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -80,7 +80,6 @@ class NpuCliModel : public ::testing::Test {
       "normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,
       "model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]}})");
   }
-  void TearDown() override { unsetenv("TESSERA_XDNA_FAKE"); }
 
   nlohmann::json Generate(const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"generate",   "--model",      dir_, "--prompt-ids",
@@ -98,19 +97,18 @@ class NpuCliModel : public ::testing::Test {
 
 TEST_F(NpuCliModel, GenerateWithNpuLayersOnTheFakeDeviceGivesTheCpuTokens) {
   const auto cpu = Generate({});
-  setenv("TESSERA_XDNA_FAKE", "xdna2", 1);
   for (const char* flag : {"--npu-layers=2", "--npu-percent=100"}) {
-    const auto npu = Generate({flag});
+    const auto npu = Generate({flag, "--npu-device", "fake:xdna2"});
     EXPECT_EQ(npu["generated_ids"], cpu["generated_ids"]) << flag;
     EXPECT_NE(npu["placement"].get<std::string>().find("xdna#0"), std::string::npos);
   }
 }
 
 TEST_F(NpuCliModel, BenchRunsOnTheFakeDeviceAndSaysSo) {
-  setenv("TESSERA_XDNA_FAKE", "xdna1", 1);
-  auto r = test::RunTessera({"bench", "--model", dir_, "--npu-layers", "4", "--prompt-tokens", "8",
-                             "--gen-tokens", "4", "--repeat", "1", "--json"},
-                            "", 120000);
+  auto r = test::RunTessera(
+      {"bench", "--model", dir_, "--npu-layers", "4", "--prompt-tokens", "8", "--gen-tokens", "4",
+       "--repeat", "1", "--json", "--npu-device", "fake:xdna1"},
+      "", 120000);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NE(j["placement"].get<std::string>().find("layers 0-3 -> xdna#0, head -> cpu#1"),

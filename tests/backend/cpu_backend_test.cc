@@ -20,15 +20,6 @@
 namespace tessera {
 namespace {
 
-// Forces the ISA the "cpu" backend kind picks (through TESSERA_CPU_ISA) for one scope.
-class ScopedIsa {
- public:
-  explicit ScopedIsa(CpuIsa isa) {
-    setenv("TESSERA_CPU_ISA", std::string(CpuIsaName(isa)).c_str(), 1);
-  }
-  ~ScopedIsa() { unsetenv("TESSERA_CPU_ISA"); }
-};
-
 using test::AllLogits;
 using test::Load;
 using test::MaxAbsDiff;
@@ -81,8 +72,7 @@ TEST_P(CpuParity, LogitsMatchTheReferenceBackend) {
     auto ref = Load(*ckpt, "reference", WeightFormat::kAuto, 64, 7);
     ASSERT_TRUE(ref);
     std::vector<float> want = AllLogits(*ref, tokens);
-    ScopedIsa isa(c.isa);
-    auto cpu = Load(*ckpt, "cpu", WeightFormat::kAuto, 64, 7);  // auto: F32 or BF16
+    auto cpu = Load(*ckpt, "cpu", WeightFormat::kAuto, 64, 7, c.isa);  // auto: F32 or BF16
     ASSERT_TRUE(cpu);
     std::vector<float> got = AllLogits(*cpu, tokens);
     double prefill_diff = MaxAbsDiff(got, want);
@@ -251,8 +241,9 @@ TEST(CpuBf16Activations, PrefillNearTheExactPathDecodeIdentical) {
   auto ckpt = OpenCheckpoint(tmp.File("small"));
   ASSERT_TRUE(ckpt);
   for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    ScopedIsa scoped(isa);
+    if (!CpuSupports(isa)) continue;
     ModelExecutor::Options o;
+    o.backend.cpu_isa = isa;
     o.max_seq = 32;
     o.backend.weights = isa == CpuIsa::kAvx512 ? WeightFormat::kInt8 : WeightFormat::kBF16;
     o.backend.bf16_activations = true;
@@ -275,8 +266,8 @@ TEST(CpuAmx, ModelLogitsAreTheAvx512Bits) {
   auto ckpt = OpenCheckpoint(tmp.File("m"));
   ASSERT_TRUE(ckpt) << ckpt.status().message();
   auto load = [&](CpuIsa isa) {
-    ScopedIsa scoped(isa);
     ModelExecutor::Options o;
+    o.backend.cpu_isa = isa;
     o.max_slots = 2;
     o.max_seq = 300;
     o.max_batch_tokens = 64;
@@ -319,10 +310,10 @@ class Stories260kCpu : public ::testing::TestWithParam<StoriesCase> {};
 TEST_P(Stories260kCpu, GreedyMatchesRunCTokenForToken) {
   const StoriesCase& c = GetParam();
   if (!CpuSupports(c.isa)) GTEST_SKIP() << "CPU lacks " << CpuIsaName(c.isa);
-  ScopedIsa isa(c.isa);
   auto ckpt = OpenCheckpoint(StoriesDir());
   ASSERT_TRUE(ckpt) << ckpt.status().message();
-  auto exec = Load(*ckpt, c.placement, WeightFormat::kAuto, 512, 512);  // F32 checkpoint: F32
+  auto exec =
+      Load(*ckpt, c.placement, WeightFormat::kAuto, 512, 512, c.isa);  // F32 checkpoint: F32
   ASSERT_TRUE(exec);
   nlohmann::json refs = StoriesReferences();
   ASSERT_GE(refs["cases"].size(), 1u);

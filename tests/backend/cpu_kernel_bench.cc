@@ -332,7 +332,7 @@ int main(int argc, char** argv) {
   using namespace tessera;
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   bool model_only = argc > 1 && std::strcmp(argv[1], "--model") == 0;
-  const KernelTable* k = KernelsFor(SelectCpuIsa());
+  const KernelTable* k = KernelsFor(DetectCpuIsa());
   std::printf("isa %s\n", std::string(CpuIsaName(k->isa)).c_str());
   if (argc > 1 && std::strcmp(argv[1], "--batched-decode") == 0) {
     const int64_t in = argc > 3 ? std::atoll(argv[2]) : 576;

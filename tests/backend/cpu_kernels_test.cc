@@ -745,18 +745,19 @@ TEST(PackMatrix, RejectsMismatchedShapesAndAuto) {
   EXPECT_FALSE(PackMatrix(w, 2, 5, WeightFormat::kAuto));
 }
 
-TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyForSupportedFamilies) {
+TEST(CpuFeatures, FamiliesAreNamedAndAnUnknownNameIsAnError) {
   EXPECT_TRUE(CpuSupports(CpuIsa::kScalar));
   for (CpuIsa isa :
        {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512, CpuIsa::kAvx512Amx}) {
-    EXPECT_EQ(ParseCpuIsa(CpuIsaName(isa)), isa);
-    // A family is selectable exactly when the machine runs it, and then its table is that
-    // family's; every other family needs AVX2.
-    setenv("TESSERA_CPU_ISA", std::string(CpuIsaName(isa)).c_str(), 1);
-    EXPECT_EQ(SelectCpuIsa(), CpuSupports(isa) ? isa : DetectCpuIsa()) << CpuIsaName(isa);
+    auto parsed = ParseCpuIsa(CpuIsaName(isa));
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(*parsed, isa);
+    // A family has a kernel table exactly when the machine runs it; every other family needs
+    // AVX2.
     if (CpuSupports(isa)) {
       ASSERT_NE(KernelsFor(isa), nullptr);
       EXPECT_EQ(KernelsFor(isa)->isa, isa);
+      EXPECT_NE(SupportedCpuIsaNames().find(CpuIsaName(isa)), std::string::npos);
       if (isa != CpuIsa::kScalar) {
         EXPECT_TRUE(CpuSupports(CpuIsa::kAvx2));
       }
@@ -764,14 +765,13 @@ TEST(CpuFeatures, SelectionHonoursTheEnvironmentOnlyForSupportedFamilies) {
       EXPECT_EQ(KernelsFor(isa), nullptr);
     }
   }
-  unsetenv("TESSERA_CPU_ISA");
-  EXPECT_FALSE(ParseCpuIsa("sse9"));
-  setenv("TESSERA_CPU_ISA", "scalar", 1);
-  EXPECT_EQ(SelectCpuIsa(), CpuIsa::kScalar);
-  setenv("TESSERA_CPU_ISA", "bogus", 1);
-  EXPECT_EQ(SelectCpuIsa(), DetectCpuIsa());
-  unsetenv("TESSERA_CPU_ISA");
-  EXPECT_EQ(SelectCpuIsa(), DetectCpuIsa());
+  for (const char* bogus : {"sse9", "bogus", "", "AVX2"}) {
+    auto parsed = ParseCpuIsa(bogus);
+    ASSERT_FALSE(parsed) << bogus;
+    EXPECT_NE(parsed.status().message().find("scalar, avx2, avx2vnni, avx512 or avx512amx"),
+              std::string::npos)
+        << parsed.status().message();
+  }
   EXPECT_NE(KernelsFor(DetectCpuIsa()), nullptr);
 }
 

@@ -21,7 +21,8 @@ namespace tessera::test {
 // An executor (2 slots) over placement `spec`, or null after a test failure saying why.
 inline std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt,
                                            const std::string& spec, WeightFormat format,
-                                           int64_t max_seq, int64_t batch) {
+                                           int64_t max_seq, int64_t batch,
+                                           std::optional<CpuIsa> cpu_isa = std::nullopt) {
   auto placement = ParsePlacement(spec, ckpt->config.num_layers);
   EXPECT_TRUE(placement) << placement.status().message();
   if (!placement) return nullptr;
@@ -30,6 +31,7 @@ inline std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckp
   o.max_seq = max_seq;
   o.max_batch_tokens = batch;
   o.backend.weights = format;
+  o.backend.cpu_isa = cpu_isa;
   auto exec = ModelExecutor::Load(std::move(ckpt), *placement, o);
   EXPECT_TRUE(exec) << exec.status().message();
   return exec ? std::move(*exec) : nullptr;

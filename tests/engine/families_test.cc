@@ -125,7 +125,8 @@ std::shared_ptr<const Checkpoint> Write(const test::TempDir& tmp, Variant v, DTy
 
 std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt,
                                     const std::string& placement_text, WeightFormat format,
-                                    int64_t batch, int64_t context = kContext) {
+                                    int64_t batch, int64_t context = kContext,
+                                    std::optional<CpuIsa> cpu_isa = std::nullopt) {
   auto placement = ParsePlacement(placement_text, ckpt->config.num_layers);
   EXPECT_TRUE(placement) << placement.status().message();
   if (!placement) return nullptr;
@@ -136,6 +137,7 @@ std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt,
   o.max_seq = covered > 0 ? std::min(context, covered) : context;
   o.max_batch_tokens = batch;
   o.backend.weights = format;
+  o.backend.cpu_isa = cpu_isa;
   auto exec = ModelExecutor::Load(ckpt, *placement, o);
   EXPECT_TRUE(exec) << exec.status().message();
   return exec ? std::move(*exec) : nullptr;
@@ -227,9 +229,8 @@ TEST_P(Family, CpuMatchesTheReference) {
     const std::vector<float> want = AllLogits(*ref, Tokens());
     for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Amx}) {
       if (!CpuSupports(isa)) continue;
-      setenv("TESSERA_CPU_ISA", std::string(CpuIsaName(isa)).c_str(), 1);
-      auto cpu = Load(ckpt, "cpu", WeightFormat::kAuto, 16);  // F32 or BF16: the same weights
-      unsetenv("TESSERA_CPU_ISA");
+      // F32 or BF16: the same weights.
+      auto cpu = Load(ckpt, "cpu", WeightFormat::kAuto, 16, kContext, isa);
       ASSERT_TRUE(cpu);
       const double prefill = MaxAbsDiff(AllLogits(*cpu, Tokens()), want);
       const double decode = MaxAbsDiff(SteppedLogits(*cpu, Tokens(), 1), want);

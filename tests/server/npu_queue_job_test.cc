@@ -17,15 +17,15 @@ namespace tessera::server {
 namespace {
 
 TEST(NpuQueueJob, APassThatCannotGetTheNpuIsEngineBusy) {
-  // Before anything opens the process's device or queue (they read these once).
-  setenv("TESSERA_XDNA_FAKE", "xdna2", 1);
-  setenv("TESSERA_NPU_QUEUE_TIMEOUT_MS", "50", 1);
+  // The first backend to open the process's device and queue chooses them.
   test::TempDir tmp;
   SyntheticModelSpec spec;
   spec.vocab = 4352;
   ASSERT_TRUE(WriteSyntheticModel(tmp.File("m"), spec).ok());
   ModelLoadOptions o;
   o.placement = "xdna:100%,cpu";
+  o.npu.device = "fake:xdna2";
+  o.npu.queue_timeout_ms = 50;
   o.parallel = 2;
   o.package_cache = false;
   auto model = LoadedModel::Open(tmp.File("m"), o);
@@ -52,7 +52,7 @@ TEST(NpuQueueJob, APassThatCannotGetTheNpuIsEngineBusy) {
                                     [&](uint64_t) { ended = true; });
     EXPECT_TRUE(std::holds_alternative<std::unique_ptr<GenerationJob>>(job));
     std::optional<NpuQueue::Turn> turn;
-    if (hold_npu) turn.emplace(*(*ProcessNpuQueue())->Wait());  // another model's pass
+    if (hold_npu) turn.emplace(*(*ProcessNpuQueue(o.npu))->Wait());  // another model's pass
     for (int i = 0; i < 100 && !ended; ++i) (void)(*model)->scheduler().Step();
     EXPECT_TRUE(ended);
     return std::make_pair(error, done);

@@ -339,6 +339,10 @@ class CpuBackend final : public Backend {
 
  private:
   Status SetModel(const Checkpoint& ckpt) {
+    if (options_.cpu_isa && *options_.cpu_isa != k_.isa) {
+      return Unsupported("--cpu-isa " + std::string(CpuIsaName(*options_.cpu_isa)) +
+                         ": this CPU runs " + SupportedCpuIsaNames());
+    }
     spec_ = ckpt.tensors.spec;
     eps_ = static_cast<float>(spec_.eps);
     hidden_stride_ = RoundUp(spec_.hidden, kColAlign);
@@ -933,34 +937,10 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::string_view WeightFormatName(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kAuto:
-      return "auto";
-    case WeightFormat::kF32:
-      return "f32";
-    case WeightFormat::kBF16:
-      return "bf16";
-    case WeightFormat::kInt8:
-      return "int8";
-    case WeightFormat::kInt4:
-      return "int4";
-  }
-  return "auto";
-}
-
-Expected<WeightFormat> ParseWeightFormat(std::string_view name) {
-  for (WeightFormat f : {WeightFormat::kAuto, WeightFormat::kF32, WeightFormat::kBF16,
-                         WeightFormat::kInt8, WeightFormat::kInt4}) {
-    if (name == WeightFormatName(f)) return f;
-  }
-  return InvalidArgument("weight format must be auto, f32, bf16, int8 or int4, got '" +
-                         std::string(name) + "'");
-}
-
 std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options, std::optional<CpuIsa> isa) {
+  if (!isa) isa = options.cpu_isa;
   const KernelTable* k = isa ? KernelsFor(*isa) : nullptr;
-  if (k == nullptr) k = KernelsFor(SelectCpuIsa());
+  if (k == nullptr) k = KernelsFor(DetectCpuIsa());
   return std::make_unique<CpuBackend>(options, k);
 }
 

@@ -11,8 +11,8 @@
 //   cpu->name();  // "cpu-avx512-int8"
 //
 // WeightFormat::kAuto picks BF16 for BF16/F16 checkpoints and F32 for F32 ones. The
-// instruction set is the best the CPU has, or lower when TESSERA_CPU_ISA (scalar|avx2|
-// avx512) or the `isa` argument asks for it.
+// instruction set is the best the CPU has, or the one BackendOptions::cpu_isa or the `isa`
+// argument asks for.
 #pragma once
 
 #include <memory>
@@ -23,13 +23,10 @@
 
 namespace tessera {
 
-// `isa`, when given and supported by this CPU, overrides SelectCpuIsa() (tests use it to run
-// every path); an unsupported one falls back to SelectCpuIsa().
+// `isa`, when given and supported by this CPU, overrides options.cpu_isa (tests use it to run
+// every path); an unsupported one falls back to the best family. options.cpu_isa naming a
+// family this CPU lacks makes loading fail with the families it has.
 std::unique_ptr<Backend> MakeCpuBackend(const BackendOptions& options,
                                         std::optional<CpuIsa> isa = std::nullopt);
-
-std::string_view WeightFormatName(WeightFormat format);  // "auto", "f32", "bf16", "int8", "int4"
-// The inverse of WeightFormatName; an unknown name is an error listing the valid ones.
-Expected<WeightFormat> ParseWeightFormat(std::string_view name);
 
 }  // namespace tessera

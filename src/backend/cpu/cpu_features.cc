@@ -12,31 +12,6 @@
 
 namespace tessera {
 
-std::string_view CpuIsaName(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kScalar:
-      return "scalar";
-    case CpuIsa::kAvx2:
-      return "avx2";
-    case CpuIsa::kAvx2Vnni:
-      return "avx2vnni";
-    case CpuIsa::kAvx512:
-      return "avx512";
-    case CpuIsa::kAvx512Amx:
-      return "avx512amx";
-  }
-  return "scalar";
-}
-
-std::optional<CpuIsa> ParseCpuIsa(std::string_view name) {
-  if (name == "scalar") return CpuIsa::kScalar;
-  if (name == "avx2") return CpuIsa::kAvx2;
-  if (name == "avx2vnni") return CpuIsa::kAvx2Vnni;
-  if (name == "avx512") return CpuIsa::kAvx512;
-  if (name == "avx512amx") return CpuIsa::kAvx512Amx;
-  return std::nullopt;
-}
-
 namespace {
 
 struct CpuFlags {
@@ -167,13 +142,15 @@ std::string_view DecodeFarPrefetchName(DecodeFarPrefetch p) {
   return "l2-16k";
 }
 
-CpuIsa SelectCpuIsa() {
-  CpuIsa isa = DetectCpuIsa();
-  if (const char* env = std::getenv("TESSERA_CPU_ISA")) {
-    std::optional<CpuIsa> forced = ParseCpuIsa(env);
-    if (forced && CpuSupports(*forced)) isa = *forced;
+std::string SupportedCpuIsaNames() {
+  std::string names;
+  for (CpuIsa isa :
+       {CpuIsa::kAvx512Amx, CpuIsa::kAvx512, CpuIsa::kAvx2Vnni, CpuIsa::kAvx2, CpuIsa::kScalar}) {
+    if (!CpuSupports(isa)) continue;
+    if (!names.empty()) names += ", ";
+    names += CpuIsaName(isa);
   }
-  return isa;
+  return names;
 }
 
 }  // namespace tessera

@@ -1,36 +1,32 @@
 // The one place that asks the CPU what it can do. Everything else receives a CpuIsa (or the
 // kernel table chosen from it) and never probes the hardware itself.
 //
-//   CpuIsa isa = SelectCpuIsa();          // best the machine has, or TESSERA_CPU_ISA if lower
+//   CpuIsa isa = DetectCpuIsa();          // the best family the machine has
 //   const KernelTable* k = KernelsFor(isa);
 //   bool ok = CpuSupports(CpuIsa::kAvx2);  // tests use this to skip absent paths
 #pragma once
 
-#include <optional>
+#include <string>
 #include <string_view>
+
+#include "backend/backend.h"
 
 namespace tessera {
 
-// Kernel families, in order of preference. kAvx512 means F+BW+VL+DQ+BF16+VNNI and FMA (the
-// whole set kernels_avx512.cc is compiled for); kAvx2 means AVX2+FMA+F16C; kAvx2Vnni is kAvx2
-// plus AVX-VNNI (the 256-bit vpdpbusd of Intel's Alder Lake and later client CPUs, which lack
-// AVX-512). Not a strict ladder: many AVX-512 CPUs have no AVX-VNNI. kAvx512Amx is kAvx512
-// plus AMX-TILE and AMX-INT8 (Intel Sapphire Rapids and later) with the tile state enabled by
-// the OS and granted to this process (Linux's ARCH_REQ_XCOMP_PERM, asked once by the probe).
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx2Vnni = 2, kAvx512 = 3, kAvx512Amx = 4 };
-
-// "scalar", "avx2", "avx2vnni", "avx512", "avx512amx"
-std::string_view CpuIsaName(CpuIsa isa);
-std::optional<CpuIsa> ParseCpuIsa(std::string_view name);
+// Kernel families (CpuIsa, backend.h), in order of preference. kAvx512 means F+BW+VL+DQ+BF16+VNNI
+// and FMA (the whole set kernels_avx512.cc is compiled for); kAvx2 means AVX2+FMA+F16C;
+// kAvx2Vnni is kAvx2 plus AVX-VNNI (the 256-bit vpdpbusd of Intel's Alder Lake and later client
+// CPUs, which lack AVX-512). Not a strict ladder: many AVX-512 CPUs have no AVX-VNNI.
+// kAvx512Amx is kAvx512 plus AMX-TILE and AMX-INT8 (Intel Sapphire Rapids and later) with the
+// tile state enabled by the OS and granted to this process (Linux's ARCH_REQ_XCOMP_PERM, asked
+// once by the probe).
 
 // The best family this machine runs (probed once, cached).
 CpuIsa DetectCpuIsa();
 bool CpuSupports(CpuIsa isa);
 
-// DetectCpuIsa(), or the family named by the environment variable TESSERA_CPU_ISA
-// (scalar|avx2|avx2vnni|avx512|avx512amx) when that is set to a family the machine supports. An
-// unknown name or a family the CPU lacks is ignored (the detected family is used), never an abort.
-CpuIsa SelectCpuIsa();
+// The families this machine runs, best first, for messages ("avx512, avx2, scalar").
+std::string SupportedCpuIsaNames();
 
 // Whether the CPU is AMD's (CPUID vendor "AuthenticAMD"; probed once, cached). AMD documents
 // that lines brought in by PREFETCHNTA are not installed in L2 or L3 when they leave L1.

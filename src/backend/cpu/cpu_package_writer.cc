@@ -193,4 +193,14 @@ Expected<CpuPackageFile> WriteCpuPackageTensorFile(
   return CpuPackageFile{out.written(), out.FinishHex()};
 }
 
+std::string_view PackedWeightLayout() {
+  return kCpuPanelLayout;
+}
+
+Expected<PackedTensorFile> WritePackedTensorFile(
+    const Checkpoint& source, WeightFormat format, const std::string& path,
+    const std::vector<std::pair<std::string, std::string>>& metadata) {
+  return WriteCpuPackageTensorFile(source, format, path, metadata);
+}
+
 }  // namespace tessera

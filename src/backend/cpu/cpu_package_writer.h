@@ -26,7 +26,7 @@
 
 namespace tessera {
 
-inline constexpr uint64_t kCpuPackageAlignment = 64;
+inline constexpr uint64_t kCpuPackageAlignment = kPackedTensorAlignment;
 
 // One tensor of the file: a source tensor copied byte for byte, or one buffer (panels, row
 // scales, row offsets or block scales) of a packed matrix.
@@ -44,10 +44,7 @@ struct CpuPackageTensor {
 // The tensors the file holds for `source` packed as `format`, in file order, with offsets.
 std::vector<CpuPackageTensor> PlanCpuPackageTensors(const Checkpoint& source, WeightFormat format);
 
-struct CpuPackageFile {
-  uint64_t bytes = 0;
-  std::string sha256;  // lowercase hex of the whole file
-};
+using CpuPackageFile = PackedTensorFile;  // backend.h
 
 // Packs `source` (a checkpoint, not a package) layer by layer, one layer in memory at a time,
 // with the same code the cpu backend uses at load, and writes the file at `path` while hashing

@@ -222,4 +222,8 @@ Expected<PackedMatrix> LoadCpuHeadMatrix(const Checkpoint& ckpt, WeightFormat fo
   return PackStacked({ckpt.tensors.lm_head}, format, pool);
 }
 
+Expected<WeightFormat> ResolveWeightFormat(const Checkpoint& ckpt, WeightFormat requested) {
+  return ResolveCpuWeightFormat(ckpt, requested);
+}
+
 }  // namespace tessera

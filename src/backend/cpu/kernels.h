@@ -2,7 +2,7 @@
 // (cpu_features.h) and called by the CPU backend. Every entry has a plain scalar version in
 // kernels_scalar.cc, which is the reference the SIMD versions are tested against.
 //
-//   const KernelTable* k = KernelsFor(SelectCpuIsa());
+//   const KernelTable* k = KernelsFor(DetectCpuIsa());
 //   MatmulArgs a{.w = &packed, .x = &acts, .y = out, .ldy = packed.rows};
 //   k->Matmul(packed.format)(a, /*panel_begin=*/0, packed.panels());
 //   k->rms_norm(x, weight, n, n_padded, eps, y);

@@ -1,12 +1,12 @@
 // AVX2 + FMA + F16C kernels: the fallback for CPUs without AVX-512 (and forced with
-// TESSERA_CPU_ISA=avx2 for testing). A 16-row panel is two 8-lane registers. Per format:
+// --cpu-isa avx2 for testing). A 16-row panel is two 8-lane registers. Per format:
 //   F32 / BF16  fp32 FMA (BF16 widened by shift / mask; AVX2 has no bf16 dot product).
 //   INT8  vpmaddubsw with the sign trick: |x| (unsigned) times w carrying x's sign, summed
 //         in pairs to int16 (at most 2 * 127 * 127, no saturation), then vpmaddwd by 1.
 //   INT4  nibbles (unsigned q + 8) times signed activations with vpmaddubsw (at most
 //         2 * 15 * 127), vpmaddwd by 1; the block accumulator starts at -8 * block sum.
 // Decode tiles (one row, which stream each panel once) prefetch 2 KiB ahead in the panel:
-// per decode step on qwen2.5-0.5b (TESSERA_CPU_ISA=avx2, 2 threads, alternating layer by
+// per decode step on qwen2.5-0.5b (--cpu-isa avx2, 2 threads, alternating layer by
 // layer in one process) BF16 1.27x, INT8 1.27x and INT4 1.32x faster than without. A
 // prefetch past the end of the array is harmless (a hint, never a fault).
 #include <immintrin.h>

@@ -195,7 +195,7 @@ void PackPanelBf16(const float* src, int64_t n, int64_t p, PackedMatrix* m) {
 // spent loading a checkpoint as INT8/INT4. Every family gives identical bytes, so the family
 // chosen at the first call serves the process.
 void QuantizeSpan(const float* x, int64_t n, float d, float lo, float hi, int8_t* q) {
-  static const KernelTable* const kernels = KernelsFor(SelectCpuIsa());
+  static const KernelTable* const kernels = KernelsFor(DetectCpuIsa());
   kernels->quantize_weights(x, n, d, lo, hi, q);
 }
 

@@ -7,7 +7,8 @@
 // and the XRT adapter (xrt_adapter.cc), compiled only where an XRT with hardware contexts is
 // installed.
 //
-//   TS_ASSIGN_OR_RETURN(auto dev, MakeXdnaDevice());   // fake when TESSERA_XDNA_FAKE is set
+//   TS_ASSIGN_OR_RETURN(NpuDeviceSpec spec, ParseNpuDeviceSpec("fake:xdna1"));
+//   TS_ASSIGN_OR_RETURN(auto dev, MakeXdnaDevice(spec));
 //   TS_ASSIGN_OR_RETURN(ProgramId p, dev->OpenProgram(program));
 //   // argument 0 of kernel 0 (run arguments count from 0; XRT's group is group_id(3 + i))
 //   TS_ASSIGN_OR_RETURN(BufferId x, dev->AllocateBuffer(bytes, BufferKind::kData, p, 0, 0));
@@ -20,8 +21,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/xdna/npu_target.h"
@@ -113,9 +116,19 @@ class XdnaDevice {
                                          std::chrono::milliseconds timeout) = 0;
 };
 
-// The device this process uses: the fake device of generation TESSERA_XDNA_FAKE (xdna1 or
-// xdna2) when that is set; otherwise the XRT adapter when this build has one and a device
-// answers; otherwise an error that says why and what to do (run `tessera doctor`).
-Expected<std::unique_ptr<XdnaDevice>> MakeXdnaDevice();
+// The device --npu-device names (BackendOptions::npu_device):
+//   "" or "xrt": the XRT adapter when this build has one and a device answers; otherwise an
+//     error that says why and what to do (run `tessera doctor`);
+//   "fake:xdna1" or "fake:xdna2": the fake device (fake_device.h: the NPU program's CPU
+//     reference kernels; no NPU executes anything), with test options after commas:
+//     "memory-mib=N" (what its buffers may hold, default 8192, to show models that do not fit
+//     beside each other) and "fault=KIND@CHAIN" (one injected fault, ParseFakeFault).
+struct NpuDeviceSpec {
+  std::optional<XdnaGeneration> fake;  // unset: the XRT device
+  size_t fake_memory_bytes = size_t{8} << 30;
+  std::string fault;  // fake only: ParseFakeFault's text, already checked
+};
+Expected<NpuDeviceSpec> ParseNpuDeviceSpec(std::string_view text);
+Expected<std::unique_ptr<XdnaDevice>> MakeXdnaDevice(const NpuDeviceSpec& spec);
 
 }  // namespace tessera

@@ -54,7 +54,7 @@ int64_t FakeXdnaDevice::chains_run() const {
 }
 
 Status FakeXdnaDevice::CheckLost() const {
-  if (lost_) return IoError(description_.name + ": the device was lost (fake fault)");
+  if (lost_) return DeviceLost(description_.name + ": the device was lost (fake fault)");
   return Status::Ok();
 }
 

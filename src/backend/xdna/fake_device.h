@@ -33,7 +33,7 @@ struct FakeFault {
   int64_t at_chain = 0;  // fires on the chain with this index (0: the first chain run)
 };
 
-// "timeout@5", "abort@0", "lost@2", "nothing@1" (TESSERA_XDNA_FAKE_FAULT).
+// "timeout@5", "abort@0", "lost@2", "nothing@1" (--npu-device fake:GEN,fault=...).
 Expected<FakeFault> ParseFakeFault(std::string_view text);
 
 class FakeXdnaDevice final : public XdnaDevice {

@@ -1,7 +1,5 @@
 #include "backend/xdna/npu_queue.h"
 
-#include <charconv>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,9 +19,9 @@ Expected<NpuQueue::Turn> NpuQueue::Wait() {
   const bool busy = serving_ != next_ticket_;
   if (busy && waiting_ >= capacity_) {
     ++refused_;
-    return ResourceExhausted(
-        "NPU queue full: " + std::to_string(waiting_) +
-        " passes already wait for the NPU (TESSERA_NPU_QUEUE=" + std::to_string(capacity_) + ")");
+    return ResourceExhausted("NPU queue full: " + std::to_string(waiting_) +
+                             " passes already wait for the NPU (--npu-queue " +
+                             std::to_string(capacity_) + ")");
   }
   const uint64_t ticket = next_ticket_++;
   ++waiting_;
@@ -35,7 +33,7 @@ Expected<NpuQueue::Turn> NpuQueue::Wait() {
     abandoned_.push_back(ticket);
     cv_.notify_all();
     return ResourceExhausted("NPU queue: the pass waited " + std::to_string(timeout_.count()) +
-                             " ms for the NPU without getting it (TESSERA_NPU_QUEUE_TIMEOUT_MS)");
+                             " ms for the NPU without getting it (--npu-queue-timeout-ms)");
   }
   return Turn(this);
 }
@@ -68,34 +66,22 @@ int64_t NpuQueue::refused() const {
   return refused_;
 }
 
-namespace {
-
-Expected<int64_t> EnvInt(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  int64_t n = 0;
-  const std::string_view s(v);
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || p != s.data() + s.size() || n < lo || n > hi) {
-    return InvalidArgument(std::string(name) + "='" + v + "': expected an integer from " +
-                           std::to_string(lo) + " to " + std::to_string(hi));
+Expected<NpuQueue*> ProcessNpuQueue(const NpuOptions& options) {
+  static std::mutex mu;
+  static std::unique_ptr<NpuQueue> queue;
+  std::lock_guard lock(mu);
+  if (queue) return queue.get();
+  if (options.queue < 1 || options.queue > (1 << 20)) {
+    return InvalidArgument("--npu-queue " + std::to_string(options.queue) +
+                           ": expected 1 to 1048576 waiting passes");
   }
-  return n;
-}
-
-}  // namespace
-
-Expected<NpuQueue*> ProcessNpuQueue() {
-  static const Expected<std::unique_ptr<NpuQueue>> queue =
-      []() -> Expected<std::unique_ptr<NpuQueue>> {
-    TS_ASSIGN_OR_RETURN(int64_t capacity, EnvInt("TESSERA_NPU_QUEUE", 64, 1, 1 << 20));
-    TS_ASSIGN_OR_RETURN(int64_t timeout, EnvInt("TESSERA_NPU_QUEUE_TIMEOUT_MS", 30000, 1,
-                                                int64_t{24} * 3600 * 1000));
-    return std::make_unique<NpuQueue>(static_cast<int>(capacity),
-                                      std::chrono::milliseconds(timeout));
-  }();
-  if (!queue) return queue.status();
-  return queue->get();
+  if (options.queue_timeout_ms < 1 || options.queue_timeout_ms > int64_t{24} * 3600 * 1000) {
+    return InvalidArgument("--npu-queue-timeout-ms " + std::to_string(options.queue_timeout_ms) +
+                           ": expected 1 to 86400000");
+  }
+  queue = std::make_unique<NpuQueue>(options.queue,
+                                     std::chrono::milliseconds(options.queue_timeout_ms));
+  return queue.get();
 }
 
 }  // namespace tessera

@@ -1,11 +1,11 @@
 // NpuQueue: one NPU, many models. The NPU runs one pass at a time for every model placed on
-// it; passes wait here in arrival order, at most `capacity` of them (TESSERA_NPU_QUEUE,
-// default 64), each at most `timeout` (TESSERA_NPU_QUEUE_TIMEOUT_MS, default 30000). A pass
+// it; passes wait here in arrival order, at most `capacity` of them (--npu-queue, default
+// 64), each at most `timeout` (--npu-queue-timeout-ms, default 30000; NpuOptions). A pass
 // that finds the queue full, or waits past the timeout, is refused (ResourceExhausted with
 // "NPU queue" in the message), which the server answers with 503 engine_busy + Retry-After.
 //
-//   NpuQueue& q = ProcessNpuQueue();
-//   TS_ASSIGN_OR_RETURN(NpuQueue::Turn turn, q.Wait());   // the NPU is ours until `turn` ends
+//   TS_ASSIGN_OR_RETURN(NpuQueue* q, ProcessNpuQueue(options.npu));
+//   TS_ASSIGN_OR_RETURN(NpuQueue::Turn turn, q->Wait());   // the NPU is ours until `turn` ends
 #pragma once
 
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/backend.h"
 #include "base/status.h"
 
 namespace tessera {
@@ -54,8 +55,8 @@ class NpuQueue {
   std::vector<uint64_t> abandoned_;  // tickets whose passes gave up waiting
 };
 
-// The process's queue, configured from the environment on first use (a bad value is an
-// error then and on every later call).
-Expected<NpuQueue*> ProcessNpuQueue();
+// The process's queue, made from the first caller's options (a bad value is an error); later
+// callers share it whatever their options say.
+Expected<NpuQueue*> ProcessNpuQueue(const NpuOptions& options);
 
 }  // namespace tessera

@@ -44,7 +44,7 @@ struct NpuTarget {
 // The limits of a generation (FACTS.md 3.2).
 const NpuTarget& NpuTargetFor(XdnaGeneration generation);
 
-// "xdna1" / "xdna2", as doctor's JSON, the stats and TESSERA_XDNA_FAKE spell them.
+// "xdna1" / "xdna2", as doctor's JSON, the stats and --npu-device fake:GEN spell them.
 std::string_view GenerationName(XdnaGeneration generation);
 Expected<XdnaGeneration> ParseGeneration(std::string_view name);
 

@@ -29,13 +29,22 @@ std::atomic<bool> g_device_lost{false};  // orders passes for closing the least 
 
 }  // namespace
 
-Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice() {
+Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice(const NpuOptions& options) {
   static std::mutex mu;
   static std::shared_ptr<XdnaDevice> device;
+  static std::string chosen;
   std::lock_guard lock(mu);
-  if (device) return device;
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> made, MakeXdnaDevice());
+  if (device) {
+    if (options.device != chosen) {
+      return InvalidArgument("--npu-device '" + options.device + "': this process already uses '" +
+                             chosen + "' (one NPU device per process)");
+    }
+    return device;
+  }
+  TS_ASSIGN_OR_RETURN(NpuDeviceSpec spec, ParseNpuDeviceSpec(options.device));
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> made, MakeXdnaDevice(spec));
   device = std::move(made);
+  chosen = options.device;
   std::fprintf(stderr, "tessera: NPU device: %s\n", device->description().name.c_str());
   return device;
 }
@@ -104,8 +113,8 @@ class XdnaBackend final : public Backend {
     }
     if (kv.pool_blocks() > INT32_MAX) return InvalidArgument("xdna: too many KV blocks");
     range_ = range;
-    TS_ASSIGN_OR_RETURN(device_, ProcessXdnaDevice());
-    TS_ASSIGN_OR_RETURN(NpuQueue * queue, ProcessNpuQueue());
+    TS_ASSIGN_OR_RETURN(device_, ProcessXdnaDevice(options_.npu));
+    TS_ASSIGN_OR_RETURN(NpuQueue * queue, ProcessNpuQueue(options_.npu));
     auto turn = queue->Wait();  // the device is touched by one model at a time
     if (!turn) return turn.status();
 
@@ -221,7 +230,7 @@ class XdnaBackend final : public Backend {
                           " is past the KV cache capacity of " + std::to_string(max_seq_));
       }
     }
-    TS_ASSIGN_OR_RETURN(NpuQueue * queue, ProcessNpuQueue());
+    TS_ASSIGN_OR_RETURN(NpuQueue * queue, ProcessNpuQueue(options_.npu));
     auto turn = queue->Wait();
     if (!turn) {
       ++g_queue_refusals;
@@ -268,7 +277,7 @@ class XdnaBackend final : public Backend {
   Status CopyKvBlock(int32_t from, int32_t to, int64_t positions) override {
     TS_RETURN_IF_ERROR(kv_tables_.CheckBlockCopy(from, to, positions));
     if (from == to) return Status::Ok();
-    TS_ASSIGN_OR_RETURN(NpuQueue * queue, ProcessNpuQueue());
+    TS_ASSIGN_OR_RETURN(NpuQueue * queue, ProcessNpuQueue(options_.npu));
     auto turn = queue->Wait();
     if (!turn) return turn.status();
     TS_RETURN_IF_ERROR(MakeResident());
@@ -619,8 +628,8 @@ class XdnaBackend final : public Backend {
       TS_ASSIGN_OR_RETURN(ChainResult r, device_->RunChain(runs_, chain_timeout_));
       if (r.state == RunState::kDeviceLost) {
         g_device_lost = true;
-        return IoError("the NPU was lost running layers " + LayerText(first, end) + ": " +
-                       r.detail + "; restart tessera once `tessera doctor` passes");
+        return DeviceLost("the NPU was lost running layers " + LayerText(first, end) + ": " +
+                          r.detail + "; restart tessera once `tessera doctor` passes");
       }
       if (r.state == RunState::kCompleted) {
         TS_RETURN_IF_ERROR(device_->Sync(Id(fence_), SyncDirection::kFromDevice));

@@ -5,7 +5,7 @@
 // once per chunk of layers. The LM head always runs on the CPU: a placement with xdna layers
 // ends with a cpu stage (`--npu-layers N`).
 //
-// On the fake device (TESSERA_XDNA_FAKE=xdna1|xdna2) every run is a CPU reference kernel, and
+// On the fake device (--npu-device fake:xdna1|fake:xdna2) every run is a CPU reference kernel, and
 // name() says so: "xdna-fake-xdna1". Faults are handled here: a chain that times out, aborts,
 // or completes without its fence being written is run again from the chunk's input (KV writes
 // are idempotent: the same rows at the same positions); after kMaxChainAttempts the pass fails
@@ -28,8 +28,9 @@ inline constexpr int kMaxChainAttempts = 3;
 Expected<std::unique_ptr<Backend>> MakeXdnaBackend(const BackendOptions& options);
 
 // The device every xdna backend of this process shares (one NPU, many models), made on first
-// use by MakeXdnaDevice (device.h).
-Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice();
+// use from options.device by MakeXdnaDevice (device.h); a later caller naming another device
+// is refused.
+Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice(const NpuOptions& options);
 
 // Figures of every xdna backend in this process (for /stats and the tests).
 struct XdnaCounters {

@@ -1,4 +1,4 @@
-// The xdna backend on the fake device (TESSERA_XDNA_FAKE=xdna1): hybrid placements give the
+// The xdna backend on the fake device (--npu-device fake:xdna1): hybrid placements give the
 // tokens of the cpu backend alone for 0, 1, half and all layers on the "NPU"; its layers agree
 // with the fp32 reference within the decoder program's numeric contract; batching, faults
 // (timeout, abort, a chain that reports completion without running, a lost device), the
@@ -23,14 +23,14 @@ namespace tessera {
 namespace {
 
 // Every test of this program uses the one fake device of the process.
-class FakeNpuEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_XDNA_FAKE", "xdna1", 1); }
-};
-const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new FakeNpuEnvironment);
+NpuOptions FakeNpu() {
+  NpuOptions npu;
+  npu.device = "fake:xdna1";
+  return npu;
+}
 
 FakeXdnaDevice& Device() {
-  auto device = ProcessXdnaDevice();
+  auto device = ProcessXdnaDevice(FakeNpu());
   EXPECT_TRUE(device.has_value()) << device.status().message();
   auto* fake = dynamic_cast<FakeXdnaDevice*>(device->get());
   EXPECT_NE(fake, nullptr);
@@ -88,6 +88,7 @@ std::unique_ptr<ModelExecutor> Load(std::shared_ptr<const Checkpoint> ckpt, cons
   o.max_seq = 128;
   o.backend.weights = spec == "reference" ? WeightFormat::kAuto : WeightFormat::kBF16;
   o.backend.kv_cache = kv;
+  o.backend.npu = FakeNpu();
   auto exec = ModelExecutor::Load(std::move(ckpt), *placement, o);
   EXPECT_TRUE(exec.has_value()) << spec << ": " << exec.status().message();
   return exec ? std::move(*exec) : nullptr;
@@ -282,6 +283,7 @@ TEST(XdnaBackend, AModelThatCannotFitIsRefusedSayingSo) {
   ModelExecutor::Options o;
   o.max_seq = 128;
   o.kv_blocks = int64_t{1} << 24;  // 16M blocks of 32 positions: far past the device's memory
+  o.backend.npu = FakeNpu();
   auto exec = ModelExecutor::Load(ckpt, *placement, o);
   ASSERT_FALSE(exec.has_value());
   EXPECT_EQ(exec.status().code(), ErrorCode::kResourceExhausted);
@@ -371,9 +373,9 @@ TEST(XdnaBackend, LostDeviceFailsPassesAndSaysSo) {
   std::vector<int32_t> prompt = {1, 2, 3};
   std::vector<float> logits(static_cast<size_t>(exec->spec().vocab));
   Status st = exec->Forward(0, 0, prompt, logits);
-  EXPECT_EQ(st.code(), ErrorCode::kIo);
+  EXPECT_EQ(st.code(), ErrorCode::kDeviceLost);  // the worker exits on this code
   EXPECT_NE(st.message().find("lost"), std::string::npos) << st.message();
-  EXPECT_EQ(exec->Forward(0, 0, prompt, logits).code(), ErrorCode::kIo);
+  EXPECT_EQ(exec->Forward(0, 0, prompt, logits).code(), ErrorCode::kDeviceLost);
 }
 
 TEST(Placement, NpuFlagsBecomePlacements) {

@@ -1,5 +1,5 @@
 // End-to-end test of hybrid NPU placement (issue #16) on the FAKE XDNA device: no NPU executes
-// anything here; TESSERA_XDNA_FAKE=xdna1 makes the xdna backend run its program's CPU reference
+// anything here; --npu-device fake:xdna1 makes the xdna backend run its program's CPU reference
 // kernels, and every log line, /ready and the stats say so. Through the official openai
 // package: greedy answers with the first layer, and with every layer, on the "NPU" equal the
 // cpu-only server's; a command timeout injected mid-decode is recovered without changing a
@@ -54,7 +54,7 @@ await check('cpu-only: no NPU device in /ready', async () => {
 
 for (const flags of [['--npu-layers', '1'], ['--npu-percent', '100']]) {
   await check(`fake xdna1 ${flags.join(' ')}: the cpu-only answers, and /ready says fake`, async () => {
-    const npu = await serve([...models, ...flags], { TESSERA_XDNA_FAKE: 'xdna1' });
+    const npu = await serve([...models, ...flags, '--npu-device', 'fake:xdna1']);
     try {
       assert.deepEqual(await answers(npu), expected);
       assert.match(npu.log.text, /tessera: NPU device: fake xdna1 \(CPU reference kernels; no NPU executes anything\)/);
@@ -82,8 +82,7 @@ for (const flags of [['--npu-layers', '1'], ['--npu-percent', '100']]) {
 }
 
 await check('fake xdna2: a command timeout mid-decode is run again and changes no token', async () => {
-  const npu = await serve([...models, '--npu-percent', '100'],
-                          { TESSERA_XDNA_FAKE: 'xdna2', TESSERA_XDNA_FAKE_FAULT: 'timeout@12' });
+  const npu = await serve([...models, '--npu-percent', '100', '--npu-device', 'fake:xdna2,fault=timeout@12']);
   try {
     assert.deepEqual(await answers(npu), expected);
     // The fault did fire, once, and the chain ran again.
@@ -99,8 +98,7 @@ await check('fake xdna2: a command timeout mid-decode is run again and changes n
 
 await check('fake xdna2 with 2 MiB: models take turns, one that cannot fit is a 503 saying so', async () => {
   const npu = await serve([...models, '--model', `slow=${work}/slow`, '--max-loaded-models', '3',
-                           '--npu-percent', '100'],
-                          { TESSERA_XDNA_FAKE: 'xdna2', TESSERA_XDNA_FAKE_MEMORY_MB: '2' });
+                           '--npu-percent', '100', '--npu-device', 'fake:xdna2,memory-mib=2']);
   try {
     // tiny and qwen fit the fake NPU one at a time: each closes the other, keeping its KV.
     assert.deepEqual(await answers(npu), expected);
@@ -127,23 +125,29 @@ await check('fake xdna2 with 2 MiB: models take turns, one that cannot fit is a 
 await check('bad NPU flags stop serve before it listens (exit 2, the flag named)', async () => {
   const run = (args, env = {}) => spawnSync(tessera, ['serve', '--port', '0', ...models, ...args],
                                             { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60000 });
-  const both = run(['--npu-layers', '1', '--npu-percent', '50'], { TESSERA_XDNA_FAKE: 'xdna1' });
+  const both = run(['--npu-layers', '1', '--npu-percent', '50', '--npu-device', 'fake:xdna1']);
   assert.equal(both.status, 2, both.stderr);
   assert.match(both.stderr, /--npu-layers or --npu-percent, not both/);
-  const many = run(['--npu-layers', '99'], { TESSERA_XDNA_FAKE: 'xdna1' });
+  const many = run(['--npu-layers', '99', '--npu-device', 'fake:xdna1']);
   assert.equal(many.status, 2, many.stderr);
   assert.match(many.stderr, /places more than the model's/);
-  const mixed = run(['--npu-layers', '1', '--placement', 'reference'], { TESSERA_XDNA_FAKE: 'xdna1' });
+  const mixed = run(['--npu-layers', '1', '--placement', 'reference', '--npu-device', 'fake:xdna1']);
   assert.equal(mixed.status, 2, mixed.stderr);
-  const fake = run(['--npu-layers', '1'], { TESSERA_XDNA_FAKE: 'xdna9' });
+  const fake = run(['--npu-layers', '1', '--npu-device', 'fake:xdna9']);
   assert.equal(fake.status, 2, fake.stderr);
-  assert.match(fake.stderr, /TESSERA_XDNA_FAKE: unknown NPU generation 'xdna9'/);
+  assert.match(fake.stderr, /--npu-device: unknown NPU generation 'xdna9'/);
+  const option = run(['--npu-layers', '1', '--npu-device', 'fake:xdna1,speed=9']);
+  assert.equal(option.status, 2, option.stderr);
+  assert.match(option.stderr, /unknown fake device option 'speed=9'/);
+  const device = run(['--npu-layers', '1', '--npu-device', 'npu0']);
+  assert.equal(device.status, 2, device.stderr);
+  assert.match(device.stderr, /expected xrt, fake:xdna1 or fake:xdna2/);
 });
 
 await check('no NPU here: serve runs doctor, prints the fixes and refuses NPU layers', async () => {
   // This machine has no NPU (and Debian's XRT 2.13 cannot drive one): doctor fails.
   const r = spawnSync(tessera, ['serve', '--port', '0', ...models, '--npu-layers', '1'],
-                      { env: { ...process.env, TESSERA_XDNA_FAKE: '' }, encoding: 'utf8', timeout: 60000 });
+                      { encoding: 'utf8', timeout: 60000 });
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /npu_present\s+fail/);
   assert.match(r.stderr, /no layers are placed on it/);

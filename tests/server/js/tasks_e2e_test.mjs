@@ -249,8 +249,8 @@ test('System One: choice, score and noul answers; identical with resume on; 422 
   const text = await post('/v1/systemone', { ...body, state: JSON.stringify(body.state) });
   assert.deepEqual(text.body.answers, r.body.answers);  // JSON is read as its text
   // The same questions on a server that reads each state once and keeps it.
-  const resumed = await startServer(tessera, ['--model', `chat=${work}/tiny`, '--rate-limit', '0'],
-                                    { TESSERA_API_KEY: 'task-key', TESSERA_DEC_RESUME: '2' });
+  const resumed = await startServer(tessera, ['--model', `chat=${work}/tiny`, '--rate-limit', '0', '--systemone-reuse', 'pinned'],
+                                    { TESSERA_API_KEY: 'task-key' });
   try {
     const other = `http://127.0.0.1:${resumed.port}`;
     await waitReady(other, 60);
