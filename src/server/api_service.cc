@@ -205,18 +205,32 @@ json ApiService::FullStats(const JobOutcome& outcome, double queue_ms) const {
 }
 
 // Every JSON answer carries usage and x_tessera_stats; a body without its own gets zero usage
-// and the server's stats.
+// and the server's stats. Json: nlohmann::json, or ordered_json to keep the members' order.
+template <typename Json, typename StatsFn>
+static std::string CompleteBody(Json body, const StatsFn& server_stats) {
+  if (!body.contains("usage")) body["usage"] = ZeroUsage();
+  if (!body.contains("x_tessera_stats")) body["x_tessera_stats"] = server_stats();
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 HttpResponse ApiService::JsonResponse(const Call& call, int status, json body,
                                       double queue_wait_ms) const {
-  if (!body.contains("usage")) body["usage"] = ZeroUsage();
-  if (!body.contains("x_tessera_stats")) body["x_tessera_stats"] = ServerStats(queue_wait_ms);
-  HttpResponse r = HttpResponse::Json(status, Dump(body));
+  HttpResponse r = HttpResponse::Json(
+      status, CompleteBody(std::move(body), [&] { return ServerStats(queue_wait_ms); }));
   r.headers = call.cors;
   return r;
 }
 
 void ApiService::SendJson(Call& call, int status, json body, double queue_wait_ms) {
   call.exchange->Respond(JsonResponse(call, status, std::move(body), queue_wait_ms));
+}
+
+void ApiService::SendOrderedJson(Call& call, int status, nlohmann::ordered_json body,
+                                 double queue_wait_ms) {
+  HttpResponse r = HttpResponse::Json(
+      status, CompleteBody(std::move(body), [&] { return ServerStats(queue_wait_ms); }));
+  r.headers = call.cors;
+  call.exchange->Respond(std::move(r));
 }
 
 // A 503 engine_busy always says when to come back (1 s unless the caller knows better).

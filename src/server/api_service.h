@@ -90,6 +90,9 @@ class ApiService final : public HttpHandler {
   HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
                             double queue_wait_ms = 0) const;
   void SendJson(Call& call, int status, nlohmann::json body, double queue_wait_ms = 0);
+  // As SendJson, keeping the body's member order (System One's answers keyed by name).
+  void SendOrderedJson(Call& call, int status, nlohmann::ordered_json body,
+                       double queue_wait_ms = 0);
   void SendError(Call& call, const ApiError& e, double queue_wait_ms = 0,
                  std::vector<HttpHeader> extra = {});
   void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome, double queue_ms);

@@ -135,14 +135,15 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket) {
     r.prompt_tokens = m->prompt_tokens;
     r.queue_ms = queue_ms;
   });
-  json body = TaskResponseBody(request, *m, request.job.model,
-                               IdPrefix(request.endpoint) + call.exchange->request_id(), UnixNow());
+  nlohmann::ordered_json body =
+      TaskResponseBody(request, *m, request.job.model,
+                       IdPrefix(request.endpoint) + call.exchange->request_id(), UnixNow());
   body["x_tessera_stats"] = {{"queue_ms", queue_ms},
                              {"worker_queue_ms", m->queue_ms},
                              {"run_ms", m->run_ms},
                              {"cached_tokens", m->cached_tokens},
                              {"inputs", m->items.size()}};
-  SendJson(call, 200, std::move(body), queue_ms);
+  SendOrderedJson(call, 200, std::move(body), queue_ms);
 }
 
 }  // namespace tessera::server

@@ -13,7 +13,6 @@ namespace tessera::server {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-using json = nlohmann::json;
 
 // What each endpoint implements; any other non-null field is a 400 naming it.
 constexpr std::string_view kEmbeddingFields[] = {"model",      "input",       "encoding_format",
@@ -286,94 +285,132 @@ std::optional<ApiError> CheckOptions(const std::string& at, const std::vector<st
   return std::nullopt;
 }
 
+std::optional<ApiError> ReadQuestionType(const ojson& q, const std::string& at, Question* out) {
+  const std::string type = q.value("type", ojson()).is_string() ? q["type"].get<std::string>() : "";
+  if (type == "choice") {
+    out->type = QuestionType::kChoice;
+  } else if (type == "score") {
+    out->type = QuestionType::kScore;
+  } else if (type == "noul") {
+    out->type = QuestionType::kNoul;
+  } else {
+    return Unprocessable(at + ".type", "must be \"choice\", \"score\" or \"noul\"");
+  }
+  return std::nullopt;
+}
+
+// A choice's criteria: {option: description} or a list of options.
+std::optional<ApiError> ReadChoiceCriteria(const ojson& criteria, const std::string& where,
+                                           Question* question) {
+  if (criteria.is_object()) {
+    for (const auto& [name, description] : criteria.items()) {
+      if (!description.is_string()) {
+        return Unprocessable(where + "." + name, "must be a string describing the option");
+      }
+      question->options.push_back(name);
+      question->descriptions.push_back(description.get<std::string>());
+    }
+  } else if (criteria.is_array()) {
+    for (const ojson& name : criteria) {
+      if (!name.is_string()) return Unprocessable(where, "must list option names (strings)");
+      question->options.push_back(name.get<std::string>());
+      question->descriptions.emplace_back();
+    }
+  } else {
+    return Unprocessable(where, "must be a map of option to description, or a list of options");
+  }
+  return CheckOptions(where, question->options);
+}
+
+// A score's criteria: its levels' descriptions, lowest first; levels are scored as numbers.
+std::optional<ApiError> ReadScoreCriteria(const ojson& criteria, const std::string& where,
+                                          Question* question) {
+  if (!criteria.is_array()) {
+    return Unprocessable(where, "must be a list of 2 to 10 level descriptions, lowest first");
+  }
+  for (size_t k = 0; k < criteria.size(); ++k) {
+    if (!criteria[k].is_string() || criteria[k].get<std::string>().empty()) {
+      return Unprocessable(where + "[" + std::to_string(k) + "]", "must describe a level");
+    }
+    question->options.push_back(std::to_string(k));
+    question->descriptions.push_back(criteria[k].get<std::string>());
+  }
+  return CheckOptions(where, question->options);
+}
+
+// A noul's criteria: optional, what yes means.
+std::optional<ApiError> ReadNoulCriteria(const ojson& criteria, const std::string& where,
+                                         Question* question) {
+  if (!criteria.is_null()) {
+    if (!criteria.is_string()) return Unprocessable(where, "must be a string (what yes means)");
+    question->instructions += "\n" + criteria.get<std::string>();
+  }
+  question->options = {"yes", "no"};
+  question->descriptions = {"", ""};
+  return std::nullopt;
+}
+
+// One question {type, instructions, criteria}; `at` is its path in errors ("questions[1]" in
+// the list form, "questions.team" in the object form).
+std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at, Question* question) {
+  if (!q.is_object()) return Unprocessable(at, "must be an object {type, instructions, criteria}");
+  for (const auto& [key, value] : q.items()) {
+    if (key != "type" && key != "instructions" && key != "criteria" && !value.is_null()) {
+      return Unprocessable(at + "." + key, "is not a question field");
+    }
+  }
+  if (auto e = ReadQuestionType(q, at, question)) return e;
+  if (!q.contains("instructions") || !q["instructions"].is_string() ||
+      q["instructions"].get<std::string>().empty()) {
+    return Unprocessable(at + ".instructions", "must be a non-empty string: the question");
+  }
+  question->instructions = q["instructions"].get<std::string>();
+  const std::string where = at + ".criteria";
+  const ojson criteria = q.value("criteria", ojson());
+  switch (question->type) {
+    case QuestionType::kChoice:
+      return ReadChoiceCriteria(criteria, where, question);
+    case QuestionType::kScore:
+      return ReadScoreCriteria(criteria, where, question);
+    case QuestionType::kNoul:
+      return ReadNoulCriteria(criteria, where, question);
+  }
+  return std::nullopt;
+}
+
+// `questions`: an object keyed by each question's name (System One's form; the answers are
+// keyed by the same names), or a list (tessera's extension; the answers are a list). A JSON
+// object holds each name once: a body that repeats a name reaches here with one question under
+// it (ParseJsonBody keeps the last definition, at the first one's place).
+std::optional<ApiError> ReadQuestions(const ojson& body, TaskRequest* r) {
+  const ojson* questions = Field(body, "questions");
+  if (questions == nullptr || !(questions->is_object() || questions->is_array()) ||
+      questions->empty() || questions->size() > kMaxSystemOneQuestions) {
+    return Unprocessable("questions", "must be an object of 1 to " +
+                                          std::to_string(kMaxSystemOneQuestions) +
+                                          " questions keyed by name (or a list of them)");
+  }
+  const bool named = questions->is_object();
+  size_t i = 0;
+  for (const auto& [key, q] : questions->items()) {
+    if (named && key.empty()) {
+      return Unprocessable("questions", "names a question \"\"; a name must be non-empty");
+    }
+    Question question;
+    const std::string at = named ? "questions." + key : "questions[" + std::to_string(i++) + "]";
+    if (auto e = ReadQuestion(q, at, &question)) return e;
+    r->job.questions.push_back(std::move(question));
+    if (named) r->question_names.push_back(key);
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseSystemOne(const ojson& body, TaskRequest* r) {
   r->job.kind = JobKind::kSystemOne;
   const ojson* state = Field(body, "state");
   if (state == nullptr) return Unprocessable("state", "is required (a string, or JSON)");
   r->job.query = state->is_string() ? state->get<std::string>() : state->dump();
-  const ojson* questions = Field(body, "questions");
-  if (questions == nullptr || !questions->is_array() || questions->empty() ||
-      questions->size() > kMaxSystemOneQuestions) {
-    return Unprocessable("questions", "must be a list of 1 to " +
-                                          std::to_string(kMaxSystemOneQuestions) + " questions");
-  }
-  for (size_t i = 0; i < questions->size(); ++i) {
-    const ojson& q = (*questions)[i];
-    const std::string at = "questions[" + std::to_string(i) + "]";
-    if (!q.is_object())
-      return Unprocessable(at, "must be an object {type, instructions, criteria}");
-    for (const auto& [key, value] : q.items()) {
-      if (key != "type" && key != "instructions" && key != "criteria" && !value.is_null()) {
-        return Unprocessable(at + "." + key, "is not a question field");
-      }
-    }
-    Question question;
-    const std::string type =
-        q.value("type", ojson()).is_string() ? q["type"].get<std::string>() : "";
-    if (type == "choice") {
-      question.type = QuestionType::kChoice;
-    } else if (type == "score") {
-      question.type = QuestionType::kScore;
-    } else if (type == "noul") {
-      question.type = QuestionType::kNoul;
-    } else {
-      return Unprocessable(at + ".type", "must be \"choice\", \"score\" or \"noul\"");
-    }
-    if (!q.contains("instructions") || !q["instructions"].is_string() ||
-        q["instructions"].get<std::string>().empty()) {
-      return Unprocessable(at + ".instructions", "must be a non-empty string: the question");
-    }
-    question.instructions = q["instructions"].get<std::string>();
-    const std::string where = at + ".criteria";
-    const ojson criteria = q.value("criteria", ojson());
-    switch (question.type) {
-      case QuestionType::kChoice:
-        if (criteria.is_object()) {
-          for (const auto& [name, description] : criteria.items()) {
-            if (!description.is_string()) {
-              return Unprocessable(where + "." + name, "must be a string describing the option");
-            }
-            question.options.push_back(name);
-            question.descriptions.push_back(description.get<std::string>());
-          }
-        } else if (criteria.is_array()) {
-          for (const ojson& name : criteria) {
-            if (!name.is_string()) return Unprocessable(where, "must list option names (strings)");
-            question.options.push_back(name.get<std::string>());
-            question.descriptions.emplace_back();
-          }
-        } else {
-          return Unprocessable(where,
-                               "must be a map of option to description, or a list of options");
-        }
-        if (auto e = CheckOptions(where, question.options)) return e;
-        break;
-      case QuestionType::kScore:
-        if (!criteria.is_array()) {
-          return Unprocessable(where, "must be a list of 2 to 10 level descriptions, lowest first");
-        }
-        for (size_t k = 0; k < criteria.size(); ++k) {
-          if (!criteria[k].is_string() || criteria[k].get<std::string>().empty()) {
-            return Unprocessable(where + "[" + std::to_string(k) + "]", "must describe a level");
-          }
-          question.options.push_back(std::to_string(k));  // levels are scored as their numbers
-          question.descriptions.push_back(criteria[k].get<std::string>());
-        }
-        if (auto e = CheckOptions(where, question.options)) return e;
-        break;
-      case QuestionType::kNoul:
-        if (!criteria.is_null()) {
-          if (!criteria.is_string())
-            return Unprocessable(where, "must be a string (what yes means)");
-          question.instructions += "\n" + criteria.get<std::string>();
-        }
-        question.options = {"yes", "no"};
-        question.descriptions = {"", ""};
-        break;
-    }
-    r->job.questions.push_back(std::move(question));
-  }
-  return std::nullopt;
+  return ReadQuestions(body, r);
 }
 
 // OpenAI's moderation categories: a guard model does not score them, so all are false / 0.
@@ -390,6 +427,66 @@ constexpr const char* kOpenAiCategories[] = {"harassment",
                                              "sexual/minors",
                                              "violence",
                                              "violence/graphic"};
+
+// One question's answer: its index and type, then the fields of that type. A noul's
+// probability of yes is both `probability` (tessera's name) and `noul` (System One's name).
+ojson SystemOneAnswer(const Question& q, const TaskItem& item) {
+  const double top =
+      item.values.empty() ? 0.0 : *std::max_element(item.values.begin(), item.values.end());
+  ojson a = {{"index", item.index}};
+  switch (q.type) {
+    case QuestionType::kChoice: {
+      ojson p = ojson::object();
+      for (size_t k = 0; k < q.options.size(); ++k) p[q.options[k]] = item.values[k];
+      a["type"] = "choice";
+      a["choice"] = item.label;
+      a["probabilities"] = std::move(p);
+      break;
+    }
+    case QuestionType::kScore: {
+      ojson p = ojson::object(), legend = ojson::object();
+      double expected = 0;
+      for (size_t k = 0; k < q.options.size(); ++k) {
+        p[q.options[k]] = item.values[k];
+        legend[q.options[k]] = q.descriptions[k];
+        expected += static_cast<double>(k) * item.values[k];
+      }
+      a["type"] = "score";
+      a["score"] = expected;
+      a["legend"] = std::move(legend);
+      a["probabilities"] = std::move(p);
+      break;
+    }
+    case QuestionType::kNoul:
+      a["type"] = "noul";
+      a["noul"] = item.values[0];  // options are {yes, no}
+      a["probability"] = item.values[0];
+      break;
+  }
+  a["confidence"] = top;
+  return a;
+}
+
+// The answers: a list in the worker's order, or (questions sent by name) an object keyed by
+// the names in request order.
+ojson SystemOneAnswers(const TaskRequest& request, const TaskResultMessage& result) {
+  const std::vector<Question>& questions = request.job.questions;
+  if (request.question_names.empty()) {
+    ojson answers = ojson::array();
+    for (const TaskItem& item : result.items) {
+      answers.push_back(SystemOneAnswer(questions[static_cast<size_t>(item.index)], item));
+    }
+    return answers;
+  }
+  std::vector<const TaskItem*> by_question(questions.size(), nullptr);
+  for (const TaskItem& item : result.items) by_question[static_cast<size_t>(item.index)] = &item;
+  ojson answers = ojson::object();
+  for (size_t q = 0; q < questions.size(); ++q) {
+    if (by_question[q] == nullptr) continue;
+    answers[request.question_names[q]] = SystemOneAnswer(questions[q], *by_question[q]);
+  }
+  return answers;
+}
 
 }  // namespace
 
@@ -474,6 +571,9 @@ std::string EncodeFloatsBase64(const std::vector<float>& values) {
 
 bool TaskResultFits(const TaskRequest& request, const TaskResultMessage& result) {
   const JobRequest& job = request.job;
+  if (!request.question_names.empty() && request.question_names.size() != job.questions.size()) {
+    return false;  // a name for every question, or none
+  }
   for (const TaskItem& item : result.items) {
     if (item.index < 0) return false;
     const size_t i = static_cast<size_t>(item.index);
@@ -488,15 +588,15 @@ bool TaskResultFits(const TaskRequest& request, const TaskResultMessage& result)
   return true;
 }
 
-json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
-                      const std::string& model, const std::string& id, int64_t created) {
+ojson TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
+                       const std::string& model, const std::string& id, int64_t created) {
   const int64_t tokens = result.prompt_tokens;
-  json body;
+  ojson body;
   switch (request.endpoint) {
     case TaskEndpoint::kEmbeddings: {
-      json data = json::array();
+      ojson data = ojson::array();
       for (const TaskItem& item : result.items) {
-        json e = {{"object", "embedding"}, {"index", item.index}};
+        ojson e = {{"object", "embedding"}, {"index", item.index}};
         if (request.base64) {
           e["embedding"] = EncodeFloatsBase64(item.values);
         } else {
@@ -521,10 +621,10 @@ json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resul
       if (request.top_n > 0 && static_cast<size_t>(request.top_n) < order.size()) {
         order.resize(static_cast<size_t>(request.top_n));
       }
-      json results = json::array();
+      ojson results = ojson::array();
       for (size_t i : order) {
         const TaskItem& item = result.items[i];
-        json r = {{"index", item.index}, {"relevance_score", score(i)}};
+        ojson r = {{"index", item.index}, {"relevance_score", score(i)}};
         if (request.return_documents) {
           r["document"] = {{"text", request.job.inputs[static_cast<size_t>(item.index)]}};
         }
@@ -537,13 +637,13 @@ json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resul
       break;
     }
     case TaskEndpoint::kModerations: {
-      json results = json::array();
+      ojson results = ojson::array();
       for (const TaskItem& item : result.items) {
-        json label_scores = json::object();
+        ojson label_scores = ojson::object();
         for (size_t k = 0; k < result.labels.size() && k < item.values.size(); ++k) {
           label_scores[result.labels[k]] = item.values[k];
         }
-        json categories = json::object(), scores = json::object();
+        ojson categories = ojson::object(), scores = ojson::object();
         for (const char* c : kOpenAiCategories) {
           categories[c] = false;
           scores[c] = 0.0;
@@ -560,56 +660,16 @@ json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resul
       body = {{"id", id}, {"model", model}, {"results", std::move(results)}};
       break;
     }
-    case TaskEndpoint::kSystemOne: {
-      json answers = json::array();
-      for (const TaskItem& item : result.items) {
-        const Question& q = request.job.questions[static_cast<size_t>(item.index)];
-        const double top =
-            item.values.empty() ? 0.0 : *std::max_element(item.values.begin(), item.values.end());
-        json a = {{"index", item.index}};
-        switch (q.type) {
-          case QuestionType::kChoice: {
-            json p = json::object();
-            for (size_t k = 0; k < q.options.size(); ++k) p[q.options[k]] = item.values[k];
-            a["type"] = "choice";
-            a["choice"] = item.label;
-            a["probabilities"] = std::move(p);
-            a["confidence"] = top;
-            break;
-          }
-          case QuestionType::kScore: {
-            json p = json::object(), legend = json::object();
-            double expected = 0;
-            for (size_t k = 0; k < q.options.size(); ++k) {
-              p[q.options[k]] = item.values[k];
-              legend[q.options[k]] = q.descriptions[k];
-              expected += static_cast<double>(k) * item.values[k];
-            }
-            a["type"] = "score";
-            a["score"] = expected;
-            a["legend"] = std::move(legend);
-            a["probabilities"] = std::move(p);
-            a["confidence"] = top;
-            break;
-          }
-          case QuestionType::kNoul:
-            a["type"] = "noul";
-            a["probability"] = item.values[0];  // options are {yes, no}
-            a["confidence"] = top;
-            break;
-        }
-        answers.push_back(std::move(a));
-      }
+    case TaskEndpoint::kSystemOne:
       body = {{"id", id},
               {"object", "systemone.answers"},
               {"created", created},
               {"model", model},
-              {"answers", std::move(answers)},
+              {"answers", SystemOneAnswers(request, result)},
               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
       break;
-    }
     case TaskEndpoint::kClassify: {
-      json data = json::array();
+      ojson data = ojson::array();
       for (const TaskItem& item : result.items) {
         data.push_back({{"index", item.index},
                         {"label", item.label},

@@ -1,7 +1,9 @@
 // The task endpoints' wire formats: /v1/embeddings (OpenAI), /v1/rerank and /rerank
 // (Cohere/Jina), /v1/moderations (OpenAI, answered by a Qwen3Guard model), /classify (vLLM)
-// and /v1/systemone (tessera's: questions about a state, each a choice, a score or a yes/no,
-// answered with probabilities; a malformed body is a 422 naming the field's path).
+// and /v1/systemone (System One: questions about a state, each a choice, a score or a yes/no,
+// sent as an object keyed by name (or, tessera's extension, as a list) and answered with
+// probabilities under the same names (or in a list); a malformed body is a 422 naming the
+// field's path, e.g. questions.team.criteria or questions[1].criteria).
 // Each body is checked field by field (an unknown field is a 400 naming it) and becomes one
 // task JobRequest; the worker's TaskResultMessage becomes the endpoint's response body.
 //
@@ -37,6 +39,9 @@ struct TaskRequest {
   int64_t top_n = -1;   // rerank: results kept (-1: all)
   bool return_documents = false;
   bool strict = false;  // moderations: Controversial is flagged too
+  // System One: each question's name, in request order, when `questions` was an object (the
+  // answers are then an object keyed by them); empty when it was a list (answers in a list).
+  std::vector<std::string> question_names;
 };
 
 // The kind of model an endpoint runs on (System One: a decide model, or any chat model).
@@ -44,8 +49,10 @@ ModelKind KindFor(TaskEndpoint endpoint);
 // The model field's name for messages ("model").
 std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint,
                                                      const nlohmann::ordered_json& body);
-nlohmann::json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
-                                const std::string& model, const std::string& id, int64_t created);
+// The body keeps its members' order (System One's answers by name come in request order).
+nlohmann::ordered_json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
+                                        const std::string& model, const std::string& id,
+                                        int64_t created);
 // Whether a worker's result fits the request it answers, as TaskResponseBody reads it: every
 // item's index inside the request's inputs (questions, for System One) and as many values as
 // the question has options. The worker is a separate process; a result that does not fit is

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <variant>
+#include <vector>
 
 namespace tessera::server {
 namespace {
@@ -71,6 +74,207 @@ TEST(TaskApi, AWorkerResultMustFitItsRequest) {
   result.items[0] = Item(0, {0.2f, 0.3f, 0.5f});
   result.items[1].values.clear();
   EXPECT_FALSE(TaskResultFits(system_one, result));
+}
+
+// docs/tasks.md's System One example: questions as an object keyed by name.
+const char* kNamedQuestions = R"({
+  "model": "decider", "state": "Customer: my parcel arrived broken and nobody answers my emails!",
+  "questions": {
+    "team":   {"type": "choice", "instructions": "Which team should handle this?",
+               "criteria": {"billing": "payments, refunds", "shipping": "deliveries, damage",
+                            "support": "everything else"}},
+    "anger":  {"type": "score", "instructions": "How angry is the customer?",
+               "criteria": ["calm", "annoyed", "furious"]},
+    "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"}
+  }})";
+
+ojson NamedBody() {
+  return ojson::parse(kNamedQuestions);
+}
+
+std::variant<TaskRequest, ApiError> ParseSystemOne(const ojson& body) {
+  return ParseTaskRequest(TaskEndpoint::kSystemOne, body);
+}
+
+TEST(TaskApi, SystemOneQuestionsByNameKeepTheirNamesAndOrder) {
+  auto parsed = ParseSystemOne(NamedBody());
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed)) << std::get<ApiError>(parsed).message;
+  const TaskRequest& r = std::get<TaskRequest>(parsed);
+  EXPECT_EQ(r.question_names, (std::vector<std::string>{"team", "anger", "refund"}));
+  ASSERT_EQ(r.job.questions.size(), 3u);
+  const Question& team = r.job.questions[0];
+  EXPECT_EQ(team.type, QuestionType::kChoice);
+  EXPECT_EQ(team.instructions, "Which team should handle this?");
+  EXPECT_EQ(team.options, (std::vector<std::string>{"billing", "shipping", "support"}));
+  EXPECT_EQ(team.descriptions[1], "deliveries, damage");
+  const Question& anger = r.job.questions[1];
+  EXPECT_EQ(anger.type, QuestionType::kScore);
+  EXPECT_EQ(anger.options, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(anger.descriptions, (std::vector<std::string>{"calm", "annoyed", "furious"}));
+  EXPECT_EQ(r.job.questions[2].type, QuestionType::kNoul);
+  EXPECT_EQ(r.job.questions[2].options, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(r.job.model, "decider");
+  EXPECT_EQ(r.job.query, "Customer: my parcel arrived broken and nobody answers my emails!");
+
+  // The same questions as a list: the same job, no names.
+  ojson list = NamedBody();
+  ojson questions = ojson::array();
+  for (const ojson& q : list["questions"]) questions.push_back(q);
+  list["questions"] = questions;
+  auto listed = ParseSystemOne(list);
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(listed));
+  const TaskRequest& l = std::get<TaskRequest>(listed);
+  EXPECT_TRUE(l.question_names.empty());
+  ASSERT_EQ(l.job.questions.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(l.job.questions[i].type, r.job.questions[i].type) << i;
+    EXPECT_EQ(l.job.questions[i].instructions, r.job.questions[i].instructions) << i;
+    EXPECT_EQ(l.job.questions[i].options, r.job.questions[i].options) << i;
+    EXPECT_EQ(l.job.questions[i].descriptions, r.job.questions[i].descriptions) << i;
+  }
+}
+
+// Refuses `body` with a 422 naming `param`.
+void ExpectRefused(const ojson& body, const std::string& param) {
+  auto parsed = ParseSystemOne(body);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(parsed)) << body.dump();
+  const ApiError& e = std::get<ApiError>(parsed);
+  EXPECT_EQ(e.status, 422) << body.dump();
+  EXPECT_EQ(e.code, "invalid_field") << body.dump();
+  EXPECT_EQ(e.param, param) << body.dump();
+  EXPECT_EQ(e.message.rfind(param + " ", 0), 0u) << e.message;
+}
+
+TEST(TaskApi, SystemOneErrorsNameTheQuestionByName) {
+  struct Case {
+    const char* name;
+    ojson question;
+    std::string param;
+  };
+  const Case cases[] = {
+      {"team",
+       {{"type", "choice"}, {"instructions", "q"}, {"criteria", ojson::array({"a"})}},
+       "questions.team.criteria"},
+      {"team",
+       {{"type", "choice"}, {"instructions", "q"}, {"criteria", {{"a", 1}, {"b", "x"}}}},
+       "questions.team.criteria.a"},
+      {"anger",
+       {{"type", "score"}, {"instructions", "q"}, {"criteria", ojson::array({"calm", ""})}},
+       "questions.anger.criteria[1]"},
+      {"anger",
+       {{"type", "score"}, {"instructions", "q"}, {"criteria", "calm"}},
+       "questions.anger.criteria"},
+      {"refund", {{"type", "guess"}, {"instructions", "q"}}, "questions.refund.type"},
+      {"refund", {{"type", "noul"}, {"instructions", ""}}, "questions.refund.instructions"},
+      {"refund", {{"type", "noul"}}, "questions.refund.instructions"},
+      {"refund",
+       {{"type", "noul"}, {"instructions", "q"}, {"weight", 2}},
+       "questions.refund.weight"},
+      {"refund",
+       {{"type", "noul"}, {"instructions", "q"}, {"criteria", 3}},
+       "questions.refund.criteria"},
+      {"refund", ojson::array({"noul"}), "questions.refund"},
+  };
+  for (const Case& c : cases) {
+    ojson body = NamedBody();
+    body["questions"][c.name] = c.question;  // replaces the named question, in its place
+    ExpectRefused(body, c.param);
+  }
+  // The list form names the index, as before.
+  ojson list = NamedBody();
+  list["questions"] = ojson::array(
+      {NamedBody()["questions"]["team"],
+       ojson{{"type", "choice"}, {"instructions", "q"}, {"criteria", ojson::array({"a"})}}});
+  ExpectRefused(list, "questions[1].criteria");
+}
+
+TEST(TaskApi, SystemOneQuestionsMustBeNamedAndBetween1And64) {
+  ojson body = NamedBody();
+  const ojson refund = body["questions"]["refund"];
+  body["questions"][""] = refund;
+  ExpectRefused(body, "questions");
+  body["questions"] = ojson::object();
+  ExpectRefused(body, "questions");
+  body["questions"] = "team";
+  ExpectRefused(body, "questions");
+  ojson many = ojson::object();
+  for (size_t i = 0; i <= kMaxSystemOneQuestions; ++i) {
+    many["q" + std::to_string(i)] = refund;
+  }
+  body["questions"] = many;
+  ExpectRefused(body, "questions");
+  many.erase("q0");
+  body["questions"] = many;
+  auto parsed = ParseSystemOne(body);
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
+  EXPECT_EQ(std::get<TaskRequest>(parsed).question_names.size(), kMaxSystemOneQuestions);
+  EXPECT_EQ(std::get<TaskRequest>(parsed).question_names.front(), "q1");
+}
+
+// A JSON object cannot hold a name twice; a body that repeats one anyway is read by the
+// server's body parser as nlohmann reads it: the last definition, in the first one's place.
+TEST(TaskApi, SystemOneRepeatedNameIsOneQuestionTheLastDefinitionInTheFirstPlace) {
+  const std::string text = R"({"state": "s", "questions": {
+      "a": {"type": "noul", "instructions": "first"},
+      "b": {"type": "noul", "instructions": "middle"},
+      "a": {"type": "choice", "instructions": "last", "criteria": ["x", "y"]}}})";
+  auto doc = ParseJsonBody(text);
+  ASSERT_TRUE(std::holds_alternative<ojson>(doc));
+  auto parsed = ParseSystemOne(std::get<ojson>(doc));
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
+  const TaskRequest& r = std::get<TaskRequest>(parsed);
+  EXPECT_EQ(r.question_names, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(r.job.questions.size(), 2u);
+  EXPECT_EQ(r.job.questions[0].type, QuestionType::kChoice);
+  EXPECT_EQ(r.job.questions[0].instructions, "last");
+  EXPECT_EQ(r.job.questions[1].instructions, "middle");
+}
+
+TEST(TaskApi, SystemOneAnswersAreKeyedByNameInRequestOrderEachWithItsType) {
+  auto parsed = ParseSystemOne(NamedBody());
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
+  TaskRequest request = std::get<TaskRequest>(parsed);
+  TaskResultMessage result;
+  // The worker's items out of order: the answers still follow the request.
+  result.items = {Item(2, {0.8f, 0.2f}), Item(0, {0.1f, 0.6f, 0.3f}), Item(1, {0.5f, 0.3f, 0.2f})};
+  result.items[1].label = "shipping";
+  ASSERT_TRUE(TaskResultFits(request, result));
+  const ojson answers = TaskResponseBody(request, result, "decider", "id", 0)["answers"];
+  ASSERT_TRUE(answers.is_object()) << answers.dump();
+  std::vector<std::string> names;
+  for (auto it = answers.begin(); it != answers.end(); ++it) names.push_back(it.key());
+  EXPECT_EQ(names, request.question_names);
+
+  const ojson& team = answers.at("team");
+  EXPECT_EQ(team.at("type"), "choice");
+  EXPECT_EQ(team.at("index"), 0);
+  EXPECT_EQ(team.at("choice"), "shipping");
+  EXPECT_EQ(team.at("probabilities").at("shipping").get<double>(), result.items[1].values[1]);
+  EXPECT_EQ(team.at("confidence").get<double>(), result.items[1].values[1]);
+  const ojson& anger = answers.at("anger");
+  EXPECT_EQ(anger.at("type"), "score");
+  EXPECT_EQ(anger.at("legend").at("2"), "furious");
+  const auto& v = result.items[2].values;
+  EXPECT_DOUBLE_EQ(anger.at("score").get<double>(), 1.0 * v[1] + 2.0 * v[2]);
+  EXPECT_EQ(anger.at("confidence").get<double>(), v[0]);
+  const ojson& refund = answers.at("refund");
+  EXPECT_EQ(refund.at("type"), "noul");
+  EXPECT_EQ(refund.at("noul").get<double>(), result.items[0].values[0]);
+  EXPECT_EQ(refund.at("probability"), refund.at("noul"));
+  EXPECT_EQ(refund.at("confidence").get<double>(), result.items[0].values[0]);
+
+  // The list form answers in a list, each answer the same as by name.
+  TaskRequest listed = request;
+  listed.question_names.clear();
+  std::sort(result.items.begin(), result.items.end(),
+            [](const TaskItem& a, const TaskItem& b) { return a.index < b.index; });
+  const ojson list = TaskResponseBody(listed, result, "decider", "id", 0)["answers"];
+  ASSERT_TRUE(list.is_array());
+  ASSERT_EQ(list.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(list[i], answers.at(request.question_names[i])) << i;
+
+  request.question_names.pop_back();  // a name short: the result does not fit
+  EXPECT_FALSE(TaskResultFits(request, result));
 }
 
 }  // namespace

@@ -2,13 +2,15 @@
 // through the official `openai` npm package unchanged, rerank and classify over raw HTTP, and
 // a 4xx naming the field for every malformed or over-limit request. The server serves an
 // embedding model, a classifier, and the tiny chat model declared once as a reranker and once
-// as a guard, all resident together.
-//   node tasks_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds embed/, cls/, tiny/)
+// as a guard, all resident together. System One's example is read from docs/tasks.md.
+//   node tasks_e2e_test.mjs TESSERA E2E_WORK_DIR DOCS_TASKS_MD
+//   (E2E_WORK_DIR holds embed/, cls/, tiny/)
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import { runTests, startServer, waitReady } from './harness.mjs';
 
-const [tessera, work] = process.argv.slice(2);
+const [tessera, work, docs] = process.argv.slice(2);
 const tests = [];
 const test = (name, fn) => tests.push({ name, fn });
 let base = '';
@@ -273,7 +275,86 @@ test('System One: choice, score and noul answers; identical with resume on; 422 
   await bad({ state: 's', questions: [{ type: 'noul', instructions: 'q', weight: 2 }] }, 'questions[0].weight');
   await bad({ state: 's', questions: [{ type: 'choice', instructions: 'q', criteria: { a: 1, b: 'x' } }] }, 'questions[0].criteria.a');
   await bad({ state: 's', questions: body.questions, extra: true }, 'extra');
+  // Questions by name: the path names the question.
+  const named = { team: body.questions[0], urgency: body.questions[1] };
+  await bad({ state: 's', questions: { ...named, lang: { type: 'choice', instructions: 'q', criteria: ['a'] } } }, 'questions.lang.criteria');
+  await bad({ state: 's', questions: { ...named, angry: { type: 'noul', instructions: 'q', weight: 2 } } }, 'questions.angry.weight');
+  await bad({ state: 's', questions: { team: { type: 'guess', instructions: 'q' } } }, 'questions.team.type');
+  await bad({ state: 's', questions: { urgency: { type: 'score', instructions: 'q', criteria: ['a', ''] } } }, 'questions.urgency.criteria[1]');
+  await bad({ state: 's', questions: {} }, 'questions');
+  await bad({ state: 's', questions: { '': body.questions[2] } }, 'questions');
+  await bad({ state: 's', questions: 'team' }, 'questions');
   await refused('/v1/systemone', { state: 's', questions: body.questions, model: 'emb' }, 'model');
+});
+
+// The body of the curl request in docs/tasks.md's "System One example" section.
+function docsExample() {
+  const section = readFileSync(docs, 'utf8').split('\n## System One example\n')[1];
+  assert.ok(section, `${docs} has no "## System One example" section`);
+  const block = section.match(/```sh\n([\s\S]*?)\n```/);
+  assert.ok(block, 'the System One example has no sh block');
+  const body = block[1].match(/ -d '([^']*)'$/);
+  assert.ok(body, 'the System One example sends no -d body');
+  return JSON.parse(body[1]);
+}
+
+// One answer against its question: the type echoed and the fields of that type, consistent.
+function checkAnswer(q, a, index, what) {
+  const sum = (o) => Object.values(o).reduce((x, y) => x + y, 0);
+  assert.equal(a.type, q.type, what);
+  assert.equal(a.index, index, what);
+  if (q.type === 'choice') {
+    const options = Array.isArray(q.criteria) ? q.criteria : Object.keys(q.criteria);
+    assert.deepEqual(Object.keys(a).sort(), ['choice', 'confidence', 'index', 'probabilities', 'type'], what);
+    assert.deepEqual(Object.keys(a.probabilities), options, what);
+    assert.ok(Math.abs(sum(a.probabilities) - 1) < 1e-5, what);
+    assert.equal(a.confidence, Math.max(...Object.values(a.probabilities)), what);
+    assert.equal(a.probabilities[a.choice], a.confidence, what);
+  } else if (q.type === 'score') {
+    const levels = q.criteria.map((_, k) => String(k));
+    assert.deepEqual(Object.keys(a).sort(), ['confidence', 'index', 'legend', 'probabilities', 'score', 'type'], what);
+    assert.deepEqual(a.legend, Object.fromEntries(q.criteria.map((c, k) => [String(k), c])), what);
+    assert.deepEqual(Object.keys(a.probabilities), levels, what);
+    assert.ok(Math.abs(sum(a.probabilities) - 1) < 1e-5, what);
+    const expected = levels.reduce((x, k) => x + Number(k) * a.probabilities[k], 0);
+    assert.ok(Math.abs(a.score - expected) < 1e-9, what);
+    assert.equal(a.confidence, Math.max(...Object.values(a.probabilities)), what);
+  } else {
+    assert.equal(q.type, 'noul', what);
+    assert.deepEqual(Object.keys(a).sort(), ['confidence', 'index', 'noul', 'probability', 'type'], what);
+    assert.ok(a.noul > 0 && a.noul < 1, what);
+    assert.equal(a.probability, a.noul, what);
+    assert.ok(Math.abs(a.confidence - Math.max(a.noul, 1 - a.noul)) < 1e-6, what);
+  }
+}
+
+test('System One: the docs example by name answers by name, in order, as the list form does', async () => {
+  const example = docsExample();
+  assert.ok(example.questions && !Array.isArray(example.questions), 'the example sends questions by name');
+  const names = Object.keys(example.questions);
+  assert.deepEqual(names, ['team', 'anger', 'refund']);
+  // The example's model, served here by the tiny chat model declared as a decide model.
+  const decider = await startServer(tessera, ['--model', `${example.model}=${work}/tiny`,
+    '--kind', `${example.model}=decide`, '--rate-limit', '0'], { TESSERA_API_KEY: 'task-key' });
+  try {
+    const at = `http://127.0.0.1:${decider.port}`;
+    await waitReady(at, 60);
+    const r = await post('/v1/systemone', example, at);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.model, example.model);
+    const { answers } = r.body;
+    assert.ok(answers && !Array.isArray(answers), JSON.stringify(answers));
+    assert.deepEqual(Object.keys(answers), names);
+    names.forEach((name, i) => checkAnswer(example.questions[name], answers[name], i, name));
+    // The same questions, model and state as a list: a list of the same answers.
+    const listed = await post('/v1/systemone', { ...example, questions: names.map((n) => example.questions[n]) }, at);
+    assert.equal(listed.status, 200, JSON.stringify(listed.body));
+    assert.ok(Array.isArray(listed.body.answers));
+    assert.equal(listed.body.answers.length, names.length);
+    names.forEach((name, i) => assert.deepEqual(answers[name], listed.body.answers[i], name));
+  } finally {
+    decider.child.kill('SIGTERM');
+  }
 });
 
 test('past the queue a task request is 503 engine_busy with Retry-After; queued ones wait', async () => {
