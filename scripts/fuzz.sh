@@ -43,7 +43,7 @@ done
 
 if [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++-14 -DTESSERA_FUZZ=ON \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF \
     -DTESSERA_WERROR=ON >"$BUILD/configure.log"
 fi
 nice ninja -C "$BUILD" -j "${JOBS:-2}" "${TARGETS[@]/#/fuzz_}"

@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
-# The long server soak: 1,000 sequential completions and 100 model switches against
-# `tessera serve`, reporting the RSS of the HTTP process and of the worker before and after.
+# The long server soak: the soak and switches release gates in full mode (1,000 completions
+# from two clients with RSS bounds, 100 model switches under load), on BUILD_DIR's binaries.
 #   scripts/soak_serve.sh [BUILD_DIR]      (default: build; needs tessera and make_test_model)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-shared=${TESSERA_SHARED_DIR:-$root/../shared}
-work=$build/tests/server/e2e/long_soak
-mkdir -p "$work"
-"$build/tests/server/make_test_model" "$work/tiny"
-exec bash "$root/tests/server/soak_test.sh" "$build/apps/tessera" "$work" "$work/tiny" \
-  "$shared/models/stories260k" 1000 100 32768
+exec bash "$root/scripts/release-gates.sh" --full --only soak,switches --build "${1:-$root/build}"
