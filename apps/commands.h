@@ -11,20 +11,12 @@ int RunChatCommand(int argc, char** argv);
 int RunBenchCommand(int argc, char** argv);
 int RunSynthCommand(int argc, char** argv);
 int RunServeCommand(int argc, char** argv);
-#ifdef TESSERA_CMD_PULL
 int RunPullCommand(int argc, char** argv);
-#endif
-#ifdef TESSERA_CMD_CONVERT
 int RunConvertCommand(int argc, char** argv);
-#endif
-#ifdef TESSERA_CMD_LIST
 int RunListCommand(int argc, char** argv);
 int RunRmCommand(int argc, char** argv);
 int RunResolveCommand(int argc, char** argv);
-#endif
-#ifdef TESSERA_CMD_DOCTOR
 int RunDoctorCommand(int argc, char** argv);
-#endif
 // Hidden: the inference worker process that `serve` starts.
 int RunWorkerCommand(int argc, char** argv);
 

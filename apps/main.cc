@@ -1,5 +1,4 @@
-// tessera: the command-line entry point. Each subcommand lives in its own cmd_*.cc; the
-// build defines TESSERA_CMD_<NAME> for each one present.
+// tessera: the command-line entry point. Each subcommand lives in its own cmd_*.cc.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -15,44 +14,22 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-#ifdef TESSERA_CMD_GENERATE
-    {"generate", "greedy generation from a prompt", tessera::RunGenerateCommand},
-#endif
-#ifdef TESSERA_CMD_TOKENIZE
+    {"generate", "generation from a prompt", tessera::RunGenerateCommand},
     {"tokenize", "text (JSON Lines) to token ids", tessera::RunTokenizeCommand},
     {"detokenize", "token ids (JSON Lines) to text", tessera::RunDetokenizeCommand},
-#endif
-#ifdef TESSERA_CMD_RENDER_CHAT
     {"render-chat", "render chat templates (JSON Lines)", tessera::RunRenderChatCommand},
-#endif
-#ifdef TESSERA_CMD_CHAT
     {"chat", "interactive chat with a model's chat template", tessera::RunChatCommand},
-#endif
-#ifdef TESSERA_CMD_SYNTH
     {"synth", "write a random-weight checkpoint at a real model's shapes",
      tessera::RunSynthCommand},
-#endif
-#ifdef TESSERA_CMD_SERVE
     {"serve", "OpenAI-compatible HTTP server", tessera::RunServeCommand},
     {"worker", nullptr, tessera::RunWorkerCommand},  // started by serve, not listed
-#endif
-#ifdef TESSERA_CMD_BENCH
     {"bench", "load, prefill and decode speed of a model", tessera::RunBenchCommand},
-#endif
-#ifdef TESSERA_CMD_PULL
     {"pull", "download a model from the Hugging Face hub, verified", tessera::RunPullCommand},
-#endif
-#ifdef TESSERA_CMD_CONVERT
     {"convert", "convert a checkpoint into a verified runtime package", tessera::RunConvertCommand},
-#endif
-#ifdef TESSERA_CMD_LIST
     {"list", "installed models (or --catalog: known names)", tessera::RunListCommand},
     {"rm", "remove a model from tessera's store", tessera::RunRmCommand},
     {"resolve", "the directory a model name resolves to", tessera::RunResolveCommand},
-#endif
-#ifdef TESSERA_CMD_DOCTOR
     {"doctor", "check this machine's NPU, driver, firmware and XRT", tessera::RunDoctorCommand},
-#endif
     {nullptr, nullptr, nullptr},
 };
 

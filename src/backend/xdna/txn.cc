@@ -1,7 +1,6 @@
 #include "backend/xdna/txn.h"
 
 #include <cstdio>
-#include <fstream>
 
 namespace tessera {
 namespace {
@@ -147,26 +146,6 @@ Expected<TxnInfo> ParseTxnHeader(std::span<const uint8_t> bytes) {
     return Bad("header declares " + std::to_string(info.op_count) + " ops, the body holds " +
                std::to_string(info.walked_ops));
   }
-  return info;
-}
-
-Expected<TxnInfo> ReadTxn(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open instruction sequence '" + path + "'");
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0) return IoError("cannot read instruction sequence '" + path + "'");
-  if (static_cast<uint64_t>(size) > kTxnMaxBytes) {
-    return ResourceExhausted("instruction sequence '" + path + "' is larger than " +
-                             std::to_string(kTxnMaxBytes) + " bytes");
-  }
-  in.seekg(0, std::ios::beg);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return IoError("cannot read instruction sequence '" + path + "'");
-  }
-  auto info = ParseTxnHeader(bytes);
-  if (!info) return info.status().WithContext(path);
   return info;
 }
 

@@ -57,7 +57,6 @@ std::string TxnGenerationName(int device_generation);
 // 4 or differs from the header's total, an unknown opcode (naming its byte offset), an op that
 // runs past the end, and an op count that differs from the walk.
 Expected<TxnInfo> ParseTxnHeader(std::span<const uint8_t> bytes);
-Expected<TxnInfo> ReadTxn(const std::string& path);
 
 // Refuses a sequence compiled for another generation (naming both) or for more columns / rows
 // than the target offers.

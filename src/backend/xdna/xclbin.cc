@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -526,25 +525,6 @@ Expected<XclbinInfo> ParseXclbin(std::span<const uint8_t> input) {
       }
     }
   }
-  return info;
-}
-
-Expected<XclbinInfo> ReadXclbin(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open xclbin '" + path + "'");
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0) return IoError("cannot read xclbin '" + path + "'");
-  if (static_cast<uint64_t>(size) > (uint64_t{1} << 30)) {
-    return ResourceExhausted("xclbin '" + path + "' is larger than 1 GiB");
-  }
-  in.seekg(0, std::ios::beg);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return IoError("cannot read xclbin '" + path + "'");
-  }
-  auto info = ParseXclbin(bytes);
-  if (!info) return info.status().WithContext(path);
   return info;
 }
 

@@ -124,8 +124,6 @@ inline constexpr uint32_t kXclbinMaxSections = 0x10000;  // XRT's XCLBIN_MAX_NUM
 inline constexpr uint64_t kXclbinMaxMetadataBytes = 16u << 20;
 
 Expected<XclbinInfo> ParseXclbin(std::span<const uint8_t> bytes);
-// Reads the file and parses it; the error names the path.
-Expected<XclbinInfo> ReadXclbin(const std::string& path);
 
 // mlir-aie's DPU kernel signature (FACTS.md 2.2): opcode(uint64), instr(char*, SRAM),
 // ninstr(uint32), bo0..bo4(void*, HOST) at offsets 0x00, 0x08, 0x10, 0x14..0x34.
