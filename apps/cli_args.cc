@@ -183,6 +183,57 @@ void AddPlacementOptions(CliArgs& args, const std::string& placement_help) {
                  "(default: the best this CPU runs)");
 }
 
+void AddSamplingOptions(CliArgs& args) {
+  args.AddDouble("temperature", "0..2, 0 = greedy (default: generation_config.json, else greedy)");
+  args.AddInt("top-k", ">= 0, 0 = off");
+  args.AddDouble("top-p", "(0, 1], 1 = off");
+  args.AddDouble("min-p", "0..1, 0 = off");
+  args.AddDouble("repetition-penalty", "0.1..2, 1 = off");
+  args.AddDouble("presence-penalty", "-2..2, 0 = off");
+  args.AddDouble("frequency-penalty", "-2..2, 0 = off");
+  args.AddInt("seed", "sampling seed, 0..2^63-1 (default: random, printed)");
+}
+
+Expected<SamplingParams> SamplingFromArgs(const CliArgs& args) {
+  SamplingParams all;
+  // Sets one flag's field in `p` when the flag was given.
+  using Setter = void (*)(const CliArgs&, SamplingParams*);
+  struct Flag {
+    const char* name;
+    Setter set;
+  };
+  static constexpr Flag kFlags[] = {
+      {"temperature",
+       [](const CliArgs& a, SamplingParams* p) { p->temperature = a.GetDouble("temperature"); }},
+      {"top-k", [](const CliArgs& a, SamplingParams* p) { p->top_k = a.GetInt("top-k"); }},
+      {"top-p", [](const CliArgs& a, SamplingParams* p) { p->top_p = a.GetDouble("top-p"); }},
+      {"min-p", [](const CliArgs& a, SamplingParams* p) { p->min_p = a.GetDouble("min-p"); }},
+      {"repetition-penalty",
+       [](const CliArgs& a, SamplingParams* p) {
+         p->repetition_penalty = a.GetDouble("repetition-penalty");
+       }},
+      {"presence-penalty",
+       [](const CliArgs& a, SamplingParams* p) {
+         p->presence_penalty = a.GetDouble("presence-penalty");
+       }},
+      {"frequency-penalty",
+       [](const CliArgs& a, SamplingParams* p) {
+         p->frequency_penalty = a.GetDouble("frequency-penalty");
+       }},
+      {"seed", [](const CliArgs& a, SamplingParams* p) { p->seed = a.GetInt("seed"); }},
+  };
+  for (const Flag& f : kFlags) {
+    if (!args.Has(f.name)) continue;
+    SamplingParams alone;
+    f.set(args, &alone);
+    if (auto checked = ResolveSamplingParams(alone, SamplingDefaults{}); !checked) {
+      return checked.status().WithContext("--" + std::string(f.name));
+    }
+    f.set(args, &all);
+  }
+  return all;
+}
+
 Expected<NpuOptions> NpuOptionsFromArgs(const CliArgs& args) {
   NpuOptions npu;
   if (args.Has("npu-device")) npu.device = args.GetString("npu-device");

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "base/status.h"
+#include "sampling/sampling_params.h"
 
 namespace tessera {
 
@@ -73,6 +74,14 @@ Expected<std::optional<CpuIsa>> CpuIsaFromArgs(const CliArgs& args);
 // The placement those ask for: --placement, or the first N layers (P percent) on the NPU
 // (`xdna:N,cpu`); refused when an NPU flag comes with --placement or both NPU flags are given.
 Expected<std::string> PlacementFromArgs(const CliArgs& args);
+
+// --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --presence-penalty,
+// --frequency-penalty and --seed: what a Request's sampling asks for.
+void AddSamplingOptions(CliArgs& args);
+// The sampling flags given; the others stay unset, so generation_config.json's defaults apply.
+// Each given flag is checked on its own, so an error names the flag ("--top-p: top_p must be
+// greater than 0 ...").
+Expected<SamplingParams> SamplingFromArgs(const CliArgs& args);
 
 // Prints "tessera <command>: <message>" to stderr and returns the exit code for a failure.
 int ReportError(const std::string& command, const Status& status);

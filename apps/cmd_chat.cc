@@ -38,7 +38,7 @@
 #include "model_loading.h"
 #include "prompt/prompt.h"
 #include "runtime/loaded_model.h"
-#include "runtime/text_stream.h"
+#include "runtime/session.h"
 #include "sampling/sampling_params.h"
 
 namespace tessera {
@@ -48,7 +48,6 @@ using nlohmann::ordered_json;
 
 constexpr const char* kCommand = "chat";
 constexpr const char* kPromptMarker = "you> ";
-constexpr int64_t kDefaultMaxTokens = 512;
 
 // Set by SIGINT; checked between generated tokens and by the line reader.
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -139,50 +138,6 @@ class LineReader {
   std::string buffer_;
 };
 
-// The sampling flags to SamplingParams; ResolveSamplingParams names fields (top_k), which
-// the error messages turn into the flag the user typed (--top-k).
-struct SamplingFlag {
-  const char* flag;
-  const char* field;
-};
-constexpr SamplingFlag kSamplingFlags[] = {
-    {"temperature", "temperature"},
-    {"top-k", "top_k"},
-    {"top-p", "top_p"},
-    {"min-p", "min_p"},
-    {"repetition-penalty", "repetition_penalty"},
-    {"presence-penalty", "presence_penalty"},
-    {"frequency-penalty", "frequency_penalty"},
-    {"seed", "seed"},
-};
-
-Expected<ResolvedSamplingParams> ResolveSamplingFlags(const CliArgs& args,
-                                                      const GenerationConfig& generation) {
-  SamplingParams request;
-  if (args.Has("temperature")) request.temperature = args.GetDouble("temperature");
-  if (args.Has("top-k")) request.top_k = args.GetInt("top-k");
-  if (args.Has("top-p")) request.top_p = args.GetDouble("top-p");
-  if (args.Has("min-p")) request.min_p = args.GetDouble("min-p");
-  if (args.Has("repetition-penalty")) {
-    request.repetition_penalty = args.GetDouble("repetition-penalty");
-  }
-  if (args.Has("presence-penalty")) request.presence_penalty = args.GetDouble("presence-penalty");
-  if (args.Has("frequency-penalty")) {
-    request.frequency_penalty = args.GetDouble("frequency-penalty");
-  }
-  if (args.Has("seed")) request.seed = args.GetInt("seed");
-  auto resolved = ResolveSamplingParams(request, SamplingDefaultsFor(generation));
-  if (resolved) return resolved;
-  std::string message = resolved.status().message();
-  for (const SamplingFlag& f : kSamplingFlags) {
-    std::string field = std::string(f.field) + " ";
-    if (args.Has(f.flag) && message.rfind(field, 0) == 0) {
-      return InvalidArgument("--" + std::string(f.flag) + " " + message.substr(field.size()));
-    }
-  }
-  return resolved.status();
-}
-
 struct ReplyStats {
   bool valid = false;
   GenerateTimings timings;
@@ -191,13 +146,14 @@ struct ReplyStats {
 
 class ChatSession {
  public:
-  ChatSession(LoadedModel& model, int64_t max_new_tokens,
-              std::optional<ResolvedSamplingParams> sampling, ordered_json kwargs,
-              std::string system, int64_t reply_reserve)
+  ChatSession(LoadedModel& model, std::optional<int64_t> max_tokens, SamplingParams sampling,
+              std::vector<std::string> stop, ordered_json kwargs, std::string system,
+              int64_t reply_reserve)
       : model_(model),
-        max_new_tokens_(max_new_tokens),
+        max_tokens_(max_tokens),
+        stop_(std::move(stop)),
         sampling_(std::move(sampling)),
-        kwargs_(std::move(kwargs)),
+        kwargs_(model.ChatTemplateKwargs(std::move(kwargs))),
         system_(std::move(system)),
         reply_reserve_(reply_reserve) {
     Reset();
@@ -229,39 +185,24 @@ class ChatSession {
                    static_cast<long long>(context));
     }
     const std::vector<int32_t>& ids = trimmed.prompt.ids;
-    SequenceRequest req;
-    req.prompt_ids = ids;
-    req.max_new_tokens =
-        std::min<int64_t>(max_new_tokens_, context - static_cast<int64_t>(ids.size()));
-    req.stop_ids = model_.stop_ids();
-    req.sampling = sampling_;
-    TextStream stream(model_.tokenizer(), ids, {}, model_.stop_ids());
-    std::string reply;
-    req.on_token = [&](int32_t id) {
-      if (g_interrupted) return false;  // this token is not shown
-      const std::string piece = stream.Push(id, {}).text;
-      reply += piece;
-      Print(piece);
-      return true;
+    Request request;
+    request.prompt = ids;
+    request.sampling = sampling_;
+    request.max_tokens = max_tokens_;
+    request.stop = stop_;
+    auto print = [](const SessionEvent& e) {
+      if (const auto* d = std::get_if<TextDelta>(&e)) Print(d->text);
     };
-    SequenceResult result;
-    req.on_finish = [&](const SequenceResult& r) { result = r; };
     g_interrupted = 0;
-    TS_RETURN_IF_ERROR(model_.scheduler().Submit(std::move(req)).status());
-    while (model_.scheduler().HasWork()) {
-      if (Status st = model_.scheduler().Step(); !st.ok()) {
-        Print("\n");
-        return st;
-      }
-    }
-    if (!result.status.ok()) {
-      Print("\n");
-      return result.status;
-    }
-    const std::string tail = result.stop_reason == StopReason::kCancelled ? "" : stream.Finish();
-    reply += tail;
-    Print(tail + "\n");
-    *cancelled = result.stop_reason == StopReason::kCancelled;
+    TS_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                        Session::Start(model_, std::move(request), print));
+    Status st = RunUntilDone(model_.scheduler(), *session, [] { return !g_interrupted; });
+    const SessionResult& result = session->result();
+    if (st.ok()) st = result.status;
+    Print("\n");
+    if (!st.ok()) return st;
+    const std::string& reply = result.text;
+    *cancelled = result.finish == FinishReason::kCancelled;
     g_interrupted = 0;
     context_used_ =
         ids.size() + (result.generated_ids.empty() ? 0 : result.generated_ids.size() - 1);
@@ -299,8 +240,9 @@ class ChatSession {
 
  private:
   LoadedModel& model_;
-  int64_t max_new_tokens_;
-  std::optional<ResolvedSamplingParams> sampling_;  // absent: greedy
+  std::optional<int64_t> max_tokens_;  // unset: until a stop or the end of the context
+  std::vector<std::string> stop_;      // stop strings, cut from each reply
+  SamplingParams sampling_;
   ordered_json kwargs_;
   std::string system_;
   int64_t reply_reserve_;
@@ -370,15 +312,9 @@ int Run(int argc, char** argv) {
   args.AddString("prompt", "one shot: send this message, print the reply and exit");
   args.AddString("template-kwargs",
                  "JSON object of extra chat template variables, e.g. {\"enable_thinking\":false}");
-  args.AddDouble("temperature", "0..2, 0 = greedy (default: generation_config.json)");
-  args.AddInt("top-k", ">= 0, 0 = off");
-  args.AddDouble("top-p", "(0, 1], 1 = off");
-  args.AddDouble("min-p", "0..1, 0 = off");
-  args.AddDouble("repetition-penalty", "0.1..2, 1 = off");
-  args.AddDouble("presence-penalty", "-2..2, 0 = off");
-  args.AddDouble("frequency-penalty", "-2..2, 0 = off");
-  args.AddInt("seed", "sampling seed, 0..2^63-1 (default: random)");
-  args.AddInt("max-tokens", "maximum tokens per reply", kDefaultMaxTokens);
+  AddSamplingOptions(args);
+  args.AddInt("max-tokens", "maximum tokens per reply (default: until the model stops)");
+  args.AddList("stop", "stop string: a reply ends before it (repeatable)");
   AddPlacementOptions(args, "layers per backend, e.g. cpu or reference:3,cpu");
   args.AddInt("context", "KV cache positions (default: the model's, at most 4096)", 0);
   args.AddString(
@@ -390,8 +326,9 @@ int Run(int argc, char** argv) {
     std::printf("%s", args.Usage().c_str());
     return 0;
   }
-  const int64_t max_tokens = args.GetInt("max-tokens");
-  if (max_tokens < 1) {
+  std::optional<int64_t> max_tokens;
+  if (args.Has("max-tokens")) max_tokens = args.GetInt("max-tokens");
+  if (max_tokens && *max_tokens < 1) {
     return ReportError(kCommand, InvalidArgument("--max-tokens must be at least 1"));
   }
   if (args.GetInt("context") < 0) {
@@ -427,8 +364,11 @@ int Run(int argc, char** argv) {
   // checkpoint's small config files).
   auto ckpt = OpenCheckpoint(dir);
   if (!ckpt) return ReportError(kCommand, ckpt.status());
-  auto sampling = ResolveSamplingFlags(args, (*ckpt)->generation);
-  if (!sampling) return ReportError(kCommand, sampling.status());
+  auto flags = SamplingFromArgs(args);
+  if (!flags) return ReportError(kCommand, flags.status());
+  SamplingParams sampling = *flags;
+  auto resolved = ResolveSamplingParams(sampling, SamplingDefaultsFor((*ckpt)->generation));
+  if (!resolved) return ReportError(kCommand, resolved.status());
   ckpt->reset();
   auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
   if (!kv_cache) return ReportError(kCommand, kv_cache.status());
@@ -450,21 +390,17 @@ int Run(int argc, char** argv) {
   });
   if (!model) return ReportError(kCommand, model.status());
   LoadedModel& m = **model;
-  if (const auto thinking = m.checkpoint().config.default_enable_thinking;
-      thinking && !kwargs.contains("enable_thinking")) {
-    kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly unless asked
-  }
-  if (sampling->seed_was_generated) {
+  if (resolved->seed_was_generated) {
+    // One seed for the whole conversation, printed so that it can be replayed.
+    sampling.seed = static_cast<int64_t>(resolved->seed);
     std::fprintf(stderr, "tessera chat: sampling seed %llu\n",
-                 static_cast<unsigned long long>(sampling->seed));
+                 static_cast<unsigned long long>(resolved->seed));
   }
-  std::optional<ResolvedSamplingParams> chosen;
-  if (sampling->mode == SamplingMode::kSample) chosen = *sampling;
   // Room kept for the reply when trimming the history: the reply budget, but never more than
   // half the context so that a long --max-tokens still leaves space for the conversation.
-  const int64_t reply_reserve = std::min(max_tokens, m.context() / 2);
+  const int64_t reply_reserve = std::min(max_tokens.value_or(m.context()), m.context() / 2);
 
-  ChatSession session(m, max_tokens, chosen, std::move(kwargs),
+  ChatSession session(m, max_tokens, sampling, args.GetList("stop"), std::move(kwargs),
                       args.Has("system") ? args.GetString("system") : std::string(), reply_reserve);
   InstallInterruptHandler();
   if (args.Has("prompt")) {

@@ -1,5 +1,6 @@
-// tessera generate: greedy generation from a prompt, streamed or as one JSON object, through
-// the same request pipeline as the server (runtime/loaded_model.h, runtime/text_stream.h).
+// tessera generate: generation from a prompt (greedy unless sampling flags or the checkpoint's
+// generation_config.json ask otherwise), streamed or as one JSON object, through the same
+// request path as the server (runtime/request.h, runtime/session.h).
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +14,7 @@
 #include "model/checkpoint.h"
 #include "model_loading.h"
 #include "runtime/loaded_model.h"
-#include "runtime/text_stream.h"
+#include "runtime/session.h"
 
 namespace tessera {
 namespace {
@@ -41,7 +42,9 @@ int Run(int argc, char** argv) {
   args.AddString("model", "checkpoint directory, or a model name from `tessera list`", true);
   args.AddString("prompt", "prompt text");
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
-  args.AddInt("max-tokens", "maximum tokens to generate", 128);
+  args.AddInt("max-tokens",
+              "maximum tokens to generate (default: until a stop or the context's end)");
+  AddSamplingOptions(args);
   args.AddFlag("json", "print one JSON object instead of streaming text");
   args.AddFlag("echo", "when streaming, print the prompt text before the continuation");
   args.AddInt("top-logits", "with --json: the K highest [id, logit] per generated step", 0);
@@ -64,12 +67,17 @@ int Run(int argc, char** argv) {
   if (args.Has("prompt") == args.Has("prompt-ids")) {
     return ReportError("generate", InvalidArgument("give exactly one of --prompt or --prompt-ids"));
   }
-  int64_t max_tokens = args.GetInt("max-tokens");
+  std::optional<int64_t> max_tokens;
+  if (args.Has("max-tokens")) max_tokens = args.GetInt("max-tokens");
   int64_t top_k = args.GetInt("top-logits");
-  if (max_tokens < 0) return ReportError("generate", InvalidArgument("--max-tokens must be >= 0"));
+  if (max_tokens && *max_tokens < 1) {
+    return ReportError("generate", InvalidArgument("--max-tokens must be at least 1"));
+  }
   if (top_k < 0 || top_k > 1000) {
     return ReportError("generate", InvalidArgument("--top-logits must be between 0 and 1000"));
   }
+  auto sampling = SamplingFromArgs(args);
+  if (!sampling) return ReportError("generate", sampling.status());
   auto resolved_dir = ResolveModelDir(args.GetString("model"));
   if (!resolved_dir) return ReportError("generate", resolved_dir.status());
   auto weights = ParseWeightFormat(args.GetString("dtype"));
@@ -122,20 +130,33 @@ int Run(int argc, char** argv) {
   std::fprintf(stderr, "tessera: placement: %s\n", m.executor().placement().Describe().c_str());
   std::fprintf(stderr, "tessera: token embedding: %s\n", m.executor().embedding_source().c_str());
 
-  std::vector<int32_t> prompt_ids;
-  if (args.Has("prompt")) {
-    auto ids = m.EncodeText(args.GetString("prompt"), /*add_special=*/true);
-    if (!ids) return ReportError("generate", ids.status());
-    prompt_ids = std::move(*ids);
-  } else {
-    prompt_ids = std::move(given_ids);
-  }
-
   const bool json = args.GetFlag("json");
-  TextStreamOptions stream_options;
-  stream_options.stop = args.GetList("stop");
-  TextStream stream(m.tokenizer(), prompt_ids, stream_options, m.stop_ids());
+  Request request;
+  if (args.Has("prompt")) {
+    request.prompt = args.GetString("prompt");
+  } else {
+    request.prompt = std::move(given_ids);
+  }
+  request.sampling = *sampling;
+  request.max_tokens = max_tokens;
+  request.stop = args.GetList("stop");
+  request.top_logits = static_cast<int>(top_k);
+  auto print = [json](const SessionEvent& e) {
+    const auto* d = std::get_if<TextDelta>(&e);
+    if (json || d == nullptr) return;
+    std::fwrite(d->text.data(), 1, d->text.size(), stdout);
+    std::fflush(stdout);
+  };
+  auto session = Session::Start(m, std::move(request), print);
+  if (!session) return ReportError("generate", session.status());
+  const SessionResult& result = (*session)->result();
+  if (result.sampling.seed_was_generated) {
+    std::fprintf(stderr, "tessera: sampling seed %llu\n",
+                 static_cast<unsigned long long>(result.sampling.seed));
+  }
+  const std::vector<int32_t>& prompt_ids = result.prompt_ids;
   if (!json && args.GetFlag("echo")) {
+    // Printed before the first step, so the continuation follows it.
     StreamingDetokenizer echo(m.tokenizer(), /*skip_special_tokens=*/true);
     std::string prompt_text;
     for (int32_t id : prompt_ids) {
@@ -144,40 +165,8 @@ int Run(int argc, char** argv) {
     std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
     std::fflush(stdout);
   }
-  SequenceRequest req;
-  req.prompt_ids = prompt_ids;
-  req.max_new_tokens = max_tokens;
-  req.stop_ids = m.stop_ids();
-  std::vector<std::vector<std::pair<int32_t, float>>> top_logits;
-  if (top_k > 0) {
-    req.on_logits = [&](std::span<const float> logits) {
-      top_logits.push_back(TopK(logits, static_cast<int>(top_k)));
-    };
-  }
-  std::string completion;
-  bool stopped_by_string = false;
-  auto emit = [&](const std::string& text) {
-    completion += text;
-    if (!json) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    }
-  };
-  req.on_token = [&](int32_t id) {
-    TokenDelta d = stream.Push(id, {});
-    emit(d.text);
-    stopped_by_string = d.stopped;
-    return !d.stopped;
-  };
-  SequenceResult result;
-  req.on_finish = [&](const SequenceResult& r) {
-    result = r;
-    if (!stopped_by_string) emit(stream.Finish());
-  };
-  if (auto id = m.scheduler().Submit(std::move(req)); !id)
-    return ReportError("generate", id.status());
-  while (m.scheduler().HasWork()) {
-    if (Status st = m.scheduler().Step(); !st.ok()) return ReportError("generate", st);
+  if (Status st = RunUntilDone(m.scheduler(), **session); !st.ok()) {
+    return ReportError("generate", st);
   }
   if (!result.status.ok()) return ReportError("generate", result.status);
   if (!json) {
@@ -197,15 +186,14 @@ int Run(int argc, char** argv) {
   all.insert(all.end(), result.generated_ids.begin(), result.generated_ids.end());
   auto text = m.tokenizer().Decode(known(all), /*skip_special_tokens=*/true);
   if (!text) return ReportError("generate", text.status());
-  const StopReason reason = stopped_by_string ? StopReason::kStopToken : result.stop_reason;
   nlohmann::ordered_json out;
   out["prompt_ids"] = prompt_ids;
   out["generated_ids"] = result.generated_ids;
   out["text"] = *text;
-  out["completion_text"] = completion;
-  out["stop_reason"] = StopReasonName(reason);
+  out["completion_text"] = result.text;
+  out["stop_reason"] = FinishReasonName(result.finish);
   nlohmann::ordered_json tops = nlohmann::ordered_json::array();
-  for (const auto& step : top_logits) {
+  for (const auto& step : result.top_logits) {
     nlohmann::ordered_json row = nlohmann::ordered_json::array();
     for (const auto& [id, logit] : step) row.push_back({id, logit});
     tops.push_back(row);

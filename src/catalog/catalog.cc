@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "catalog/model_names.h"

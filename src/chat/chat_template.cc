@@ -1,5 +1,7 @@
 #include "chat/chat_template.h"
 
+#include <nlohmann/json.hpp>
+
 #include "base/mapped_file.h"
 #include "format/json_util.h"
 

@@ -1,6 +1,7 @@
 #include "chat/jinja.h"
 
 #include <new>
+#include <nlohmann/json.hpp>
 
 #include "chat/interpreter.h"
 #include "chat/parser.h"

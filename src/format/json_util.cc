@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "base/utf8.h"

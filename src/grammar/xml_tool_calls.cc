@@ -8,6 +8,7 @@
 // None reads as null, which the schema allows too); a parameter that may be a string or
 // something else, or a string the parser could not tell from its schema, is refused.
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>

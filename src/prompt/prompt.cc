@@ -1,6 +1,7 @@
 #include "prompt/prompt.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 namespace tessera {
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/mapped_file.h"
@@ -268,12 +269,17 @@ Expected<AssembledPrompt> LoadedModel::RenderChat(const nlohmann::ordered_json& 
     return InvalidArgument("the model in " + dir_ +
                            " has no chat template; give a plain prompt instead");
   }
+  return assembler_->Assemble(messages, add_generation_prompt,
+                              ChatTemplateKwargs(std::move(kwargs)));
+}
+
+nlohmann::ordered_json LoadedModel::ChatTemplateKwargs(nlohmann::ordered_json kwargs) const {
   if (kwargs.is_null()) kwargs = nlohmann::ordered_json::object();
   if (const auto thinking = checkpoint().config.default_enable_thinking;
-      thinking && !kwargs.contains("enable_thinking")) {
+      thinking && kwargs.is_object() && !kwargs.contains("enable_thinking")) {
     kwargs["enable_thinking"] = *thinking;  // e.g. Qwen3.5: answer directly
   }
-  return assembler_->Assemble(messages, add_generation_prompt, kwargs);
+  return kwargs;
 }
 
 std::string LoadedModel::Describe() const {

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "backend/backend.h"
 #include "base/status.h"
@@ -95,8 +95,11 @@ class LoadedModel {
   // Text to ids with the checkpoint's policy: the tokenizer.json post-processor, and a BOS
   // prepended when tokenizer_config.json says add_bos_token and the post-processor did not.
   Expected<std::vector<int32_t>> EncodeText(const std::string& text, bool add_special) const;
+  // The chat template's variables for `kwargs`: the model's default enable_thinking (e.g.
+  // Qwen3.5 answers directly) unless kwargs set it. The one place that default is applied.
+  nlohmann::ordered_json ChatTemplateKwargs(nlohmann::ordered_json kwargs) const;
   // A conversation through the chat template (FailedPrecondition without one). kwargs reach
-  // the template; the model's default enable_thinking applies unless kwargs set it.
+  // the template through ChatTemplateKwargs.
   Expected<AssembledPrompt> RenderChat(const nlohmann::ordered_json& messages,
                                        nlohmann::ordered_json kwargs,
                                        bool add_generation_prompt = true) const;

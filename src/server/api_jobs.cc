@@ -2,6 +2,7 @@
 // run on a job thread that waits for the worker and answers through the exchange.
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "server/api_service.h"
 #include "server/api_service_internal.h"

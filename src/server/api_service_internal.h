@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>

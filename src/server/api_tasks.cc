@@ -3,6 +3,9 @@
 // many inputs waits its turn; a full queue is a 429 with Retry-After), and answered whole when
 // the worker's TaskResultMessage arrives.
 #include "server/api_service.h"
+
+#include <nlohmann/json.hpp>
+
 #include "server/api_service_internal.h"
 
 namespace tessera::server {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 

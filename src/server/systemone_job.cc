@@ -1,6 +1,7 @@
 #include "server/systemone_job.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "runtime/task_prompts.h"
 #include "server/decision_job.h"

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "grammar/tokenizer_vocabulary.h"

@@ -2,6 +2,7 @@
 // and never crash (this suite also runs under ASan+UBSan). What bounds the work is Limits (steps,
 // depth, output, items), so the tests assert on the limit's error, never on the clock.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "jinja_test_util.h"
 

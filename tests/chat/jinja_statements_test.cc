@@ -1,6 +1,7 @@
 // Statements and whitespace control, with expectations from Jinja2's documented semantics
 // (trim_blocks=True, lstrip_blocks=True as transformers configures it).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "jinja_test_util.h"
 

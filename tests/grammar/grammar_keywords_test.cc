@@ -1,6 +1,7 @@
 // One test per supported keyword: what is accepted, what is refused, and that no accepted
 // prefix is a dead end.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
 #include "grammar_test_util.h"

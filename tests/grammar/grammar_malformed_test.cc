@@ -1,6 +1,7 @@
 // Hostile and malformed schemas: every refusal is a clear error naming the keyword and its
 // path, never a crash (these also run under ASan+UBSan).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
 #include "grammar_test_util.h"

@@ -7,6 +7,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace tessera::test {
 

@@ -1,5 +1,6 @@
 #include "random_schema.h"
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace tessera::test {
 namespace {
@@ -17,8 +18,8 @@ bool PatternFound(const std::string& pattern, const std::string& text) {
                                  PCRE2_UTF, &error, &offset, nullptr);
   if (re == nullptr) return false;
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
-  const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0,
-                             md, nullptr);
+  const int rc =
+      pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0, 0, md, nullptr);
   pcre2_match_data_free(md);
   pcre2_code_free(re);
   return rc >= 0;

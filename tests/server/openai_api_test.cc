@@ -1,6 +1,7 @@
 #include "server/openai_api.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace tessera::server {
 namespace {

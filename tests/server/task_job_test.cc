@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "format/model_kind.h"
 #include "model/synthetic_checkpoint.h"
