@@ -59,50 +59,6 @@ std::string AccessLogText(const HttpRequest& head, const std::string& id, int st
   return line + " id=" + LogToken(id) + "\n";
 }
 
-enum class Route {
-  kHealth,
-  kReady,
-  kModels,
-  kModel,
-  kChat,
-  kCompletions,
-  kTokenize,
-  kDetokenize,
-  kEmbeddings,
-  kRerank,
-  kModerations,
-  kClassify,
-  kSystemOne,
-  kMetrics,
-  kUi,  // the built-in web page (web_ui.h), unless --no-ui
-  kNone
-};
-
-// `web_ui`: the page's paths are routes (else they are unknown, as with --no-ui).
-Route RouteOf(const std::string& path, bool web_ui) {
-  if (path == "/health") return Route::kHealth;
-  if (path == "/ready") return Route::kReady;
-  if (path == "/v1/models") return Route::kModels;
-  if (ModelIdFromPath(path)) return Route::kModel;
-  if (path == "/v1/chat/completions") return Route::kChat;
-  if (path == "/v1/completions") return Route::kCompletions;
-  if (path == "/tokenize") return Route::kTokenize;
-  if (path == "/detokenize") return Route::kDetokenize;
-  if (path == "/v1/embeddings") return Route::kEmbeddings;
-  if (path == "/v1/rerank" || path == "/rerank") return Route::kRerank;
-  if (path == "/v1/moderations") return Route::kModerations;
-  if (path == "/classify") return Route::kClassify;
-  if (path == "/v1/systemone") return Route::kSystemOne;
-  if (path == "/metrics") return Route::kMetrics;
-  if (web_ui && IsWebUiPath(path)) return Route::kUi;
-  return Route::kNone;
-}
-
-bool IsGetRoute(Route r) {
-  return r == Route::kHealth || r == Route::kReady || r == Route::kModels || r == Route::kModel ||
-         r == Route::kMetrics || r == Route::kUi;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------ job threads
@@ -169,6 +125,9 @@ ApiService::ApiService(const ServeOptions& options)
   }
   if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
   metrics_ = std::make_unique<ServerMetrics>(model_names_);
+  endpoints_ = BuiltinEndpoints(options.web_ui);
+  endpoints_.insert(endpoints_.end(), options.extra_endpoints.begin(),
+                    options.extra_endpoints.end());
   created_ = UnixNow();
   started_at_ = Clock::now();
 }
@@ -328,11 +287,12 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
     r.SetHeader("Access-Control-Max-Age", "600");
     return r;
   }
-  const Route route = RouteOf(head.path, options_.web_ui);
+  const Endpoint* endpoint = FindEndpoint(head.path);
   // The page's files are public: the page itself asks for the key.
-  const bool open_route = route == Route::kHealth || route == Route::kReady ||
-                          route == Route::kUi ||
-                          (route == Route::kMetrics && options_.metrics_public);
+  const bool open_route =
+      endpoint != nullptr &&
+      (endpoint->access == EndpointAccess::kOpen ||
+       (endpoint->access == EndpointAccess::kMetrics && options_.metrics_public));
   if (open_route) {
     if (head.method == "GET" || head.method == "HEAD") return std::nullopt;
   } else {
@@ -363,13 +323,13 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
       }
     }
   }
-  if (route == Route::kNone) {
+  if (endpoint == nullptr) {
     ApiError e = InvalidField("", "no such endpoint: " + head.path);
     e.status = 404;
     e.code = "not_found";
     return refuse(e);
   }
-  const bool get_route = IsGetRoute(route);
+  const bool get_route = endpoint->method == EndpointMethod::kGet;
   const bool method_ok =
       get_route ? head.method == "GET" || head.method == "HEAD" : head.method == "POST";
   if (!method_ok) {
@@ -390,72 +350,8 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
   call->request = std::move(request);
   call->exchange = std::move(exchange);
   call->arrived = Clock::now();
-  const Route route = RouteOf(call->request.path, options_.web_ui);
-  switch (route) {
-    case Route::kHealth:
-      return SendJson(*call, 200, {{"status", "ok"}});
-    case Route::kReady: {
-      const bool ready = supervisor_.ready() && !draining_;
-      // Queue occupancy lets a client (and the tests) see load before it is refused.
-      return SendJson(*call, ready ? 200 : 503,
-                      {{"status", draining_ ? std::string("draining")
-                                            : std::string(WorkerStateName(supervisor_.state()))},
-                       {"active", admission_.active()},
-                       {"queued", admission_.waiting()},
-                       {"placements", options_.placements},
-                       {"npu_device", NpuDeviceJson()}});
-    }
-    case Route::kMetrics: {
-      MetricsGauges g;
-      g.active = admission_.active();
-      g.queued = admission_.waiting();
-      g.worker_restarts = supervisor_.restarts();
-      g.worker_ready = supervisor_.ready();
-      g.placements = options_.placements;
-      g.npu_device = options_.npu_device;
-      g.resident_bytes = ProcessResidentBytes();
-      const pid_t worker = supervisor_.worker_pid();
-      g.worker_resident_bytes = worker > 0 ? ProcessResidentBytes(worker) : 0;
-      HttpResponse r;
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      r.body = metrics_->Render(g);
-      r.headers = call->cors;
-      return call->exchange->Respond(std::move(r));
-    }
-    case Route::kUi:
-      return call->exchange->Respond(WebUiResponse(call->request));
-    case Route::kModels: {
-      // x_tessera_kind lets a client (the web page) offer each endpoint the models it takes.
-      json body = ModelsListBody(model_names_, created_);
-      for (size_t i = 0; i < model_kinds_.size(); ++i)
-        body["data"][i]["x_tessera_kind"] = std::string(ModelKindName(model_kinds_[i]));
-      return SendJson(*call, 200, std::move(body));
-    }
-    case Route::kModel: {
-      const std::string id = *ModelIdFromPath(call->request.path);
-      if (!KnownModel(id)) return SendError(*call, ModelNotFound(id));
-      return SendJson(*call, 200, ModelBody(id, created_));
-    }
-    case Route::kChat:
-      return Generation(std::move(call), /*chat=*/true);
-    case Route::kCompletions:
-      return Generation(std::move(call), /*chat=*/false);
-    case Route::kTokenize:
-      return TokenJob(std::move(call), /*tokenize=*/true);
-    case Route::kDetokenize:
-      return TokenJob(std::move(call), /*tokenize=*/false);
-    case Route::kEmbeddings:
-      return TaskJobCall(std::move(call), TaskEndpoint::kEmbeddings);
-    case Route::kRerank:
-      return TaskJobCall(std::move(call), TaskEndpoint::kRerank);
-    case Route::kModerations:
-      return TaskJobCall(std::move(call), TaskEndpoint::kModerations);
-    case Route::kClassify:
-      return TaskJobCall(std::move(call), TaskEndpoint::kClassify);
-    case Route::kSystemOne:
-      return TaskJobCall(std::move(call), TaskEndpoint::kSystemOne);
-    case Route::kNone:
-      break;
+  if (const Endpoint* endpoint = FindEndpoint(call->request.path)) {
+    return endpoint->handler(*this, std::move(call), *endpoint);
   }
   ApiError e = InvalidField("", "no such endpoint");
   e.status = 404;
@@ -463,11 +359,61 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
   SendError(*call, e);
 }
 
+void ApiService::Health(Call& call) {
+  SendJson(call, 200, {{"status", "ok"}});
+}
+
+void ApiService::Ready(Call& call) {
+  const bool ready = supervisor_.ready() && !draining_;
+  // Queue occupancy lets a client (and the tests) see load before it is refused.
+  SendJson(call, ready ? 200 : 503,
+           {{"status", draining_ ? std::string("draining")
+                                 : std::string(WorkerStateName(supervisor_.state()))},
+            {"active", admission_.active()},
+            {"queued", admission_.waiting()},
+            {"placements", options_.placements},
+            {"npu_device", NpuDeviceJson()}});
+}
+
+void ApiService::Metrics(Call& call) {
+  MetricsGauges g;
+  g.active = admission_.active();
+  g.queued = admission_.waiting();
+  g.worker_restarts = supervisor_.restarts();
+  g.worker_ready = supervisor_.ready();
+  g.placements = options_.placements;
+  g.npu_device = options_.npu_device;
+  g.resident_bytes = ProcessResidentBytes();
+  const pid_t worker = supervisor_.worker_pid();
+  g.worker_resident_bytes = worker > 0 ? ProcessResidentBytes(worker) : 0;
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = metrics_->Render(g);
+  r.headers = call.cors;
+  call.exchange->Respond(std::move(r));
+}
+
+void ApiService::ModelsList(Call& call) {
+  // x_tessera_kind lets a client (the web page) offer each endpoint the models it takes.
+  json body = ModelsListBody(model_names_, created_);
+  for (size_t i = 0; i < model_kinds_.size(); ++i)
+    body["data"][i]["x_tessera_kind"] = std::string(ModelKindName(model_kinds_[i]));
+  SendJson(call, 200, std::move(body));
+}
+
+void ApiService::OneModel(Call& call) {
+  const std::string id = *ModelIdFromPath(call.request.path);
+  if (!KnownModel(id)) return SendError(call, ModelNotFound(id));
+  SendJson(call, 200, ModelBody(id, created_));
+}
+
 void ApiService::Completed(const HttpRequest& head, const std::string& request_id, int status,
                            const AccessRecord& rec, double total_ms) {
   std::string finish = rec.finish;
   if (status == 499 && finish.empty()) finish = "client_disconnected";
-  metrics_->Observe(head.path, status, rec, total_ms);
+  std::string route = "other";  // unknown paths share one label: clients cannot grow the set
+  FindEndpoint(head.path, &route);
+  metrics_->Observe(route, status, rec, total_ms);
   std::string text;
   if (options_.access_log_json) {
     json line = {{"type", "access"},

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/endpoints.h"
 #include "server/guards.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
@@ -54,6 +55,14 @@ class JobThreads {
   std::vector<std::thread> threads_;
 };
 
+// One request being answered: its head (and body), where the answer goes, its CORS headers.
+struct ApiCall {
+  HttpRequest request;
+  std::shared_ptr<HttpExchange> exchange;
+  std::vector<HttpHeader> cors;
+  Clock::time_point arrived;
+};
+
 class ApiService final : public HttpHandler {
  public:
   explicit ApiService(const ServeOptions& options);
@@ -72,14 +81,24 @@ class ApiService final : public HttpHandler {
   void Completed(const HttpRequest& head, const std::string& request_id, int status,
                  const AccessRecord& record, double total_ms) override;
 
+  // What endpoint handlers (endpoints.h) answer with.
+  void SendJson(ApiCall& call, int status, nlohmann::json body, double queue_wait_ms = 0);
+  // As SendJson, keeping the body's member order (System One's answers keyed by name).
+  void SendOrderedJson(ApiCall& call, int status, nlohmann::ordered_json body,
+                       double queue_wait_ms = 0);
+  void SendError(ApiCall& call, const ApiError& e, double queue_wait_ms = 0,
+                 std::vector<HttpHeader> extra = {});
+  // The served model a request to `e` runs on: `name` when it is of one of e.model_kinds,
+  // else (no name) the first served model of the first kind that has one; otherwise the error
+  // to answer (404 for an unknown name or none of the kinds served, 400 for the wrong kind).
+  std::variant<std::string, ApiError> ModelFor(const Endpoint& e, const std::string& name) const;
+  // Every endpoint the server answers: the built-in table, then ServeOptions::extra_endpoints.
+  const std::vector<Endpoint>& endpoints() const { return endpoints_; }
+  // The web page's row only with `web_ui` (--no-ui: its paths are unknown). api_endpoints.cc.
+  static std::vector<Endpoint> BuiltinEndpoints(bool web_ui);
+
  private:
-  // One request being answered: its head, where the answer goes, and its CORS headers.
-  struct Call {
-    HttpRequest request;
-    std::shared_ptr<HttpExchange> exchange;
-    std::vector<HttpHeader> cors;
-    Clock::time_point arrived;
-  };
+  using Call = ApiCall;
   struct ActiveJob;
   enum class Step { kProgress, kDone, kFailed };
 
@@ -89,12 +108,6 @@ class ApiService final : public HttpHandler {
   nlohmann::json FullStats(const JobOutcome& outcome, double queue_ms) const;
   HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
                             double queue_wait_ms = 0) const;
-  void SendJson(Call& call, int status, nlohmann::json body, double queue_wait_ms = 0);
-  // As SendJson, keeping the body's member order (System One's answers keyed by name).
-  void SendOrderedJson(Call& call, int status, nlohmann::ordered_json body,
-                       double queue_wait_ms = 0);
-  void SendError(Call& call, const ApiError& e, double queue_wait_ms = 0,
-                 std::vector<HttpHeader> extra = {});
   void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome, double queue_ms);
   nlohmann::json JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) const;
   bool OriginAllowed(std::string_view origin) const;
@@ -106,11 +119,15 @@ class ApiService final : public HttpHandler {
   std::optional<uint64_t> EnterQueue(Call& call, bool busy_is_503 = false);
   void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
-  void TaskJobCall(std::shared_ptr<Call> call, TaskEndpoint endpoint);
-  // The served model a task runs on: `name` when it is of the endpoint's kind, else (no name)
-  // the first model of that kind; otherwise the error to answer.
-  std::variant<std::string, ApiError> TaskModel(const std::string& name, TaskEndpoint e) const;
+  void TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint, TaskEndpoint task);
   std::optional<ModelKind> KindOf(const std::string& name) const;
+  // The endpoint answering `path`, or null; `label` gets its /metrics label.
+  const Endpoint* FindEndpoint(std::string_view path, std::string* label = nullptr) const;
+  void Health(Call& call);
+  void Ready(Call& call);
+  void Metrics(Call& call);
+  void ModelsList(Call& call);
+  void OneModel(Call& call);
   // On a job thread: the blocking part of each.
   void RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat);
   void RunTokenJob(Call& call, JobRequest request, uint64_t ticket);
@@ -124,7 +141,7 @@ class ApiService final : public HttpHandler {
   };
   std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, JobRequest& job, uint64_t ticket,
                                                 std::vector<HttpHeader>* extra, double* queue_ms);
-  void RunTask(Call& call, TaskRequest request, uint64_t ticket);
+  void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint);
   std::unique_ptr<ActiveJob> Admit(Call& call, JobRequest& job, uint64_t ticket, double* queue_ms,
                                    ApiError* error, std::vector<HttpHeader>* extra);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
@@ -145,6 +162,7 @@ class ApiService final : public HttpHandler {
   int64_t created_ = 0;
   Clock::time_point started_at_;
   JobThreads jobs_;
+  std::vector<Endpoint> endpoints_;  // BuiltinEndpoints() + options.extra_endpoints
 };
 
 }  // namespace tessera::server

@@ -12,42 +12,6 @@ namespace tessera::server {
 
 using namespace api_internal;  // NOLINT: this service's own helpers
 
-namespace {
-
-const char* EndpointNoun(TaskEndpoint e) {
-  switch (e) {
-    case TaskEndpoint::kEmbeddings:
-      return "embedding";
-    case TaskEndpoint::kRerank:
-      return "reranker";
-    case TaskEndpoint::kModerations:
-      return "guard";
-    case TaskEndpoint::kClassify:
-      return "classifier";
-    case TaskEndpoint::kSystemOne:
-      return "decide or chat";
-  }
-  return "";
-}
-
-const char* IdPrefix(TaskEndpoint e) {
-  switch (e) {
-    case TaskEndpoint::kEmbeddings:
-      return "embd-";
-    case TaskEndpoint::kRerank:
-      return "rerank-";
-    case TaskEndpoint::kModerations:
-      return "modr-";
-    case TaskEndpoint::kClassify:
-      return "classify-";
-    case TaskEndpoint::kSystemOne:
-      return "s1-";
-  }
-  return "";
-}
-
-}  // namespace
-
 std::optional<ModelKind> ApiService::KindOf(const std::string& name) const {
   for (size_t i = 0; i < model_names_.size(); ++i) {
     if (model_names_[i] == name) return model_kinds_[i];
@@ -55,52 +19,21 @@ std::optional<ModelKind> ApiService::KindOf(const std::string& name) const {
   return std::nullopt;
 }
 
-std::variant<std::string, ApiError> ApiService::TaskModel(const std::string& name,
-                                                          TaskEndpoint e) const {
-  const ModelKind want = KindFor(e);
-  // System One runs on a decide model, else on any chat model.
-  auto fits = [&](ModelKind kind) {
-    return kind == want || (e == TaskEndpoint::kSystemOne && kind == ModelKind::kChat);
-  };
-  if (name.empty()) {
-    for (size_t i = 0; i < model_names_.size(); ++i) {
-      if (model_kinds_[i] == want) return model_names_[i];
-    }
-    for (size_t i = 0; i < model_names_.size(); ++i) {
-      if (fits(model_kinds_[i])) return model_names_[i];
-    }
-    ApiError err = InvalidField("model", std::string("no ") + EndpointNoun(e) +
-                                             " model is served here; start the server with one "
-                                             "(--model DIR, and --kind NAME=" +
-                                             std::string(ModelKindName(want)) +
-                                             " for a causal LM that is one)");
-    err.status = 404;
-    err.code = "model_not_found";
-    return err;
-  }
-  const std::optional<ModelKind> kind = KindOf(name);
-  if (!kind) return ModelNotFound(name);
-  if (!fits(*kind)) {
-    return InvalidField("model", "'" + name + "' is a " + std::string(ModelKindName(*kind)) +
-                                     " model; this endpoint needs a " +
-                                     std::string(ModelKindName(want)) + " model");
-  }
-  return name;
-}
-
-void ApiService::TaskJobCall(std::shared_ptr<Call> call, TaskEndpoint endpoint) {
+void ApiService::TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint,
+                             TaskEndpoint task) {
   const std::optional<uint64_t> ticket = EnterQueue(*call, /*busy_is_503=*/true);
   if (!ticket) return;
-  jobs_.Post([this, call, ticket = *ticket, endpoint] {
+  // endpoints_ lives as long as the service, which outlives its job threads.
+  jobs_.Post([this, call, ticket = *ticket, &endpoint, task] {
     auto doc = ParseJsonBody(call->request.body);
     std::variant<TaskRequest, ApiError> parsed = ApiError{};
     if (auto* e = std::get_if<ApiError>(&doc)) {
       parsed = *e;
     } else {
-      parsed = ParseTaskRequest(endpoint, std::get<nlohmann::ordered_json>(doc));
+      parsed = ParseTaskRequest(task, std::get<nlohmann::ordered_json>(doc));
     }
     if (auto* request = std::get_if<TaskRequest>(&parsed)) {
-      auto model = TaskModel(request->job.model, endpoint);
+      auto model = ModelFor(endpoint, request->job.model);
       if (auto* e = std::get_if<ApiError>(&model)) {
         parsed = *e;
       } else {
@@ -113,11 +46,12 @@ void ApiService::TaskJobCall(std::shared_ptr<Call> call, TaskEndpoint endpoint) 
     }
     TaskRequest& request = std::get<TaskRequest>(parsed);
     call->exchange->Note([&](AccessRecord& r) { r.model = request.job.model; });
-    RunTask(*call, std::move(request), ticket);
+    RunTask(*call, std::move(request), ticket, endpoint);
   });
 }
 
-void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket) {
+void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket,
+                         const Endpoint& endpoint) {
   double queue_ms = 0;
   std::vector<HttpHeader> extra;
   auto answer = AwaitAnswer(call, request.job, ticket, &extra, &queue_ms);
@@ -138,9 +72,8 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket) {
     r.prompt_tokens = m->prompt_tokens;
     r.queue_ms = queue_ms;
   });
-  nlohmann::ordered_json body =
-      TaskResponseBody(request, *m, request.job.model,
-                       IdPrefix(request.endpoint) + call.exchange->request_id(), UnixNow());
+  nlohmann::ordered_json body = TaskResponseBody(
+      request, *m, request.job.model, endpoint.id_prefix + call.exchange->request_id(), UnixNow());
   body["x_tessera_stats"] = {{"queue_ms", queue_ms},
                              {"worker_queue_ms", m->queue_ms},
                              {"run_ms", m->run_ms},

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "server/endpoints.h"
 #include "server/worker.h"
 
 namespace tessera::server {
@@ -55,6 +56,8 @@ struct ServeOptions {
   int keep_alive_timeout_s = 5;
   int max_connections = 1024;
   int max_connections_per_client = 64;
+  // Endpoints beside the built-in table (endpoints.h), matched after it.
+  std::vector<Endpoint> extra_endpoints;
 };
 
 // Runs until SIGTERM/SIGINT, then drains: new requests get 503, in-flight ones may finish

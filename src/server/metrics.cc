@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <fstream>
 
-#include "server/web_ui.h"
-
 namespace tessera::server {
 namespace {
 
@@ -47,13 +45,6 @@ void Header(std::string& out, const char* name, const char* type, const char* he
   out += '\n';
 }
 
-constexpr std::string_view kRoutes[] = {
-    "/health",         "/ready",          "/metrics",
-    "/v1/models",      "/v1/models/{id}", "/v1/chat/completions",
-    "/v1/completions", "/tokenize",       "/detokenize",
-    "/v1/embeddings",  "/v1/rerank",      "/rerank",
-    "/v1/moderations", "/classify",       "/v1/systemone"};
-
 }  // namespace
 
 void ServerMetrics::Histogram::Add(double seconds) {
@@ -68,16 +59,8 @@ std::string ServerMetrics::ModelLabel(const std::string& model) const {
   return std::find(models_.begin(), models_.end(), model) != models_.end() ? model : "";
 }
 
-void ServerMetrics::Observe(std::string_view path, int status, const AccessRecord& record,
+void ServerMetrics::Observe(const std::string& route, int status, const AccessRecord& record,
                             double total_ms) {
-  std::string route = "other";
-  if (path.rfind("/v1/models/", 0) == 0) {
-    route = "/v1/models/{id}";
-  } else if (IsWebUiPath(path)) {
-    route = "ui";  // the web page's files
-  } else if (std::find(std::begin(kRoutes), std::end(kRoutes), path) != std::end(kRoutes)) {
-    route = std::string(path);
-  }
   const std::string model = ModelLabel(record.model);
   std::lock_guard lock(mu_);
   ++requests_[{route, status}];

@@ -37,10 +37,11 @@ class ServerMetrics {
   static constexpr std::array<double, 12> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                       0.5,   1,    2.5,   5,    10,  30};
 
-  // `route` is a known route's path (an unknown one counts as "other", so clients cannot
-  // grow the label set); `model` labels are kept only for served models.
+  // `route` is the endpoint table's label for the request (endpoints.h; "other" for a path no
+  // endpoint answers, so clients cannot grow the label set); `model` labels are kept only for
+  // served models.
   explicit ServerMetrics(std::vector<std::string> models) : models_(std::move(models)) {}
-  void Observe(std::string_view route, int status, const AccessRecord& record, double total_ms);
+  void Observe(const std::string& route, int status, const AccessRecord& record, double total_ms);
   std::string Render(const MetricsGauges& gauges) const;
 
  private:

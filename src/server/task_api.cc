@@ -491,22 +491,6 @@ ojson SystemOneAnswers(const TaskRequest& request, const TaskResultMessage& resu
 
 }  // namespace
 
-ModelKind KindFor(TaskEndpoint endpoint) {
-  switch (endpoint) {
-    case TaskEndpoint::kEmbeddings:
-      return ModelKind::kEmbed;
-    case TaskEndpoint::kRerank:
-      return ModelKind::kRerank;
-    case TaskEndpoint::kModerations:
-      return ModelKind::kGuard;
-    case TaskEndpoint::kClassify:
-      return ModelKind::kClassify;
-    case TaskEndpoint::kSystemOne:
-      return ModelKind::kDecide;
-  }
-  return ModelKind::kChat;
-}
-
 std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, const ojson& body) {
   for (const auto& [key, value] : body.items()) {
     if (value.is_null()) continue;

@@ -44,8 +44,6 @@ struct TaskRequest {
   std::vector<std::string> question_names;
 };
 
-// The kind of model an endpoint runs on (System One: a decide model, or any chat model).
-ModelKind KindFor(TaskEndpoint endpoint);
 // The model field's name for messages ("model").
 std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint,
                                                      const nlohmann::ordered_json& body);

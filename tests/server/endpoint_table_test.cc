@@ -1,0 +1,154 @@
+// The endpoint table (server/endpoints.h): an endpoint added as one row plus its handler
+// (toy_endpoint.cc), with no other change to the server, is routed, authenticated, counted in
+// /metrics under its own label and refused for a model of the wrong kind; the built-in rows
+// keep their methods, access and labels.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "server/api_service.h"
+#include "toy_endpoint.h"
+
+namespace tessera::server {
+namespace {
+
+// Captures the one answer of a request (the service answers whole responses here).
+class CapturingExchange final : public HttpExchange {
+ public:
+  const std::string& request_id() const override { return id_; }
+  void Respond(HttpResponse response) override {
+    std::lock_guard lock(mu_);
+    response_ = std::move(response);
+  }
+  void BeginStream(int, std::vector<HttpHeader>, const std::string&) override {}
+  bool StreamWrite(std::string) override { return false; }
+  void EndStream() override {}
+  bool client_gone() const override { return false; }
+  void Note(const std::function<void(AccessRecord&)>& edit) override { edit(record_); }
+
+  HttpResponse response() const {
+    std::lock_guard lock(mu_);
+    return response_;
+  }
+  const AccessRecord& record() const { return record_; }
+
+ private:
+  std::string id_ = "req-1";
+  mutable std::mutex mu_;
+  HttpResponse response_;
+  AccessRecord record_;
+};
+
+class EndpointTable : public ::testing::Test {
+ protected:
+  EndpointTable() {
+    options_.models = {{"chat", "/nonexistent/chat", ModelKind::kChat},
+                       {"emb", "/nonexistent/emb", ModelKind::kEmbed}};
+    options_.api_key = "secret";
+    options_.extra_endpoints = {test::ToyEndpoint()};
+    service_ = std::make_unique<ApiService>(options_);
+  }
+
+  static HttpRequest Head(std::string method, std::string path, bool with_key) {
+    HttpRequest r;
+    r.method = std::move(method);
+    r.path = path;
+    r.target = std::move(path);
+    r.remote_addr = "127.0.0.1";
+    if (with_key) r.headers.push_back({"Authorization", "Bearer secret"});
+    return r;
+  }
+
+  // Screens, handles and completes one request as the front end would; the answer.
+  HttpResponse Call(std::string method, std::string path, std::string body) {
+    HttpRequest head = Head(std::move(method), std::move(path), true);
+    if (auto refused = service_->Screen(head)) return *refused;
+    HttpRequest request = head;
+    request.body = std::move(body);
+    request.has_body = !request.body.empty();
+    auto exchange = std::make_shared<CapturingExchange>();
+    service_->Handle(request, exchange);
+    const HttpResponse r = exchange->response();
+    service_->Completed(head, exchange->request_id(), r.status, exchange->record(), 1.0);
+    return r;
+  }
+
+  ServeOptions options_;
+  std::unique_ptr<ApiService> service_;
+};
+
+TEST_F(EndpointTable, AToyEndpointIsRoutedAuthenticatedCountedAndKindChecked) {
+  // Authenticated like every API row: no key, no answer.
+  auto refused = service_->Screen(Head("POST", "/v1/toy", false));
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  // Its method only.
+  auto wrong_method = service_->Screen(Head("GET", "/v1/toy", true));
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
+  // Routed to its handler, on a model of its kind (named, or the first one served).
+  for (const std::string body : {R"({"model": "emb", "text": "hi"})", R"({"text": "hi"})"}) {
+    HttpResponse ok = Call("POST", "/v1/toy", body);
+    ASSERT_EQ(ok.status, 200) << ok.body;
+    auto json = nlohmann::json::parse(ok.body);
+    EXPECT_EQ(json["id"], "toy-req-1");
+    EXPECT_EQ(json["model"], "emb");
+    EXPECT_EQ(json["echo"], "hi");
+  }
+  // Refused for a model of another kind, and for one not served.
+  HttpResponse wrong_kind = Call("POST", "/v1/toy", R"({"model": "chat"})");
+  EXPECT_EQ(wrong_kind.status, 400) << wrong_kind.body;
+  EXPECT_NE(wrong_kind.body.find("'chat' is a chat model; this endpoint needs a embed model"),
+            std::string::npos)
+      << wrong_kind.body;
+  EXPECT_EQ(Call("POST", "/v1/toy", R"({"model": "nope"})").status, 404);
+  // Counted under its own label.
+  HttpResponse metrics = Call("GET", "/metrics", "");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("tessera_http_requests_total{route=\"/v1/toy\",status=\"200\"} 2"),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("tessera_http_requests_total{route=\"/v1/toy\",status=\"400\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.body.find("tessera_http_requests_total{route=\"/v1/toy\",status=\"404\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(EndpointTable, BuiltInRowsKeepTheirMethodsAccessAndLabels) {
+  EXPECT_FALSE(service_->Screen(Head("GET", "/health", false)));  // open
+  EXPECT_FALSE(service_->Screen(Head("GET", "/", false)));        // the web page is open
+  EXPECT_EQ(service_->Screen(Head("GET", "/metrics", false))->status, 401);
+  EXPECT_EQ(service_->Screen(Head("GET", "/v1/models/org/name", false))->status, 401);
+  EXPECT_FALSE(service_->Screen(Head("GET", "/v1/models/org/name", true)));
+  EXPECT_EQ(service_->Screen(Head("GET", "/v1/completions", true))->status, 405);
+  EXPECT_EQ(service_->Screen(Head("POST", "/v1/nothing", true))->status, 404);
+  std::string label;
+  for (const auto& [path, want] :
+       std::vector<std::pair<std::string, std::string>>{{"/rerank", "/rerank"},
+                                                        {"/v1/rerank", "/v1/rerank"},
+                                                        {"/v1/models/qwen", "/v1/models/{id}"},
+                                                        {"/", "ui"},
+                                                        {"/v1/toy", "/v1/toy"}}) {
+    const Endpoint* found = nullptr;
+    for (const Endpoint& e : service_->endpoints()) {
+      if (EndpointMatches(e, path, &label)) {
+        found = &e;
+        break;
+      }
+    }
+    ASSERT_NE(found, nullptr) << path;
+    EXPECT_EQ(label, want) << path;
+  }
+  // Each path is answered by one row.
+  for (const Endpoint& a : service_->endpoints()) {
+    for (const Endpoint& b : service_->endpoints()) {
+      if (&a != &b && !a.path.empty()) {
+        EXPECT_FALSE(EndpointMatches(b, a.path)) << a.path;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::server
