@@ -28,6 +28,8 @@ const char* ErrorCodeName(ErrorCode code) {
       return "internal";
     case ErrorCode::kDeviceLost:
       return "device_lost";
+    case ErrorCode::kPermissionDenied:
+      return "permission_denied";
   }
   return "unknown";
 }

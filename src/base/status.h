@@ -27,8 +27,9 @@ enum class ErrorCode {
   kResourceExhausted,  // a bound was hit (memory, steps, queue)
   kCancelled,
   kDeadlineExceeded,
-  kInternal,    // a bug in tessera
-  kDeviceLost,  // an accelerator stopped answering; nothing runs on it in this process
+  kInternal,          // a bug in tessera
+  kDeviceLost,        // an accelerator stopped answering; nothing runs on it in this process
+  kPermissionDenied,  // a safety policy refuses it (e.g. --no-auth on a non-loopback address)
 };
 
 const char* ErrorCodeName(ErrorCode code);
@@ -84,6 +85,9 @@ inline Status DeadlineExceeded(std::string m) {
 }
 inline Status Internal(std::string m) {
   return {ErrorCode::kInternal, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {ErrorCode::kPermissionDenied, std::move(m)};
 }
 inline Status DeviceLost(std::string m) {
   return {ErrorCode::kDeviceLost, std::move(m)};

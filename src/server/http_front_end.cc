@@ -103,8 +103,8 @@ class FrontEndImpl final : public HttpFrontEnd {
         }
       }
       if (!outside.empty()) {
-        return InvalidArgument("'" + o.host + "' resolves to " + outside +
-                               ", which is not a loopback address");
+        return PermissionDenied("'" + o.host + "' resolves to " + outside +
+                                ", which is not a loopback address");
       }
     }
     int port = o.port;

@@ -60,8 +60,7 @@ int RunServer(const ServeOptions& options) {
   fo.max_connections_per_client = options.max_connections_per_client;
   auto created = HttpFrontEnd::Create(fo, &service);
   if (!created) {
-    if (options.require_loopback && created.status().code() == ErrorCode::kInvalidArgument &&
-        created.status().message().find("loopback") != std::string::npos) {
+    if (created.status().code() == ErrorCode::kPermissionDenied) {
       std::fprintf(stderr,
                    "tessera serve: --no-auth is allowed only when every address of --host is "
                    "loopback: %s\n",

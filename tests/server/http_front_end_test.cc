@@ -355,6 +355,7 @@ TEST(FrontEndCreate, LoopbackCheckUsesTheResolvedAddresses) {
   o.host = "0.0.0.0";
   auto refused = HttpFrontEnd::Create(o, &handler);
   ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.status().code(), ErrorCode::kPermissionDenied);  // serve exits 2 on it
   EXPECT_NE(refused.status().message().find("not a loopback address"), std::string::npos);
 }
 
