@@ -333,10 +333,7 @@ std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
       auto m = Decode<JobErrorMessage>(ev->frame);
       if (!m) return ServerError(500, "internal_error", "internal error");
       ApiError e = FromJobError(*m, false);
-      if (m->kind == JobErrorKind::kContextLength) {
-        e.param = FieldOfMessage(m->message);
-        if (e.param.empty()) e.param = "input";
-      }
+      if (m->kind == JobErrorKind::kContextLength) e.param = m->field.empty() ? "input" : m->field;
       return e;
     }
     if (*type == MessageType::kDone) return ClientGone();  // cancelled: nobody waits for it

@@ -65,27 +65,12 @@ inline ApiError ModelNotFound(const std::string& name) {
   return e;
 }
 
-// A worker refusal reads "field: what is wrong" when it is about one field (task_job.h,
-// decision_job.h); that field is the error's param.
-inline std::string FieldOfMessage(const std::string& message) {
-  const size_t colon = message.find(": ");
-  if (colon == std::string::npos || colon == 0 || colon > 64) return "";
-  for (size_t i = 0; i < colon; ++i) {
-    const char c = message[i];
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '[' || c == ']' ||
-          c == '.')) {
-      return "";
-    }
-  }
-  return message.substr(0, colon);
-}
-
 inline ApiError FromJobError(const JobErrorMessage& m, bool chat) {
   ApiError e;
   e.message = m.message;
   switch (m.kind) {
     case JobErrorKind::kInvalidRequest:
-      e.param = FieldOfMessage(m.message);
+      e.param = m.field;  // set by the job that refused it, never read out of the message
       break;
     case JobErrorKind::kContextLength:
       e.code = "context_length_exceeded";

@@ -142,23 +142,25 @@ DecisionJob::~DecisionJob() = default;
 std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
     const JobRequest& request, LoadedModel& model, const DecisionSchema& schema, size_t max_options,
     double load_ms, SendFn send, EndFn on_end) {
-  auto invalid = [](std::string message) {
-    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  auto invalid = [](std::string field, std::string message) {
+    return InvalidRequest(std::move(field), std::move(message));
   };
-  if (request.n != 1) return invalid("n: a decision has one answer; n must be 1");
+  if (request.n != 1) return invalid("n", "a decision has one answer; n must be 1");
   if (!request.tools.empty() && request.tool_choice != "none") {
-    return invalid("tools: a decision (a response_format choosing among values) cannot call tools");
+    return invalid("tools",
+                   "a decision (a response_format choosing among values) cannot call tools");
   }
   const size_t n = schema.values.size();
   if (n < 2 || n > max_options) {
-    return invalid("response_format: a decision needs 2 to " + std::to_string(max_options) +
-                   " options, found " + std::to_string(n) +
-                   (max_options < kMaxDeclaredDecisionOptions
-                        ? " (up to 255 for a model served as --kind NAME=decide)"
-                        : ""));
+    return invalid("response_format",
+                   "a decision needs 2 to " + std::to_string(max_options) + " options, found " +
+                       std::to_string(n) +
+                       (max_options < kMaxDeclaredDecisionOptions
+                            ? " (up to 255 for a model served as --kind NAME=decide)"
+                            : ""));
   }
   if (!model.has_chat_template()) {
-    return invalid("messages: the model has no chat template to ask it a question with");
+    return invalid("messages", "the model has no chat template to ask it a question with");
   }
   auto job = std::unique_ptr<DecisionJob>(new DecisionJob());
   job->job_id_ = request.job_id;
@@ -174,11 +176,11 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   for (const ojson& value : schema.values) {
     std::string text = DecisionOptionText(value);
     if (!seen.insert(text).second) {
-      return invalid("response_format: the option '" + text + "' is listed twice");
+      return invalid("response_format", "the option '" + text + "' is listed twice");
     }
     auto ids = model.EncodeText(text, false);
     if (!ids || ids->empty()) {
-      return invalid("response_format: the option '" + text + "' encodes to no tokens");
+      return invalid("response_format", "the option '" + text + "' encodes to no tokens");
     }
     longest = std::max(longest, ids->size());
     job->option_texts_.push_back(std::move(text));
@@ -186,7 +188,9 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   }
 
   auto prompt = DecisionPrompt(model, request.messages, schema);
-  if (!prompt) return invalid(prompt.status().message());
+  if (!prompt) {
+    return JobFailure{JobErrorKind::kInvalidRequest, prompt.status().message(), 0, "messages"};
+  }
   const int64_t tokens = static_cast<int64_t>(prompt->size());
   const int64_t limit =
       std::min(kMaxDecisionPromptTokens, model.context() - static_cast<int64_t>(longest));
@@ -194,7 +198,7 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
     return JobFailure{JobErrorKind::kContextLength,
                       "messages: the decision's prompt has " + std::to_string(tokens) +
                           " tokens, more than the limit of " + std::to_string(limit),
-                      tokens};
+                      tokens, "messages"};
   }
   job->prompt_tokens_ = tokens;
   job->scores_ = std::make_shared<OptionScores>(n);
@@ -205,7 +209,7 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   for (uint64_t id : scoring.ids) job->group_->Added(id);
   if (!scoring.status.ok()) {
     JobFailure refusal{JobErrorKind::kContextLength, "messages: " + scoring.status.message(),
-                       tokens};
+                       tokens, "messages"};
     if (!job->group_->RefuseAfterStart(refusal)) return refusal;
     return job;  // answered once the cancelled sequences end
   }

@@ -223,8 +223,12 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     const JobRequest& job, LoadedModel& model,
     const std::function<Expected<std::shared_ptr<const TokenVocabulary>>()>& vocabulary,
     double load_ms, SendFn send, EndFn on_end) {
-  auto invalid = [](std::string message) {
-    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  auto invalid = [](std::string field, std::string message) {
+    return InvalidRequest(std::move(field), std::move(message));
+  };
+  // A refusal whose status already names what is wrong (e.g. "tools[0].function: ...").
+  auto refuse = [](std::string field, const auto& status_or_text) {
+    return JobFailure{JobErrorKind::kInvalidRequest, TextOf(status_or_text), 0, std::move(field)};
   };
   // A call that may be any of more functions than a grammar follows at once (JSON forms; the
   // XML grammar refuses them itself).
@@ -241,29 +245,29 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   std::string forced_opening, forced_closing;
   if (job.kind == JobKind::kChat) {
     if (!model.has_chat_template()) {
-      return invalid("the model '" + job.model +
-                     "' has no chat template; use /v1/completions with a prompt");
+      return invalid("", "the model '" + job.model +
+                             "' has no chat template; use /v1/completions with a prompt");
     }
     auto messages = TemplateMessages(job.messages);
-    if (!messages) return invalid(messages.status().message());
+    if (!messages) return refuse("messages", messages.status());
     ojson kwargs = ojson::object();
     ojson tools;
     if (!job.tools.empty() && job.tool_choice != "none") {
       tools = ojson::parse(job.tools, nullptr, false);
-      if (tools.is_discarded()) return invalid("tools: not JSON");
+      if (tools.is_discarded()) return invalid("tools", "not JSON");
       if (!ToolsWellFormed(tools)) {
-        return invalid("tools: expected an array of {\"function\": {\"name\": <string>}}");
+        return invalid("tools", "expected an array of {\"function\": {\"name\": <string>}}");
       }
       const ChatTemplateConfig& config = model.assembler()->config();
       if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
-        return invalid("tools: the chat template of '" + job.model +
-                       "' does not describe tools to the model");
+        return invalid("tools", "the chat template of '" + job.model +
+                                    "' does not describe tools to the model");
       }
       syntax = config.tool_call_syntax;
       kwargs["tools"] = tools;
     }
     auto prompt = model.RenderChat(*messages, kwargs);
-    if (!prompt) return invalid("messages: " + prompt.status().message());
+    if (!prompt) return invalid("messages", prompt.status().message());
     prompt_ids = std::move(prompt->ids);
     shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
     if (syntax == ToolCallSyntax::kQwen3Xml && job.tool_choice != "auto") {
@@ -274,34 +278,34 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       auto compiled =
           CompileXmlToolCalls(tools, named ? job.tool_choice : "",
                               named ? std::nullopt : std::optional<std::string_view>(""));
-      if (!compiled) return invalid(compiled.status().message());
+      if (!compiled) return refuse("tools", compiled.status());
       grammar = *compiled;
       forced_opening = "<tool_call>\n<function=" + (named ? job.tool_choice + ">\n" : "");
       forced_closing = "\n</tool_call>";
       auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
-      if (!opening) return invalid("tools: " + opening.status().message());
+      if (!opening) return invalid("tools", opening.status().message());
       prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
     } else if (syntax != ToolCallSyntax::kNone && job.tool_choice != "auto") {
       // "required" or a named function: the reply starts as a call and its object is
       // constrained to the functions' schemas.
       if (!IsJsonSyntax(syntax)) {
-        return invalid("tool_choice: forced calls are not supported for the " +
-                       std::string(ToolCallSyntaxName(syntax)) + " tool-call format of '" +
-                       job.model + "'; use auto");
+        return invalid("tool_choice", "forced calls are not supported for the " +
+                                          std::string(ToolCallSyntaxName(syntax)) +
+                                          " tool-call format of '" + job.model + "'; use auto");
       }
       const std::string only = job.tool_choice == "required" ? "" : job.tool_choice;
       if (only.empty() && tools.size() > kMaxGrammarAlternatives) {
-        return invalid(too_many("name one with tool_choice"));
+        return refuse("tools", too_many("name one with tool_choice"));
       }
       auto compiled = CompileJsonSchema(ForcedCallSchema(tools, only, syntax));
-      if (!compiled) return invalid("tools: " + compiled.status().message());
+      if (!compiled) return invalid("tools", compiled.status().message());
       grammar = *compiled;
       if (syntax == ToolCallSyntax::kHermes) {
         forced_opening = "<tool_call>\n";
         forced_closing = "\n</tool_call>";
       }
       auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
-      if (!opening) return invalid("tools: " + opening.status().message());
+      if (!opening) return invalid("tools", opening.status().message());
       prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
     } else if (syntax != ToolCallSyntax::kNone && AnyStrict(tools)) {
       // auto with strict functions: a call the model opens is constrained to the schemas.
@@ -310,24 +314,24 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
           syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGemmaJson;
       const bool tagged = syntax == ToolCallSyntax::kHermes || syntax == ToolCallSyntax::kQwen3Xml;
       if (!bare && (!tagged || !trigger)) {
-        return invalid(
-            "tools: strict functions with tool_choice auto are constrained only where a call "
-            "opens with the one token <tool_call> or is a bare JSON object; '" +
-            job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
-            " without that token: use strict false");
+        return invalid("tools",
+                       "strict functions with tool_choice auto are constrained only where a call "
+                       "opens with the one token <tool_call> or is a bare JSON object; '" +
+                           job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
+                           " without that token: use strict false");
       }
       if (syntax == ToolCallSyntax::kQwen3Xml) {
         // After the <tool_call> token: "\n<function=NAME>\n" and the parameters.
         auto compiled =
             CompileXmlToolCalls(tools, "", std::optional<std::string_view>("\n<function="),
                                 /*relax_non_strict=*/true);
-        if (!compiled) return invalid(compiled.status().message());
+        if (!compiled) return refuse("tools", compiled.status());
         grammar = *compiled;
       } else {
         auto schema = AutoCallSchema(tools, syntax);
-        if (!schema) return invalid(too_many("drop strict from some"));
+        if (!schema) return refuse("tools", too_many("drop strict from some"));
         auto compiled = CompileJsonSchema(*schema);
-        if (!compiled) return invalid("tools: " + compiled.status().message());
+        if (!compiled) return invalid("tools", compiled.status().message());
         grammar = *compiled;
       }
       if (bare) {
@@ -339,17 +343,17 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     }
   } else {
     auto ids = model.EncodeText(job.prompt, /*add_special=*/true);
-    if (!ids) return invalid("prompt: " + ids.status().message());
+    if (!ids) return invalid("prompt", ids.status().message());
     prompt_ids = std::move(*ids);
   }
   if (!job.response_format.empty()) {
     const ojson format = ojson::parse(job.response_format, nullptr, false);
-    if (format.is_discarded()) return invalid("response_format: not JSON");
+    if (format.is_discarded()) return invalid("response_format", "not JSON");
     auto compiled = CompileResponseFormat(format);
-    if (!compiled) return invalid("response_format: " + compiled.status().message());
+    if (!compiled) return invalid("response_format", compiled.status().message());
     grammar = *compiled;
   }
-  if (prompt_ids.empty()) return invalid("prompt: the prompt is empty");
+  if (prompt_ids.empty()) return invalid("prompt", "the prompt is empty");
   const int64_t context = model.context();
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   if (prompt_len >= context) {
@@ -363,9 +367,10 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   std::vector<std::pair<int32_t, float>> bias;
   for (const auto& [id, b] : job.logit_bias) {
     if (id >= model.checkpoint().config.vocab_size) {
-      return invalid("logit_bias: token id " + std::to_string(id) +
-                     " is outside the vocabulary of '" + job.model + "' (0.." +
-                     std::to_string(model.checkpoint().config.vocab_size - 1) + ")");
+      return invalid("logit_bias", "token id " + std::to_string(id) +
+                                       " is outside the vocabulary of '" + job.model + "' (0.." +
+                                       std::to_string(model.checkpoint().config.vocab_size - 1) +
+                                       ")");
     }
     bias.emplace_back(id, static_cast<float>(b));
   }
@@ -405,7 +410,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       params.seed = *params.seed + i <= kMaxSamplingSeed ? *params.seed + i : i;
     }
     auto sampling = ResolveSamplingParams(params, model.sampling_defaults());
-    if (!sampling) return invalid(sampling.status().message());
+    if (!sampling) return refuse("", sampling.status());
     // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
     // JSON client (JavaScript numbers are doubles) can send it back exactly.
     if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
@@ -473,7 +478,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     auto id = model.scheduler().Submit(std::move(req));
     if (!id) {
       g->choices_.pop_back();
-      if (i == 0) return invalid(id.status().message());
+      if (i == 0) return refuse("", id.status());
       // Later choices are validated like the first, so this does not happen; if it did, the
       // job fails and lives until the choices already running have ended.
       g->failed_ = true;

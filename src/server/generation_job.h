@@ -45,7 +45,21 @@ struct JobFailure {
   JobErrorKind kind;
   std::string message;
   int64_t prompt_tokens = 0;  // for kContextLength
+  std::string field{};        // the request field it is about (the error's param), or empty
 };
+
+// A refusal about one request field: the message reads "field: detail" (just "detail"
+// without a field) and `field` travels beside it, so nobody reads it back out of the text.
+inline JobFailure InvalidRequest(std::string field, std::string detail) {
+  std::string message = field.empty() ? std::move(detail) : field + ": " + detail;
+  return JobFailure{JobErrorKind::kInvalidRequest, std::move(message), 0, std::move(field)};
+}
+inline std::string TextOf(const Status& status) {
+  return status.message();
+}
+inline std::string TextOf(std::string text) {
+  return text;
+}
 
 class GenerationJob final : public WorkerJob {
  public:

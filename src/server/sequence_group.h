@@ -63,8 +63,8 @@ class SequenceGroup {
   // detail stays in the worker), or a cancelled Done (nobody waits for an answer).
   std::optional<std::string> EndFrame(uint64_t job_id) const {
     if (refused_) {
-      return Encode(
-          JobErrorMessage{job_id, refused_->kind, refused_->message, refused_->prompt_tokens});
+      return Encode(JobErrorMessage{job_id, refused_->kind, refused_->message,
+                                    refused_->prompt_tokens, refused_->field});
     }
     if (!error_.ok()) {
       return Encode(JobErrorMessage{job_id, EngineFailureKind(error_.code()),

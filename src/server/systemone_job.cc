@@ -41,12 +41,12 @@ SystemOneJob::~SystemOneJob() = default;
 std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
     const JobRequest& request, LoadedModel& model, const SystemOneOptions& options, SendFn send,
     EndFn on_end) {
-  auto invalid = [](std::string message) {
-    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  auto invalid = [](std::string field, std::string message) {
+    return InvalidRequest(std::move(field), std::move(message));
   };
-  if (request.questions.empty()) return invalid("questions: there are no questions");
+  if (request.questions.empty()) return invalid("questions", "there are no questions");
   if (!model.has_chat_template()) {
-    return invalid("model: the model has no chat template to ask it a question with");
+    return invalid("model", "the model has no chat template to ask it a question with");
   }
   auto job = std::unique_ptr<SystemOneJob>(new SystemOneJob());
   job->job_id_ = request.job_id;
@@ -62,19 +62,21 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
   for (size_t q = 0; q < request.questions.size(); ++q) {
     const Question& question = request.questions[q];
     const std::string at = "questions[" + std::to_string(q) + "]";
-    if (question.options.size() < 2) return invalid(at + ": a question needs 2 or more options");
+    if (question.options.size() < 2) return invalid(at, "a question needs 2 or more options");
     std::vector<std::vector<int32_t>> ids;
     size_t longest = 0;
     for (const std::string& option : question.options) {
       auto encoded = model.EncodeText(option, false);
       if (!encoded || encoded->empty()) {
-        return invalid(at + ".criteria: the option '" + option + "' encodes to no tokens");
+        return invalid(at + ".criteria", "the option '" + option + "' encodes to no tokens");
       }
       longest = std::max(longest, encoded->size());
       ids.push_back(std::move(*encoded));
     }
     auto prompt = SystemOnePrompt(model, request.query, question);
-    if (!prompt) return invalid(prompt.status().message());
+    if (!prompt) {
+      return JobFailure{JobErrorKind::kInvalidRequest, prompt.status().message(), 0, at};
+    }
     const int64_t limit =
         std::min(kMaxSystemOnePromptTokens, model.context() - static_cast<int64_t>(longest));
     if (static_cast<int64_t>(prompt->size()) > limit) {
@@ -82,7 +84,7 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
                         "state: the state with " + at + " makes a prompt of " +
                             std::to_string(prompt->size()) + " tokens, more than the limit of " +
                             std::to_string(limit) + "; shorten the state",
-                        static_cast<int64_t>(prompt->size())};
+                        static_cast<int64_t>(prompt->size()), "state"};
     }
     job->prompt_tokens_.push_back(static_cast<int64_t>(prompt->size()));
     prompts.push_back(std::move(*prompt));
@@ -93,7 +95,7 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
   Scheduler& sched = model.scheduler();
   auto on_finish = [self](const SequenceResult& r) { self->OnFinish(r); };
   auto refuse = [&](const Status& st) -> std::variant<std::unique_ptr<SystemOneJob>, JobFailure> {
-    JobFailure refusal{JobErrorKind::kContextLength, "state: " + st.message()};
+    JobFailure refusal{JobErrorKind::kContextLength, "state: " + st.message(), 0, "state"};
     if (!job->group_->RefuseAfterStart(refusal)) return refusal;
     return std::move(job);  // answered once what was submitted has ended
   };

@@ -49,12 +49,12 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
   job->group_.emplace(model.scheduler());
-  auto invalid = [](std::string message) {
-    return JobFailure{JobErrorKind::kInvalidRequest, std::move(message)};
+  auto invalid = [](std::string field, std::string message) {
+    return InvalidRequest(std::move(field), std::move(message));
   };
   const bool from_ids = !request.input_ids.empty();
   const size_t count = from_ids ? request.input_ids.size() : request.inputs.size();
-  if (count == 0) return invalid("input: there is nothing to run (an empty list)");
+  if (count == 0) return invalid("input", "there is nothing to run (an empty list)");
 
   // Per-kind preparation shared by every input.
   std::string embed_prompt;
@@ -63,9 +63,9 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   switch (request.kind) {
     case JobKind::kEmbed:
       if (request.dimensions > model.checkpoint().config.hidden_size) {
-        return invalid("dimensions: the model's embeddings have " +
-                       std::to_string(model.checkpoint().config.hidden_size) +
-                       " dimensions; ask for at most that many");
+        return invalid("dimensions", "the model's embeddings have " +
+                                         std::to_string(model.checkpoint().config.hidden_size) +
+                                         " dimensions; ask for at most that many");
       }
       if (!request.instruction.empty()) {
         auto it = kind.prompts.find(request.instruction);
@@ -73,8 +73,9 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
           std::string names;
           for (const auto& [name, text] : kind.prompts) names += (names.empty() ? "" : ", ") + name;
           if (request.instruction != "document" && request.instruction != "passage") {
-            return invalid("prompt_name: the model has no prompt named '" + request.instruction +
-                           "'" + (names.empty() ? "" : " (it has: " + names + ")"));
+            return invalid("prompt_name", "the model has no prompt named '" + request.instruction +
+                                              "'" +
+                                              (names.empty() ? "" : " (it has: " + names + ")"));
           }
         } else {
           embed_prompt = it->second;
@@ -83,7 +84,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
       break;
     case JobKind::kClassify:
       if (!model.checkpoint().tensors.score) {
-        return invalid("model: this model has no classification head (score.weight)");
+        return invalid("model", "this model has no classification head (score.weight)");
       }
       job->labels_ = kind.labels;
       break;
@@ -128,8 +129,8 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
           ids = request.input_ids[i];
           for (int32_t id : *ids) {
             if (id < 0 || id >= model.checkpoint().config.vocab_size) {
-              return invalid(field + ": token id " + std::to_string(id) +
-                             " is outside the vocabulary");
+              return invalid(field,
+                             "token id " + std::to_string(id) + " is outside the vocabulary");
             }
           }
         } else {
@@ -160,13 +161,13 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
       default:
         break;
     }
-    if (!ids) return invalid(field + ": " + ids.status().message());
-    if (ids->empty()) return invalid(field + ": the input is empty (no tokens)");
+    if (!ids) return invalid(field, ids.status().message());
+    if (ids->empty()) return invalid(field, "the input is empty (no tokens)");
     const int64_t n = static_cast<int64_t>(ids->size());
     if (n > limit) {
-      return invalid(field + ": the " + KindNoun(request.kind) + " has " + std::to_string(n) +
-                     " tokens, more than the limit of " + std::to_string(limit) +
-                     "; shorten it or split it");
+      return invalid(field, std::string("the ") + KindNoun(request.kind) + " has " +
+                                std::to_string(n) + " tokens, more than the limit of " +
+                                std::to_string(limit) + "; shorten it or split it");
     }
     unit->prompt = std::move(*ids);
     unit->item.tokens = n;

@@ -224,7 +224,7 @@ class Worker {
   }
 
   void Fail(uint64_t job_id, const JobFailure& f) {
-    Send(Encode(JobErrorMessage{job_id, f.kind, f.message, f.prompt_tokens}));
+    Send(Encode(JobErrorMessage{job_id, f.kind, f.message, f.prompt_tokens, f.field}));
   }
 
   void HandleJob(JobRequest job) {

@@ -323,6 +323,7 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobErr
   io.Enum(m.kind, JobErrorKind::kInvalidRequest, JobErrorKind::kEngineBusy);
   io(m.message);
   io(m.prompt_tokens);
+  io(m.field);
 }
 
 template <typename Io, typename M>

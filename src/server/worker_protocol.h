@@ -218,6 +218,7 @@ struct JobErrorMessage {
   JobErrorKind kind = JobErrorKind::kInternal;
   std::string message;
   int64_t prompt_tokens = 0;  // known for kContextLength (the prompt that did not fit)
+  std::string field{};        // the request field it is about (the HTTP error's param), or empty
 };
 
 struct TokensMessage {

@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "server/api_service_internal.h"
+
 namespace tessera::server {
 namespace {
 
@@ -101,10 +103,21 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   EXPECT_EQ(got_done->ttft_ms, 1.5);
 
   auto err = Decode<JobErrorMessage>(
-      Encode(JobErrorMessage{5, JobErrorKind::kContextLength, "too long", 4097}));
+      Encode(JobErrorMessage{5, JobErrorKind::kContextLength, "state: too long", 4097, "state"}));
   ASSERT_TRUE(err);
   EXPECT_EQ(err->kind, JobErrorKind::kContextLength);
   EXPECT_EQ(err->prompt_tokens, 4097);
+  EXPECT_EQ(err->field, "state");  // the param travels beside the message, not inside it
+  // The HTTP side takes the param from the field, whatever the message says.
+  const ApiError refused =
+      api_internal::FromJobError(JobErrorMessage{5, JobErrorKind::kInvalidRequest,
+                                                 "tools: bad: worse", 0, "tools[0].function"},
+                                 true);
+  EXPECT_EQ(refused.param, "tools[0].function");
+  EXPECT_EQ(api_internal::FromJobError(
+                JobErrorMessage{5, JobErrorKind::kInvalidRequest, "n: no", 0}, true)
+                .param,
+            "");
   EXPECT_EQ(Decode<TokensMessage>(Encode(TokensMessage{1, {4, 5}}))->ids,
             (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(Decode<TextMessage>(Encode(TextMessage{1, "x"}))->text, "x");
