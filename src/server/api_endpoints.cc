@@ -136,7 +136,9 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "s1-"));
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
-    Endpoint ui = get("", nullptr, EndpointAccess::kOpen);  // its paths are IsWebUiPath's
+    Endpoint ui;  // no path of its own: its paths are IsWebUiPath's
+    ui.method = EndpointMethod::kGet;
+    ui.access = EndpointAccess::kOpen;
     ui.also_matches = IsWebUiPath;
     ui.label = "ui";
     ui.handler = [](ApiService&, std::shared_ptr<Call> call, const Endpoint&) {

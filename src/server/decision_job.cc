@@ -188,9 +188,7 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   }
 
   auto prompt = DecisionPrompt(model, request.messages, schema);
-  if (!prompt) {
-    return JobFailure{JobErrorKind::kInvalidRequest, prompt.status().message(), 0, "messages"};
-  }
+  if (!prompt) return Refusal("messages", prompt.status().message());
   const int64_t tokens = static_cast<int64_t>(prompt->size());
   const int64_t limit =
       std::min(kMaxDecisionPromptTokens, model.context() - static_cast<int64_t>(longest));

@@ -226,10 +226,6 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
-  // A refusal whose status already names what is wrong (e.g. "tools[0].function: ...").
-  auto refuse = [](std::string field, const auto& status_or_text) {
-    return JobFailure{JobErrorKind::kInvalidRequest, TextOf(status_or_text), 0, std::move(field)};
-  };
   // A call that may be any of more functions than a grammar follows at once (JSON forms; the
   // XML grammar refuses them itself).
   auto too_many = [](const char* advice) {
@@ -249,7 +245,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
                              "' has no chat template; use /v1/completions with a prompt");
     }
     auto messages = TemplateMessages(job.messages);
-    if (!messages) return refuse("messages", messages.status());
+    if (!messages) return Refusal("messages", messages.status().message());
     ojson kwargs = ojson::object();
     ojson tools;
     if (!job.tools.empty() && job.tool_choice != "none") {
@@ -278,7 +274,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       auto compiled =
           CompileXmlToolCalls(tools, named ? job.tool_choice : "",
                               named ? std::nullopt : std::optional<std::string_view>(""));
-      if (!compiled) return refuse("tools", compiled.status());
+      if (!compiled) return Refusal("tools", compiled.status().message());
       grammar = *compiled;
       forced_opening = "<tool_call>\n<function=" + (named ? job.tool_choice + ">\n" : "");
       forced_closing = "\n</tool_call>";
@@ -295,7 +291,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       }
       const std::string only = job.tool_choice == "required" ? "" : job.tool_choice;
       if (only.empty() && tools.size() > kMaxGrammarAlternatives) {
-        return refuse("tools", too_many("name one with tool_choice"));
+        return Refusal("tools", too_many("name one with tool_choice"));
       }
       auto compiled = CompileJsonSchema(ForcedCallSchema(tools, only, syntax));
       if (!compiled) return invalid("tools", compiled.status().message());
@@ -325,11 +321,11 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
         auto compiled =
             CompileXmlToolCalls(tools, "", std::optional<std::string_view>("\n<function="),
                                 /*relax_non_strict=*/true);
-        if (!compiled) return refuse("tools", compiled.status());
+        if (!compiled) return Refusal("tools", compiled.status().message());
         grammar = *compiled;
       } else {
         auto schema = AutoCallSchema(tools, syntax);
-        if (!schema) return refuse("tools", too_many("drop strict from some"));
+        if (!schema) return Refusal("tools", too_many("drop strict from some"));
         auto compiled = CompileJsonSchema(*schema);
         if (!compiled) return invalid("tools", compiled.status().message());
         grammar = *compiled;
@@ -410,7 +406,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       params.seed = *params.seed + i <= kMaxSamplingSeed ? *params.seed + i : i;
     }
     auto sampling = ResolveSamplingParams(params, model.sampling_defaults());
-    if (!sampling) return refuse("", sampling.status());
+    if (!sampling) return Refusal("", sampling.status().message());
     // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
     // JSON client (JavaScript numbers are doubles) can send it back exactly.
     if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
@@ -478,7 +474,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     auto id = model.scheduler().Submit(std::move(req));
     if (!id) {
       g->choices_.pop_back();
-      if (i == 0) return refuse("", id.status());
+      if (i == 0) return Refusal("", id.status().message());
       // Later choices are validated like the first, so this does not happen; if it did, the
       // job fails and lives until the choices already running have ended.
       g->failed_ = true;

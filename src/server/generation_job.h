@@ -54,11 +54,10 @@ inline JobFailure InvalidRequest(std::string field, std::string detail) {
   std::string message = field.empty() ? std::move(detail) : field + ": " + detail;
   return JobFailure{JobErrorKind::kInvalidRequest, std::move(message), 0, std::move(field)};
 }
-inline std::string TextOf(const Status& status) {
-  return status.message();
-}
-inline std::string TextOf(std::string text) {
-  return text;
+// A refusal whose message already names what is wrong (a grammar or template status such as
+// "tools[0].function: ..."); `field` is the top-level request field it is about.
+inline JobFailure Refusal(std::string field, std::string message) {
+  return JobFailure{JobErrorKind::kInvalidRequest, std::move(message), 0, std::move(field)};
 }
 
 class GenerationJob final : public WorkerJob {

@@ -74,9 +74,7 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
       ids.push_back(std::move(*encoded));
     }
     auto prompt = SystemOnePrompt(model, request.query, question);
-    if (!prompt) {
-      return JobFailure{JobErrorKind::kInvalidRequest, prompt.status().message(), 0, at};
-    }
+    if (!prompt) return Refusal(at, prompt.status().message());
     const int64_t limit =
         std::min(kMaxSystemOnePromptTokens, model.context() - static_cast<int64_t>(longest));
     if (static_cast<int64_t>(prompt->size()) > limit) {
