@@ -25,12 +25,12 @@
 #include "model_loading.h"
 #include "runtime/loaded_model.h"
 #include "server/http_server.h"
-#include "server/worker.h"
+#include "worker/worker.h"
 
 namespace tessera {
 namespace {
 
-using server::ModelEntry;
+using worker::ModelEntry;
 
 // The last component of a directory path ("models/tiny/" -> "tiny").
 std::string FolderName(std::string path) {
@@ -359,10 +359,10 @@ int RunServeCommand(int argc, char** argv) {
     if (!device) return ReportError("serve", device.status());
     options.npu_device = *device;
   }
-  if (Status st = server::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
+  if (Status st = worker::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
     return ReportError("serve", st);
   }
-  auto systemone_reuse = server::ParseSystemOneReuse(args.GetString("systemone-reuse"));
+  auto systemone_reuse = worker::ParseSystemOneReuse(args.GetString("systemone-reuse"));
   if (!systemone_reuse) return ReportError("serve", systemone_reuse.status());
   for (const ModelEntry& m : options.models) {
     std::fprintf(stderr, "tessera serve: model '%s' (%s)\n", m.name.c_str(),
@@ -458,7 +458,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddFlag("no-prewarm", "do not load the default model at start");
   args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("worker", st);
-  server::WorkerOptions options;
+  worker::WorkerOptions options;
   for (const std::string& spec : args.GetList("model")) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -469,7 +469,7 @@ int RunWorkerCommand(int argc, char** argv) {
     const size_t eq = spec.find('=');
     auto kind = eq == std::string::npos ? std::nullopt : ParseModelKind(spec.substr(eq + 1));
     if (!kind) return ReportError("worker", InvalidArgument("--kind must be NAME=KIND"));
-    for (server::ModelEntry& m : options.models) {
+    for (worker::ModelEntry& m : options.models) {
       if (m.name == spec.substr(0, eq)) m.kind = *kind;
     }
   }
@@ -486,7 +486,7 @@ int RunWorkerCommand(int argc, char** argv) {
   auto npu = NpuOptionsFromArgs(args);
   if (!npu) return ReportError("worker", npu.status());
   options.npu = *npu;
-  auto reuse = server::ParseSystemOneReuse(args.GetString("systemone-reuse"));
+  auto reuse = worker::ParseSystemOneReuse(args.GetString("systemone-reuse"));
   if (!reuse) return ReportError("worker", reuse.status());
   options.systemone_resume = *reuse;
   options.systemone_entries =
@@ -495,7 +495,7 @@ int RunWorkerCommand(int argc, char** argv) {
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");
   options.bf16_activations = args.GetFlag("bf16-activations");
-  return server::RunWorker(static_cast<int>(args.GetInt("fd")), options);
+  return worker::RunWorker(static_cast<int>(args.GetInt("fd")), options);
 }
 
 }  // namespace tessera

@@ -15,9 +15,10 @@
 #include "fuzz_util.h"
 #include "server/openai_api.h"
 #include "server/task_api.h"
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace ts = tessera::server;
+namespace tw = tessera::worker;
 
 namespace {
 
@@ -25,8 +26,8 @@ constexpr std::string_view kEndpoints[] = {"chat",        "completions", "tokeni
                                            "detokenize",  "embeddings",  "rerank",
                                            "moderations", "classify",    "systemone"};
 
-void MustRoundTrip(const ts::JobRequest& job) {
-  auto back = ts::Decode<ts::JobRequest>(ts::Encode(job));
+void MustRoundTrip(const tw::JobRequest& job) {
+  auto back = tw::Decode<tw::JobRequest>(tw::Encode(job));
   if (!back) {
     fprintf(stderr, "an accepted request does not decode in the worker: %s\n",
             back.status().ToString().c_str());
@@ -77,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3: {
       auto r = endpoint == 2 ? ts::ParseTokenizeRequest(json, model)
                              : ts::ParseDetokenizeRequest(json, model);
-      if (auto* j = std::get_if<ts::JobRequest>(&r)) MustRoundTrip(*j);
+      if (auto* j = std::get_if<tw::JobRequest>(&r)) MustRoundTrip(*j);
       if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
       break;
     }

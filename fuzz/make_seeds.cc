@@ -12,9 +12,10 @@
 #include "backend/xdna/txn.h"
 #include "backend/xdna/xclbin.h"
 #include "format/safetensors.h"
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace ts = tessera::server;
+namespace tw = tessera::worker;
 
 namespace {
 
@@ -44,9 +45,9 @@ int main(int argc, char** argv) {
   // Worker frames.
   const std::string w = root + "/worker_protocol";
   fs::create_directories(w);
-  ts::JobRequest chat;
+  tw::JobRequest chat;
   chat.job_id = 7;
-  chat.kind = ts::JobKind::kChat;
+  chat.kind = tw::JobKind::kChat;
   chat.model = "qwen";
   chat.messages = {{"system", "be brief", "", "", ""},
                    {"assistant", "", R"([{"id":"c1","type":"function"}])", "", ""},
@@ -60,50 +61,50 @@ int main(int argc, char** argv) {
   chat.tools = R"([{"type":"function","function":{"name":"add"}}])";
   chat.tool_choice = "auto";
   chat.logit_bias = {{5, -100.0}, {9, 2.5}};
-  ts::JobRequest embed;
+  tw::JobRequest embed;
   embed.job_id = 8;
-  embed.kind = ts::JobKind::kEmbed;
+  embed.kind = tw::JobKind::kEmbed;
   embed.inputs = {"a", "bb"};
   embed.input_ids = {{1, 2, 3}};
   embed.dimensions = 4;
-  ts::JobRequest detok;
-  detok.kind = ts::JobKind::kDetokenize;
+  tw::JobRequest detok;
+  detok.kind = tw::JobKind::kDetokenize;
   detok.ids = {1, 2, 300};
-  ts::DeltaMessage delta;
+  tw::DeltaMessage delta;
   delta.job_id = 7;
   delta.text = "Hi";
   delta.logprobs = {{"Hi", -0.5f, {{"Hi", -0.5f}, {"Hello", -1.0f}}}};
   delta.completion_tokens = 1;
   delta.tool_calls = {{0, "c1", "add", "{\"a\":"}};
-  ts::DoneMessage done;
+  tw::DoneMessage done;
   done.job_id = 7;
-  done.finish_reason = ts::FinishReason::kLength;
-  done.choice_finish_reasons = {ts::FinishReason::kLength, ts::FinishReason::kStop};
+  done.finish_reason = tw::FinishReason::kLength;
+  done.choice_finish_reasons = {tw::FinishReason::kLength, tw::FinishReason::kStop};
   done.slots = 4;
-  ts::JobErrorMessage error;
+  tw::JobErrorMessage error;
   error.job_id = 7;
-  error.kind = ts::JobErrorKind::kContextLength;
+  error.kind = tw::JobErrorKind::kContextLength;
   error.message = "too long";
-  ts::TaskResultMessage task;
+  tw::TaskResultMessage task;
   task.job_id = 8;
   task.items = {{0, {0.5f, -1.0f}, "", 3, {}}, {1, {0.25f}, "safe", 2, {"S1"}}};
   task.labels = {"safe", "unsafe"};
-  ts::StartedMessage started;
+  tw::StartedMessage started;
   started.job_id = 7;
   started.prompt_tokens = 12;
   const std::vector<std::pair<std::string, std::string>> payloads = {
-      {"job_chat", ts::Encode(chat)},
-      {"job_embed", ts::Encode(embed)},
-      {"job_detokenize", ts::Encode(detok)},
-      {"cancel", ts::Encode(ts::CancelRequest{7})},
-      {"ready", ts::Encode(ts::ReadyMessage{"qwen"})},
-      {"started", ts::Encode(started)},
-      {"delta", ts::Encode(delta)},
-      {"done", ts::Encode(done)},
-      {"job_error", ts::Encode(error)},
-      {"tokens", ts::Encode(ts::TokensMessage{3, {1, 2, 3}})},
-      {"text", ts::Encode(ts::TextMessage{3, "héllo"})},
-      {"task_result", ts::Encode(task)},
+      {"job_chat", tw::Encode(chat)},
+      {"job_embed", tw::Encode(embed)},
+      {"job_detokenize", tw::Encode(detok)},
+      {"cancel", tw::Encode(tw::CancelRequest{7})},
+      {"ready", tw::Encode(tw::ReadyMessage{"qwen"})},
+      {"started", tw::Encode(started)},
+      {"delta", tw::Encode(delta)},
+      {"done", tw::Encode(done)},
+      {"job_error", tw::Encode(error)},
+      {"tokens", tw::Encode(tw::TokensMessage{3, {1, 2, 3}})},
+      {"text", tw::Encode(tw::TextMessage{3, "héllo"})},
+      {"task_result", tw::Encode(task)},
   };
   std::vector<std::string> all;
   for (const auto& [name, p] : payloads) {

@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
-namespace ts = tessera::server;
+namespace ts = tessera::worker;
 
 namespace {
 

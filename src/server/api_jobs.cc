@@ -65,11 +65,12 @@ void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
   jobs_.Post([this, call, ticket = *ticket, tokenize] {
-    auto parsed = ParseBody<JobRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
-      return tokenize ? ParseTokenizeRequest(doc, model_names_.front())
-                      : ParseDetokenizeRequest(doc, model_names_.front());
-    });
-    auto* request = std::get_if<JobRequest>(&parsed);
+    auto parsed =
+        ParseBody<worker::JobRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
+          return tokenize ? ParseTokenizeRequest(doc, model_names_.front())
+                          : ParseDetokenizeRequest(doc, model_names_.front());
+        });
+    auto* request = std::get_if<worker::JobRequest>(&parsed);
     if (request && !KnownModel(request->model)) parsed = ModelNotFound(request->model);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       admission_.Withdraw(ticket);
@@ -84,7 +85,7 @@ void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
 
 // Waits for the ticket's turn and a ready worker, then submits. On failure fills `error` and
 // returns null; a client that leaves meanwhile gives up its place (ClientGone).
-std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, JobRequest& job,
+std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, worker::JobRequest& job,
                                                          uint64_t ticket, double* queue_ms,
                                                          ApiError* error,
                                                          std::vector<HttpHeader>* extra) {
@@ -156,7 +157,7 @@ std::optional<WorkerEvent> ApiService::WaitEvent(ActiveJob& job, ApiError* error
 // Reads one event into `outcome`: kFailed (with `error`) when the job failed, the deadline
 // passed or the client left; kDone once Done arrived.
 ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error,
-                                       DeltaMessage* delta) {
+                                       worker::DeltaMessage* delta) {
   auto ev = WaitEvent(job, error);
   outcome.elapsed_ms_seen = MsBetween(job.submitted_at, Clock::now());
   if (!ev) return Step::kFailed;
@@ -165,14 +166,14 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
     *error = WorkerDied();
     return Step::kFailed;
   }
-  auto type = PeekMessageType(ev->frame);
+  auto type = worker::PeekMessageType(ev->frame);
   if (!type) return Step::kProgress;
   switch (*type) {
-    case MessageType::kStarted:
-      if (auto m = Decode<StartedMessage>(ev->frame)) outcome.started = *m;
+    case worker::MessageType::kStarted:
+      if (auto m = worker::Decode<worker::StartedMessage>(ev->frame)) outcome.started = *m;
       return Step::kProgress;
-    case MessageType::kDelta:
-      if (auto m = Decode<DeltaMessage>(ev->frame)) {
+    case worker::MessageType::kDelta:
+      if (auto m = worker::Decode<worker::DeltaMessage>(ev->frame)) {
         if (outcome.ttft_ms_seen < 0) outcome.ttft_ms_seen = outcome.elapsed_ms_seen;
         outcome.completion_tokens_so_far =
             std::max(outcome.completion_tokens_so_far, m->completion_tokens);
@@ -183,13 +184,13 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
         if (delta != nullptr) *delta = std::move(*m);
       }
       return Step::kProgress;
-    case MessageType::kDone:
+    case worker::MessageType::kDone:
       job.finished = true;
-      if (auto m = Decode<DoneMessage>(ev->frame)) outcome.done = *m;
+      if (auto m = worker::Decode<worker::DoneMessage>(ev->frame)) outcome.done = *m;
       return Step::kDone;
-    case MessageType::kJobError:
+    case worker::MessageType::kJobError:
       job.finished = true;
-      if (auto m = Decode<JobErrorMessage>(ev->frame)) {
+      if (auto m = worker::Decode<worker::JobErrorMessage>(ev->frame)) {
         *error = FromJobError(*m, job.chat);
         outcome.refused_prompt_tokens = m->prompt_tokens;
       } else {
@@ -250,13 +251,13 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
   ApiError error;
   Step step = outcome.done ? Step::kDone : Step::kProgress;
   while (open && step == Step::kProgress) {
-    DeltaMessage delta;
+    worker::DeltaMessage delta;
     step = NextEvent(job, outcome, &error, &delta);
     if (step != Step::kProgress ||
         (delta.text.empty() && delta.logprobs.empty() && delta.tool_calls.empty())) {
       continue;
     }
-    const std::vector<TokenLogprobEntry>* lp = meta.logprobs ? &delta.logprobs : nullptr;
+    const std::vector<worker::TokenLogprobEntry>* lp = meta.logprobs ? &delta.logprobs : nullptr;
     if (chat) {
       json d = json::object();
       if (!delta.text.empty() || delta.tool_calls.empty()) d["content"] = delta.text;
@@ -306,7 +307,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     send(usage);
   }
   ex.StreamWrite("data: [DONE]\n\n");
-  note_finish(outcome.done ? std::string(FinishReasonName(outcome.done->finish_reason)) : "");
+  note_finish(outcome.done ? std::string(worker::FinishReasonName(outcome.done->finish_reason))
+                           : "");
   ex.EndStream();
 }
 
@@ -316,7 +318,7 @@ static json TokenUsage(size_t n) {
 }
 
 std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
-    Call& call, JobRequest& request, uint64_t ticket, std::vector<HttpHeader>* extra,
+    Call& call, worker::JobRequest& request, uint64_t ticket, std::vector<HttpHeader>* extra,
     double* queue_ms) {
   ApiError error;
   std::unique_ptr<ActiveJob> job = Admit(call, request, ticket, queue_ms, &error, extra);
@@ -326,29 +328,31 @@ std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
     if (!ev) return error;
     job->finished = ev->worker_died;
     if (ev->worker_died) return WorkerDied();
-    auto type = PeekMessageType(ev->frame);
-    if (!type || *type == MessageType::kStarted || *type == MessageType::kDelta) continue;
+    auto type = worker::PeekMessageType(ev->frame);
+    if (!type || *type == worker::MessageType::kStarted || *type == worker::MessageType::kDelta)
+      continue;
     job->finished = true;
-    if (*type == MessageType::kJobError) {
-      auto m = Decode<JobErrorMessage>(ev->frame);
+    if (*type == worker::MessageType::kJobError) {
+      auto m = worker::Decode<worker::JobErrorMessage>(ev->frame);
       if (!m) return ServerError(500, "internal_error", "internal error");
       ApiError e = FromJobError(*m, false);
-      if (m->kind == JobErrorKind::kContextLength) e.param = m->field.empty() ? "input" : m->field;
+      if (m->kind == worker::JobErrorKind::kContextLength)
+        e.param = m->field.empty() ? "input" : m->field;
       return e;
     }
-    if (*type == MessageType::kDone) return ClientGone();  // cancelled: nobody waits for it
+    if (*type == worker::MessageType::kDone) return ClientGone();  // cancelled: nobody waits for it
     return JobAnswer{*type, std::move(ev->frame), *queue_ms};
   }
 }
 
-void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
+void ApiService::RunTokenJob(Call& call, worker::JobRequest request, uint64_t ticket) {
   double queue_ms = 0;
   std::vector<HttpHeader> extra;
   auto answer = AwaitAnswer(call, request, ticket, &extra, &queue_ms);
   if (auto* e = std::get_if<ApiError>(&answer)) return SendError(call, *e, queue_ms, extra);
   const JobAnswer& a = std::get<JobAnswer>(answer);
-  if (a.type == MessageType::kTokens) {
-    auto m = Decode<TokensMessage>(a.frame);
+  if (a.type == worker::MessageType::kTokens) {
+    auto m = worker::Decode<worker::TokensMessage>(a.frame);
     if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
     const size_t n = m->ids.size();
     call.exchange->Note([&](AccessRecord& r) { r.prompt_tokens = static_cast<int64_t>(n); });
@@ -357,7 +361,7 @@ void ApiService::RunTokenJob(Call& call, JobRequest request, uint64_t ticket) {
         {{"model", request.model}, {"tokens", m->ids}, {"count", n}, {"usage", TokenUsage(n)}},
         queue_ms);
   }
-  auto m = Decode<TextMessage>(a.frame);
+  auto m = worker::Decode<worker::TextMessage>(a.frame);
   if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
   return SendJson(
       call, 200,

@@ -115,7 +115,7 @@ ApiService::ApiService(const ServeOptions& options)
       rate_limiter_(options.rate_limit_per_minute),
       // Every admitted job (running or queued) has its thread; Enter() bounds how many.
       jobs_(options.max_active + options.max_queued) {
-  for (const ModelEntry& m : options.models) {
+  for (const worker::ModelEntry& m : options.models) {
     model_names_.push_back(m.name);
     model_kinds_.push_back(m.kind);
     if (default_chat_model_.empty() &&

@@ -130,22 +130,24 @@ class ApiService final : public HttpHandler {
   void OneModel(Call& call);
   // On a job thread: the blocking part of each.
   void RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat);
-  void RunTokenJob(Call& call, JobRequest request, uint64_t ticket);
+  void RunTokenJob(Call& call, worker::JobRequest request, uint64_t ticket);
   // The generic client of every job answered by one message (tokenizer and task endpoints):
   // admits `job`, waits for the worker's answer and returns its frame, or the error to send
   // (a refusal names its field: the worker's "field: ..." message gives the param).
   struct JobAnswer {
-    MessageType type = MessageType::kDone;
+    worker::MessageType type = worker::MessageType::kDone;
     std::string frame;
     double queue_ms = 0;
   };
-  std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, JobRequest& job, uint64_t ticket,
-                                                std::vector<HttpHeader>* extra, double* queue_ms);
+  std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, worker::JobRequest& job,
+                                                uint64_t ticket, std::vector<HttpHeader>* extra,
+                                                double* queue_ms);
   void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint);
-  std::unique_ptr<ActiveJob> Admit(Call& call, JobRequest& job, uint64_t ticket, double* queue_ms,
-                                   ApiError* error, std::vector<HttpHeader>* extra);
+  std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,
+                                   double* queue_ms, ApiError* error,
+                                   std::vector<HttpHeader>* extra);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
-  Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, DeltaMessage* delta);
+  Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, worker::DeltaMessage* delta);
   void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta,
                     bool chat, bool include_usage);
 

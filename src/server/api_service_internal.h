@@ -65,26 +65,26 @@ inline ApiError ModelNotFound(const std::string& name) {
   return e;
 }
 
-inline ApiError FromJobError(const JobErrorMessage& m, bool chat) {
+inline ApiError FromJobError(const worker::JobErrorMessage& m, bool chat) {
   ApiError e;
   e.message = m.message;
   switch (m.kind) {
-    case JobErrorKind::kInvalidRequest:
+    case worker::JobErrorKind::kInvalidRequest:
       e.param = m.field;  // set by the job that refused it, never read out of the message
       break;
-    case JobErrorKind::kContextLength:
+    case worker::JobErrorKind::kContextLength:
       e.code = "context_length_exceeded";
       e.param = chat ? "messages" : "prompt";
       break;
-    case JobErrorKind::kModelNotFound:
+    case worker::JobErrorKind::kModelNotFound:
       e.status = 404;
       e.code = "model_not_found";
       e.param = "model";
       break;
-    case JobErrorKind::kInternal:
+    case worker::JobErrorKind::kInternal:
       e = ServerError(500, "internal_error", m.message);
       break;
-    case JobErrorKind::kEngineBusy:
+    case worker::JobErrorKind::kEngineBusy:
       e = ServerError(503, "engine_busy", m.message);
       break;
   }
@@ -164,9 +164,9 @@ inline void FillRecord(AccessRecord& r, const JobOutcome& outcome, double queue_
   r.prompt_tokens = usage.prompt_tokens;
   r.completion_tokens = usage.completion_tokens;
   if (outcome.done) {
-    const DoneMessage& d = *outcome.done;
+    const worker::DoneMessage& d = *outcome.done;
     r.ttft_ms = d.ttft_ms;
-    r.finish = std::string(FinishReasonName(d.finish_reason));
+    r.finish = std::string(worker::FinishReasonName(d.finish_reason));
     r.scheduler = {true,        d.slots,          d.slots_in_use,    d.sequences_waiting,
                    d.kv_blocks, d.kv_blocks_free, d.kv_blocks_cached};
   } else if (outcome.ttft_ms_seen >= 0) {
@@ -203,8 +203,10 @@ struct ApiService::ActiveJob {
         const auto limit = std::min(deadline, Clock::now() + std::chrono::seconds(10));
         while (auto ev = channel->Wait(limit)) {
           if (ev->worker_died) break;
-          auto type = PeekMessageType(ev->frame);
-          if (type && (*type == MessageType::kDone || *type == MessageType::kJobError)) break;
+          auto type = worker::PeekMessageType(ev->frame);
+          if (type &&
+              (*type == worker::MessageType::kDone || *type == worker::MessageType::kJobError))
+            break;
         }
       }
       service->supervisor_.Release(job_id);

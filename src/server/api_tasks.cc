@@ -64,7 +64,7 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket,
     }
     return SendError(call, *e, queue_ms, extra);
   }
-  auto m = Decode<TaskResultMessage>(std::get<JobAnswer>(answer).frame);
+  auto m = worker::Decode<worker::TaskResultMessage>(std::get<JobAnswer>(answer).frame);
   if (!m || !TaskResultFits(request, *m)) {
     return SendError(call, ServerError(500, "internal_error", "internal error"));
   }

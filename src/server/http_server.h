@@ -18,16 +18,16 @@
 #include <vector>
 
 #include "server/endpoints.h"
-#include "server/worker.h"
+#include "worker/worker.h"
 
 namespace tessera::server {
 
 struct ServeOptions {
-  std::string host = "127.0.0.1";        // a name: every address it resolves to is bound
-  int port = 8000;                       // 0: any free port (printed at start)
-  std::vector<ModelEntry> models;        // the first is the default
-  std::string executable;                // this binary, for the worker
-  std::vector<std::string> worker_args;  // placement, context, residency, prewarm flags
+  std::string host = "127.0.0.1";          // a name: every address it resolves to is bound
+  int port = 8000;                         // 0: any free port (printed at start)
+  std::vector<worker::ModelEntry> models;  // the first is the default
+  std::string executable;                  // this binary, for the worker
+  std::vector<std::string> worker_args;    // placement, context, residency, prewarm flags
   // Where each model's layers run ("layers 0-11 -> xdna#0, layers 12-29 + head -> cpu#1"), by
   // model name, and the NPU those on xdna use (empty: none), for /ready and the stats.
   std::map<std::string, std::string> placements;

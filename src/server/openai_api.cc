@@ -79,10 +79,12 @@ std::optional<ApiError> ReadInt(const ojson& body, const char* name, std::option
 
 // Fields shared by chat and text completions.
 std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationRequest* out) {
-  JobRequest& job = out->job;
+  worker::JobRequest& job = out->job;
   if (const ojson* n = Field(body, "n")) {
-    if (!n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > kMaxChoices) {
-      return InvalidField("n", "n must be an integer from 1 to " + std::to_string(kMaxChoices));
+    if (!n->is_number_integer() || n->get<int64_t>() < 1 ||
+        n->get<int64_t>() > worker::kMaxChoices) {
+      return InvalidField("n",
+                          "n must be an integer from 1 to " + std::to_string(worker::kMaxChoices));
     }
     job.n = static_cast<int32_t>(n->get<int64_t>());
   }
@@ -90,9 +92,9 @@ std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationReques
   if (const ojson* bias = Field(body, "logit_bias")) {
     // {"token id": bias}: ids as decimal strings (checked against the vocabulary by the
     // worker), biases from -100 to 100.
-    if (!bias->is_object() || bias->size() > kMaxLogitBias) {
+    if (!bias->is_object() || bias->size() > worker::kMaxLogitBias) {
       return InvalidField("logit_bias", "logit_bias must be an object of at most " +
-                                            std::to_string(kMaxLogitBias) +
+                                            std::to_string(worker::kMaxLogitBias) +
                                             " {\"token id\": bias} entries");
     }
     for (auto it = bias->begin(); it != bias->end(); ++it) {
@@ -199,7 +201,7 @@ std::optional<ApiError> ReadContent(const ojson& content, size_t index, std::str
 std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
                                                            const std::string& default_model) {
   GenerationRequest out;
-  out.job.kind = JobKind::kChat;
+  out.job.kind = worker::JobKind::kChat;
   if (auto e = RefuseUnknownFields(body, kChatFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
   const ojson* messages = Field(body, "messages");
@@ -224,7 +226,7 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
     if (!known)
       return InvalidField(where + ".role",
                           where + ".role must be system, developer, user, assistant or tool");
-    ChatMessage msg;
+    worker::ChatMessage msg;
     msg.role = role->get<std::string>();
     if (msg.role == "developer") msg.role = "system";  // chat templates know system
     if (auto e = ReadMessageToolFields(m, where, &msg)) return *e;
@@ -257,7 +259,7 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
 std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& body,
                                                                  const std::string& default_model) {
   GenerationRequest out;
-  out.job.kind = JobKind::kCompletion;
+  out.job.kind = worker::JobKind::kCompletion;
   if (auto e = RefuseUnknownFields(body, kCompletionFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
   const ojson* prompt = Field(body, "prompt");
@@ -284,10 +286,10 @@ std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& bo
   return out;
 }
 
-std::variant<JobRequest, ApiError> ParseTokenizeRequest(const ojson& body,
-                                                        const std::string& default_model) {
-  JobRequest job;
-  job.kind = JobKind::kTokenize;
+std::variant<worker::JobRequest, ApiError> ParseTokenizeRequest(const ojson& body,
+                                                                const std::string& default_model) {
+  worker::JobRequest job;
+  job.kind = worker::JobKind::kTokenize;
   if (auto e = ReadModel(body, default_model, &job.model)) return *e;
   const ojson* text = Field(body, "prompt");
   if (text == nullptr) text = Field(body, "text");
@@ -298,10 +300,10 @@ std::variant<JobRequest, ApiError> ParseTokenizeRequest(const ojson& body,
   return job;
 }
 
-std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const ojson& body,
-                                                          const std::string& default_model) {
-  JobRequest job;
-  job.kind = JobKind::kDetokenize;
+std::variant<worker::JobRequest, ApiError> ParseDetokenizeRequest(
+    const ojson& body, const std::string& default_model) {
+  worker::JobRequest job;
+  job.kind = worker::JobKind::kDetokenize;
   if (auto e = ReadModel(body, default_model, &job.model)) return *e;
   const ojson* tokens = Field(body, "tokens");
   if (tokens == nullptr || !tokens->is_array())
@@ -340,7 +342,7 @@ json UsageJson(const JobOutcome& outcome) {
 json StatsJson(const JobOutcome& outcome, double queue_ms) {
   json stats = {{"queue_wait_ms", queue_ms}};
   if (outcome.done) {
-    const DoneMessage& d = *outcome.done;
+    const worker::DoneMessage& d = *outcome.done;
     stats["ttft_ms"] = d.ttft_ms;
     stats["prefill_ms"] = d.prefill_ms;
     stats["decode_ms"] = d.decode_ms;
@@ -398,11 +400,11 @@ double FiniteLogprob(float v) {
 }
 }  // namespace
 
-json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries) {
+json LogprobsContentJson(const std::vector<worker::TokenLogprobEntry>& entries) {
   json content = json::array();
-  for (const TokenLogprobEntry& e : entries) {
+  for (const worker::TokenLogprobEntry& e : entries) {
     json top = json::array();
-    for (const TopLogprob& t : e.top) {
+    for (const worker::TopLogprob& t : e.top) {
       top.push_back({{"token", t.token},
                      {"logprob", FiniteLogprob(t.logprob)},
                      {"bytes", TokenBytes(t.token)}});
@@ -416,15 +418,15 @@ json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries) {
 }
 
 namespace {
-json LegacyLogprobsJson(const std::vector<TokenLogprobEntry>& entries) {
+json LegacyLogprobsJson(const std::vector<worker::TokenLogprobEntry>& entries) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
   size_t offset = 0;
-  for (const TokenLogprobEntry& e : entries) {
+  for (const worker::TokenLogprobEntry& e : entries) {
     tokens.push_back(e.token);
     token_logprobs.push_back(FiniteLogprob(e.logprob));
     json alternatives = json::object();
-    for (const TopLogprob& t : e.top) alternatives[t.token] = FiniteLogprob(t.logprob);
+    for (const worker::TopLogprob& t : e.top) alternatives[t.token] = FiniteLogprob(t.logprob);
     top.push_back(alternatives);
     offsets.push_back(offset);
     offset += e.token.size();
@@ -440,15 +442,16 @@ json LegacyLogprobsJson(const std::vector<TokenLogprobEntry>& entries) {
 std::string ChoiceFinishReason(const JobOutcome& outcome, size_t i) {
   if (!outcome.done) return "stop";
   const auto& all = outcome.done->choice_finish_reasons;
-  return std::string(FinishReasonName(i < all.size() ? all[i] : outcome.done->finish_reason));
+  return std::string(
+      worker::FinishReasonName(i < all.size() ? all[i] : outcome.done->finish_reason));
 }
 
-void ChoiceOutcome::Add(const DeltaMessage& delta) {
+void ChoiceOutcome::Add(const worker::DeltaMessage& delta) {
   text += delta.text;
   logprobs.insert(logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
-  for (const ToolCallFragment& f : delta.tool_calls) {
+  for (const worker::ToolCallFragment& f : delta.tool_calls) {
     auto it = std::find_if(tool_calls.begin(), tool_calls.end(),
-                           [&](const ToolCallFragment& c) { return c.index == f.index; });
+                           [&](const worker::ToolCallFragment& c) { return c.index == f.index; });
     if (it == tool_calls.end()) {
       tool_calls.push_back(f);
     } else {
@@ -459,9 +462,9 @@ void ChoiceOutcome::Add(const DeltaMessage& delta) {
   }
 }
 
-json ToolCallsJson(const std::vector<ToolCallFragment>& calls, bool stream) {
+json ToolCallsJson(const std::vector<worker::ToolCallFragment>& calls, bool stream) {
   json out = json::array();
-  for (const ToolCallFragment& c : calls) {
+  for (const worker::ToolCallFragment& c : calls) {
     json call = json::object();
     if (stream) call["index"] = c.index;
     json function = json::object();
@@ -520,7 +523,7 @@ json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
 }
 
 json ChatChunk(const ResponseMeta& meta, const json& delta, const std::string& finish_reason,
-               const std::vector<TokenLogprobEntry>* logprobs, int index) {
+               const std::vector<worker::TokenLogprobEntry>* logprobs, int index) {
   json choice = {{"index", index},
                  {"delta", delta},
                  {"logprobs", logprobs != nullptr ? LogprobsContentJson(*logprobs) : json(nullptr)},
@@ -533,7 +536,7 @@ json ChatChunk(const ResponseMeta& meta, const json& delta, const std::string& f
 }
 
 json TextChunk(const ResponseMeta& meta, const std::string& text, const std::string& finish_reason,
-               const std::vector<TokenLogprobEntry>* logprobs, int index) {
+               const std::vector<worker::TokenLogprobEntry>* logprobs, int index) {
   json choice = {{"index", index},
                  {"text", text},
                  {"logprobs", logprobs != nullptr ? LegacyLogprobsJson(*logprobs) : json(nullptr)},

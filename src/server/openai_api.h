@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace tessera::server {
 
@@ -43,7 +43,7 @@ nlohmann::json ErrorBody(const ApiError& error);
 std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const std::string& body);
 
 struct GenerationRequest {
-  JobRequest job;
+  worker::JobRequest job;
   bool stream = false;
   bool include_usage = false;
 };
@@ -55,25 +55,25 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const nlohmann::order
 std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const nlohmann::ordered_json& body,
                                                                  const std::string& default_model);
 // /tokenize {"model"?, "prompt" | "text", "add_special_tokens"?}; /detokenize {"model"?, "tokens"}.
-std::variant<JobRequest, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body,
-                                                        const std::string& default_model);
-std::variant<JobRequest, ApiError> ParseDetokenizeRequest(const nlohmann::ordered_json& body,
-                                                          const std::string& default_model);
+std::variant<worker::JobRequest, ApiError> ParseTokenizeRequest(const nlohmann::ordered_json& body,
+                                                                const std::string& default_model);
+std::variant<worker::JobRequest, ApiError> ParseDetokenizeRequest(
+    const nlohmann::ordered_json& body, const std::string& default_model);
 
 // What the worker reported for one choice: its text, logprobs and tool calls (one entry per
 // call, its arguments joined from the fragments).
 struct ChoiceOutcome {
   std::string text;
-  std::vector<TokenLogprobEntry> logprobs;
-  std::vector<ToolCallFragment> tool_calls;
-  void Add(const DeltaMessage& delta);
+  std::vector<worker::TokenLogprobEntry> logprobs;
+  std::vector<worker::ToolCallFragment> tool_calls;
+  void Add(const worker::DeltaMessage& delta);
 };
 
 // Everything the worker reported for one generation job.
 struct JobOutcome {
-  std::optional<StartedMessage> started;
+  std::optional<worker::StartedMessage> started;
   std::vector<ChoiceOutcome> choices = std::vector<ChoiceOutcome>(1);  // n of them
-  std::optional<DoneMessage> done;
+  std::optional<worker::DoneMessage> done;
   // Until Done arrives (a job cut short by a timeout, crash or disconnect): the tokens the
   // worker reported so far, and the server's own clock on them.
   int64_t completion_tokens_so_far = 0;
@@ -101,7 +101,7 @@ nlohmann::json UsageJson(const JobOutcome& outcome);
 // Every stats field is present: from the worker's Done, or (a job cut short) the server's own
 // measurements, with null where nothing was measured, and "partial": true.
 nlohmann::json StatsJson(const JobOutcome& outcome, double queue_ms);
-nlohmann::json LogprobsContentJson(const std::vector<TokenLogprobEntry>& entries);
+nlohmann::json LogprobsContentJson(const std::vector<worker::TokenLogprobEntry>& entries);
 
 nlohmann::json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 nlohmann::json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
@@ -110,13 +110,13 @@ nlohmann::json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& ou
 // be empty (null).
 nlohmann::json ChatChunk(const ResponseMeta& meta, const nlohmann::json& delta,
                          const std::string& finish_reason,
-                         const std::vector<TokenLogprobEntry>* logprobs, int index = 0);
+                         const std::vector<worker::TokenLogprobEntry>* logprobs, int index = 0);
 nlohmann::json TextChunk(const ResponseMeta& meta, const std::string& text,
                          const std::string& finish_reason,
-                         const std::vector<TokenLogprobEntry>* logprobs, int index = 0);
+                         const std::vector<worker::TokenLogprobEntry>* logprobs, int index = 0);
 // OpenAI's tool_calls entries: [{index, id?, type?, function: {name?, arguments}}]; id, type
 // and name only where the fragment has them (a call's first).
-nlohmann::json ToolCallsJson(const std::vector<ToolCallFragment>& calls, bool stream);
+nlohmann::json ToolCallsJson(const std::vector<worker::ToolCallFragment>& calls, bool stream);
 // Choice i's finish reason from Done.
 std::string ChoiceFinishReason(const JobOutcome& outcome, size_t i);
 

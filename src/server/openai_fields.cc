@@ -70,7 +70,7 @@ std::optional<ApiError> RefuseUnknownFields(const ojson& body,
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadResponseFormat(const ojson& body, JobRequest* job) {
+std::optional<ApiError> ReadResponseFormat(const ojson& body, worker::JobRequest* job) {
   const ojson* format = Member(body, "response_format");
   if (format == nullptr) return std::nullopt;
   if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
@@ -90,7 +90,7 @@ std::optional<ApiError> ReadResponseFormat(const ojson& body, JobRequest* job) {
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
+std::optional<ApiError> ReadTools(const ojson& body, worker::JobRequest* job) {
   const ojson* tools = Member(body, "tools");
   const ojson* choice = Member(body, "tool_choice");
   if (const ojson* parallel = Member(body, "parallel_tool_calls")) {
@@ -217,7 +217,7 @@ std::optional<ApiError> ReadTools(const ojson& body, JobRequest* job) {
 }
 
 std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string& where,
-                                              ChatMessage* out) {
+                                              worker::ChatMessage* out) {
   if (const ojson* calls = Member(m, "tool_calls")) {
     if (out->role != "assistant") {
       return InvalidField(where + ".tool_calls", "only assistant messages carry tool_calls");

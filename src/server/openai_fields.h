@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/openai_api.h"
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace tessera::server {
 
@@ -34,16 +34,17 @@ std::optional<ApiError> RefuseUnknownFields(const nlohmann::ordered_json& body,
 
 // response_format: {"type": "text"} (nothing to enforce), {"type": "json_object"} or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}}.
-std::optional<ApiError> ReadResponseFormat(const nlohmann::ordered_json& body, JobRequest* job);
+std::optional<ApiError> ReadResponseFormat(const nlohmann::ordered_json& body,
+                                           worker::JobRequest* job);
 
 // tools (function tools: name, description?, parameters?, strict?), tool_choice ("none",
 // "auto", "required" or {"type": "function", "function": {"name"}}), parallel_tool_calls
 // (true only). A function with strict: true needs tool_choice "required" or its name here:
 // only forced calls are constrained to their schema.
-std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, JobRequest* job);
+std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, worker::JobRequest* job);
 
 // A chat message's tool fields: assistant tool_calls, tool tool_call_id and name.
 std::optional<ApiError> ReadMessageToolFields(const nlohmann::ordered_json& message,
-                                              const std::string& where, ChatMessage* out);
+                                              const std::string& where, worker::ChatMessage* out);
 
 }  // namespace tessera::server

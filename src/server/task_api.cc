@@ -76,7 +76,7 @@ bool IsTokenId(const ojson& v) {
 }
 
 // `input` as a string, a list of strings, a list of token ids, or a list of token-id lists.
-std::optional<ApiError> ReadInputs(const ojson& body, JobRequest* job, bool allow_ids) {
+std::optional<ApiError> ReadInputs(const ojson& body, worker::JobRequest* job, bool allow_ids) {
   const ojson* v = Field(body, "input");
   if (v == nullptr) return InvalidField("input", "input is required");
   const char* shapes = allow_ids
@@ -123,7 +123,7 @@ std::optional<ApiError> ReadInputs(const ojson& body, JobRequest* job, bool allo
 }
 
 std::optional<ApiError> ParseEmbeddings(const ojson& body, TaskRequest* r) {
-  r->job.kind = JobKind::kEmbed;
+  r->job.kind = worker::JobKind::kEmbed;
   if (auto e = ReadInputs(body, &r->job, true)) return e;
   r->job.max_input_tokens = kMaxEmbeddingTokens;
   std::string format = "float";
@@ -146,7 +146,7 @@ std::optional<ApiError> ParseEmbeddings(const ojson& body, TaskRequest* r) {
 }
 
 std::optional<ApiError> ParseRerank(const ojson& body, TaskRequest* r) {
-  r->job.kind = JobKind::kRerank;
+  r->job.kind = worker::JobKind::kRerank;
   const ojson* query = Field(body, "query");
   if (query == nullptr || !query->is_string()) {
     return InvalidField("query", "query is required and must be a string");
@@ -180,7 +180,7 @@ std::optional<ApiError> ParseRerank(const ojson& body, TaskRequest* r) {
 }
 
 std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
-  r->job.kind = JobKind::kModerate;
+  r->job.kind = worker::JobKind::kModerate;
   if (auto e = ReadBool(body, "strict", &r->strict)) return e;
   r->job.max_input_tokens = 8192;
   const ojson* messages = Field(body, "messages");
@@ -247,7 +247,7 @@ std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
 }
 
 std::optional<ApiError> ParseClassify(const ojson& body, TaskRequest* r) {
-  r->job.kind = JobKind::kClassify;
+  r->job.kind = worker::JobKind::kClassify;
   if (auto e = ReadInputs(body, &r->job, true)) return e;
   if (auto e = ReadBool(body, "use_activation", &r->job.use_activation)) return e;
   if (auto e = ReadBool(body, "add_special_tokens", &r->job.add_special_tokens)) return e;
@@ -286,14 +286,15 @@ std::optional<ApiError> CheckOptions(const std::string& at, const std::vector<st
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadQuestionType(const ojson& q, const std::string& at, Question* out) {
+std::optional<ApiError> ReadQuestionType(const ojson& q, const std::string& at,
+                                         worker::Question* out) {
   const std::string type = q.value("type", ojson()).is_string() ? q["type"].get<std::string>() : "";
   if (type == "choice") {
-    out->type = QuestionType::kChoice;
+    out->type = worker::QuestionType::kChoice;
   } else if (type == "score") {
-    out->type = QuestionType::kScore;
+    out->type = worker::QuestionType::kScore;
   } else if (type == "noul") {
-    out->type = QuestionType::kNoul;
+    out->type = worker::QuestionType::kNoul;
   } else {
     return Unprocessable(at + ".type", "must be \"choice\", \"score\" or \"noul\"");
   }
@@ -302,7 +303,7 @@ std::optional<ApiError> ReadQuestionType(const ojson& q, const std::string& at, 
 
 // A choice's criteria: {option: description} or a list of options.
 std::optional<ApiError> ReadChoiceCriteria(const ojson& criteria, const std::string& where,
-                                           Question* question) {
+                                           worker::Question* question) {
   if (criteria.is_object()) {
     for (const auto& [name, description] : criteria.items()) {
       if (!description.is_string()) {
@@ -325,7 +326,7 @@ std::optional<ApiError> ReadChoiceCriteria(const ojson& criteria, const std::str
 
 // A score's criteria: its levels' descriptions, lowest first; levels are scored as numbers.
 std::optional<ApiError> ReadScoreCriteria(const ojson& criteria, const std::string& where,
-                                          Question* question) {
+                                          worker::Question* question) {
   if (!criteria.is_array()) {
     return Unprocessable(where, "must be a list of 2 to 10 level descriptions, lowest first");
   }
@@ -341,7 +342,7 @@ std::optional<ApiError> ReadScoreCriteria(const ojson& criteria, const std::stri
 
 // A noul's criteria: optional, what yes means.
 std::optional<ApiError> ReadNoulCriteria(const ojson& criteria, const std::string& where,
-                                         Question* question) {
+                                         worker::Question* question) {
   if (!criteria.is_null()) {
     if (!criteria.is_string()) return Unprocessable(where, "must be a string (what yes means)");
     question->instructions += "\n" + criteria.get<std::string>();
@@ -353,7 +354,8 @@ std::optional<ApiError> ReadNoulCriteria(const ojson& criteria, const std::strin
 
 // One question {type, instructions, criteria}; `at` is its path in errors ("questions[1]" in
 // the list form, "questions.team" in the object form).
-std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at, Question* question) {
+std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at,
+                                     worker::Question* question) {
   if (!q.is_object()) return Unprocessable(at, "must be an object {type, instructions, criteria}");
   for (const auto& [key, value] : q.items()) {
     if (key != "type" && key != "instructions" && key != "criteria" && !value.is_null()) {
@@ -369,11 +371,11 @@ std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at, Ques
   const std::string where = at + ".criteria";
   const ojson criteria = q.value("criteria", ojson());
   switch (question->type) {
-    case QuestionType::kChoice:
+    case worker::QuestionType::kChoice:
       return ReadChoiceCriteria(criteria, where, question);
-    case QuestionType::kScore:
+    case worker::QuestionType::kScore:
       return ReadScoreCriteria(criteria, where, question);
-    case QuestionType::kNoul:
+    case worker::QuestionType::kNoul:
       return ReadNoulCriteria(criteria, where, question);
   }
   return std::nullopt;
@@ -397,7 +399,7 @@ std::optional<ApiError> ReadQuestions(const ojson& body, TaskRequest* r) {
     if (named && key.empty()) {
       return Unprocessable("questions", "names a question \"\"; a name must be non-empty");
     }
-    Question question;
+    worker::Question question;
     const std::string at = named ? "questions." + key : "questions[" + std::to_string(i++) + "]";
     if (auto e = ReadQuestion(q, at, &question)) return e;
     r->job.questions.push_back(std::move(question));
@@ -407,7 +409,7 @@ std::optional<ApiError> ReadQuestions(const ojson& body, TaskRequest* r) {
 }
 
 std::optional<ApiError> ParseSystemOne(const ojson& body, TaskRequest* r) {
-  r->job.kind = JobKind::kSystemOne;
+  r->job.kind = worker::JobKind::kSystemOne;
   const ojson* state = Field(body, "state");
   if (state == nullptr) return Unprocessable("state", "is required (a string, or JSON)");
   r->job.query = state->is_string() ? state->get<std::string>() : state->dump();
@@ -431,12 +433,12 @@ constexpr const char* kOpenAiCategories[] = {"harassment",
 
 // One question's answer: its index and type, then the fields of that type. A noul's
 // probability of yes is both `probability` (tessera's name) and `noul` (System One's name).
-ojson SystemOneAnswer(const Question& q, const TaskItem& item) {
+ojson SystemOneAnswer(const worker::Question& q, const worker::TaskItem& item) {
   const double top =
       item.values.empty() ? 0.0 : *std::max_element(item.values.begin(), item.values.end());
   ojson a = {{"index", item.index}};
   switch (q.type) {
-    case QuestionType::kChoice: {
+    case worker::QuestionType::kChoice: {
       ojson p = ojson::object();
       for (size_t k = 0; k < q.options.size(); ++k) p[q.options[k]] = item.values[k];
       a["type"] = "choice";
@@ -444,7 +446,7 @@ ojson SystemOneAnswer(const Question& q, const TaskItem& item) {
       a["probabilities"] = std::move(p);
       break;
     }
-    case QuestionType::kScore: {
+    case worker::QuestionType::kScore: {
       ojson p = ojson::object(), legend = ojson::object();
       double expected = 0;
       for (size_t k = 0; k < q.options.size(); ++k) {
@@ -458,7 +460,7 @@ ojson SystemOneAnswer(const Question& q, const TaskItem& item) {
       a["probabilities"] = std::move(p);
       break;
     }
-    case QuestionType::kNoul:
+    case worker::QuestionType::kNoul:
       a["type"] = "noul";
       a["noul"] = item.values[0];  // options are {yes, no}
       a["probability"] = item.values[0];
@@ -470,17 +472,18 @@ ojson SystemOneAnswer(const Question& q, const TaskItem& item) {
 
 // The answers: a list in the worker's order, or (questions sent by name) an object keyed by
 // the names in request order.
-ojson SystemOneAnswers(const TaskRequest& request, const TaskResultMessage& result) {
-  const std::vector<Question>& questions = request.job.questions;
+ojson SystemOneAnswers(const TaskRequest& request, const worker::TaskResultMessage& result) {
+  const std::vector<worker::Question>& questions = request.job.questions;
   if (request.question_names.empty()) {
     ojson answers = ojson::array();
-    for (const TaskItem& item : result.items) {
+    for (const worker::TaskItem& item : result.items) {
       answers.push_back(SystemOneAnswer(questions[static_cast<size_t>(item.index)], item));
     }
     return answers;
   }
-  std::vector<const TaskItem*> by_question(questions.size(), nullptr);
-  for (const TaskItem& item : result.items) by_question[static_cast<size_t>(item.index)] = &item;
+  std::vector<const worker::TaskItem*> by_question(questions.size(), nullptr);
+  for (const worker::TaskItem& item : result.items)
+    by_question[static_cast<size_t>(item.index)] = &item;
   ojson answers = ojson::object();
   for (size_t q = 0; q < questions.size(); ++q) {
     if (by_question[q] == nullptr) continue;
@@ -554,33 +557,34 @@ std::string EncodeFloatsBase64(const std::vector<float>& values) {
   return out;
 }
 
-bool TaskResultFits(const TaskRequest& request, const TaskResultMessage& result) {
-  const JobRequest& job = request.job;
+bool TaskResultFits(const TaskRequest& request, const worker::TaskResultMessage& result) {
+  const worker::JobRequest& job = request.job;
   if (!request.question_names.empty() && request.question_names.size() != job.questions.size()) {
     return false;  // a name for every question, or none
   }
-  for (const TaskItem& item : result.items) {
+  for (const worker::TaskItem& item : result.items) {
     if (item.index < 0) return false;
     const size_t i = static_cast<size_t>(item.index);
     if (request.endpoint == TaskEndpoint::kRerank && i >= job.inputs.size()) return false;
     if (request.endpoint != TaskEndpoint::kSystemOne) continue;
     if (i >= job.questions.size()) return false;
-    const Question& q = job.questions[i];
-    const size_t needed = q.type == QuestionType::kNoul ? 1 : q.options.size();
+    const worker::Question& q = job.questions[i];
+    const size_t needed = q.type == worker::QuestionType::kNoul ? 1 : q.options.size();
     if (item.values.size() < needed) return false;
-    if (q.type == QuestionType::kScore && q.descriptions.size() < q.options.size()) return false;
+    if (q.type == worker::QuestionType::kScore && q.descriptions.size() < q.options.size())
+      return false;
   }
   return true;
 }
 
-ojson TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
+ojson TaskResponseBody(const TaskRequest& request, const worker::TaskResultMessage& result,
                        const std::string& model, const std::string& id, int64_t created) {
   const int64_t tokens = result.prompt_tokens;
   ojson body;
   switch (request.endpoint) {
     case TaskEndpoint::kEmbeddings: {
       ojson data = ojson::array();
-      for (const TaskItem& item : result.items) {
+      for (const worker::TaskItem& item : result.items) {
         ojson e = {{"object", "embedding"}, {"index", item.index}};
         if (request.base64) {
           e["embedding"] = EncodeFloatsBase64(item.values);
@@ -608,7 +612,7 @@ ojson TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resu
       }
       ojson results = ojson::array();
       for (size_t i : order) {
-        const TaskItem& item = result.items[i];
+        const worker::TaskItem& item = result.items[i];
         ojson r = {{"index", item.index}, {"relevance_score", score(i)}};
         if (request.return_documents) {
           r["document"] = {{"text", request.job.inputs[static_cast<size_t>(item.index)]}};
@@ -623,7 +627,7 @@ ojson TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resu
     }
     case TaskEndpoint::kModerations: {
       ojson results = ojson::array();
-      for (const TaskItem& item : result.items) {
+      for (const worker::TaskItem& item : result.items) {
         ojson label_scores = ojson::object();
         for (size_t k = 0; k < result.labels.size() && k < item.values.size(); ++k) {
           label_scores[result.labels[k]] = item.values[k];
@@ -655,7 +659,7 @@ ojson TaskResponseBody(const TaskRequest& request, const TaskResultMessage& resu
       break;
     case TaskEndpoint::kClassify: {
       ojson data = ojson::array();
-      for (const TaskItem& item : result.items) {
+      for (const worker::TaskItem& item : result.items) {
         data.push_back({{"index", item.index},
                         {"label", item.label},
                         {"probs", item.values},

@@ -22,7 +22,7 @@
 
 #include "format/model_kind.h"
 #include "server/openai_api.h"
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace tessera::server {
 
@@ -34,9 +34,9 @@ inline constexpr size_t kMaxSystemOneQuestions = 64;
 
 struct TaskRequest {
   TaskEndpoint endpoint = TaskEndpoint::kEmbeddings;
-  JobRequest job;       // kind and inputs; model empty: the server picks one by kind
-  bool base64 = false;  // embeddings: encoding_format "base64"
-  int64_t top_n = -1;   // rerank: results kept (-1: all)
+  worker::JobRequest job;  // kind and inputs; model empty: the server picks one by kind
+  bool base64 = false;     // embeddings: encoding_format "base64"
+  int64_t top_n = -1;      // rerank: results kept (-1: all)
   bool return_documents = false;
   bool strict = false;  // moderations: Controversial is flagged too
   // System One: each question's name, in request order, when `questions` was an object (the
@@ -48,14 +48,15 @@ struct TaskRequest {
 std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint,
                                                      const nlohmann::ordered_json& body);
 // The body keeps its members' order (System One's answers by name come in request order).
-nlohmann::ordered_json TaskResponseBody(const TaskRequest& request, const TaskResultMessage& result,
+nlohmann::ordered_json TaskResponseBody(const TaskRequest& request,
+                                        const worker::TaskResultMessage& result,
                                         const std::string& model, const std::string& id,
                                         int64_t created);
 // Whether a worker's result fits the request it answers, as TaskResponseBody reads it: every
 // item's index inside the request's inputs (questions, for System One) and as many values as
 // the question has options. The worker is a separate process; a result that does not fit is
 // a bug to answer with a 500, never a read past the request.
-bool TaskResultFits(const TaskRequest& request, const TaskResultMessage& result);
+bool TaskResultFits(const TaskRequest& request, const worker::TaskResultMessage& result);
 
 // OpenAI's base64 embedding: the float32 values' little-endian bytes, base64-encoded.
 std::string EncodeFloatsBase64(const std::vector<float>& values);

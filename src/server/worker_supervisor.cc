@@ -92,7 +92,8 @@ pid_t WorkerSupervisor::worker_pid() const {
   return pid_;
 }
 
-Status WorkerSupervisor::Submit(const JobRequest& job, std::shared_ptr<JobChannel> channel) {
+Status WorkerSupervisor::Submit(const worker::JobRequest& job,
+                                std::shared_ptr<JobChannel> channel) {
   int fd;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -101,7 +102,7 @@ Status WorkerSupervisor::Submit(const JobRequest& job, std::shared_ptr<JobChanne
     fd = fd_;
   }
   std::lock_guard<std::mutex> write_lock(write_mu_);
-  Status st = WriteFrame(fd, Encode(job));
+  Status st = worker::WriteFrame(fd, worker::Encode(job));
   if (!st.ok()) Release(job.job_id);
   return st;
 }
@@ -114,7 +115,8 @@ void WorkerSupervisor::Cancel(uint64_t job_id) {
   }
   if (fd < 0) return;
   std::lock_guard<std::mutex> write_lock(write_mu_);
-  (void)WriteFrame(fd, Encode(CancelRequest{job_id}));  // a dead worker needs no cancel
+  (void)worker::WriteFrame(
+      fd, worker::Encode(worker::CancelRequest{job_id}));  // a dead worker needs no cancel
 }
 
 void WorkerSupervisor::Release(uint64_t job_id) {
@@ -171,9 +173,9 @@ bool WorkerSupervisor::Spawn(int* fd, pid_t* pid) {
 }
 
 void WorkerSupervisor::Dispatch(const std::string& frame) {
-  auto type = PeekMessageType(frame);
+  auto type = worker::PeekMessageType(frame);
   if (!type) return;
-  if (*type == MessageType::kReady) {
+  if (*type == worker::MessageType::kReady) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ready_ = !stopping_;
@@ -224,9 +226,10 @@ void WorkerSupervisor::Monitor() {
       if (stopping_) ::kill(pid, SIGKILL);
     }
     while (true) {
-      auto frame = ReadFrame(fd);
+      auto frame = worker::ReadFrame(fd);
       if (!frame) break;
-      if (auto type = PeekMessageType(*frame); type && *type == MessageType::kReady) {
+      if (auto type = worker::PeekMessageType(*frame);
+          type && *type == worker::MessageType::kReady) {
         backoff = std::chrono::milliseconds(100);
       }
       Dispatch(*frame);
@@ -253,7 +256,8 @@ void WorkerSupervisor::Monitor() {
       std::lock_guard<std::mutex> lock(mu_);
       stopping = stopping_;
     }
-    const bool load_failed = WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitModelLoadFailed;
+    const bool load_failed =
+        WIFEXITED(status) && WEXITSTATUS(status) == worker::kWorkerExitModelLoadFailed;
     if (!stopping && load_failed) {
       // Its default model cannot be loaded with these flags: starting it again would fail the
       // same way, so the server stays up, not ready, and says so.

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 namespace tessera::server {
 
@@ -84,7 +84,7 @@ class WorkerSupervisor {
   pid_t worker_pid() const;  // -1 while no worker runs
 
   // Sends a job and routes its messages to `channel` until Release(job_id).
-  Status Submit(const JobRequest& job, std::shared_ptr<JobChannel> channel);
+  Status Submit(const worker::JobRequest& job, std::shared_ptr<JobChannel> channel);
   void Cancel(uint64_t job_id);
   void Release(uint64_t job_id);
   // SIGKILLs the worker (a request deadline passed); the monitor restarts it.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "server/api_service_internal.h"
+
 namespace tessera::server {
 namespace {
 
@@ -125,8 +127,8 @@ TEST(OpenAiApi, CompletionAndTokenizeRequests) {
   EXPECT_EQ(std::get<GenerationRequest>(c).job.top_logprobs, 3);
   EXPECT_TRUE(std::holds_alternative<ApiError>(ParseCompletionRequest({{"prompt", 5}}, "d")));
   auto t = ParseTokenizeRequest({{"prompt", "x"}, {"add_special_tokens", false}}, "d");
-  ASSERT_TRUE(std::holds_alternative<JobRequest>(t));
-  EXPECT_FALSE(std::get<JobRequest>(t).add_special_tokens);
+  ASSERT_TRUE(std::holds_alternative<worker::JobRequest>(t));
+  EXPECT_FALSE(std::get<worker::JobRequest>(t).add_special_tokens);
   EXPECT_TRUE(std::holds_alternative<ApiError>(ParseDetokenizeRequest({{"tokens", {1, -1}}}, "d")));
 }
 
@@ -156,7 +158,7 @@ TEST(OpenAiFields, ToolsAndToolChoiceReachTheJob) {
            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
       "m");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
-  const JobRequest& job = std::get<GenerationRequest>(r).job;
+  const worker::JobRequest& job = std::get<GenerationRequest>(r).job;
   EXPECT_EQ(job.tool_choice, "get_weather");
   EXPECT_NE(job.tools.find("get_weather"), std::string::npos);
   auto plain = ParseChatRequest(json{{"messages", UserMessages()}}, "m");
@@ -245,7 +247,7 @@ TEST(OpenAiFields, StrictToolsUnderAutoAndLogitBiasAreAccepted) {
                {"logit_bias", {{"151657", 100}, {"3", -2.5}}}};
   auto r = ParseChatRequest(body, "m");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r));
-  const JobRequest& job = std::get<GenerationRequest>(r).job;
+  const worker::JobRequest& job = std::get<GenerationRequest>(r).job;
   EXPECT_EQ(job.tool_choice, "auto");
   ASSERT_EQ(job.logit_bias.size(), 2u);
   EXPECT_EQ(job.logit_bias[0], (std::pair<int32_t, double>{151657, 100.0}));
@@ -265,7 +267,7 @@ TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21C"}}});
   auto r = ParseChatRequest(json{{"messages", messages}, {"tools", json::array({Weather()})}}, "m");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
-  const JobRequest& job = std::get<GenerationRequest>(r).job;
+  const worker::JobRequest& job = std::get<GenerationRequest>(r).job;
   ASSERT_EQ(job.messages.size(), 3u);
   EXPECT_NE(job.messages[1].tool_calls.find("call_1"), std::string::npos);
   EXPECT_EQ(job.messages[2].tool_call_id, "call_1");
@@ -286,6 +288,24 @@ TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
   ASSERT_TRUE(std::holds_alternative<ApiError>(deep));
   EXPECT_EQ(std::get<ApiError>(deep).param, "messages[1].tool_calls[0].function.arguments");
   EXPECT_NE(std::get<ApiError>(deep).message.find("deeper than"), std::string::npos);
+}
+
+// A worker refusal's param is the field it travels with, whatever its message says.
+TEST(OpenAiApi, JobErrorParamIsItsFieldNotItsMessage) {
+  const ApiError refused = api_internal::FromJobError(
+      worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "tools: bad: worse", 0,
+                              "tools[0].function"},
+      true);
+  EXPECT_EQ(refused.param, "tools[0].function");
+  EXPECT_EQ(api_internal::FromJobError(
+                worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "n: no", 0}, true)
+                .param,
+            "");
+  // The engine being busy (the NPU queue full or timed out) is 503 engine_busy.
+  const ApiError busy = api_internal::FromJobError(
+      worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, false);
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_EQ(busy.code, "engine_busy");
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ TEST(TaskApi, ModerationInputPartsOfTheWrongShapeAreRefusedByName) {
   EXPECT_EQ(std::get<TaskRequest>(parsed).job.inputs, std::vector<std::string>{"hello"});
 }
 
-TaskItem Item(int32_t index, std::vector<float> values) {
-  TaskItem item;
+worker::TaskItem Item(int32_t index, std::vector<float> values) {
+  worker::TaskItem item;
   item.index = index;
   item.values = std::move(values);
   return item;
@@ -44,7 +44,7 @@ TEST(TaskApi, AWorkerResultMustFitItsRequest) {
   rerank.endpoint = TaskEndpoint::kRerank;
   rerank.return_documents = true;
   rerank.job.inputs = {"first", "second"};
-  TaskResultMessage result;
+  worker::TaskResultMessage result;
   result.items = {Item(1, {0.9f}), Item(0, {0.1f})};
   ASSERT_TRUE(TaskResultFits(rerank, result));
   const auto body = TaskResponseBody(rerank, result, "m", "id", 0);
@@ -56,12 +56,12 @@ TEST(TaskApi, AWorkerResultMustFitItsRequest) {
 
   TaskRequest system_one;
   system_one.endpoint = TaskEndpoint::kSystemOne;
-  Question choice;
-  choice.type = QuestionType::kChoice;
+  worker::Question choice;
+  choice.type = worker::QuestionType::kChoice;
   choice.options = {"red", "green", "blue"};
   choice.descriptions = {"", "", ""};
-  Question noul;
-  noul.type = QuestionType::kNoul;
+  worker::Question noul;
+  noul.type = worker::QuestionType::kNoul;
   noul.options = {"yes", "no"};
   noul.descriptions = {"", ""};
   system_one.job.questions = {choice, noul};
@@ -103,16 +103,16 @@ TEST(TaskApi, SystemOneQuestionsByNameKeepTheirNamesAndOrder) {
   const TaskRequest& r = std::get<TaskRequest>(parsed);
   EXPECT_EQ(r.question_names, (std::vector<std::string>{"team", "anger", "refund"}));
   ASSERT_EQ(r.job.questions.size(), 3u);
-  const Question& team = r.job.questions[0];
-  EXPECT_EQ(team.type, QuestionType::kChoice);
+  const worker::Question& team = r.job.questions[0];
+  EXPECT_EQ(team.type, worker::QuestionType::kChoice);
   EXPECT_EQ(team.instructions, "Which team should handle this?");
   EXPECT_EQ(team.options, (std::vector<std::string>{"billing", "shipping", "support"}));
   EXPECT_EQ(team.descriptions[1], "deliveries, damage");
-  const Question& anger = r.job.questions[1];
-  EXPECT_EQ(anger.type, QuestionType::kScore);
+  const worker::Question& anger = r.job.questions[1];
+  EXPECT_EQ(anger.type, worker::QuestionType::kScore);
   EXPECT_EQ(anger.options, (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_EQ(anger.descriptions, (std::vector<std::string>{"calm", "annoyed", "furious"}));
-  EXPECT_EQ(r.job.questions[2].type, QuestionType::kNoul);
+  EXPECT_EQ(r.job.questions[2].type, worker::QuestionType::kNoul);
   EXPECT_EQ(r.job.questions[2].options, (std::vector<std::string>{"yes", "no"}));
   EXPECT_EQ(r.job.model, "decider");
   EXPECT_EQ(r.job.query, "Customer: my parcel arrived broken and nobody answers my emails!");
@@ -226,7 +226,7 @@ TEST(TaskApi, SystemOneRepeatedNameIsOneQuestionTheLastDefinitionInTheFirstPlace
   const TaskRequest& r = std::get<TaskRequest>(parsed);
   EXPECT_EQ(r.question_names, (std::vector<std::string>{"a", "b"}));
   ASSERT_EQ(r.job.questions.size(), 2u);
-  EXPECT_EQ(r.job.questions[0].type, QuestionType::kChoice);
+  EXPECT_EQ(r.job.questions[0].type, worker::QuestionType::kChoice);
   EXPECT_EQ(r.job.questions[0].instructions, "last");
   EXPECT_EQ(r.job.questions[1].instructions, "middle");
 }
@@ -235,7 +235,7 @@ TEST(TaskApi, SystemOneAnswersAreKeyedByNameInRequestOrderEachWithItsType) {
   auto parsed = ParseSystemOne(NamedBody());
   ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
   TaskRequest request = std::get<TaskRequest>(parsed);
-  TaskResultMessage result;
+  worker::TaskResultMessage result;
   // The worker's items out of order: the answers still follow the request.
   result.items = {Item(2, {0.8f, 0.2f}), Item(0, {0.1f, 0.6f, 0.3f}), Item(1, {0.5f, 0.3f, 0.2f})};
   result.items[1].label = "shipping";
@@ -268,7 +268,7 @@ TEST(TaskApi, SystemOneAnswersAreKeyedByNameInRequestOrderEachWithItsType) {
   TaskRequest listed = request;
   listed.question_names.clear();
   std::sort(result.items.begin(), result.items.end(),
-            [](const TaskItem& a, const TaskItem& b) { return a.index < b.index; });
+            [](const worker::TaskItem& a, const worker::TaskItem& b) { return a.index < b.index; });
   const ojson list = TaskResponseBody(listed, result, "decider", "id", 0)["answers"];
   ASSERT_TRUE(list.is_array());
   ASSERT_EQ(list.size(), 3u);

@@ -19,9 +19,9 @@
 #include "base/status.h"
 #include "grammar/grammar.h"
 #include "runtime/loaded_model.h"
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 // OpenAI-shaped messages for the chat template (tool_calls parsed back from their JSON text).
 Expected<nlohmann::ordered_json> TemplateMessages(const std::vector<ChatMessage>& messages);
@@ -97,4 +97,4 @@ class GenerationJob final : public WorkerJob {
   EndFn on_end_;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

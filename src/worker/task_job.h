@@ -18,11 +18,11 @@
 
 #include "format/model_kind.h"
 #include "runtime/loaded_model.h"
-#include "server/generation_job.h"
-#include "server/sequence_group.h"
-#include "server/worker_protocol.h"
+#include "worker/generation_job.h"
+#include "worker/protocol.h"
+#include "worker/sequence_group.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 class TaskJob final : public WorkerJob {
  public:
@@ -61,4 +61,4 @@ class TaskJob final : public WorkerJob {
   EndFn on_end_;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

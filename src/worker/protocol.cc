@@ -1,4 +1,4 @@
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 // No field may claim more elements than this; a real list is far shorter, and the check keeps
@@ -469,4 +469,4 @@ std::string EngineFailureMessage(const std::string& detail, ErrorCode code) {
   return "the model failed while running this request";
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -13,9 +13,9 @@
 #include <limits>
 #include <set>
 
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 // Decodes `payload` as M and encodes the result again; the decoder's error otherwise.
@@ -292,4 +292,4 @@ TEST(WorkerProtocolMalformed, OversizedAndCutFrames) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -26,7 +26,7 @@
 #include "base/status.h"
 #include "sampling/sampling_params.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 inline constexpr uint32_t kMaxFrameBytes = 16u << 20;  // larger than any valid message
 
@@ -273,4 +273,4 @@ Expected<M> Decode(std::string_view payload);
 Status WriteFrame(int fd, std::string_view payload);
 Expected<std::string> ReadFrame(int fd, uint32_t max_bytes = kMaxFrameBytes);
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -21,7 +21,7 @@
 #include "backend/backend.h"
 #include "format/model_kind.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 struct ModelEntry {
   std::string name;  // what requests call it
@@ -60,4 +60,4 @@ Expected<int> ParseSystemOneReuse(std::string_view name);
 // Serves jobs from `fd` until it is closed. Returns the process exit code.
 int RunWorker(int fd, const WorkerOptions& options);
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

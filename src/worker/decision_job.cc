@@ -1,4 +1,4 @@
-#include "server/decision_job.h"
+#include "worker/decision_job.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "format/json_util.h"
 #include "runtime/task_prompts.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -264,4 +264,4 @@ void DecisionJob::Answer() {
   send_(Encode(done));
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -1,12 +1,12 @@
-#include "server/systemone_job.h"
+#include "worker/systemone_job.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "runtime/task_prompts.h"
-#include "server/decision_job.h"
+#include "worker/decision_job.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -166,4 +166,4 @@ void SystemOneJob::Answer() {
   send_(Encode(result));
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

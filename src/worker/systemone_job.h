@@ -21,11 +21,11 @@
 
 #include "engine/option_scoring.h"
 #include "runtime/loaded_model.h"
-#include "server/generation_job.h"
-#include "server/sequence_group.h"
-#include "server/worker_protocol.h"
+#include "worker/generation_job.h"
+#include "worker/protocol.h"
+#include "worker/sequence_group.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 inline constexpr const char* kSystemOneInstruction =
     "You read a state and answer one question about it with exactly one of the options given.";
@@ -70,4 +70,4 @@ class SystemOneJob final : public WorkerJob {
   EndFn on_end_;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

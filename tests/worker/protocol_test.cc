@@ -1,12 +1,10 @@
-#include "server/worker_protocol.h"
+#include "worker/protocol.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/api_service_internal.h"
-
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
@@ -108,16 +106,6 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   EXPECT_EQ(err->kind, JobErrorKind::kContextLength);
   EXPECT_EQ(err->prompt_tokens, 4097);
   EXPECT_EQ(err->field, "state");  // the param travels beside the message, not inside it
-  // The HTTP side takes the param from the field, whatever the message says.
-  const ApiError refused =
-      api_internal::FromJobError(JobErrorMessage{5, JobErrorKind::kInvalidRequest,
-                                                 "tools: bad: worse", 0, "tools[0].function"},
-                                 true);
-  EXPECT_EQ(refused.param, "tools[0].function");
-  EXPECT_EQ(api_internal::FromJobError(
-                JobErrorMessage{5, JobErrorKind::kInvalidRequest, "n: no", 0}, true)
-                .param,
-            "");
   EXPECT_EQ(Decode<TokensMessage>(Encode(TokensMessage{1, {4, 5}}))->ids,
             (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(Decode<TextMessage>(Encode(TextMessage{1, "x"}))->text, "x");
@@ -170,4 +158,4 @@ TEST(WorkerProtocol, FramesCrossASocket) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera::worker

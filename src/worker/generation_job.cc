@@ -1,4 +1,4 @@
-#include "server/generation_job.h"
+#include "worker/generation_job.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "chat/tool_calls.h"
 #include "runtime/text_stream.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -618,4 +618,4 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
   on_end_(job_id_);  // the worker deletes this job: nothing may touch it after
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -15,11 +15,11 @@
 #include "grammar/tokenizer_vocabulary.h"
 #include "model/synthetic_checkpoint.h"
 #include "runtime/loaded_model.h"
-#include "server/generation_job.h"
-#include "server/worker_protocol.h"
 #include "test_support.h"
+#include "worker/generation_job.h"
+#include "worker/protocol.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 using json = nlohmann::json;
@@ -489,4 +489,4 @@ TEST_F(XmlToolCalls, ParametersTheFormatCannotWriteAreA400NamingThem) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera::worker

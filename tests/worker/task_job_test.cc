@@ -13,12 +13,12 @@
 #include "naive_forward.h"
 #include "runtime/loaded_model.h"
 #include "runtime/task_prompts.h"
-#include "server/decision_job.h"
-#include "server/systemone_job.h"
-#include "server/task_job.h"
 #include "test_support.h"
+#include "worker/decision_job.h"
+#include "worker/systemone_job.h"
+#include "worker/task_job.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 SyntheticModelSpec TinyQwen3() {
@@ -635,4 +635,4 @@ TEST_F(TaskJobTest, SystemOnePinsExtendedStatesUpToItsEntries) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -1,4 +1,4 @@
-#include "server/task_job.h"
+#include "worker/task_job.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "engine/option_scoring.h"
 #include "runtime/task_prompts.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 const char* KindNoun(JobKind kind) {
@@ -318,4 +318,4 @@ void TaskJob::Answer() {
   send_(Encode(result));
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -1,4 +1,4 @@
-#include "server/worker.h"
+#include "worker/worker.h"
 
 #include <poll.h>
 
@@ -15,13 +15,13 @@
 
 #include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
-#include "server/decision_job.h"
-#include "server/generation_job.h"
-#include "server/systemone_job.h"
-#include "server/task_job.h"
-#include "server/worker_protocol.h"
+#include "worker/decision_job.h"
+#include "worker/generation_job.h"
+#include "worker/protocol.h"
+#include "worker/systemone_job.h"
+#include "worker/task_job.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 namespace {
 
 double MsSince(std::chrono::steady_clock::time_point t0) {
@@ -444,4 +444,4 @@ int RunWorker(int fd, const WorkerOptions& options) {
   return worker.Run();
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -23,11 +23,11 @@
 
 #include "engine/option_scoring.h"
 #include "runtime/loaded_model.h"
-#include "server/generation_job.h"
-#include "server/sequence_group.h"
-#include "server/worker_protocol.h"
+#include "worker/generation_job.h"
+#include "worker/protocol.h"
+#include "worker/sequence_group.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 struct DecisionSchema {
   std::vector<nlohmann::ordered_json> values;  // the options (strings, numbers, booleans)
@@ -92,4 +92,4 @@ class DecisionJob final : public WorkerJob {
   EndFn on_end_;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera::worker

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "engine/scheduler.h"
-#include "server/generation_job.h"
-#include "server/worker_protocol.h"
+#include "worker/generation_job.h"
+#include "worker/protocol.h"
 
-namespace tessera::server {
+namespace tessera::worker {
 
 class SequenceGroup {
  public:
@@ -100,4 +100,4 @@ class SequenceGroup {
   int64_t computed_tokens_ = 0;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera::worker
