@@ -8,155 +8,12 @@
 
 #include "chat/tool_calls.h"
 #include "runtime/text_stream.h"
+#include "worker/tool_constraint.h"
 
 namespace tessera::worker {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-bool AnyStrict(const ojson& tools) {
-  return std::any_of(tools.begin(), tools.end(), IsStrictTool);
-}
-
-// The shape the front end validated (an array of {"function": {"name": <string>, ...}}),
-// checked again where the worker reads a job's tools: the schema builders below index them
-// unchecked, and a frame does not carry the front end's guarantees by itself.
-bool ToolsWellFormed(const ojson& tools) {
-  return tools.is_array() && std::all_of(tools.begin(), tools.end(), [](const ojson& t) {
-           if (!t.is_object()) return false;
-           const auto fn = t.find("function");
-           if (fn == t.end() || !fn->is_object()) return false;
-           const auto name = fn->find("name");
-           return name != fn->end() && name->is_string();
-         });
-}
-
-bool IsJsonSyntax(ToolCallSyntax s) {
-  return s == ToolCallSyntax::kHermes || s == ToolCallSyntax::kLlama3Json ||
-         s == ToolCallSyntax::kGemmaJson;
-}
-
-// The object a call writes, {"name": <one of the functions>, "arguments": <its parameters>}
-// ("parameters" for the Llama 3 form), as one JSON schema: the grammar then constrains both
-// the name and the arguments.
-const char* ArgumentsKey(ToolCallSyntax syntax) {
-  return syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
-}
-
-// A function's parameter schema. None, or an empty schema: no parameters at all (a call's
-// arguments are an object; the reply parser reads nothing else as a call).
-ojson ParametersOf(const ojson& fn) {
-  if (!fn.contains("parameters") || fn["parameters"].is_null() ||
-      (fn["parameters"].is_object() && fn["parameters"].empty())) {
-    return {{"type", "object"}, {"properties", ojson::object()}, {"additionalProperties", false}};
-  }
-  return fn["parameters"];
-}
-
-// Whether a parameter schema says its top is an object (a type or properties).
-bool DeclaresObject(const ojson& params) {
-  if (!params.is_object()) return false;
-  if (params.contains("properties")) return true;
-  const auto t = params.find("type");
-  return t != params.end() && *t == "object";
-}
-
-// `schema` moved to `at` (a JSON pointer) of a larger document: its local references
-// ("#/$defs/x", "#") point into it there. Values (enum, const, default, examples) are data.
-ojson Rebased(const ojson& schema, const std::string& at) {
-  if (schema.is_array()) {
-    ojson out = ojson::array();
-    for (const ojson& v : schema) out.push_back(Rebased(v, at));
-    return out;
-  }
-  if (!schema.is_object()) return schema;
-  ojson out = ojson::object();
-  for (auto it = schema.begin(); it != schema.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "$ref" && it->is_string() && it->get<std::string>().starts_with("#")) {
-      out[k] = "#" + at + it->get<std::string>().substr(1);
-    } else if (k == "enum" || k == "const" || k == "default" || k == "examples") {
-      out[k] = *it;
-    } else {
-      out[k] = Rebased(*it, at);
-    }
-  }
-  return out;
-}
-
-// One call alternative: {"name": <a const, or an enum of several>, key: <arguments>}.
-struct CallAlternative {
-  ojson name;
-  ojson arguments;
-};
-
-// The alternatives as one schema, each one's arguments rebased to where they land.
-ojson CallSchema(const std::vector<CallAlternative>& alternatives, const char* key) {
-  ojson out = ojson::array();
-  for (size_t i = 0; i < alternatives.size(); ++i) {
-    const std::string at =
-        (alternatives.size() == 1 ? "" : "/anyOf/" + std::to_string(i)) + "/properties/" + key;
-    ojson props = ojson::object();
-    props["name"] = alternatives[i].name;
-    props[key] = Rebased(alternatives[i].arguments, at);
-    out.push_back({{"type", "object"},
-                   {"properties", std::move(props)},
-                   {"required", {"name", key}},
-                   {"additionalProperties", false}});
-  }
-  if (out.size() == 1) return out[0];
-  return {{"anyOf", std::move(out)}};
-}
-
-ojson ForcedCallSchema(const ojson& tools, const std::string& only, ToolCallSyntax syntax) {
-  std::vector<CallAlternative> alternatives;
-  for (const ojson& t : tools) {
-    const ojson& fn = t["function"];
-    const std::string name = fn["name"].get<std::string>();
-    if (!only.empty() && name != only) continue;
-    alternatives.push_back({{{"const", name}}, ParametersOf(fn)});
-  }
-  return CallSchema(alternatives, ArgumentsKey(syntax));
-}
-
-// The call a model opens under tool_choice auto with strict functions (JSON forms). A strict
-// function's arguments follow its schema. Nothing promised a non-strict function's arguments
-// a schema, so its schema guides them where it compiles and declares an object; where it does
-// not (an unsupported keyword), or where the functions are more than one grammar follows at
-// once, the non-strict functions share one alternative whose arguments are any JSON object.
-// More strict functions than that limit, counting the shared alternative, are a 400.
-Expected<ojson> AutoCallSchema(const ojson& tools, ToolCallSyntax syntax) {
-  std::vector<CallAlternative> strict, guided;
-  ojson free_names = ojson::array();
-  for (const ojson& t : tools) {
-    const ojson& fn = t["function"];
-    const std::string name = fn["name"].get<std::string>();
-    ojson params = ParametersOf(fn);
-    if (IsStrictTool(t)) {
-      strict.push_back({{{"const", name}}, std::move(params)});
-    } else if (DeclaresObject(params) && CompileJsonSchema(params)) {
-      guided.push_back({{{"const", name}}, std::move(params)});
-    } else {
-      free_names.push_back(name);
-    }
-  }
-  const bool loose = !guided.empty() || !free_names.empty();
-  if (strict.size() + (loose ? 1 : 0) > kMaxGrammarAlternatives) {
-    return InvalidArgument("too many strict functions");
-  }
-  if (strict.size() + guided.size() + (free_names.empty() ? 0 : 1) > kMaxGrammarAlternatives) {
-    for (const CallAlternative& g : guided) free_names.push_back(g.name["const"]);
-    guided.clear();
-  }
-  std::vector<CallAlternative> alternatives = std::move(strict);
-  for (CallAlternative& g : guided) alternatives.push_back(std::move(g));
-  if (!free_names.empty()) {
-    ojson name = free_names.size() == 1 ? ojson{{"const", free_names[0]}}
-                                        : ojson{{"enum", std::move(free_names)}};
-    alternatives.push_back({std::move(name), {{"type", "object"}}});
-  }
-  return CallSchema(alternatives, ArgumentsKey(syntax));
-}
 
 }  // namespace
 
@@ -226,19 +83,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
-  // A call that may be any of more functions than a grammar follows at once (JSON forms; the
-  // XML grammar refuses them itself).
-  auto too_many = [](const char* advice) {
-    return "tools: at most " + std::to_string(kMaxGrammarAlternatives) +
-           " functions can be constrained at once; " + advice;
-  };
   std::vector<int32_t> prompt_ids;
   int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
-  std::shared_ptr<const Grammar> grammar;
-  int32_t lazy_trigger = -1;
-  bool bare_call_opening = false;
-  ToolCallSyntax syntax = ToolCallSyntax::kNone;
-  std::string forced_opening, forced_closing;
+  ToolCallPlan tools;
   if (job.kind == JobKind::kChat) {
     if (!model.has_chat_template()) {
       return invalid("", "the model '" + job.model +
@@ -246,102 +93,30 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     }
     auto messages = TemplateMessages(job.messages);
     if (!messages) return Refusal("messages", messages.status().message());
+    auto plan = PlanToolCalls(job, model);
+    if (auto* refused = std::get_if<JobFailure>(&plan)) return std::move(*refused);
+    tools = std::move(std::get<ToolCallPlan>(plan));
     ojson kwargs = ojson::object();
-    ojson tools;
-    if (!job.tools.empty() && job.tool_choice != "none") {
-      tools = ojson::parse(job.tools, nullptr, false);
-      if (tools.is_discarded()) return invalid("tools", "not JSON");
-      if (!ToolsWellFormed(tools)) {
-        return invalid("tools", "expected an array of {\"function\": {\"name\": <string>}}");
-      }
-      const ChatTemplateConfig& config = model.assembler()->config();
-      if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
-        return invalid("tools", "the chat template of '" + job.model +
-                                    "' does not describe tools to the model");
-      }
-      syntax = config.tool_call_syntax;
-      kwargs["tools"] = tools;
-    }
+    if (tools.syntax != ToolCallSyntax::kNone) kwargs["tools"] = tools.tools;
     auto prompt = model.RenderChat(*messages, kwargs);
     if (!prompt) return invalid("messages", prompt.status().message());
     prompt_ids = std::move(prompt->ids);
     shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
-    if (syntax == ToolCallSyntax::kQwen3Xml && job.tool_choice != "auto") {
-      // "required" or a named function, as Qwen3.5 writes calls: the reply starts as a call
-      // (its name constrained to the functions' unless named) and its parameters are
-      // constrained to their schemas.
-      const bool named = job.tool_choice != "required";
-      auto compiled =
-          CompileXmlToolCalls(tools, named ? job.tool_choice : "",
-                              named ? std::nullopt : std::optional<std::string_view>(""));
-      if (!compiled) return Refusal("tools", compiled.status().message());
-      grammar = *compiled;
-      forced_opening = "<tool_call>\n<function=" + (named ? job.tool_choice + ">\n" : "");
-      forced_closing = "\n</tool_call>";
-      auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
+    if (!tools.forced_opening.empty()) {
+      auto opening = model.EncodeText(tools.forced_opening, /*add_special=*/false);
       if (!opening) return invalid("tools", opening.status().message());
       prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
-    } else if (syntax != ToolCallSyntax::kNone && job.tool_choice != "auto") {
-      // "required" or a named function: the reply starts as a call and its object is
-      // constrained to the functions' schemas.
-      if (!IsJsonSyntax(syntax)) {
-        return invalid("tool_choice", "forced calls are not supported for the " +
-                                          std::string(ToolCallSyntaxName(syntax)) +
-                                          " tool-call format of '" + job.model + "'; use auto");
-      }
-      const std::string only = job.tool_choice == "required" ? "" : job.tool_choice;
-      if (only.empty() && tools.size() > kMaxGrammarAlternatives) {
-        return Refusal("tools", too_many("name one with tool_choice"));
-      }
-      auto compiled = CompileJsonSchema(ForcedCallSchema(tools, only, syntax));
-      if (!compiled) return invalid("tools", compiled.status().message());
-      grammar = *compiled;
-      if (syntax == ToolCallSyntax::kHermes) {
-        forced_opening = "<tool_call>\n";
-        forced_closing = "\n</tool_call>";
-      }
-      auto opening = model.EncodeText(forced_opening, /*add_special=*/false);
-      if (!opening) return invalid("tools", opening.status().message());
-      prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
-    } else if (syntax != ToolCallSyntax::kNone && AnyStrict(tools)) {
-      // auto with strict functions: a call the model opens is constrained to the schemas.
-      std::optional<int32_t> trigger = model.tokenizer().TokenToId("<tool_call>");
-      const bool bare =
-          syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGemmaJson;
-      const bool tagged = syntax == ToolCallSyntax::kHermes || syntax == ToolCallSyntax::kQwen3Xml;
-      if (!bare && (!tagged || !trigger)) {
-        return invalid("tools",
-                       "strict functions with tool_choice auto are constrained only where a call "
-                       "opens with the one token <tool_call> or is a bare JSON object; '" +
-                           job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
-                           " without that token: use strict false");
-      }
-      if (syntax == ToolCallSyntax::kQwen3Xml) {
-        // After the <tool_call> token: "\n<function=NAME>\n" and the parameters.
-        auto compiled =
-            CompileXmlToolCalls(tools, "", std::optional<std::string_view>("\n<function="),
-                                /*relax_non_strict=*/true);
-        if (!compiled) return Refusal("tools", compiled.status().message());
-        grammar = *compiled;
-      } else {
-        auto schema = AutoCallSchema(tools, syntax);
-        if (!schema) return Refusal("tools", too_many("drop strict from some"));
-        auto compiled = CompileJsonSchema(*schema);
-        if (!compiled) return invalid("tools", compiled.status().message());
-        grammar = *compiled;
-      }
-      if (bare) {
-        bare_call_opening = true;
-      } else {
-        lazy_trigger = *trigger;
-        forced_closing = "\n</tool_call>";
-      }
     }
   } else {
     auto ids = model.EncodeText(job.prompt, /*add_special=*/true);
     if (!ids) return invalid("prompt", ids.status().message());
     prompt_ids = std::move(*ids);
   }
+  std::shared_ptr<const Grammar> grammar = tools.grammar;
+  const ToolCallSyntax syntax = tools.syntax;
+  const int32_t lazy_trigger = tools.lazy_trigger;
+  const bool bare_call_opening = tools.bare_call_opening;
+  const std::string& forced_opening = tools.forced_opening;
   if (!job.response_format.empty()) {
     const ojson format = ojson::parse(job.response_format, nullptr, false);
     if (format.is_discarded()) return invalid("response_format", "not JSON");
@@ -392,7 +167,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   g->model_ = &model;
   g->prompt_tokens_ = prompt_len;
   g->load_ms_ = load_ms;
-  g->forced_closing_ = forced_closing;
+  g->forced_closing_ = tools.forced_closing;
   g->send_ = std::move(send);
   g->on_end_ = std::move(on_end);
   // Qwen3.5's XML calls write parameters as text: their declared types decide how it reads.
