@@ -14,7 +14,6 @@
 #include "format/safetensors.h"
 #include "worker/protocol.h"
 
-namespace ts = tessera::server;
 namespace tw = tessera::worker;
 
 namespace {
@@ -45,31 +44,37 @@ int main(int argc, char** argv) {
   // Worker frames.
   const std::string w = root + "/worker_protocol";
   fs::create_directories(w);
-  tw::JobRequest chat;
-  chat.job_id = 7;
-  chat.kind = tw::JobKind::kChat;
-  chat.model = "qwen";
+  tw::ChatPayload chat;
   chat.messages = {{"system", "be brief", "", "", ""},
                    {"assistant", "", R"([{"id":"c1","type":"function"}])", "", ""},
                    {"tool", "4", "", "c1", "add"}};
-  chat.max_tokens = 16;
-  chat.stop = {"\n\n"};
-  chat.logprobs = true;
-  chat.top_logprobs = 2;
-  chat.n = 2;
-  chat.response_format = R"({"type":"json_object"})";
-  chat.tools = R"([{"type":"function","function":{"name":"add"}}])";
-  chat.tool_choice = "auto";
-  chat.logit_bias = {{5, -100.0}, {9, 2.5}};
-  tw::JobRequest embed;
-  embed.job_id = 8;
-  embed.kind = tw::JobKind::kEmbed;
-  embed.inputs = {"a", "bb"};
-  embed.input_ids = {{1, 2, 3}};
-  embed.dimensions = 4;
-  tw::JobRequest detok;
-  detok.kind = tw::JobKind::kDetokenize;
-  detok.ids = {1, 2, 300};
+  chat.tools = {{"add", true, R"({"type":"function","function":{"name":"add","strict":true}})"}};
+  chat.tool_choice = {tw::ToolChoiceMode::kAuto, ""};
+  chat.options.max_tokens = 16;
+  chat.options.stop = {"\n\n"};
+  chat.options.logprobs = true;
+  chat.options.top_logprobs = 2;
+  chat.options.n = 2;
+  chat.options.logit_bias = {{5, -100.0}, {9, 2.5}};
+  tw::ChatPayload decision;
+  decision.messages = {{"user", "ok?", "", "", ""}};
+  decision.options.response_format = {tw::ResponseFormatKind::kDecision,
+                                      "",
+                                      {{"true", "true", "yes"}, {"\"no\"", "no", ""}},
+                                      "answer",
+                                      "Is it?"};
+  tw::CompletionPayload completion{"Once", {}};
+  completion.options.response_format = {
+      tw::ResponseFormatKind::kJsonSchema, R"({"type":"object"})", {}, "", ""};
+  tw::EmbedPayload embed{{{"a", "bb"}, {{1, 2, 3}}, 4096}, "query", 4};
+  tw::SystemOnePayload systemone{
+      "state", {{tw::QuestionType::kChoice, "Which?", {"a", "b"}, {"first", ""}}}};
+  const tw::JobRequest chat_job{7, "qwen", chat};
+  const tw::JobRequest decision_job{9, "qwen", decision};
+  const tw::JobRequest completion_job{10, "qwen", completion};
+  const tw::JobRequest embed_job{8, "embed", embed};
+  const tw::JobRequest detok_job{11, "qwen", tw::DetokenizePayload{{1, 2, 300}}};
+  const tw::JobRequest systemone_job{12, "qwen", systemone};
   tw::DeltaMessage delta;
   delta.job_id = 7;
   delta.text = "Hi";
@@ -93,9 +98,12 @@ int main(int argc, char** argv) {
   started.job_id = 7;
   started.prompt_tokens = 12;
   const std::vector<std::pair<std::string, std::string>> payloads = {
-      {"job_chat", tw::Encode(chat)},
-      {"job_embed", tw::Encode(embed)},
-      {"job_detokenize", tw::Encode(detok)},
+      {"job_chat", tw::Encode(chat_job)},
+      {"job_decision", tw::Encode(decision_job)},
+      {"job_completion", tw::Encode(completion_job)},
+      {"job_embed", tw::Encode(embed_job)},
+      {"job_detokenize", tw::Encode(detok_job)},
+      {"job_systemone", tw::Encode(systemone_job)},
       {"cancel", tw::Encode(tw::CancelRequest{7})},
       {"ready", tw::Encode(tw::ReadyMessage{"qwen"})},
       {"started", tw::Encode(started)},

@@ -90,10 +90,6 @@ bool ToolsWellFormed(const ojson& tools) {
          });
 }
 
-bool AnyStrictTool(const ojson& tools) {
-  return std::any_of(tools.begin(), tools.end(), IsStrictTool);
-}
-
 ojson ForcedToolCallSchema(const ojson& tools, std::string_view only,
                            std::string_view arguments_key) {
   std::vector<CallAlternative> alternatives;

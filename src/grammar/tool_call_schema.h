@@ -21,9 +21,6 @@ namespace tessera {
 // checked again where a job reads its tools: the builders below index them unchecked.
 bool ToolsWellFormed(const nlohmann::ordered_json& tools);
 
-// Whether any tool declares "strict": true (IsStrictTool).
-bool AnyStrictTool(const nlohmann::ordered_json& tools);
-
 // A call to one of the functions (or only to `only` when it is not empty): its name one of
 // theirs, its arguments (under `arguments_key`) following that function's parameter schema.
 nlohmann::ordered_json ForcedToolCallSchema(const nlohmann::ordered_json& tools,

@@ -90,6 +90,37 @@ Status ValidateResolvedSamplingParams(const ResolvedSamplingParams& p) {
   return Status::Ok();
 }
 
+std::optional<SamplingFieldError> CheckRequestedSampling(const SamplingParams& r) {
+  const Origin o = Origin::kRequest;
+  struct Real {
+    std::string_view field;
+    const std::optional<double>& value;
+    double low, high;
+    bool low_is_open;
+  };
+  const Real reals[] = {{"temperature", r.temperature, 0.0, 2.0, false},
+                        {"top_p", r.top_p, 0.0, 1.0, true},
+                        {"min_p", r.min_p, 0.0, 1.0, false},
+                        {"repetition_penalty", r.repetition_penalty, 0.1, 2.0, false},
+                        {"presence_penalty", r.presence_penalty, -2.0, 2.0, false},
+                        {"frequency_penalty", r.frequency_penalty, -2.0, 2.0, false}};
+  for (const Real& f : reals) {
+    if (!f.value) continue;
+    if (Status st = CheckReal(f.field, *f.value, f.low, f.high, f.low_is_open, o); !st.ok()) {
+      return SamplingFieldError{f.field, std::move(st)};
+    }
+  }
+  if (r.top_k) {
+    if (Status st = CheckTopK(*r.top_k, o); !st.ok()) return SamplingFieldError{"top_k", st};
+  }
+  if (r.seed && *r.seed < 0) {
+    return SamplingFieldError{
+        "seed", InvalidArgument("seed must be between 0 and " + std::to_string(kMaxSamplingSeed) +
+                                ", got " + std::to_string(*r.seed))};
+  }
+  return std::nullopt;
+}
+
 Expected<ResolvedSamplingParams> ResolveSamplingParams(const SamplingParams& request,
                                                        const SamplingDefaults& model_defaults) {
   // do_sample == false turns the model's default into greedy decoding; its temperature is

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -81,6 +82,14 @@ struct ResolvedSamplingParams {
 // as such in the error, since the user cannot see it in their request.
 Expected<ResolvedSamplingParams> ResolveSamplingParams(const SamplingParams& request,
                                                        const SamplingDefaults& model_defaults);
+
+// The first field a request sets out of its range, named (e.g. {"top_p", "top_p must be
+// greater than 0 and at most 1, got 0"}): the front ends refuse it before any model is asked.
+struct SamplingFieldError {
+  std::string_view field;
+  Status status;
+};
+std::optional<SamplingFieldError> CheckRequestedSampling(const SamplingParams& request);
 
 // Checks the ranges above and that `mode` agrees with `temperature`; used by
 // ResolveSamplingParams and again by Sampler::Create for params built by hand.

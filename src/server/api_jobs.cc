@@ -207,15 +207,15 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   meta.id = (chat ? "chatcmpl-" : "cmpl-") + call.exchange->request_id();
   meta.model = request.job.model;
   meta.created = UnixNow();
-  meta.logprobs = request.job.logprobs;
-  meta.choices = request.job.n;
+  meta.logprobs = request.options().logprobs;
+  meta.choices = request.options().n;
   ApiError error;
   std::vector<HttpHeader> extra;
   std::unique_ptr<ActiveJob> job = Admit(call, request.job, ticket, &meta.queue_ms, &error, &extra);
   if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
   job->chat = chat;
   JobOutcome outcome;
-  outcome.choices.resize(static_cast<size_t>(request.job.n));
+  outcome.choices.resize(static_cast<size_t>(request.options().n));
   // Wait for Started (or an error) first, so a request the worker refuses (a prompt longer
   // than the context) still gets its 4xx status rather than a 200 stream.
   while (!outcome.started) {
@@ -365,7 +365,9 @@ void ApiService::RunTokenJob(Call& call, worker::JobRequest request, uint64_t ti
   if (!m) return SendError(call, ServerError(500, "internal_error", "internal error"));
   return SendJson(
       call, 200,
-      {{"model", request.model}, {"prompt", m->text}, {"usage", TokenUsage(request.ids.size())}},
+      {{"model", request.model},
+       {"prompt", m->text},
+       {"usage", TokenUsage(std::get<worker::DetokenizePayload>(request.payload).ids.size())}},
       queue_ms);
 }
 

@@ -78,8 +78,9 @@ std::optional<ApiError> ReadInt(const ojson& body, const char* name, std::option
 }
 
 // Fields shared by chat and text completions.
-std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationRequest* out) {
-  worker::JobRequest& job = out->job;
+std::optional<ApiError> ReadGenerationFields(const ojson& body, bool chat, GenerationRequest* out,
+                                             worker::GenerationOptions* options) {
+  worker::GenerationOptions& job = *options;
   if (const ojson* n = Field(body, "n")) {
     if (!n->is_number_integer() || n->get<int64_t>() < 1 ||
         n->get<int64_t>() > worker::kMaxChoices) {
@@ -88,7 +89,7 @@ std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationReques
     }
     job.n = static_cast<int32_t>(n->get<int64_t>());
   }
-  if (auto e = ReadResponseFormat(body, &job)) return e;
+  if (auto e = ReadResponseFormat(body, chat, &job.response_format)) return e;
   if (const ojson* bias = Field(body, "logit_bias")) {
     // {"token id": bias}: ids as decimal strings (checked against the vocabulary by the
     // worker), biases from -100 to 100.
@@ -155,12 +156,10 @@ std::optional<ApiError> ReadGenerationFields(const ojson& body, GenerationReques
   if (auto e = ReadDouble(body, "presence_penalty", &p.presence_penalty)) return e;
   if (auto e = ReadDouble(body, "frequency_penalty", &p.frequency_penalty)) return e;
   if (auto e = ReadInt(body, "seed", &p.seed)) return e;
-  // Range checks with no model defaults: every value the request gave is checked exactly as
-  // the worker will check it, so a bad one is refused here with the field's name.
-  auto resolved = ResolveSamplingParams(p, SamplingDefaults{});
-  if (!resolved) {
-    const std::string msg = resolved.status().message();
-    return InvalidField(msg.substr(0, msg.find(' ')), msg);
+  // Every value the request gave is checked exactly as the worker will check it, so a bad
+  // one is refused here with the field's name.
+  if (auto bad = CheckRequestedSampling(p)) {
+    return InvalidField(std::string(bad->field), bad->status.message());
   }
   if (auto e = ReadBool(body, "stream", &out->stream)) return e;
   if (const ojson* opts = Field(body, "stream_options")) {
@@ -198,10 +197,15 @@ std::optional<ApiError> ReadContent(const ojson& content, size_t index, std::str
 
 }  // namespace
 
+const worker::GenerationOptions& GenerationRequest::options() const {
+  if (const auto* chat = std::get_if<worker::ChatPayload>(&job.payload)) return chat->options;
+  return std::get<worker::CompletionPayload>(job.payload).options;
+}
+
 std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
                                                            const std::string& default_model) {
   GenerationRequest out;
-  out.job.kind = worker::JobKind::kChat;
+  worker::ChatPayload chat;
   if (auto e = RefuseUnknownFields(body, kChatFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
   const ojson* messages = Field(body, "messages");
@@ -237,11 +241,11 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
     if (content != nullptr) {
       if (auto e = ReadContent(*content, i, &msg.content)) return *e;
     }
-    out.job.messages.push_back(std::move(msg));
+    chat.messages.push_back(std::move(msg));
   }
-  if (auto e = ReadTools(body, &out.job)) return *e;
-  if (auto e = ReadGenerationFields(body, &out)) return *e;
-  if (auto e = ReadBool(body, "logprobs", &out.job.logprobs)) return *e;
+  if (auto e = ReadGenerationFields(body, /*chat=*/true, &out, &chat.options)) return *e;
+  if (auto e = ReadTools(body, &chat)) return *e;
+  if (auto e = ReadBool(body, "logprobs", &chat.options.logprobs)) return *e;
   std::optional<int64_t> top;
   if (auto e = ReadInt(body, "top_logprobs", &top)) return *e;
   if (top) {
@@ -249,17 +253,18 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
       return InvalidField("top_logprobs",
                           "top_logprobs must be between 0 and 20, got " + std::to_string(*top));
     }
-    if (!out.job.logprobs && *top > 0)
+    if (!chat.options.logprobs && *top > 0)
       return InvalidField("top_logprobs", "top_logprobs needs logprobs: true");
-    out.job.top_logprobs = static_cast<int32_t>(*top);
+    chat.options.top_logprobs = static_cast<int32_t>(*top);
   }
+  out.job.payload = std::move(chat);
   return out;
 }
 
 std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& body,
                                                                  const std::string& default_model) {
   GenerationRequest out;
-  out.job.kind = worker::JobKind::kCompletion;
+  worker::CompletionPayload completion;
   if (auto e = RefuseUnknownFields(body, kCompletionFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
   const ojson* prompt = Field(body, "prompt");
@@ -268,8 +273,8 @@ std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& bo
   }
   if (prompt == nullptr || !prompt->is_string())
     return InvalidField("prompt", "prompt must be a string");
-  out.job.prompt = prompt->get<std::string>();
-  if (auto e = ReadGenerationFields(body, &out)) return *e;
+  completion.prompt = prompt->get<std::string>();
+  if (auto e = ReadGenerationFields(body, /*chat=*/false, &out, &completion.options)) return *e;
   if (const ojson* echo = Field(body, "echo"); echo != nullptr && *echo != false) {
     return InvalidField("echo", "echo is not supported");
   }
@@ -280,30 +285,32 @@ std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& bo
       return InvalidField("logprobs",
                           "logprobs must be between 0 and 20, got " + std::to_string(*logprobs));
     }
-    out.job.logprobs = true;
-    out.job.top_logprobs = static_cast<int32_t>(*logprobs);
+    completion.options.logprobs = true;
+    completion.options.top_logprobs = static_cast<int32_t>(*logprobs);
   }
+  out.job.payload = std::move(completion);
   return out;
 }
 
 std::variant<worker::JobRequest, ApiError> ParseTokenizeRequest(const ojson& body,
                                                                 const std::string& default_model) {
   worker::JobRequest job;
-  job.kind = worker::JobKind::kTokenize;
+  worker::TokenizePayload tokenize;
   if (auto e = ReadModel(body, default_model, &job.model)) return *e;
   const ojson* text = Field(body, "prompt");
   if (text == nullptr) text = Field(body, "text");
   if (text == nullptr || !text->is_string())
     return InvalidField("prompt", "prompt must be a string");
-  job.prompt = text->get<std::string>();
-  if (auto e = ReadBool(body, "add_special_tokens", &job.add_special_tokens)) return *e;
+  tokenize.text = text->get<std::string>();
+  if (auto e = ReadBool(body, "add_special_tokens", &tokenize.add_special_tokens)) return *e;
+  job.payload = std::move(tokenize);
   return job;
 }
 
 std::variant<worker::JobRequest, ApiError> ParseDetokenizeRequest(
     const ojson& body, const std::string& default_model) {
   worker::JobRequest job;
-  job.kind = worker::JobKind::kDetokenize;
+  worker::DetokenizePayload detokenize;
   if (auto e = ReadModel(body, default_model, &job.model)) return *e;
   const ojson* tokens = Field(body, "tokens");
   if (tokens == nullptr || !tokens->is_array())
@@ -313,8 +320,9 @@ std::variant<worker::JobRequest, ApiError> ParseDetokenizeRequest(
         t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
       return InvalidField("tokens", "tokens must hold non-negative integer ids");
     }
-    job.ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    detokenize.ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
+  job.payload = std::move(detokenize);
   return job;
 }
 

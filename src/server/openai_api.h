@@ -43,9 +43,10 @@ nlohmann::json ErrorBody(const ApiError& error);
 std::variant<nlohmann::ordered_json, ApiError> ParseJsonBody(const std::string& body);
 
 struct GenerationRequest {
-  worker::JobRequest job;
+  worker::JobRequest job;  // its payload: a ChatPayload or a CompletionPayload
   bool stream = false;
   bool include_usage = false;
+  const worker::GenerationOptions& options() const;  // the payload's
 };
 
 // `model` may be omitted (the default model is used). Sampling ranges are validated here, so

@@ -8,6 +8,7 @@
 
 #include "format/json_util.h"
 #include "grammar/grammar.h"
+#include "server/decision_format.h"
 
 namespace tessera::server {
 namespace {
@@ -70,7 +71,8 @@ std::optional<ApiError> RefuseUnknownFields(const ojson& body,
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadResponseFormat(const ojson& body, worker::JobRequest* job) {
+std::optional<ApiError> ReadResponseFormat(const ojson& body, bool chat,
+                                           worker::ResponseFormat* out) {
   const ojson* format = Member(body, "response_format");
   if (format == nullptr) return std::nullopt;
   if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
@@ -86,11 +88,25 @@ std::optional<ApiError> ReadResponseFormat(const ojson& body, worker::JobRequest
         type == "json_schema" ? "response_format.json_schema.schema" : "response_format";
     return InvalidField(param, grammar.status().message());
   }
-  job->response_format = format->dump();
+  // A chat's choice among a few values is answered by scoring them (a decision).
+  if (chat) {
+    if (std::optional<worker::ResponseFormat> decision = DecisionFormat(*format)) {
+      *out = std::move(*decision);
+      return std::nullopt;
+    }
+  }
+  const ojson* spec = type == "json_schema" ? Member(*format, "json_schema") : nullptr;
+  const ojson* schema = spec != nullptr ? Member(*spec, "schema") : nullptr;
+  if (schema == nullptr) {
+    out->kind = worker::ResponseFormatKind::kJsonObject;  // OpenAI: no schema is any object
+  } else {
+    out->kind = worker::ResponseFormatKind::kJsonSchema;
+    out->schema = schema->dump();
+  }
   return std::nullopt;
 }
 
-std::optional<ApiError> ReadTools(const ojson& body, worker::JobRequest* job) {
+std::optional<ApiError> ReadTools(const ojson& body, worker::ChatPayload* chat) {
   const ojson* tools = Member(body, "tools");
   const ojson* choice = Member(body, "tool_choice");
   if (const ojson* parallel = Member(body, "parallel_tool_calls")) {
@@ -128,13 +144,6 @@ std::optional<ApiError> ReadTools(const ojson& body, worker::JobRequest* job) {
         return InvalidField(where + ".function.name",
                             where + ".function.name must be 1-64 letters, digits, _ or -");
       }
-      if (const std::string n = name->get<std::string>();
-          n == "none" || n == "auto" || n == "required") {
-        // tool_choice names a function by its name alone past this point (JobRequest).
-        return InvalidField(where + ".function.name", "a function cannot be named '" + n +
-                                                          "', which is a tool_choice "
-                                                          "value; rename it");
-      }
       if (!names.insert(name->get<std::string>()).second) {
         return InvalidField(where + ".function.name",
                             "two tools are named '" + name->get<std::string>() + "'");
@@ -166,37 +175,47 @@ std::optional<ApiError> ReadTools(const ojson& body, worker::JobRequest* job) {
       if (const ojson* params = Member(*fn, "parameters")) {
         schemas.push_back({where, name->get<std::string>(), params, strict});
       }
+      // The definition travels as the client wrote it: the template renders it.
+      chat->tools.push_back({name->get<std::string>(), strict, t.dump()});
     }
-    job->tools = tools->empty() ? std::string() : tools->dump();
   }
-  std::string chosen = job->tools.empty() ? "none" : "auto";
-  bool named = false;  // chosen is a function's name
+  using worker::ToolChoiceMode;
+  worker::ToolChoice& chosen = chat->tool_choice;
+  chosen.mode = chat->tools.empty() ? ToolChoiceMode::kNone : ToolChoiceMode::kAuto;
   if (choice != nullptr) {
     if (choice->is_string()) {
-      chosen = choice->get<std::string>();
-      if (chosen != "none" && chosen != "auto" && chosen != "required") {
+      const std::string mode = choice->get<std::string>();
+      if (mode == "none") {
+        chosen.mode = ToolChoiceMode::kNone;
+      } else if (mode == "auto") {
+        chosen.mode = ToolChoiceMode::kAuto;
+      } else if (mode == "required") {
+        chosen.mode = ToolChoiceMode::kRequired;
+      } else {
         return InvalidField("tool_choice",
                             "tool_choice must be none, auto, required or a named function");
       }
     } else if (choice->is_object() && choice->contains("function") &&
                (*choice)["function"].is_object() && (*choice)["function"].contains("name") &&
                (*choice)["function"]["name"].is_string()) {
-      chosen = (*choice)["function"]["name"].get<std::string>();
-      named = true;
-      if (names.count(chosen) == 0) {
-        return InvalidField("tool_choice",
-                            "tool_choice names '" + chosen + "', which is not one of the tools");
+      chosen.mode = ToolChoiceMode::kFunction;
+      chosen.function = (*choice)["function"]["name"].get<std::string>();
+      if (names.count(chosen.function) == 0) {
+        return InvalidField("tool_choice", "tool_choice names '" + chosen.function +
+                                               "', which is not one of the tools");
       }
     } else {
       return InvalidField("tool_choice",
                           "tool_choice must be none, auto, required or "
                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
-    if (job->tools.empty() && chosen != "none") {
+    if (chat->tools.empty() && chosen.mode != ToolChoiceMode::kNone) {
       return InvalidField("tool_choice", "tool_choice needs tools");
     }
   }
-  if (!job->tools.empty() && !job->response_format.empty() && chosen != "none") {
+  if (!chat->tools.empty() &&
+      chat->options.response_format.kind != worker::ResponseFormatKind::kText &&
+      chosen.mode != ToolChoiceMode::kNone) {
     return InvalidField("response_format",
                         "response_format with tools is not supported; use one of them");
   }
@@ -204,15 +223,17 @@ std::optional<ApiError> ReadTools(const ojson& body, worker::JobRequest* job) {
   // enforce is named now: a strict function's, and under required (or a named function) the
   // candidates'. A non-strict function's schema under auto promises nothing, so an
   // unsupported keyword in it ("format", say) is no reason to refuse the request.
-  if (chosen != "none") {
+  if (chosen.mode != ToolChoiceMode::kNone) {
     for (const Schema& f : schemas) {
-      if (!f.strict && chosen != "required" && !(named && chosen == f.name)) continue;
+      if (!f.strict && chosen.mode != ToolChoiceMode::kRequired &&
+          !(chosen.mode == ToolChoiceMode::kFunction && chosen.function == f.name)) {
+        continue;
+      }
       if (auto g = CompileJsonSchema(*f.params); !g) {
         return InvalidField(f.where + ".function.parameters", g.status().message());
       }
     }
   }
-  job->tool_choice = chosen;
   return std::nullopt;
 }
 

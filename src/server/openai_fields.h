@@ -1,13 +1,15 @@
 // The parts of an OpenAI request beyond plain text generation, checked on the HTTP side so a
 // bad one is a 400 naming its field before any work is queued: the list of fields each
 // endpoint implements (anything else is refused, never silently ignored), response_format
-// (compiled here too, so an unsupported schema keyword is named), and tools / tool_choice.
-// The worker receives them as JSON text in the JobRequest and compiles them again for the
-// model's vocabulary and template.
+// (compiled here, so an unsupported schema keyword is named; a chat's choice among values
+// becomes a decision), and tools / tool_choice. The worker receives them typed: a schema as
+// its JSON text (it builds the grammar for the model's vocabulary, and the tool-call grammar
+// for the model's tool-call syntax, which only it knows), each tool's definition as the client
+// wrote it (the chat template renders it).
 //
 //   if (auto e = RefuseUnknownFields(body, kChatFields)) return *e;
-//   if (auto e = ReadResponseFormat(body, &job)) return *e;
-//   if (auto e = ReadTools(body, &job)) return *e;
+//   if (auto e = ReadResponseFormat(body, /*chat=*/true, &chat.options.response_format)) ...
+//   if (auto e = ReadTools(body, &chat)) return *e;   // after the response_format
 #pragma once
 
 #include <optional>
@@ -33,15 +35,17 @@ std::optional<ApiError> RefuseUnknownFields(const nlohmann::ordered_json& body,
                                             std::span<const std::string_view> endpoint_fields);
 
 // response_format: {"type": "text"} (nothing to enforce), {"type": "json_object"} or
-// {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}}.
-std::optional<ApiError> ReadResponseFormat(const nlohmann::ordered_json& body,
-                                           worker::JobRequest* job);
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}}. For
+// a chat (`chat`), a schema that chooses among a few values is a decision (decision_format.h).
+std::optional<ApiError> ReadResponseFormat(const nlohmann::ordered_json& body, bool chat,
+                                           worker::ResponseFormat* out);
 
 // tools (function tools: name, description?, parameters?, strict?), tool_choice ("none",
 // "auto", "required" or {"type": "function", "function": {"name"}}), parallel_tool_calls
 // (true only). A function with strict: true needs tool_choice "required" or its name here:
 // only forced calls are constrained to their schema.
-std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, worker::JobRequest* job);
+// Reads them into `chat`, whose options.response_format is already read.
+std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, worker::ChatPayload* chat);
 
 // A chat message's tool fields: assistant tool_calls, tool tool_call_id and name.
 std::optional<ApiError> ReadMessageToolFields(const nlohmann::ordered_json& message,

@@ -76,7 +76,7 @@ bool IsTokenId(const ojson& v) {
 }
 
 // `input` as a string, a list of strings, a list of token ids, or a list of token-id lists.
-std::optional<ApiError> ReadInputs(const ojson& body, worker::JobRequest* job, bool allow_ids) {
+std::optional<ApiError> ReadInputs(const ojson& body, worker::TaskInputs* job, bool allow_ids) {
   const ojson* v = Field(body, "input");
   if (v == nullptr) return InvalidField("input", "input is required");
   const char* shapes = allow_ids
@@ -84,7 +84,7 @@ std::optional<ApiError> ReadInputs(const ojson& body, worker::JobRequest* job, b
                              "a list of token-id lists"
                            : "input must be a string or a list of strings";
   if (v->is_string()) {
-    job->inputs.push_back(v->get<std::string>());
+    job->texts.push_back(v->get<std::string>());
     return std::nullopt;
   }
   if (!v->is_array()) return InvalidField("input", shapes);
@@ -98,15 +98,15 @@ std::optional<ApiError> ReadInputs(const ojson& body, worker::JobRequest* job, b
       if (!IsTokenId(t)) return InvalidField("input", "token ids must be non-negative integers");
       ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
-    job->input_ids.push_back(std::move(ids));
+    job->ids.push_back(std::move(ids));
     return std::nullopt;
   }
   for (size_t i = 0; i < v->size(); ++i) {
     const ojson& item = (*v)[i];
     const std::string at = "input[" + std::to_string(i) + "]";
-    if (item.is_string() && job->input_ids.empty()) {
-      job->inputs.push_back(item.get<std::string>());
-    } else if (allow_ids && item.is_array() && job->inputs.empty()) {
+    if (item.is_string() && job->ids.empty()) {
+      job->texts.push_back(item.get<std::string>());
+    } else if (allow_ids && item.is_array() && job->texts.empty()) {
       std::vector<int32_t> ids;
       for (const ojson& t : item) {
         if (!IsTokenId(t))
@@ -114,7 +114,7 @@ std::optional<ApiError> ReadInputs(const ojson& body, worker::JobRequest* job, b
         ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
       }
       if (ids.empty()) return InvalidField(at, at + " is an empty token list");
-      job->input_ids.push_back(std::move(ids));
+      job->ids.push_back(std::move(ids));
     } else {
       return InvalidField(at, std::string(shapes) + " (all entries of one kind)");
     }
@@ -123,9 +123,9 @@ std::optional<ApiError> ReadInputs(const ojson& body, worker::JobRequest* job, b
 }
 
 std::optional<ApiError> ParseEmbeddings(const ojson& body, TaskRequest* r) {
-  r->job.kind = worker::JobKind::kEmbed;
-  if (auto e = ReadInputs(body, &r->job, true)) return e;
-  r->job.max_input_tokens = kMaxEmbeddingTokens;
+  worker::EmbedPayload& embed = r->job.payload.emplace<worker::EmbedPayload>();
+  if (auto e = ReadInputs(body, &embed.inputs, true)) return e;
+  embed.inputs.max_input_tokens = kMaxEmbeddingTokens;
   std::string format = "float";
   if (auto e = ReadString(body, "encoding_format", &format)) return e;
   if (format != "float" && format != "base64") {
@@ -134,24 +134,24 @@ std::optional<ApiError> ParseEmbeddings(const ojson& body, TaskRequest* r) {
   r->base64 = format == "base64";
   std::optional<int64_t> dims;
   if (auto e = ReadInt(body, "dimensions", 32, 1024, &dims)) return e;
-  r->job.dimensions = static_cast<int32_t>(dims.value_or(0));
+  embed.dimensions = static_cast<int32_t>(dims.value_or(0));
   std::string prompt;
   if (auto e = ReadString(body, "prompt_name", &prompt)) return e;
   if (!prompt.empty() && prompt != "query" && prompt != "document") {
     return InvalidField("prompt_name", "prompt_name must be \"query\" or \"document\"");
   }
-  r->job.instruction = prompt;
+  embed.prompt_name = prompt;
   std::string user;
   return ReadString(body, "user", &user);  // accepted: an end-user id for abuse tracking
 }
 
 std::optional<ApiError> ParseRerank(const ojson& body, TaskRequest* r) {
-  r->job.kind = worker::JobKind::kRerank;
+  worker::RerankPayload& rerank = r->job.payload.emplace<worker::RerankPayload>();
   const ojson* query = Field(body, "query");
   if (query == nullptr || !query->is_string()) {
     return InvalidField("query", "query is required and must be a string");
   }
-  r->job.query = query->get<std::string>();
+  rerank.query = query->get<std::string>();
   const ojson* docs = Field(body, "documents");
   if (docs == nullptr || !docs->is_array()) {
     return InvalidField("documents", "documents is required: a list of strings or {\"text\"}");
@@ -161,9 +161,9 @@ std::optional<ApiError> ParseRerank(const ojson& body, TaskRequest* r) {
     const ojson& d = (*docs)[i];
     const std::string at = "documents[" + std::to_string(i) + "]";
     if (d.is_string()) {
-      r->job.inputs.push_back(d.get<std::string>());
+      rerank.documents.texts.push_back(d.get<std::string>());
     } else if (d.is_object() && d.contains("text") && d["text"].is_string() && d.size() == 1) {
-      r->job.inputs.push_back(d["text"].get<std::string>());
+      rerank.documents.texts.push_back(d["text"].get<std::string>());
     } else {
       return InvalidField(at, at + " must be a string or {\"text\": string}");
     }
@@ -172,17 +172,17 @@ std::optional<ApiError> ParseRerank(const ojson& body, TaskRequest* r) {
   if (auto e = ReadInt(body, "top_n", 1, std::numeric_limits<int32_t>::max(), &top_n)) return e;
   r->top_n = top_n.value_or(-1);
   if (auto e = ReadBool(body, "return_documents", &r->return_documents)) return e;
-  if (auto e = ReadString(body, "instruction", &r->job.instruction)) return e;
+  if (auto e = ReadString(body, "instruction", &rerank.instruction)) return e;
   std::optional<int64_t> chunks;
   if (auto e = ReadInt(body, "max_chunks_per_doc", 1, 1, &chunks)) return e;  // one chunk only
-  r->job.max_input_tokens = 8192;
+  rerank.documents.max_input_tokens = 8192;
   return std::nullopt;
 }
 
 std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
-  r->job.kind = worker::JobKind::kModerate;
+  worker::ModeratePayload& moderate = r->job.payload.emplace<worker::ModeratePayload>();
   if (auto e = ReadBool(body, "strict", &r->strict)) return e;
-  r->job.max_input_tokens = 8192;
+  moderate.inputs.max_input_tokens = 8192;
   const ojson* messages = Field(body, "messages");
   const ojson* input = Field(body, "input");
   if ((messages == nullptr) == (input == nullptr)) {
@@ -209,20 +209,20 @@ std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
           return InvalidField(at + "." + key, at + "." + key + " is not supported here");
         }
       }
-      r->job.messages.push_back({role, m["content"].get<std::string>(), "", "", ""});
+      moderate.messages.push_back({role, m["content"].get<std::string>(), "", "", ""});
     }
     // Judge the assistant's reply when it is last, else the conversation up to the last user
     // message.
-    auto& msgs = r->job.messages;
+    auto& msgs = moderate.messages;
     if (msgs.back().role != "assistant") {
       while (!msgs.empty() && msgs.back().role != "user") msgs.pop_back();
       if (msgs.empty()) return InvalidField("messages", "messages hold no user message to judge");
     }
-    r->job.inputs.push_back("");  // one result
+    moderate.inputs.texts.push_back("");  // one result
     return std::nullopt;
   }
   if (input->is_string()) {
-    r->job.inputs.push_back(input->get<std::string>());
+    moderate.inputs.texts.push_back(input->get<std::string>());
     return std::nullopt;
   }
   if (!input->is_array()) {
@@ -233,10 +233,10 @@ std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
     const ojson& item = (*input)[i];
     const std::string at = "input[" + std::to_string(i) + "]";
     if (item.is_string()) {
-      r->job.inputs.push_back(item.get<std::string>());
+      moderate.inputs.texts.push_back(item.get<std::string>());
     } else if (StringOr(item, "type") == "text" && item.contains("text") &&
                item["text"].is_string()) {
-      r->job.inputs.push_back(item["text"].get<std::string>());
+      moderate.inputs.texts.push_back(item["text"].get<std::string>());
     } else if (StringOr(item, "type") == "image_url") {
       return InvalidField(at, at + ": images are not supported; the guard model reads text");
     } else {
@@ -247,10 +247,10 @@ std::optional<ApiError> ParseModerations(const ojson& body, TaskRequest* r) {
 }
 
 std::optional<ApiError> ParseClassify(const ojson& body, TaskRequest* r) {
-  r->job.kind = worker::JobKind::kClassify;
-  if (auto e = ReadInputs(body, &r->job, true)) return e;
-  if (auto e = ReadBool(body, "use_activation", &r->job.use_activation)) return e;
-  if (auto e = ReadBool(body, "add_special_tokens", &r->job.add_special_tokens)) return e;
+  worker::ClassifyPayload& classify = r->job.payload.emplace<worker::ClassifyPayload>();
+  if (auto e = ReadInputs(body, &classify.inputs, true)) return e;
+  if (auto e = ReadBool(body, "use_activation", &classify.use_activation)) return e;
+  if (auto e = ReadBool(body, "add_special_tokens", &classify.add_special_tokens)) return e;
   std::optional<int64_t> truncate;
   if (auto e = ReadInt(body, "truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max(),
                        &truncate)) {
@@ -259,7 +259,7 @@ std::optional<ApiError> ParseClassify(const ojson& body, TaskRequest* r) {
   if (truncate && *truncate == 0) {
     return InvalidField("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 or >= 1");
   }
-  r->job.truncate_prompt_tokens = static_cast<int32_t>(truncate.value_or(-1));
+  classify.truncate_prompt_tokens = static_cast<int32_t>(truncate.value_or(-1));
   std::string user;
   return ReadString(body, "user", &user);
 }
@@ -385,7 +385,8 @@ std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at,
 // keyed by the same names), or a list (tessera's extension; the answers are a list). A JSON
 // object holds each name once: a body that repeats a name reaches here with one question under
 // it (ParseJsonBody keeps the last definition, at the first one's place).
-std::optional<ApiError> ReadQuestions(const ojson& body, TaskRequest* r) {
+std::optional<ApiError> ReadQuestions(const ojson& body, TaskRequest* r,
+                                      worker::SystemOnePayload* payload) {
   const ojson* questions = Field(body, "questions");
   if (questions == nullptr || !(questions->is_object() || questions->is_array()) ||
       questions->empty() || questions->size() > kMaxSystemOneQuestions) {
@@ -402,18 +403,18 @@ std::optional<ApiError> ReadQuestions(const ojson& body, TaskRequest* r) {
     worker::Question question;
     const std::string at = named ? "questions." + key : "questions[" + std::to_string(i++) + "]";
     if (auto e = ReadQuestion(q, at, &question)) return e;
-    r->job.questions.push_back(std::move(question));
+    payload->questions.push_back(std::move(question));
     if (named) r->question_names.push_back(key);
   }
   return std::nullopt;
 }
 
 std::optional<ApiError> ParseSystemOne(const ojson& body, TaskRequest* r) {
-  r->job.kind = worker::JobKind::kSystemOne;
+  worker::SystemOnePayload& systemone = r->job.payload.emplace<worker::SystemOnePayload>();
   const ojson* state = Field(body, "state");
   if (state == nullptr) return Unprocessable("state", "is required (a string, or JSON)");
-  r->job.query = state->is_string() ? state->get<std::string>() : state->dump();
-  return ReadQuestions(body, r);
+  systemone.state = state->is_string() ? state->get<std::string>() : state->dump();
+  return ReadQuestions(body, r, &systemone);
 }
 
 // OpenAI's moderation categories: a guard model does not score them, so all are false / 0.
@@ -473,7 +474,8 @@ ojson SystemOneAnswer(const worker::Question& q, const worker::TaskItem& item) {
 // The answers: a list in the worker's order, or (questions sent by name) an object keyed by
 // the names in request order.
 ojson SystemOneAnswers(const TaskRequest& request, const worker::TaskResultMessage& result) {
-  const std::vector<worker::Question>& questions = request.job.questions;
+  const std::vector<worker::Question>& questions =
+      std::get<worker::SystemOnePayload>(request.job.payload).questions;
   if (request.question_names.empty()) {
     ojson answers = ojson::array();
     for (const worker::TaskItem& item : result.items) {
@@ -558,17 +560,24 @@ std::string EncodeFloatsBase64(const std::vector<float>& values) {
 }
 
 bool TaskResultFits(const TaskRequest& request, const worker::TaskResultMessage& result) {
-  const worker::JobRequest& job = request.job;
-  if (!request.question_names.empty() && request.question_names.size() != job.questions.size()) {
+  static const std::vector<worker::Question> kNone;
+  static const worker::TaskInputs kNoInputs;
+  const auto* systemone = std::get_if<worker::SystemOnePayload>(&request.job.payload);
+  const auto* rerank = std::get_if<worker::RerankPayload>(&request.job.payload);
+  const std::vector<worker::Question>& questions = systemone ? systemone->questions : kNone;
+  const worker::TaskInputs& documents = rerank ? rerank->documents : kNoInputs;
+  if (request.endpoint == TaskEndpoint::kSystemOne && systemone == nullptr) return false;
+  if (request.endpoint == TaskEndpoint::kRerank && rerank == nullptr) return false;
+  if (!request.question_names.empty() && request.question_names.size() != questions.size()) {
     return false;  // a name for every question, or none
   }
   for (const worker::TaskItem& item : result.items) {
     if (item.index < 0) return false;
     const size_t i = static_cast<size_t>(item.index);
-    if (request.endpoint == TaskEndpoint::kRerank && i >= job.inputs.size()) return false;
+    if (request.endpoint == TaskEndpoint::kRerank && i >= documents.texts.size()) return false;
     if (request.endpoint != TaskEndpoint::kSystemOne) continue;
-    if (i >= job.questions.size()) return false;
-    const worker::Question& q = job.questions[i];
+    if (i >= questions.size()) return false;
+    const worker::Question& q = questions[i];
     const size_t needed = q.type == worker::QuestionType::kNoul ? 1 : q.options.size();
     if (item.values.size() < needed) return false;
     if (q.type == worker::QuestionType::kScore && q.descriptions.size() < q.options.size())
@@ -615,7 +624,8 @@ ojson TaskResponseBody(const TaskRequest& request, const worker::TaskResultMessa
         const worker::TaskItem& item = result.items[i];
         ojson r = {{"index", item.index}, {"relevance_score", score(i)}};
         if (request.return_documents) {
-          r["document"] = {{"text", request.job.inputs[static_cast<size_t>(item.index)]}};
+          const auto& documents = std::get<worker::RerankPayload>(request.job.payload).documents;
+          r["document"] = {{"text", documents.texts[static_cast<size_t>(item.index)]}};
         }
         results.push_back(std::move(r));
       }

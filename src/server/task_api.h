@@ -34,7 +34,7 @@ inline constexpr size_t kMaxSystemOneQuestions = 64;
 
 struct TaskRequest {
   TaskEndpoint endpoint = TaskEndpoint::kEmbeddings;
-  worker::JobRequest job;  // kind and inputs; model empty: the server picks one by kind
+  worker::JobRequest job;  // the endpoint's payload; model empty: the server picks one by kind
   bool base64 = false;     // embeddings: encoding_format "base64"
   int64_t top_n = -1;      // rerank: results kept (-1: all)
   bool return_documents = false;

@@ -11,100 +11,8 @@
 #include "runtime/task_prompts.h"
 
 namespace tessera::worker {
-namespace {
 
 using ojson = nlohmann::ordered_json;
-
-bool OnlyKeys(const ojson& o, std::initializer_list<std::string_view> allowed) {
-  for (const auto& [key, value] : o.items()) {
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) return false;
-  }
-  return true;
-}
-
-bool IsScalar(const ojson& v) {
-  return v.is_string() || v.is_number() || v.is_boolean();
-}
-
-std::string DescriptionOf(const ojson& o) {
-  auto it = o.find("description");
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-// The choice one value schema describes: an enum, a oneOf/anyOf of consts, or a boolean.
-std::optional<DecisionSchema> ValueChoice(const ojson& v) {
-  if (!v.is_object()) return std::nullopt;
-  DecisionSchema d;
-  d.question = DescriptionOf(v);
-  if (v.contains("enum")) {
-    if (!OnlyKeys(v, {"enum", "type", "title", "description"})) return std::nullopt;
-    const ojson& values = v["enum"];
-    if (!values.is_array()) return std::nullopt;
-    for (const ojson& e : values) {
-      if (!IsScalar(e)) return std::nullopt;
-      d.values.push_back(e);
-      d.descriptions.emplace_back();
-    }
-    return d;
-  }
-  for (const char* key : {"oneOf", "anyOf"}) {
-    if (!v.contains(key)) continue;
-    if (!OnlyKeys(v, {key, "type", "title", "description"})) return std::nullopt;
-    const ojson& alternatives = v[key];
-    if (!alternatives.is_array()) return std::nullopt;
-    for (const ojson& a : alternatives) {
-      if (!a.is_object() || !a.contains("const") || !IsScalar(a["const"]) ||
-          !OnlyKeys(a, {"const", "description", "title", "type"})) {
-        return std::nullopt;
-      }
-      d.values.push_back(a["const"]);
-      d.descriptions.push_back(DescriptionOf(a));
-    }
-    return d;
-  }
-  if (v.value("type", ojson()) == "boolean" && OnlyKeys(v, {"type", "title", "description"})) {
-    d.values = {true, false};
-    d.descriptions = {"", ""};
-    return d;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<DecisionSchema> DecisionFromResponseFormat(const ojson& format) {
-  if (!format.is_object() || format.value("type", ojson()) != "json_schema") return std::nullopt;
-  auto js = format.find("json_schema");
-  if (js == format.end() || !js->is_object()) return std::nullopt;
-  auto schema = js->find("schema");
-  if (schema == js->end() || !schema->is_object()) return std::nullopt;
-  std::optional<DecisionSchema> d = ValueChoice(*schema);
-  const ojson& s = *schema;
-  if (!d && s.value("type", ojson()) == "object" &&
-      OnlyKeys(
-          s, {"type", "properties", "required", "additionalProperties", "title", "description"}) &&
-      s.contains("properties") && s["properties"].is_object() && s["properties"].size() == 1) {
-    const std::string property = s["properties"].begin().key();
-    const bool closed =
-        !s.contains("additionalProperties") || s["additionalProperties"] == ojson(false);
-    const bool required = !s.contains("required") || s["required"] == ojson::array({property});
-    if (closed && required) {
-      d = ValueChoice(s["properties"].begin().value());
-      if (d) {
-        d->property = property;
-        if (d->question.empty()) d->question = DescriptionOf(s);
-      }
-    }
-  }
-  if (d && js->contains("description") && (*js)["description"].is_string()) {
-    d->question = (*js)["description"].get<std::string>();  // the question, when given there
-  }
-  return d;
-}
-
-std::string DecisionOptionText(const ojson& value) {
-  return value.is_string() ? value.get<std::string>() : value.dump();
-}
 
 std::string DecisionInstruction(const std::string& question,
                                 const std::vector<std::string>& options,
@@ -121,11 +29,13 @@ std::string DecisionInstruction(const std::string& question,
 
 Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
                                               const std::vector<ChatMessage>& messages,
-                                              const DecisionSchema& schema) {
-  std::vector<std::string> options;
-  for (const ojson& value : schema.values) options.push_back(DecisionOptionText(value));
-  const std::string instruction =
-      DecisionInstruction(schema.question, options, schema.descriptions);
+                                              const ResponseFormat& decision) {
+  std::vector<std::string> options, descriptions;
+  for (const DecisionOption& o : decision.options) {
+    options.push_back(o.text);
+    descriptions.push_back(o.description);
+  }
+  const std::string instruction = DecisionInstruction(decision.question, options, descriptions);
   TS_ASSIGN_OR_RETURN(ojson conversation, TemplateMessages(messages));
   if (!conversation.empty() && StringOr(conversation[0], "role") == "system") {
     conversation[0]["content"] = StringOr(conversation[0], "content") + "\n\n" + instruction;
@@ -140,17 +50,21 @@ Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
 DecisionJob::~DecisionJob() = default;
 
 std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
-    const JobRequest& request, LoadedModel& model, const DecisionSchema& schema, size_t max_options,
+    uint64_t job_id, const ChatPayload& request, LoadedModel& model, size_t max_options,
     double load_ms, SendFn send, EndFn on_end) {
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
-  if (request.n != 1) return invalid("n", "a decision has one answer; n must be 1");
-  if (!request.tools.empty() && request.tool_choice != "none") {
+  const ResponseFormat& decision = request.options.response_format;
+  if (decision.kind != ResponseFormatKind::kDecision) {
+    return JobFailure{JobErrorKind::kInternal, "a decision job without a decision"};
+  }
+  if (request.options.n != 1) return invalid("n", "a decision has one answer; n must be 1");
+  if (!request.tools.empty() && request.tool_choice.mode != ToolChoiceMode::kNone) {
     return invalid("tools",
                    "a decision (a response_format choosing among values) cannot call tools");
   }
-  const size_t n = schema.values.size();
+  const size_t n = decision.options.size();
   if (n < 2 || n > max_options) {
     return invalid("response_format",
                    "a decision needs 2 to " + std::to_string(max_options) + " options, found " +
@@ -163,18 +77,18 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
     return invalid("messages", "the model has no chat template to ask it a question with");
   }
   auto job = std::unique_ptr<DecisionJob>(new DecisionJob());
-  job->job_id_ = request.job_id;
+  job->job_id_ = job_id;
   job->model_ = &model;
-  job->schema_ = schema;
-  job->logprobs_ = request.logprobs;
+  job->decision_ = decision;
+  job->logprobs_ = request.options.logprobs;
   job->load_ms_ = load_ms;
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
   job->group_.emplace(model.scheduler());
   std::set<std::string> seen;
   size_t longest = 0;
-  for (const ojson& value : schema.values) {
-    std::string text = DecisionOptionText(value);
+  for (const DecisionOption& option : decision.options) {
+    const std::string& text = option.text;
     if (!seen.insert(text).second) {
       return invalid("response_format", "the option '" + text + "' is listed twice");
     }
@@ -183,11 +97,11 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
       return invalid("response_format", "the option '" + text + "' encodes to no tokens");
     }
     longest = std::max(longest, ids->size());
-    job->option_texts_.push_back(std::move(text));
+    job->option_texts_.push_back(text);
     job->option_ids_.push_back(std::move(*ids));
   }
 
-  auto prompt = DecisionPrompt(model, request.messages, schema);
+  auto prompt = DecisionPrompt(model, request.messages, decision);
   if (!prompt) return Refusal("messages", prompt.status().message());
   const int64_t tokens = static_cast<int64_t>(prompt->size());
   const int64_t limit =
@@ -211,7 +125,7 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
     if (!job->group_->RefuseAfterStart(refusal)) return refusal;
     return job;  // answered once the cancelled sequences end
   }
-  job->send_(Encode(StartedMessage{request.job_id, tokens, ResolvedSamplingParams{}}));
+  job->send_(Encode(StartedMessage{job_id, tokens, ResolvedSamplingParams{}}));
   return job;
 }
 
@@ -236,9 +150,10 @@ void DecisionJob::Answer() {
   done.load_ms = load_ms_;
   const std::vector<double> p = Softmax(scores_->logprob);
   const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-  const ojson& value = schema_.values[best];
-  const std::string content =
-      schema_.property.empty() ? value.dump() : ojson{{schema_.property, value}}.dump();
+  const std::string& value = decision_.options[best].value;
+  const std::string content = decision_.property.empty()
+                                  ? value
+                                  : "{" + ojson(decision_.property).dump() + ":" + value + "}";
   DeltaMessage delta;
   delta.job_id = job_id_;
   delta.text = content;

@@ -1,15 +1,15 @@
 // Decisions on /v1/chat/completions: a response_format json_schema whose schema is a choice
-// among a few values (an enum; a oneOf/anyOf of {const, description}; {"type": "boolean"}; or
-// an object with one property holding one of those) is answered by scoring every option, not
+// among a few values (recognised in the HTTP process: server/decision_format.h, a
+// ResponseFormat of kind kDecision) is answered by scoring every option, not
 // by sampling: one pass over the prompt, then each option's tokens (engine/option_scoring.h),
 // and the probabilities are the softmax over the options' summed token log-probabilities.
 // The answer is the most probable option in the schema's shape; with logprobs, the one
 // logprobs entry's top_logprobs carries every option (log of its probability). Sampling fields
 // are accepted and ignored: a decision is exact and repeatable.
 //
-//   if (auto schema = DecisionFromResponseFormat(format)) {   // else: constrained generation
-//     auto job = DecisionJob::Start(request, model, *schema, max_options, load_ms, send, end);
-//   }
+//   if (chat.options.response_format.kind == ResponseFormatKind::kDecision)  //
+//   server/decision_format.h
+//     auto job = DecisionJob::Start(job_id, chat, model, max_options, load_ms, send, end);
 #pragma once
 
 #include <functional>
@@ -19,8 +19,6 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/option_scoring.h"
 #include "runtime/loaded_model.h"
 #include "worker/generation_job.h"
@@ -28,21 +26,6 @@
 #include "worker/sequence_group.h"
 
 namespace tessera::worker {
-
-struct DecisionSchema {
-  std::vector<nlohmann::ordered_json> values;  // the options (strings, numbers, booleans)
-  std::vector<std::string> descriptions;       // per option; "" when it has none
-  std::string property;                        // non-empty: the answer is {property: value}
-  std::string question;  // json_schema.description, or the value schema's description
-};
-
-// The decision a response_format (the request's JSON) asks for, or nullopt when its schema is
-// not one of the decision shapes (it is then generated under the schema's grammar).
-std::optional<DecisionSchema> DecisionFromResponseFormat(const nlohmann::ordered_json& format);
-
-// The text an option is scored as (and named by in logprobs): a string as itself, any other
-// value as its JSON.
-std::string DecisionOptionText(const nlohmann::ordered_json& value);
 
 // "<question>\nAnswer with exactly one of these options:\n- a: description\n- b": how the
 // question and its options are put to the model (decisions and System One).
@@ -55,7 +38,7 @@ std::string DecisionInstruction(const std::string& question,
 // system message when it has one, through the chat template with the generation prompt.
 Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
                                               const std::vector<ChatMessage>& messages,
-                                              const DecisionSchema& schema);
+                                              const ResponseFormat& decision);
 
 inline constexpr size_t kMaxDecisionOptions = 10;           // any chat model
 inline constexpr size_t kMaxDeclaredDecisionOptions = 255;  // a model served as kind decide
@@ -67,8 +50,8 @@ class DecisionJob final : public WorkerJob {
   using EndFn = std::function<void(uint64_t job_id)>;
 
   static std::variant<std::unique_ptr<DecisionJob>, JobFailure> Start(
-      const JobRequest& request, LoadedModel& model, const DecisionSchema& schema,
-      size_t max_options, double load_ms, SendFn send, EndFn on_end);
+      uint64_t job_id, const ChatPayload& request, LoadedModel& model, size_t max_options,
+      double load_ms, SendFn send, EndFn on_end);
   ~DecisionJob() override;
   void Cancel() override;
 
@@ -79,7 +62,7 @@ class DecisionJob final : public WorkerJob {
 
   uint64_t job_id_ = 0;
   LoadedModel* model_ = nullptr;
-  DecisionSchema schema_;
+  ResponseFormat decision_;  // kDecision
   std::vector<std::string> option_texts_;
   std::vector<std::vector<int32_t>> option_ids_;
   std::shared_ptr<OptionScores> scores_;

@@ -83,17 +83,23 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
+  const ChatPayload* chat = std::get_if<ChatPayload>(&job.payload);
+  const CompletionPayload* completion = std::get_if<CompletionPayload>(&job.payload);
+  if (chat == nullptr && completion == nullptr) {
+    return JobFailure{JobErrorKind::kInternal, "not a generation job"};
+  }
+  const GenerationOptions& o = chat != nullptr ? chat->options : completion->options;
   std::vector<int32_t> prompt_ids;
   int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
   ToolCallPlan tools;
-  if (job.kind == JobKind::kChat) {
+  if (chat != nullptr) {
     if (!model.has_chat_template()) {
       return invalid("", "the model '" + job.model +
                              "' has no chat template; use /v1/completions with a prompt");
     }
-    auto messages = TemplateMessages(job.messages);
+    auto messages = TemplateMessages(chat->messages);
     if (!messages) return Refusal("messages", messages.status().message());
-    auto plan = PlanToolCalls(job, model);
+    auto plan = PlanToolCalls(*chat, job.model, model);
     if (auto* refused = std::get_if<JobFailure>(&plan)) return std::move(*refused);
     tools = std::move(std::get<ToolCallPlan>(plan));
     ojson kwargs = ojson::object();
@@ -108,7 +114,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
     }
   } else {
-    auto ids = model.EncodeText(job.prompt, /*add_special=*/true);
+    auto ids = model.EncodeText(completion->prompt, /*add_special=*/true);
     if (!ids) return invalid("prompt", ids.status().message());
     prompt_ids = std::move(*ids);
   }
@@ -117,12 +123,22 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   const int32_t lazy_trigger = tools.lazy_trigger;
   const bool bare_call_opening = tools.bare_call_opening;
   const std::string& forced_opening = tools.forced_opening;
-  if (!job.response_format.empty()) {
-    const ojson format = ojson::parse(job.response_format, nullptr, false);
-    if (format.is_discarded()) return invalid("response_format", "not JSON");
-    auto compiled = CompileResponseFormat(format);
-    if (!compiled) return invalid("response_format", compiled.status().message());
-    grammar = *compiled;
+  switch (o.response_format.kind) {
+    case ResponseFormatKind::kText:
+      break;
+    case ResponseFormatKind::kJsonObject:
+      grammar = JsonObjectGrammar();
+      break;
+    case ResponseFormatKind::kJsonSchema: {
+      const ojson schema = ojson::parse(o.response_format.schema, nullptr, false);
+      if (schema.is_discarded()) return invalid("response_format", "the schema is not JSON");
+      auto compiled = CompileJsonSchema(schema);
+      if (!compiled) return invalid("response_format", compiled.status().message());
+      grammar = *compiled;
+      break;
+    }
+    case ResponseFormatKind::kDecision:
+      return JobFailure{JobErrorKind::kInternal, "a decision reached a generation job"};
   }
   if (prompt_ids.empty()) return invalid("prompt", "the prompt is empty");
   const int64_t context = model.context();
@@ -136,7 +152,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   }
   // logit_bias, checked against this model's vocabulary.
   std::vector<std::pair<int32_t, float>> bias;
-  for (const auto& [id, b] : job.logit_bias) {
+  for (const auto& [id, b] : o.logit_bias) {
     if (id >= model.checkpoint().config.vocab_size) {
       return invalid("logit_bias", "token id " + std::to_string(id) +
                                        " is outside the vocabulary of '" + job.model + "' (0.." +
@@ -172,11 +188,11 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   g->on_end_ = std::move(on_end);
   // Qwen3.5's XML calls write parameters as text: their declared types decide how it reads.
   ToolParameterTypes xml_types;
-  if (syntax == ToolCallSyntax::kQwen3Xml) xml_types = ParameterTypesOfTools(job.tools);
+  if (syntax == ToolCallSyntax::kQwen3Xml) xml_types = ParameterTypesOfTools(tools.tools.dump());
   std::optional<ResolvedSamplingParams> first_sampling;
-  for (int i = 0; i < job.n; ++i) {
+  for (int i = 0; i < o.n; ++i) {
     // Choices differ by seed: a given seed s makes choice i use s + i.
-    SamplingParams params = job.sampling;
+    SamplingParams params = o.sampling;
     if (params.seed && i > 0) {
       params.seed = *params.seed + i <= kMaxSamplingSeed ? *params.seed + i : i;
     }
@@ -190,11 +206,11 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     auto c = std::make_unique<Choice>();
     Choice* cp = c.get();
     c->index = i;
-    c->logprobs = job.logprobs;
+    c->logprobs = o.logprobs;
     TextStreamOptions stream_options;
-    stream_options.stop = job.stop;
-    stream_options.logprobs = job.logprobs;
-    stream_options.top_logprobs = job.top_logprobs;
+    stream_options.stop = o.stop;
+    stream_options.logprobs = o.logprobs;
+    stream_options.top_logprobs = o.top_logprobs;
     c->stream = std::make_unique<TextStream>(model.tokenizer(), prompt_ids, stream_options,
                                              model.stop_ids());
     if (syntax != ToolCallSyntax::kNone) {
@@ -216,10 +232,10 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     req.prompt_ids = prompt_ids;
     req.keep_state_at = shared_beginning;
     const int64_t room = context - prompt_len;
-    req.max_new_tokens = job.max_tokens < 0 ? room : std::min(job.max_tokens, room);
+    req.max_new_tokens = o.max_tokens < 0 ? room : std::min(o.max_tokens, room);
     req.stop_ids = model.stop_ids();
     req.sampling = *sampling;
-    if (job.logprobs) {
+    if (o.logprobs) {
       req.on_logits = [cp](std::span<const float> logits) {
         cp->step_logits.assign(logits.begin(), logits.end());
       };

@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstring>
 #include <type_traits>
+#include <variant>
 
 namespace tessera::worker {
 namespace {
@@ -57,6 +58,13 @@ class WireWriter {
   template <typename T>
   void List(const std::vector<T>& v, size_t min_bytes, size_t max_count) {
     List(v, min_bytes, max_count, [this](const T& e) { (*this)(e); });
+  }
+  // The alternative's index as one byte, then the alternative through `each`.
+  template <typename... T, typename Each>
+  void Variant(const std::variant<T...>& v, Each&& each) {
+    static_assert(sizeof...(T) < 256);
+    (*this)(static_cast<uint8_t>(v.index()));
+    std::visit(each, v);
   }
   // A condition every valid message meets; checked when reading (why: the error).
   void Check(bool /*holds*/, const char* /*why*/) {}
@@ -130,6 +138,15 @@ class WireReader {
   void List(std::vector<T>& v, size_t min_bytes, size_t max_count) {
     List(v, min_bytes, max_count, [this](T& e) { (*this)(e); });
   }
+  template <typename... T, typename Each>
+  void Variant(std::variant<T...>& v, Each&& each) {
+    uint8_t index = 0;
+    (*this)(index);
+    Check(index < sizeof...(T), "a variant index is out of range");
+    if (!ok()) return;
+    Emplace<0>(v, index);
+    std::visit(each, v);
+  }
   void Check(bool holds, const char* why) {
     if (ok() && !holds) Fail(why);
   }
@@ -159,6 +176,16 @@ class WireReader {
   void Fail(const char* why) {
     if (error_.empty()) error_ = why;
   }
+  template <size_t I, typename... T>
+  void Emplace(std::variant<T...>& v, size_t index) {
+    if constexpr (I < sizeof...(T)) {
+      if (index == I) {
+        v.template emplace<I>();
+      } else {
+        Emplace<I + 1>(v, index);
+      }
+    }
+  }
   std::string_view data_;
   size_t pos_ = 0;
   std::string error_;
@@ -167,8 +194,11 @@ class WireReader {
 // ---- the field lists: M is const for writing ----
 // A list's min_bytes is the smallest encoding of one element (a string is its 4-byte count).
 
+template <typename M, typename T>
+concept Is = std::same_as<std::remove_const_t<M>, T>;
+
 template <typename Io, typename M>
-void DescribeChatMessage(Io& io, M& m) {
+void Describe(Io& io, M& m) requires Is<M, ChatMessage> {
   io(m.role);
   io(m.content);
   io(m.tool_calls);
@@ -177,14 +207,24 @@ void DescribeChatMessage(Io& io, M& m) {
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobRequest> {
-  io(m.job_id);
-  io.Enum(m.kind, JobKind::kChat, JobKind::kSystemOne);
-  io(m.model);
-  io(m.prompt);
-  io.List(m.messages, 20, kMaxListElements, [&](auto& msg) { DescribeChatMessage(io, msg); });
-  io.List(m.ids, 4, kMaxListElements);
-  io(m.add_special_tokens);
+void Describe(Io& io, M& m) requires Is<M, ResponseFormat> {
+  io.Enum(m.kind, ResponseFormatKind::kText, ResponseFormatKind::kDecision);
+  io(m.schema);
+  io.List(m.options, 12, kMaxListElements, [&](auto& o) {
+    io(o.value);
+    io(o.text);
+    io(o.description);
+  });
+  io(m.property);
+  io(m.question);
+  io.Check(m.kind != ResponseFormatKind::kJsonSchema || !m.schema.empty(),
+           "a json_schema response_format without its schema");
+  io.Check(m.kind != ResponseFormatKind::kDecision || !m.options.empty(),
+           "a decision without options");
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, GenerationOptions> {
   io(m.max_tokens);
   io.List(m.stop, 4, kMaxListElements);
   auto& s = m.sampling;
@@ -199,24 +239,86 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobReq
   io(m.logprobs);
   io(m.top_logprobs);
   io(m.n);
-  io(m.response_format);
-  io(m.tools);
-  io(m.tool_choice);
+  io.Check(m.n >= 1 && m.n <= kMaxChoices, "n is outside 1..16");
   io.List(m.logit_bias, 12, kMaxLogitBias, [&](auto& entry) {
     io(entry.first);
     io(entry.second);
     io.Check(entry.first >= 0 && entry.second >= -100.0 && entry.second <= 100.0,
              "a logit bias out of range");
   });
-  io.Check(m.n >= 1 && m.n <= kMaxChoices, "n is outside 1..16");
-  io.List(m.inputs, 4, kMaxListElements);
-  io.List(m.input_ids, 4, kMaxListElements, [&](auto& ids) { io.List(ids, 4, kMaxListElements); });
-  io(m.query);
-  io(m.instruction);
+  Describe(io, m.response_format);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, TaskInputs> {
+  io.List(m.texts, 4, kMaxListElements);
+  io.List(m.ids, 4, kMaxListElements, [&](auto& ids) { io.List(ids, 4, kMaxListElements); });
+  io(m.max_input_tokens);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, ChatPayload> {
+  io.List(m.messages, 20, kMaxListElements, [&](auto& msg) { Describe(io, msg); });
+  io.List(m.tools, 9, kMaxListElements, [&](auto& t) {
+    io(t.name);
+    io(t.strict);
+    io(t.definition);
+  });
+  io.Enum(m.tool_choice.mode, ToolChoiceMode::kAuto, ToolChoiceMode::kFunction);
+  io(m.tool_choice.function);
+  io.Check((m.tool_choice.mode == ToolChoiceMode::kFunction) != m.tool_choice.function.empty(),
+           "a tool_choice function without its name, or a name without kFunction");
+  Describe(io, m.options);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, CompletionPayload> {
+  io(m.prompt);
+  Describe(io, m.options);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, TokenizePayload> {
+  io(m.text);
+  io(m.add_special_tokens);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, DetokenizePayload> {
+  io.List(m.ids, 4, kMaxListElements);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, EmbedPayload> {
+  Describe(io, m.inputs);
+  io(m.prompt_name);
   io(m.dimensions);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, RerankPayload> {
+  io(m.query);
+  Describe(io, m.documents);
+  io(m.instruction);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, ClassifyPayload> {
+  Describe(io, m.inputs);
   io(m.truncate_prompt_tokens);
   io(m.use_activation);
-  io(m.max_input_tokens);
+  io(m.add_special_tokens);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, ModeratePayload> {
+  Describe(io, m.inputs);
+  io.List(m.messages, 20, kMaxListElements, [&](auto& msg) { Describe(io, msg); });
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, SystemOnePayload> {
+  io(m.state);
   io.List(m.questions, 14, kMaxListElements, [&](auto& q) {
     io.Enum(q.type, QuestionType::kChoice, QuestionType::kNoul);
     io(q.instructions);
@@ -224,6 +326,13 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobReq
     io.List(q.descriptions, 4, kMaxListElements);
     io.Check(q.options.size() == q.descriptions.size(), "a question's descriptions do not match");
   });
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, JobRequest> {
+  io(m.job_id);
+  io(m.model);
+  io.Variant(m.payload, [&](auto& payload) { Describe(io, payload); });
 }
 
 template <typename Io, typename M>
@@ -339,6 +448,14 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TextMe
 }
 
 }  // namespace
+
+std::string_view JobPayloadName(const JobPayload& payload) {
+  static constexpr std::string_view kNames[] = {"chat",       "completion", "tokenize",
+                                                "detokenize", "embed",      "rerank",
+                                                "classify",   "moderate",   "systemone"};
+  static_assert(std::size(kNames) == std::variant_size_v<JobPayload>);
+  return kNames[payload.index()];
+}
 
 std::string_view FinishReasonName(FinishReason r) {
   switch (r) {

@@ -2,15 +2,18 @@
 // stream socket. Each frame is a 4-byte little-endian payload length followed by the payload;
 // the payload's first byte is the MessageType and the rest are the message's fields in a fixed
 // order: integers little-endian, strings and lists as a u32 count then the elements, optional
-// values as a presence byte then the value. Every read is bounds-checked: a short, oversized
-// or malformed frame is an error, never a crash. JSON never crosses this boundary.
+// values as a presence byte then the value, a variant as its index byte then the alternative.
+// Every read is bounds-checked: a short, oversized or malformed frame is an error, never a
+// crash. The HTTP process parses JSON; what crosses is typed (a job's payload is one struct per
+// kind), except the documents a chat template renders as the client wrote them (a tool's
+// definition, an assistant's tool_calls) and a response_format's JSON Schema.
 //
-// Each message's fields are listed once (its Describe function in worker_protocol.cc), and
-// that one list is both written and read: a new message is a struct with its kType, one
-// Describe, and one line in the codec table.
+// Each message's fields are listed once (its Describe function in protocol.cc), and that one
+// list is both written and read: a new message is a struct with its kType, one Describe, and
+// one line in the codec table; a new job kind is a payload struct, its Describe and its place
+// in JobPayload.
 //
-//   JobRequest job;
-//   job.job_id = 7; job.kind = JobKind::kCompletion; job.model = "stories"; job.prompt = "Once";
+//   JobRequest job{.job_id = 7, .model = "stories", .payload = CompletionPayload{"Once"}};
 //   TS_RETURN_IF_ERROR(WriteFrame(fd, Encode(job)));
 //   TS_ASSIGN_OR_RETURN(std::string frame, ReadFrame(fd));   // on the worker side
 //   TS_ASSIGN_OR_RETURN(JobRequest got, Decode<JobRequest>(frame));
@@ -21,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "base/status.h"
@@ -43,20 +47,6 @@ enum class MessageType : uint8_t {
   kTaskResult = 17,  // embeddings, rerank scores, classes, moderation labels
 };
 
-enum class JobKind : uint8_t {
-  kChat = 1,
-  kCompletion = 2,
-  kTokenize = 3,
-  kDetokenize = 4,
-  // Task jobs (answered by one TaskResultMessage): each input is a text (`inputs`) or token ids
-  // (`input_ids`, embed and classify).
-  kEmbed = 5,      // one vector per input; `instruction` is the prompt name ("query") or empty
-  kRerank = 6,     // one relevance score per document (`inputs`) for `query`
-  kClassify = 7,   // class probabilities per input
-  kModerate = 8,   // guard label scores per input, or for `messages` when given
-  kSystemOne = 9,  // probabilities of each question's options about the state in `query`
-};
-
 // One System One question: its options are scored after the state (worker: SystemOneJob).
 enum class QuestionType : uint8_t { kChoice = 1, kScore = 2, kNoul = 3 };
 struct Question {
@@ -67,46 +57,130 @@ struct Question {
 };
 
 inline constexpr int32_t kMaxChoices = 16;  // n
+inline constexpr size_t kMaxLogitBias = 1024;
 
 struct ChatMessage {
   std::string role;
   std::string content;
-  std::string tool_calls;    // assistant: the OpenAI tool_calls array as JSON text, or empty
+  // assistant: the OpenAI tool_calls array as the client wrote it, or empty. It stays a JSON
+  // document because the chat template renders it as one (key order included).
+  std::string tool_calls;
   std::string tool_call_id;  // tool: the call this result answers
   std::string name;          // tool: the function's name, when given
 };
 
+// How a reply is shaped (OpenAI response_format), decided once in the HTTP process.
+enum class ResponseFormatKind : uint8_t {
+  kText = 1,        // free text
+  kJsonObject = 2,  // any JSON object
+  kJsonSchema = 3,  // JSON following `schema`
+  kDecision = 4,    // one of `options`, scored rather than generated (worker: DecisionJob)
+};
+struct DecisionOption {
+  std::string value{};  // the option as JSON: a string, number or boolean
+  std::string text{};   // what is scored (and named in logprobs): a string as itself, else `value`
+  std::string description{};
+};
+struct ResponseFormat {
+  ResponseFormatKind kind = ResponseFormatKind::kText;
+  // kJsonSchema: the JSON Schema as compact JSON (it compiled in the HTTP process; a schema is
+  // a document, so it travels as one).
+  std::string schema{};
+  // kDecision: the options, the property the answer is wrapped in ({property: value}; empty:
+  // the bare value), and the question the schema describes.
+  std::vector<DecisionOption> options{};
+  std::string property{};
+  std::string question{};
+};
+
+// One entry of a chat request's tools.
+struct ToolDefinition {
+  std::string name{};   // the function's name
+  bool strict = false;  // "strict": true: its arguments must follow its schema
+  // The tool object as the client wrote it: the chat template renders it (key order included)
+  // and the worker builds the call grammar from its parameters.
+  std::string definition{};
+};
+enum class ToolChoiceMode : uint8_t { kAuto = 1, kNone = 2, kRequired = 3, kFunction = 4 };
+struct ToolChoice {
+  ToolChoiceMode mode = ToolChoiceMode::kAuto;
+  std::string function{};  // kFunction: the function the reply must call
+};
+
+// What every generated reply takes (chat and completion).
+struct GenerationOptions {
+  int64_t max_tokens = -1;          // -1: until the context is full
+  std::vector<std::string> stop{};  // stop strings, never part of the output
+  SamplingParams sampling{};
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  int32_t n = 1;  // choices, sharing the prompt's cache
+  // Added to the token's logit before each choice (and before any grammar mask); at most
+  // kMaxLogitBias entries of -100..100.
+  std::vector<std::pair<int32_t, double>> logit_bias{};
+  ResponseFormat response_format{};
+};
+
+// The job payloads, one struct per kind: JobRequest::payload holds one of them.
+struct ChatPayload {
+  std::vector<ChatMessage> messages{};
+  std::vector<ToolDefinition> tools{};
+  ToolChoice tool_choice{};
+  GenerationOptions options{};
+};
+struct CompletionPayload {
+  std::string prompt{};
+  GenerationOptions options{};
+};
+struct TokenizePayload {
+  std::string text{};
+  bool add_special_tokens = true;
+};
+struct DetokenizePayload {
+  std::vector<int32_t> ids{};
+};
+// The inputs of a task job: texts, or token ids (embed and classify).
+struct TaskInputs {
+  std::vector<std::string> texts{};
+  std::vector<std::vector<int32_t>> ids{};
+  int64_t max_input_tokens = 0;  // an input past this is refused (0: the context)
+};
+struct EmbedPayload {  // one vector per input
+  TaskInputs inputs{};
+  std::string prompt_name;  // the model's prompt ("query"), or empty
+  int32_t dimensions = 0;   // keep the first dimensions (0: all)
+};
+struct RerankPayload {  // one relevance score per document
+  std::string query{};
+  TaskInputs documents{};
+  std::string instruction{};  // the task instruction, or empty
+};
+struct ClassifyPayload {  // class probabilities per input
+  TaskInputs inputs{};
+  int32_t truncate_prompt_tokens = -1;  // keep the last N tokens (-1: none)
+  bool use_activation = true;           // softmax (else raw scores)
+  bool add_special_tokens = true;
+};
+struct ModeratePayload {  // guard label scores per input, or for the conversation
+  TaskInputs inputs{};
+  std::vector<ChatMessage> messages{};  // when given: the conversation is judged
+};
+struct SystemOnePayload {  // probabilities of each question's options about the state
+  std::string state{};
+  std::vector<Question> questions{};
+};
+using JobPayload =
+    std::variant<ChatPayload, CompletionPayload, TokenizePayload, DetokenizePayload, EmbedPayload,
+                 RerankPayload, ClassifyPayload, ModeratePayload, SystemOnePayload>;
+
+// The payload's kind as logs and errors name it ("chat", "embed", ...).
+std::string_view JobPayloadName(const JobPayload& payload);
+
 struct JobRequest {
   static constexpr MessageType kType = MessageType::kJobRequest;
   uint64_t job_id = 0;
-  JobKind kind = JobKind::kCompletion;
   std::string model;
-  std::string prompt;                 // completion and tokenize
-  std::vector<ChatMessage> messages;  // chat
-  std::vector<int32_t> ids;           // detokenize
-  bool add_special_tokens = true;     // tokenize
-  int64_t max_tokens = -1;            // -1: until the context is full
-  std::vector<std::string> stop;      // stop strings, never part of the output
-  SamplingParams sampling;
-  bool logprobs = false;
-  int32_t top_logprobs = 0;
-  int32_t n = 1;                // choices, sharing the prompt's cache
-  std::string response_format;  // the request's response_format as JSON text; empty: none
-  std::string tools;            // chat: the tools array as JSON text; empty: none
-  std::string tool_choice;      // "auto", "none", "required" or a function's name
-  // logit_bias: added to the token's logit before each choice (and before any grammar mask);
-  // at most kMaxLogitBias entries of -100..100.
-  std::vector<std::pair<int32_t, double>> logit_bias;
-  // Task jobs.
-  std::vector<std::string> inputs;
-  std::vector<std::vector<int32_t>> input_ids;
-  std::string query;                    // rerank
-  std::string instruction;              // rerank: the task instruction; embed: the prompt name
-  int32_t dimensions = 0;               // embed: keep the first dimensions (0: all)
-  int32_t truncate_prompt_tokens = -1;  // classify: keep the last N tokens (-1: none)
-  bool use_activation = true;           // classify: softmax (else raw scores)
-  int64_t max_input_tokens = 0;         // an input past this is refused (0: the context)
-  std::vector<Question> questions;      // System One
+  JobPayload payload;
 };
 
 struct CancelRequest {
@@ -187,8 +261,6 @@ struct DoneMessage {
   int64_t kv_blocks_cached = 0;
 };
 
-inline constexpr size_t kMaxLogitBias = 1024;
-
 // The worker's exit status when its default model cannot be loaded at start (prewarm): the
 // cause is in its log line; loading again would fail the same way, so the supervisor does not
 // restart it (WorkerState::kFailed).
@@ -224,7 +296,7 @@ struct JobErrorMessage {
 struct TokensMessage {
   static constexpr MessageType kType = MessageType::kTokens;
   uint64_t job_id = 0;
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids{};
 };
 
 struct TextMessage {

@@ -39,8 +39,8 @@ Expected<std::vector<int32_t>> SystemOnePrompt(const LoadedModel& model, const s
 SystemOneJob::~SystemOneJob() = default;
 
 std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
-    const JobRequest& request, LoadedModel& model, const SystemOneOptions& options, SendFn send,
-    EndFn on_end) {
+    uint64_t job_id, const SystemOnePayload& request, LoadedModel& model,
+    const SystemOneOptions& options, SendFn send, EndFn on_end) {
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
@@ -49,7 +49,7 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
     return invalid("model", "the model has no chat template to ask it a question with");
   }
   auto job = std::unique_ptr<SystemOneJob>(new SystemOneJob());
-  job->job_id_ = request.job_id;
+  job->job_id_ = job_id;
   job->model_ = &model;
   job->questions_ = request.questions;
   job->send_ = std::move(send);
@@ -73,7 +73,7 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
       longest = std::max(longest, encoded->size());
       ids.push_back(std::move(*encoded));
     }
-    auto prompt = SystemOnePrompt(model, request.query, question);
+    auto prompt = SystemOnePrompt(model, request.state, question);
     if (!prompt) return Refusal(at, prompt.status().message());
     const int64_t limit =
         std::min(kMaxSystemOnePromptTokens, model.context() - static_cast<int64_t>(longest));
@@ -100,7 +100,7 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
   // Resume: the state's prefix runs first, once; the questions wait for it.
   std::optional<uint64_t> state_sequence;
   if (options.resume >= 1) {
-    auto prefix = SystemOneStatePrefix(model, request.query);
+    auto prefix = SystemOneStatePrefix(model, request.state);
     const bool shared =
         prefix && std::all_of(prompts.begin(), prompts.end(), [&](const std::vector<int32_t>& p) {
           return p.size() > prefix->size() && std::equal(prefix->begin(), prefix->end(), p.begin());

@@ -11,20 +11,50 @@
 namespace tessera::worker {
 namespace {
 
-const char* KindNoun(JobKind kind) {
+const char* KindNoun(TaskKind kind) {
   switch (kind) {
-    case JobKind::kEmbed:
+    case TaskKind::kEmbed:
       return "embedding input";
-    case JobKind::kRerank:
+    case TaskKind::kRerank:
       return "reranked document";
-    case JobKind::kClassify:
+    case TaskKind::kClassify:
       return "classification input";
     default:
       return "moderation input";
   }
 }
 
+const std::vector<ChatMessage> kNoMessages;
+
 }  // namespace
+
+TaskRequest TaskRequest::Of(const EmbedPayload& p) {
+  return {TaskKind::kEmbed, p.inputs, "", p.prompt_name, p.dimensions, -1, true, true, kNoMessages};
+}
+TaskRequest TaskRequest::Of(const RerankPayload& p) {
+  return {TaskKind::kRerank, p.documents, p.query, p.instruction, 0, -1, true, true, kNoMessages};
+}
+TaskRequest TaskRequest::Of(const ClassifyPayload& p) {
+  return {TaskKind::kClassify,  p.inputs,   "", "", 0, p.truncate_prompt_tokens, p.use_activation,
+          p.add_special_tokens, kNoMessages};
+}
+TaskRequest TaskRequest::Of(const ModeratePayload& p) {
+  return {TaskKind::kModerate, p.inputs, "", "", 0, -1, true, true, p.messages};
+}
+
+ModelKind TaskModelKind(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kEmbed:
+      return ModelKind::kEmbed;
+    case TaskKind::kRerank:
+      return ModelKind::kRerank;
+    case TaskKind::kClassify:
+      return ModelKind::kClassify;
+    case TaskKind::kModerate:
+      return ModelKind::kGuard;
+  }
+  return ModelKind::kGuard;
+}
 
 // One input: its prompt, the forced continuations it scores (none for hidden-row tasks and
 // the reranker's single next token), and what it has gathered.
@@ -38,12 +68,13 @@ struct TaskJob::Unit {
 
 TaskJob::~TaskJob() = default;
 
-std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobRequest& request,
+std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_id,
+                                                                  const TaskRequest& request,
                                                                   LoadedModel& model,
                                                                   const ModelKindInfo& kind,
                                                                   SendFn send, EndFn on_end) {
   auto job = std::unique_ptr<TaskJob>(new TaskJob());
-  job->job_id_ = request.job_id;
+  job->job_id_ = job_id;
   job->kind_ = request.kind;
   job->model_ = &model;
   job->send_ = std::move(send);
@@ -52,8 +83,8 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
-  const bool from_ids = !request.input_ids.empty();
-  const size_t count = from_ids ? request.input_ids.size() : request.inputs.size();
+  const bool from_ids = !request.inputs.ids.empty();
+  const size_t count = from_ids ? request.inputs.ids.size() : request.inputs.texts.size();
   if (count == 0) return invalid("input", "there is nothing to run (an empty list)");
 
   // Per-kind preparation shared by every input.
@@ -61,7 +92,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   YesNoIds yes_no;
   std::vector<std::vector<int32_t>> guard_labels;
   switch (request.kind) {
-    case JobKind::kEmbed:
+    case TaskKind::kEmbed:
       if (request.dimensions > model.checkpoint().config.hidden_size) {
         return invalid("dimensions", "the model's embeddings have " +
                                          std::to_string(model.checkpoint().config.hidden_size) +
@@ -82,51 +113,49 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
         }
       }
       break;
-    case JobKind::kClassify:
+    case TaskKind::kClassify:
       if (!model.checkpoint().tensors.score) {
         return invalid("model", "this model has no classification head (score.weight)");
       }
       job->labels_ = kind.labels;
       break;
-    case JobKind::kRerank: {
+    case TaskKind::kRerank: {
       auto ids = RerankAnswerIds(model);
       if (!ids) return JobFailure{JobErrorKind::kInternal, ids.status().message()};
       yes_no = *ids;
       break;
     }
-    case JobKind::kModerate: {
+    case TaskKind::kModerate: {
       auto ids = GuardLabelIds(model);
       if (!ids) return JobFailure{JobErrorKind::kInternal, ids.status().message()};
       guard_labels = std::move(*ids);
       for (const char* label : kGuardLabels) job->labels_.push_back(label);
       break;
     }
-    default:
-      return JobFailure{JobErrorKind::kInternal, "not a task job"};
   }
 
   // Every prompt is built and checked before anything is submitted.
   // Hidden-row tasks run the prompt alone; the others also run what they score after it.
-  size_t scored = request.kind == JobKind::kRerank ? 1 : 0;
+  size_t scored = request.kind == TaskKind::kRerank ? 1 : 0;
   for (const auto& label : guard_labels) scored = std::max(scored, label.size());
   const int64_t room = model.context() - static_cast<int64_t>(scored);
   const int64_t limit =
-      request.max_input_tokens > 0 ? std::min(request.max_input_tokens, room) : room;
-  const bool messages = request.kind == JobKind::kModerate && !request.messages.empty();
+      request.inputs.max_input_tokens > 0 ? std::min(request.inputs.max_input_tokens, room) : room;
+  const bool messages = request.kind == TaskKind::kModerate && !request.messages.empty();
   for (size_t i = 0; i < (messages ? 1 : count); ++i) {
     auto unit = std::make_unique<Unit>();
     unit->item.index = static_cast<int32_t>(i);
     Expected<std::vector<int32_t>> ids = std::vector<int32_t>{};
     const std::string field =
-        (request.kind == JobKind::kRerank ? "documents[" : "input[") + std::to_string(i) + "]";
+        (request.kind == TaskKind::kRerank ? "documents[" : "input[") + std::to_string(i) + "]";
     switch (request.kind) {
-      case JobKind::kEmbed:
-        ids = from_ids ? EmbeddingIdsFromTokens(model, request.input_ids[i])
-                       : EmbeddingIds(model, request.inputs[i], embed_prompt);
+      case TaskKind::kEmbed:
+        ids = from_ids ? EmbeddingIdsFromTokens(model, request.inputs.ids[i])
+                       : EmbeddingIds(model, request.inputs.texts[i], embed_prompt);
         break;
-      case JobKind::kClassify:
+      case TaskKind::kClassify:
         if (from_ids) {
-          ids = request.input_ids[i];
+          ids = request.inputs.ids[i];
           for (int32_t id : *ids) {
             if (id < 0 || id >= model.checkpoint().config.vocab_size) {
               return invalid(field,
@@ -134,25 +163,25 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
             }
           }
         } else {
-          ids = model.EncodeText(request.inputs[i], request.add_special_tokens);
+          ids = model.EncodeText(request.inputs.texts[i], request.add_special_tokens);
         }
         if (ids && request.truncate_prompt_tokens > 0 &&
             static_cast<int64_t>(ids->size()) > request.truncate_prompt_tokens) {
           ids->erase(ids->begin(), ids->end() - request.truncate_prompt_tokens);  // keep the end
         }
         break;
-      case JobKind::kRerank:
-        ids = RerankIds(model, request.query, request.inputs[i], request.instruction);
+      case TaskKind::kRerank:
+        ids = RerankIds(model, request.query, request.inputs.texts[i], request.instruction);
         unit->yes_no = yes_no;
         break;
-      case JobKind::kModerate: {
+      case TaskKind::kModerate: {
         nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
         if (messages) {
           for (const ChatMessage& m : request.messages) {
             conversation.push_back({{"role", m.role}, {"content", m.content}});
           }
         } else {
-          conversation.push_back({{"role", "user"}, {"content", request.inputs[i]}});
+          conversation.push_back({{"role", "user"}, {"content", request.inputs.texts[i]}});
         }
         ids = GuardPrefixIds(model, conversation);
         unit->scores = std::make_shared<OptionScores>(guard_labels.size());
@@ -184,7 +213,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
   for (auto& owned : job->units_) {
     Unit* unit = owned.get();
     Status submitted;
-    if (request.kind == JobKind::kModerate) {
+    if (request.kind == TaskKind::kModerate) {
       OptionScoring scoring =
           SubmitOptionScoring(sched, unit->prompt, guard_labels, unit->scores, on_finish);
       for (uint64_t id : scoring.ids) job->group_->Added(id);
@@ -193,12 +222,12 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(const JobReque
       SequenceRequest r;
       r.prompt_ids = unit->prompt;
       r.on_finish = on_finish;
-      if (request.kind == JobKind::kEmbed) {
+      if (request.kind == TaskKind::kEmbed) {
         r.max_new_tokens = 0;
         r.on_final_hidden = [unit, dimensions, normalize](std::span<const float> row) {
           unit->item.values = PoolEmbedding(row, dimensions, normalize);
         };
-      } else if (request.kind == JobKind::kClassify) {
+      } else if (request.kind == TaskKind::kClassify) {
         r.max_new_tokens = 0;
         r.on_final_hidden = [self, unit, activation](std::span<const float> row) {
           auto logits = ScoreHeadLogits(self->model_->checkpoint(), row);
@@ -241,7 +270,7 @@ void TaskJob::Cancel() {
 
 void TaskJob::OnFinish(const SequenceResult& r) {
   if (!group_->Ended(r)) return;
-  if (kind_ == JobKind::kModerate && !group_->EndFrame(job_id_)) {
+  if (kind_ == TaskKind::kModerate && !group_->EndFrame(job_id_)) {
     categories_due_ = true;  // AfterStep submits them, outside the scheduler's callback
     return;
   }

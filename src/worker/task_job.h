@@ -6,8 +6,8 @@
 // prefix (reranker yes/no, guard labels), so every answer is the model's own arithmetic. A
 // guard's categories are then generated, greedily, after its most probable label.
 //
-//   auto job = TaskJob::Start(request, model, kind_info, send, on_end);
-//   if (auto* failure = std::get_if<JobFailure>(&job)) reply with it;
+//   auto job = TaskJob::Start(job_id, TaskRequest::Of(embed_payload), model, kind_info, send,
+//   on_end); if (auto* failure = std::get_if<JobFailure>(&job)) reply with it;
 #pragma once
 
 #include <functional>
@@ -24,6 +24,27 @@
 
 namespace tessera::worker {
 
+enum class TaskKind { kEmbed, kRerank, kClassify, kModerate };
+ModelKind TaskModelKind(TaskKind kind);  // the model kind each task needs
+
+// What a task job reads of its payload, the same for every task kind (a view: the payload
+// outlives Start).
+struct TaskRequest {
+  TaskKind kind;
+  const TaskInputs& inputs;                  // rerank: the documents
+  std::string query;                         // rerank
+  std::string instruction;                   // rerank: the task instruction; embed: the prompt name
+  int32_t dimensions;                        // embed
+  int32_t truncate_prompt_tokens;            // classify
+  bool use_activation;                       // classify
+  bool add_special_tokens;                   // classify
+  const std::vector<ChatMessage>& messages;  // moderate
+  static TaskRequest Of(const EmbedPayload& p);
+  static TaskRequest Of(const RerankPayload& p);
+  static TaskRequest Of(const ClassifyPayload& p);
+  static TaskRequest Of(const ModeratePayload& p);
+};
+
 class TaskJob final : public WorkerJob {
  public:
   using SendFn = std::function<void(const std::string& frame)>;
@@ -32,7 +53,8 @@ class TaskJob final : public WorkerJob {
   // Builds every input's prompt (refusing the job, before anything runs, when one is invalid
   // or over its limit) and submits the sequences. A refusal's message reads "field: what is
   // wrong" (e.g. "input[3]: ..."), so the HTTP side can name the field.
-  static std::variant<std::unique_ptr<TaskJob>, JobFailure> Start(const JobRequest& request,
+  static std::variant<std::unique_ptr<TaskJob>, JobFailure> Start(uint64_t job_id,
+                                                                  const TaskRequest& request,
                                                                   LoadedModel& model,
                                                                   const ModelKindInfo& kind,
                                                                   SendFn send, EndFn on_end);
@@ -49,7 +71,7 @@ class TaskJob final : public WorkerJob {
   void Answer();
 
   uint64_t job_id_ = 0;
-  JobKind kind_ = JobKind::kEmbed;
+  TaskKind kind_ = TaskKind::kEmbed;
   LoadedModel* model_ = nullptr;
   std::vector<std::unique_ptr<Unit>> units_;  // one per input
   std::vector<std::string> labels_;

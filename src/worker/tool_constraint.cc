@@ -1,5 +1,6 @@
 #include "worker/tool_constraint.h"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 
@@ -28,25 +29,28 @@ std::string TooMany(const char* advice) {
 }
 
 // tool_choice "required" or a named function: the reply starts as a call.
-std::variant<ToolCallPlan, JobFailure> PlanForcedCall(const JobRequest& job, ToolCallPlan plan) {
-  const bool named = job.tool_choice != "required";
+std::variant<ToolCallPlan, JobFailure> PlanForcedCall(const ChatPayload& chat,
+                                                      const std::string& model_name,
+                                                      ToolCallPlan plan) {
+  const bool named = chat.tool_choice.mode == ToolChoiceMode::kFunction;
+  const std::string& function = chat.tool_choice.function;
   if (plan.syntax == ToolCallSyntax::kQwen3Xml) {
     // As Qwen3.5 writes calls: its name constrained to the functions' unless named, its
     // parameters to their schemas.
-    auto compiled = CompileXmlToolCalls(plan.tools, named ? job.tool_choice : "",
+    auto compiled = CompileXmlToolCalls(plan.tools, named ? function : "",
                                         named ? std::nullopt : std::optional<std::string_view>(""));
     if (!compiled) return Refusal("tools", compiled.status().message());
     plan.grammar = *compiled;
-    plan.forced_opening = "<tool_call>\n<function=" + (named ? job.tool_choice + ">\n" : "");
+    plan.forced_opening = "<tool_call>\n<function=" + (named ? function + ">\n" : "");
     plan.forced_closing = "\n</tool_call>";
     return plan;
   }
   if (!IsJsonSyntax(plan.syntax)) {
     return InvalidRequest("tool_choice", "forced calls are not supported for the " +
                                              std::string(ToolCallSyntaxName(plan.syntax)) +
-                                             " tool-call format of '" + job.model + "'; use auto");
+                                             " tool-call format of '" + model_name + "'; use auto");
   }
-  const std::string only = named ? job.tool_choice : "";
+  const std::string only = named ? function : "";
   if (only.empty() && plan.tools.size() > kMaxGrammarAlternatives) {
     return Refusal("tools", TooMany("name one with tool_choice"));
   }
@@ -63,8 +67,8 @@ std::variant<ToolCallPlan, JobFailure> PlanForcedCall(const JobRequest& job, Too
 
 // tool_choice auto with strict functions: a call the model opens is constrained to the
 // schemas, from the one token that opens it or, for a bare JSON call, from the first token.
-std::variant<ToolCallPlan, JobFailure> PlanStrictAutoCall(const JobRequest& job, LoadedModel& model,
-                                                          ToolCallPlan plan) {
+std::variant<ToolCallPlan, JobFailure> PlanStrictAutoCall(const std::string& model_name,
+                                                          LoadedModel& model, ToolCallPlan plan) {
   std::optional<int32_t> trigger = model.tokenizer().TokenToId("<tool_call>");
   const ToolCallSyntax syntax = plan.syntax;
   const bool bare = syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGemmaJson;
@@ -73,7 +77,7 @@ std::variant<ToolCallPlan, JobFailure> PlanStrictAutoCall(const JobRequest& job,
     return InvalidRequest("tools",
                           "strict functions with tool_choice auto are constrained only where a "
                           "call opens with the one token <tool_call> or is a bare JSON object; '" +
-                              job.model + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
+                              model_name + "' uses " + std::string(ToolCallSyntaxName(syntax)) +
                               " without that token: use strict false");
   }
   if (syntax == ToolCallSyntax::kQwen3Xml) {
@@ -101,22 +105,35 @@ std::variant<ToolCallPlan, JobFailure> PlanStrictAutoCall(const JobRequest& job,
 
 }  // namespace
 
-std::variant<ToolCallPlan, JobFailure> PlanToolCalls(const JobRequest& job, LoadedModel& model) {
+std::variant<ToolCallPlan, JobFailure> PlanToolCalls(const ChatPayload& chat,
+                                                     const std::string& model_name,
+                                                     LoadedModel& model) {
   ToolCallPlan plan;
-  if (job.tools.empty() || job.tool_choice == "none") return plan;
-  plan.tools = ojson::parse(job.tools, nullptr, false);
-  if (plan.tools.is_discarded()) return InvalidRequest("tools", "not JSON");
+  if (chat.tools.empty() || chat.tool_choice.mode == ToolChoiceMode::kNone) return plan;
+  // The definitions as the client wrote them: the template renders them, key order included.
+  plan.tools = ojson::array();
+  for (size_t i = 0; i < chat.tools.size(); ++i) {
+    ojson tool = ojson::parse(chat.tools[i].definition, nullptr, false);
+    if (tool.is_discarded()) {
+      return InvalidRequest("tools", "tools[" + std::to_string(i) + "] is not JSON");
+    }
+    plan.tools.push_back(std::move(tool));
+  }
   if (!ToolsWellFormed(plan.tools)) {
     return InvalidRequest("tools", "expected an array of {\"function\": {\"name\": <string>}}");
   }
   const ChatTemplateConfig& config = model.assembler()->config();
   if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
     return InvalidRequest(
-        "tools", "the chat template of '" + job.model + "' does not describe tools to the model");
+        "tools", "the chat template of '" + model_name + "' does not describe tools to the model");
   }
   plan.syntax = config.tool_call_syntax;
-  if (job.tool_choice != "auto") return PlanForcedCall(job, std::move(plan));
-  if (AnyStrictTool(plan.tools)) return PlanStrictAutoCall(job, model, std::move(plan));
+  if (chat.tool_choice.mode != ToolChoiceMode::kAuto) {
+    return PlanForcedCall(chat, model_name, std::move(plan));
+  }
+  const bool any_strict = std::any_of(chat.tools.begin(), chat.tools.end(),
+                                      [](const ToolDefinition& t) { return t.strict; });
+  if (any_strict) return PlanStrictAutoCall(model_name, model, std::move(plan));
   return plan;
 }
 

@@ -4,7 +4,7 @@
 // prompt) and closes it, and when the grammar starts (at the token that opens a call, or at
 // a first token that may open a bare JSON call). The schemas come from grammar/.
 //
-//   auto plan = PlanToolCalls(job, model);
+//   auto plan = PlanToolCalls(chat_payload, job.model, model);
 //   if (auto* refused = std::get_if<JobFailure>(&plan)) return *refused;
 //   ToolCallPlan& tools = std::get<ToolCallPlan>(plan);
 //   kwargs["tools"] = tools.tools;                       // when tools.syntax != kNone
@@ -35,7 +35,10 @@ struct ToolCallPlan {
   bool bare_call_opening = false;  // the first token may open a bare JSON call or begin text
 };
 
-// Refusals name the field: "tools" or "tool_choice".
-std::variant<ToolCallPlan, JobFailure> PlanToolCalls(const JobRequest& job, LoadedModel& model);
+// Refusals name the field: "tools" or "tool_choice". `model_name` is what the request called
+// the model (for messages).
+std::variant<ToolCallPlan, JobFailure> PlanToolCalls(const ChatPayload& chat,
+                                                     const std::string& model_name,
+                                                     LoadedModel& model);
 
 }  // namespace tessera::worker

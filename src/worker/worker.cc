@@ -254,94 +254,94 @@ class Worker {
       return;
     }
     ResidentModel& m = **model;
-    switch (job.kind) {
-      case JobKind::kTokenize:
-        return Tokenize(m, job);
-      case JobKind::kDetokenize:
-        return Detokenize(m, job);
-      case JobKind::kChat:
-      case JobKind::kCompletion:
-        if (auto failure = Start(m, job, load_ms)) Fail(job.job_id, *failure);
-        return;
-      case JobKind::kEmbed:
-      case JobKind::kRerank:
-      case JobKind::kClassify:
-      case JobKind::kModerate:
-        if (auto failure = StartTask(m, job)) Fail(job.job_id, *failure);
-        return;
-      case JobKind::kSystemOne:
-        if (auto failure = StartSystemOne(m, job)) Fail(job.job_id, *failure);
-        return;
-    }
+    std::optional<JobFailure> failure =
+        std::visit([&](const auto& payload) { return Run(m, job, payload, load_ms); }, job.payload);
+    if (failure) Fail(job.job_id, *failure);
   }
 
-  std::optional<JobFailure> StartSystemOne(ResidentModel& m, const JobRequest& job) {
-    if (m.kind.kind != ModelKind::kChat && m.kind.kind != ModelKind::kDecide) {
-      return JobFailure{JobErrorKind::kInvalidRequest,
-                        "model: '" + m.name + "' is a " + std::string(ModelKindName(m.kind.kind)) +
-                            " model; System One needs a chat or decide model"};
-    }
-    auto send = [this](const std::string& frame) { Send(frame); };
-    auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
-    SystemOneOptions options{options_.systemone_resume, options_.systemone_entries};
-    auto started = SystemOneJob::Start(job, *m.model, options, send, on_end);
-    return Track(m, job.job_id, std::move(started));
-  }
-
-  // The kind each task needs of its model (the server routes by kind; this is the worker's
-  // own check of what it was sent).
-  static ModelKind KindFor(JobKind kind) {
-    switch (kind) {
-      case JobKind::kEmbed:
-        return ModelKind::kEmbed;
-      case JobKind::kRerank:
-        return ModelKind::kRerank;
-      case JobKind::kClassify:
-        return ModelKind::kClassify;
-      default:
-        return ModelKind::kGuard;
-    }
-  }
-
-  std::optional<JobFailure> StartTask(ResidentModel& m, const JobRequest& job) {
-    if (m.kind.kind != KindFor(job.kind)) {
-      return JobFailure{JobErrorKind::kInvalidRequest,
-                        "model: '" + m.name + "' is a " + std::string(ModelKindName(m.kind.kind)) +
-                            " model; this endpoint needs a " +
-                            std::string(ModelKindName(KindFor(job.kind))) + " model"};
-    }
-    auto send = [this](const std::string& frame) { Send(frame); };
-    auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
-    auto started = TaskJob::Start(job, *m.model, m.kind, send, on_end);
-    return Track(m, job.job_id, std::move(started));
-  }
-
-  void Tokenize(const ResidentModel& m, const JobRequest& job) {
-    auto ids = m.model->EncodeText(job.prompt, job.add_special_tokens);
-    if (!ids) return Fail(job.job_id, {JobErrorKind::kInvalidRequest, ids.status().message()});
+  // One overload per payload: a failure is answered by the caller; a started job answers
+  // itself.
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const TokenizePayload& p,
+                                double) {
+    auto ids = m.model->EncodeText(p.text, p.add_special_tokens);
+    if (!ids) return JobFailure{JobErrorKind::kInvalidRequest, ids.status().message()};
     Send(Encode(TokensMessage{job.job_id, std::move(*ids)}));
+    return std::nullopt;
   }
 
-  void Detokenize(const ResidentModel& m, const JobRequest& job) {
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const DetokenizePayload& p,
+                                double) {
     const Tokenizer& tok = m.model->tokenizer();
-    for (int32_t id : job.ids) {
+    for (int32_t id : p.ids) {
       if (id < 0 || id >= tok.vocab_size()) {
-        return Fail(job.job_id,
-                    {JobErrorKind::kInvalidRequest, "tokens: id " + std::to_string(id) +
-                                                        " is outside the vocabulary of " +
-                                                        std::to_string(tok.vocab_size())});
+        return InvalidRequest("tokens", "id " + std::to_string(id) +
+                                            " is outside the vocabulary of " +
+                                            std::to_string(tok.vocab_size()));
       }
     }
-    auto text = tok.Decode(job.ids, /*skip_special_tokens=*/false);
-    if (!text)
-      return Fail(job.job_id,
-                  {JobErrorKind::kInvalidRequest, "tokens: " + text.status().message()});
+    auto text = tok.Decode(p.ids, /*skip_special_tokens=*/false);
+    if (!text) return InvalidRequest("tokens", text.status().message());
     Send(Encode(TextMessage{job.job_id, std::move(*text)}));
+    return std::nullopt;
   }
 
-  // Validates the job and submits its choices to the model's scheduler; the job streams its
-  // deltas and its end itself (generation_job.h).
-  std::optional<JobFailure> Start(ResidentModel& m, const JobRequest& job, double load_ms) {
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const ChatPayload& p,
+                                double load_ms) {
+    if (p.options.response_format.kind != ResponseFormatKind::kDecision) {
+      return StartGeneration(m, job, load_ms);
+    }
+    const size_t max_options =
+        m.kind.kind == ModelKind::kDecide ? kMaxDeclaredDecisionOptions : kMaxDecisionOptions;
+    return Track(
+        m, job.job_id,
+        DecisionJob::Start(job.job_id, p, *m.model, max_options, load_ms, Sender(), Ender()));
+  }
+
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const CompletionPayload&,
+                                double load_ms) {
+    return StartGeneration(m, job, load_ms);
+  }
+
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const SystemOnePayload& p,
+                                double) {
+    if (m.kind.kind != ModelKind::kChat && m.kind.kind != ModelKind::kDecide) {
+      return InvalidRequest("model", "'" + m.name + "' is a " +
+                                         std::string(ModelKindName(m.kind.kind)) +
+                                         " model; System One needs a chat or decide model");
+    }
+    SystemOneOptions options{options_.systemone_resume, options_.systemone_entries};
+    return Track(m, job.job_id,
+                 SystemOneJob::Start(job.job_id, p, *m.model, options, Sender(), Ender()));
+  }
+
+  // Embed, rerank, classify and moderate.
+  template <typename Payload>
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const Payload& p, double) {
+    const TaskRequest task = TaskRequest::Of(p);
+    // The server routes by kind; this is the worker's own check of what it was sent.
+    const ModelKind needed = TaskModelKind(task.kind);
+    if (m.kind.kind != needed) {
+      return InvalidRequest("model", "'" + m.name + "' is a " +
+                                         std::string(ModelKindName(m.kind.kind)) +
+                                         " model; this endpoint needs a " +
+                                         std::string(ModelKindName(needed)) + " model");
+    }
+    return Track(m, job.job_id,
+                 TaskJob::Start(job.job_id, task, *m.model, m.kind, Sender(), Ender()));
+  }
+
+  std::function<void(const std::string&)> Sender() {
+    return [this](const std::string& frame) { Send(frame); };
+  }
+  // Ended jobs are deleted by the loop (ReapEnded), never inside their own callback.
+  std::function<void(uint64_t)> Ender() {
+    return [this](uint64_t job_id) { ended_.push_back(job_id); };
+  }
+
+  // Validates a chat or completion job and submits its choices to the model's scheduler; the
+  // job streams its deltas and its end itself (generation_job.h).
+  std::optional<JobFailure> StartGeneration(ResidentModel& m, const JobRequest& job,
+                                            double load_ms) {
     auto vocabulary = [&m]() -> Expected<std::shared_ptr<const TokenVocabulary>> {
       if (!m.vocabulary) {
         TS_ASSIGN_OR_RETURN(m.vocabulary,
@@ -349,21 +349,8 @@ class Worker {
       }
       return m.vocabulary;
     };
-    auto send = [this](const std::string& frame) { Send(frame); };
-    // Ended jobs are deleted by the loop (ReapEnded), never inside their own callback.
-    auto on_end = [this](uint64_t job_id) { ended_.push_back(job_id); };
-    if (job.kind == JobKind::kChat && !job.response_format.empty()) {
-      const auto format = nlohmann::ordered_json::parse(job.response_format, nullptr, false);
-      if (auto schema = format.is_discarded() ? std::nullopt : DecisionFromResponseFormat(format)) {
-        const size_t max_options =
-            m.kind.kind == ModelKind::kDecide ? kMaxDeclaredDecisionOptions : kMaxDecisionOptions;
-        return Track(
-            m, job.job_id,
-            DecisionJob::Start(job, *m.model, *schema, max_options, load_ms, send, on_end));
-      }
-    }
-    auto started = GenerationJob::Start(job, *m.model, vocabulary, load_ms, send, on_end);
-    return Track(m, job.job_id, std::move(started));
+    return Track(m, job.job_id,
+                 GenerationJob::Start(job, *m.model, vocabulary, load_ms, Sender(), Ender()));
   }
 
   // A started job is kept (and counted against its model) until it sends its end; a refused

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_service_internal.h"
+#include "server/decision_format.h"
 
 namespace tessera::server {
 namespace {
@@ -33,13 +34,14 @@ TEST(OpenAiApi, ChatRequestFields) {
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
   const GenerationRequest& g = std::get<GenerationRequest>(r);
   EXPECT_EQ(g.job.model, "m");
-  ASSERT_EQ(g.job.messages.size(), 2u);
-  EXPECT_EQ(g.job.messages[1].content, "ab");
-  EXPECT_EQ(g.job.max_tokens, 5);
-  EXPECT_EQ(g.job.stop, std::vector<std::string>{"X"});
-  EXPECT_EQ(g.job.sampling.temperature, 0.5);
-  EXPECT_EQ(g.job.sampling.top_k, 3);
-  EXPECT_EQ(g.job.top_logprobs, 2);
+  const auto& chat = std::get<worker::ChatPayload>(g.job.payload);
+  ASSERT_EQ(chat.messages.size(), 2u);
+  EXPECT_EQ(chat.messages[1].content, "ab");
+  EXPECT_EQ(g.options().max_tokens, 5);
+  EXPECT_EQ(g.options().stop, std::vector<std::string>{"X"});
+  EXPECT_EQ(g.options().sampling.temperature, 0.5);
+  EXPECT_EQ(g.options().sampling.top_k, 3);
+  EXPECT_EQ(g.options().top_logprobs, 2);
   EXPECT_TRUE(g.stream);
   EXPECT_TRUE(g.include_usage);
 }
@@ -124,11 +126,12 @@ TEST(OpenAiApi, ErrorShape) {
 TEST(OpenAiApi, CompletionAndTokenizeRequests) {
   auto c = ParseCompletionRequest({{"prompt", "Once"}, {"logprobs", 3}}, "d");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(c));
-  EXPECT_EQ(std::get<GenerationRequest>(c).job.top_logprobs, 3);
+  EXPECT_EQ(std::get<GenerationRequest>(c).options().top_logprobs, 3);
   EXPECT_TRUE(std::holds_alternative<ApiError>(ParseCompletionRequest({{"prompt", 5}}, "d")));
   auto t = ParseTokenizeRequest({{"prompt", "x"}, {"add_special_tokens", false}}, "d");
   ASSERT_TRUE(std::holds_alternative<worker::JobRequest>(t));
-  EXPECT_FALSE(std::get<worker::JobRequest>(t).add_special_tokens);
+  EXPECT_FALSE(std::get<worker::TokenizePayload>(std::get<worker::JobRequest>(t).payload)
+                   .add_special_tokens);
   EXPECT_TRUE(std::holds_alternative<ApiError>(ParseDetokenizeRequest({{"tokens", {1, -1}}}, "d")));
 }
 
@@ -158,11 +161,17 @@ TEST(OpenAiFields, ToolsAndToolChoiceReachTheJob) {
            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}},
       "m");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
-  const worker::JobRequest& job = std::get<GenerationRequest>(r).job;
-  EXPECT_EQ(job.tool_choice, "get_weather");
-  EXPECT_NE(job.tools.find("get_weather"), std::string::npos);
+  const auto& job = std::get<worker::ChatPayload>(std::get<GenerationRequest>(r).job.payload);
+  EXPECT_EQ(job.tool_choice.mode, worker::ToolChoiceMode::kFunction);
+  EXPECT_EQ(job.tool_choice.function, "get_weather");
+  ASSERT_EQ(job.tools.size(), 1u);
+  EXPECT_EQ(job.tools[0].name, "get_weather");
+  EXPECT_FALSE(job.tools[0].strict);
+  EXPECT_EQ(json::parse(job.tools[0].definition), Weather());  // as the client wrote it
   auto plain = ParseChatRequest(json{{"messages", UserMessages()}}, "m");
-  EXPECT_EQ(std::get<GenerationRequest>(plain).job.tool_choice, "none");
+  EXPECT_EQ(std::get<worker::ChatPayload>(std::get<GenerationRequest>(plain).job.payload)
+                .tool_choice.mode,
+            worker::ToolChoiceMode::kNone);
 }
 
 TEST(OpenAiFields, BadToolsNameTheField) {
@@ -172,12 +181,6 @@ TEST(OpenAiFields, BadToolsNameTheField) {
   };
   json bad_name = Weather();
   bad_name["function"]["name"] = "has space";
-  // A function named like a tool_choice value could not be told from it.
-  auto log_event_named = [](const char* name) {
-    json t = Weather();
-    t["function"]["name"] = name;
-    return t;
-  };
   // A schema the constrained decoder cannot enforce, named where it would have to be:
   // strict, or a candidate under required or a named choice.
   json bad_schema = Weather();
@@ -190,8 +193,6 @@ TEST(OpenAiFields, BadToolsNameTheField) {
   const std::vector<Case> cases = {
       {{{"tools", "x"}}, "tools"},
       {{{"tools", json::array({bad_name})}}, "tools[0].function.name"},
-      {{{"tools", json::array({Weather(), log_event_named("auto")})}}, "tools[1].function.name"},
-      {{{"tools", json::array({log_event_named("required")})}}, "tools[0].function.name"},
       {{{"tools", json::array({Weather(), Weather()})}}, "tools[1].function.name"},
       {{{"tools", json::array({bad_strict})}}, "tools[0].function.parameters"},
       {{{"tools", json::array({Weather(), bad_schema})}, {"tool_choice", "required"}},
@@ -241,17 +242,34 @@ TEST(OpenAiFields, UnenforceableSchemasOfUnconstrainedFunctionsAreAccepted) {
   }
 }
 
+// tool_choice travels typed, so a function may be named like one of its values.
+TEST(OpenAiFields, AFunctionNamedLikeAToolChoiceValueIsItsOwn) {
+  json named_auto = Weather();
+  named_auto["function"]["name"] = "auto";
+  auto r = ParseChatRequest(
+      json{{"messages", UserMessages()},
+           {"tools", json::array({Weather(), named_auto})},
+           {"tool_choice", {{"type", "function"}, {"function", {{"name", "auto"}}}}}},
+      "m");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& chat = std::get<worker::ChatPayload>(std::get<GenerationRequest>(r).job.payload);
+  EXPECT_EQ(chat.tool_choice.mode, worker::ToolChoiceMode::kFunction);
+  EXPECT_EQ(chat.tool_choice.function, "auto");
+}
+
 TEST(OpenAiFields, StrictToolsUnderAutoAndLogitBiasAreAccepted) {
   json body = {{"messages", UserMessages()},
                {"tools", json::array({Weather(true)})},
                {"logit_bias", {{"151657", 100}, {"3", -2.5}}}};
   auto r = ParseChatRequest(body, "m");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r));
-  const worker::JobRequest& job = std::get<GenerationRequest>(r).job;
-  EXPECT_EQ(job.tool_choice, "auto");
-  ASSERT_EQ(job.logit_bias.size(), 2u);
-  EXPECT_EQ(job.logit_bias[0], (std::pair<int32_t, double>{151657, 100.0}));
-  EXPECT_EQ(job.logit_bias[1], (std::pair<int32_t, double>{3, -2.5}));
+  const auto& job = std::get<worker::ChatPayload>(std::get<GenerationRequest>(r).job.payload);
+  EXPECT_EQ(job.tool_choice.mode, worker::ToolChoiceMode::kAuto);
+  ASSERT_EQ(job.tools.size(), 1u);
+  EXPECT_TRUE(job.tools[0].strict);
+  ASSERT_EQ(job.options.logit_bias.size(), 2u);
+  EXPECT_EQ(job.options.logit_bias[0], (std::pair<int32_t, double>{151657, 100.0}));
+  EXPECT_EQ(job.options.logit_bias[1], (std::pair<int32_t, double>{3, -2.5}));
 }
 
 TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
@@ -267,7 +285,7 @@ TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21C"}}});
   auto r = ParseChatRequest(json{{"messages", messages}, {"tools", json::array({Weather()})}}, "m");
   ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
-  const worker::JobRequest& job = std::get<GenerationRequest>(r).job;
+  const auto& job = std::get<worker::ChatPayload>(std::get<GenerationRequest>(r).job.payload);
   ASSERT_EQ(job.messages.size(), 3u);
   EXPECT_NE(job.messages[1].tool_calls.find("call_1"), std::string::npos);
   EXPECT_EQ(job.messages[2].tool_call_id, "call_1");
@@ -306,6 +324,56 @@ TEST(OpenAiApi, JobErrorParamIsItsFieldNotItsMessage) {
       worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, false);
   EXPECT_EQ(busy.status, 503);
   EXPECT_EQ(busy.code, "engine_busy");
+}
+
+// Which response_formats are decisions (scored by the worker) and which are generated.
+TEST(OpenAiApi, DecisionShapesAreRecognisedInTheHttpProcess) {
+  auto decision = [](const std::string& schema) {
+    return DecisionFormat(nlohmann::ordered_json::parse(
+        R"({"type": "json_schema", "json_schema": {"name": "d", "schema": )" + schema + "}}"));
+  };
+  auto d = decision(R"({"type": "string", "enum": ["a", 2], "description": "q"})");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->kind, worker::ResponseFormatKind::kDecision);
+  ASSERT_EQ(d->options.size(), 2u);
+  EXPECT_EQ(d->options[0].value, "\"a\"");  // the value as JSON
+  EXPECT_EQ(d->options[0].text, "a");       // what is scored
+  EXPECT_EQ(d->options[1].value, "2");
+  EXPECT_EQ(d->question, "q");
+  d = decision(R"({"type": "object", "properties": {"ok": {"type": "boolean"}},
+                   "required": ["ok"], "additionalProperties": false, "description": "fine?"})");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->property, "ok");
+  EXPECT_EQ(d->question, "fine?");
+  ASSERT_EQ(d->options.size(), 2u);
+  EXPECT_EQ(d->options[0].text, "true");
+  d = decision(R"({"anyOf": [{"const": "a", "description": "first"}, {"const": "b"}]})");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->options[0].description, "first");
+  EXPECT_FALSE(decision(R"({"type": "string"})"));                    // free text: generated
+  EXPECT_FALSE(decision(R"({"enum": ["a", "b"], "minLength": 1})"));  // more than a choice
+  EXPECT_FALSE(decision(R"({"type": "object", "properties": {"a": {"type": "boolean"},
+                                                          "b": {"type": "boolean"}}})"));
+  EXPECT_FALSE(decision(R"({"enum": [{"x": 1}, "b"]})"));
+  EXPECT_FALSE(DecisionFormat(nlohmann::ordered_json::parse(R"({"type": "json_object"})")));
+}
+
+// A chat's decision-shaped response_format crosses as a decision; a completion's is generated.
+TEST(OpenAiApi, OnlyAChatAsksForADecision) {
+  const json format = {{"type", "json_schema"},
+                       {"json_schema", {{"name", "d"}, {"schema", {{"enum", {"x", "y"}}}}}}};
+  auto chat =
+      Chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"response_format", format}});
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(chat));
+  EXPECT_EQ(std::get<GenerationRequest>(chat).options().response_format.kind,
+            worker::ResponseFormatKind::kDecision);
+  auto completion = ParseCompletionRequest(
+      nlohmann::ordered_json::parse(json{{"prompt", "hi"}, {"response_format", format}}.dump()),
+      "m");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(completion));
+  const auto& rf = std::get<GenerationRequest>(completion).options().response_format;
+  EXPECT_EQ(rf.kind, worker::ResponseFormatKind::kJsonSchema);
+  EXPECT_EQ(nlohmann::json::parse(rf.schema), json({{"enum", {"x", "y"}}}));
 }
 
 }  // namespace

@@ -29,7 +29,9 @@ TEST(TaskApi, ModerationInputPartsOfTheWrongShapeAreRefusedByName) {
                       {"input", ojson::array({ojson{{"type", "text"}, {"text", "hello"}}})}};
   auto parsed = ParseTaskRequest(TaskEndpoint::kModerations, good);
   ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
-  EXPECT_EQ(std::get<TaskRequest>(parsed).job.inputs, std::vector<std::string>{"hello"});
+  EXPECT_EQ(
+      std::get<worker::ModeratePayload>(std::get<TaskRequest>(parsed).job.payload).inputs.texts,
+      std::vector<std::string>{"hello"});
 }
 
 worker::TaskItem Item(int32_t index, std::vector<float> values) {
@@ -43,7 +45,7 @@ TEST(TaskApi, AWorkerResultMustFitItsRequest) {
   TaskRequest rerank;
   rerank.endpoint = TaskEndpoint::kRerank;
   rerank.return_documents = true;
-  rerank.job.inputs = {"first", "second"};
+  rerank.job.payload = worker::RerankPayload{"q", {{"first", "second"}, {}, 0}, ""};
   worker::TaskResultMessage result;
   result.items = {Item(1, {0.9f}), Item(0, {0.1f})};
   ASSERT_TRUE(TaskResultFits(rerank, result));
@@ -64,7 +66,7 @@ TEST(TaskApi, AWorkerResultMustFitItsRequest) {
   noul.type = worker::QuestionType::kNoul;
   noul.options = {"yes", "no"};
   noul.descriptions = {"", ""};
-  system_one.job.questions = {choice, noul};
+  system_one.job.payload = worker::SystemOnePayload{"state", {choice, noul}};
   result.items = {Item(0, {0.2f, 0.3f, 0.5f}), Item(1, {0.7f, 0.3f})};
   ASSERT_TRUE(TaskResultFits(system_one, result));
   EXPECT_EQ(TaskResponseBody(system_one, result, "m", "id", 0)["answers"].size(), 2u);
@@ -101,21 +103,22 @@ TEST(TaskApi, SystemOneQuestionsByNameKeepTheirNamesAndOrder) {
   auto parsed = ParseSystemOne(NamedBody());
   ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed)) << std::get<ApiError>(parsed).message;
   const TaskRequest& r = std::get<TaskRequest>(parsed);
+  const worker::SystemOnePayload& rj = std::get<worker::SystemOnePayload>(r.job.payload);
   EXPECT_EQ(r.question_names, (std::vector<std::string>{"team", "anger", "refund"}));
-  ASSERT_EQ(r.job.questions.size(), 3u);
-  const worker::Question& team = r.job.questions[0];
+  ASSERT_EQ(rj.questions.size(), 3u);
+  const worker::Question& team = rj.questions[0];
   EXPECT_EQ(team.type, worker::QuestionType::kChoice);
   EXPECT_EQ(team.instructions, "Which team should handle this?");
   EXPECT_EQ(team.options, (std::vector<std::string>{"billing", "shipping", "support"}));
   EXPECT_EQ(team.descriptions[1], "deliveries, damage");
-  const worker::Question& anger = r.job.questions[1];
+  const worker::Question& anger = rj.questions[1];
   EXPECT_EQ(anger.type, worker::QuestionType::kScore);
   EXPECT_EQ(anger.options, (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_EQ(anger.descriptions, (std::vector<std::string>{"calm", "annoyed", "furious"}));
-  EXPECT_EQ(r.job.questions[2].type, worker::QuestionType::kNoul);
-  EXPECT_EQ(r.job.questions[2].options, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(rj.questions[2].type, worker::QuestionType::kNoul);
+  EXPECT_EQ(rj.questions[2].options, (std::vector<std::string>{"yes", "no"}));
   EXPECT_EQ(r.job.model, "decider");
-  EXPECT_EQ(r.job.query, "Customer: my parcel arrived broken and nobody answers my emails!");
+  EXPECT_EQ(rj.state, "Customer: my parcel arrived broken and nobody answers my emails!");
 
   // The same questions as a list: the same job, no names.
   ojson list = NamedBody();
@@ -125,13 +128,14 @@ TEST(TaskApi, SystemOneQuestionsByNameKeepTheirNamesAndOrder) {
   auto listed = ParseSystemOne(list);
   ASSERT_TRUE(std::holds_alternative<TaskRequest>(listed));
   const TaskRequest& l = std::get<TaskRequest>(listed);
+  const worker::SystemOnePayload& lj = std::get<worker::SystemOnePayload>(l.job.payload);
   EXPECT_TRUE(l.question_names.empty());
-  ASSERT_EQ(l.job.questions.size(), 3u);
+  ASSERT_EQ(lj.questions.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(l.job.questions[i].type, r.job.questions[i].type) << i;
-    EXPECT_EQ(l.job.questions[i].instructions, r.job.questions[i].instructions) << i;
-    EXPECT_EQ(l.job.questions[i].options, r.job.questions[i].options) << i;
-    EXPECT_EQ(l.job.questions[i].descriptions, r.job.questions[i].descriptions) << i;
+    EXPECT_EQ(lj.questions[i].type, rj.questions[i].type) << i;
+    EXPECT_EQ(lj.questions[i].instructions, rj.questions[i].instructions) << i;
+    EXPECT_EQ(lj.questions[i].options, rj.questions[i].options) << i;
+    EXPECT_EQ(lj.questions[i].descriptions, rj.questions[i].descriptions) << i;
   }
 }
 
@@ -225,10 +229,11 @@ TEST(TaskApi, SystemOneRepeatedNameIsOneQuestionTheLastDefinitionInTheFirstPlace
   ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
   const TaskRequest& r = std::get<TaskRequest>(parsed);
   EXPECT_EQ(r.question_names, (std::vector<std::string>{"a", "b"}));
-  ASSERT_EQ(r.job.questions.size(), 2u);
-  EXPECT_EQ(r.job.questions[0].type, worker::QuestionType::kChoice);
-  EXPECT_EQ(r.job.questions[0].instructions, "last");
-  EXPECT_EQ(r.job.questions[1].instructions, "middle");
+  ASSERT_EQ(std::get<worker::SystemOnePayload>(r.job.payload).questions.size(), 2u);
+  EXPECT_EQ(std::get<worker::SystemOnePayload>(r.job.payload).questions[0].type,
+            worker::QuestionType::kChoice);
+  EXPECT_EQ(std::get<worker::SystemOnePayload>(r.job.payload).questions[0].instructions, "last");
+  EXPECT_EQ(std::get<worker::SystemOnePayload>(r.job.payload).questions[1].instructions, "middle");
 }
 
 TEST(TaskApi, SystemOneAnswersAreKeyedByNameInRequestOrderEachWithItsType) {

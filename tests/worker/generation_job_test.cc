@@ -22,6 +22,35 @@
 namespace tessera::worker {
 namespace {
 
+ChatPayload& Chat(JobRequest& job) {
+  return std::get<ChatPayload>(job.payload);
+}
+
+// Tools as the HTTP side sends them: each entry's definition as written, its name and strict
+// flag read out (an entry of another shape keeps an empty name, for the worker to refuse).
+std::vector<ToolDefinition> Tools(const std::string& text) {
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(text);
+  std::vector<ToolDefinition> out;
+  for (const auto& t : tools) {
+    ToolDefinition d;
+    d.definition = t.dump();
+    if (t.is_object() && t.contains("function") && t["function"].is_object()) {
+      const auto& fn = t["function"];
+      if (fn.contains("name") && fn["name"].is_string()) d.name = fn["name"].get<std::string>();
+      d.strict = fn.value("strict", false) == true;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+ToolChoice Choice(const std::string& choice) {
+  if (choice == "none") return {ToolChoiceMode::kNone, ""};
+  if (choice == "auto") return {ToolChoiceMode::kAuto, ""};
+  if (choice == "required") return {ToolChoiceMode::kRequired, ""};
+  return {ToolChoiceMode::kFunction, choice};
+}
+
 using json = nlohmann::json;
 
 constexpr const char* kLlamaStyleTemplate = R"TPL({{- bos_token }}
@@ -173,12 +202,12 @@ class StrictAutoBareJson : public SyntheticModelTest<StrictAutoBareJson> {
   static JobRequest WeatherJob() {
     JobRequest job;
     job.job_id = 1;
-    job.kind = JobKind::kChat;
+    job.payload = ChatPayload{};
     job.model = "m";
-    job.messages = {ChatMessage{"user", "What is the weather in Paris?", "", "", ""}};
-    job.tools = kStrictWeather;
-    job.tool_choice = "auto";
-    job.max_tokens = 80;
+    Chat(job).messages = {ChatMessage{"user", "What is the weather in Paris?", "", "", ""}};
+    Chat(job).tools = Tools(kStrictWeather);
+    Chat(job).tool_choice = Choice("auto");
+    Chat(job).options.max_tokens = 80;
     return job;
   }
 
@@ -189,9 +218,9 @@ class StrictAutoBareJson : public SyntheticModelTest<StrictAutoBareJson> {
     JobRequest job = WeatherJob();
     const std::optional<int32_t> brace = model_->tokenizer().TokenToId("{");
     EXPECT_TRUE(brace.has_value());
-    if (brace) job.logit_bias = {{*brace, 100.0}};
-    job.sampling.temperature = 0.8;
-    job.sampling.seed = seed;
+    if (brace) Chat(job).options.logit_bias = {{*brace, 100.0}};
+    Chat(job).options.sampling.temperature = 0.8;
+    Chat(job).options.sampling.seed = seed;
     return job;
   }
 };
@@ -216,13 +245,13 @@ TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
 TEST_F(StrictAutoBareJson, ToolsOfAnotherShapeAreRefusedNotRead) {
   ASSERT_NE(model_, nullptr);
   for (const char* tools :
-       {R"({"function": {"name": "f"}})", R"([5])", R"([{"type": "function"}])",
+       {R"([{"function": {"name": "f"}}, 5])", R"([5])", R"([{"type": "function"}])",
         R"([{"function": "get_weather"}])", R"([{"function": {"parameters": {}}}])",
         R"([{"function": {"name": 7, "strict": true}}])"}) {
     for (const char* choice : {"auto", "required"}) {
       JobRequest job = WeatherJob();
-      job.tools = tools;
-      job.tool_choice = choice;
+      Chat(job).tools = Tools(tools);
+      Chat(job).tool_choice = Choice(choice);
       Reply r = Run(job);
       EXPECT_NE(r.error.find("tools: expected an array of"), std::string::npos)
           << tools << " / " << choice << ": " << r.error;
@@ -245,7 +274,7 @@ TEST_F(StrictAutoBareJson, ANonStrictFunctionWithAnUnsupportedSchemaStaysCallabl
   int weather = 0, free_calls = 0;
   for (int64_t seed = 1; seed <= 8; ++seed) {
     JobRequest job = OpenedCallJob(seed);
-    job.tools = tools.dump();
+    Chat(job).tools = Tools(tools.dump());
     Reply r = Run(job);
     ASSERT_TRUE(r.error.empty()) << r.error;
     ASSERT_TRUE(r.done);
@@ -292,9 +321,9 @@ TEST_F(StrictAutoBareJson, OnlyStrictFunctionsCountAgainstTheGrammarLimit) {
     return tools.dump();
   };
   JobRequest job = WeatherJob();
-  job.max_tokens = 2;
+  Chat(job).options.max_tokens = 2;
   for (const auto& [strict, loose] : {std::pair{1, 80}, {63, 10}, {64, 0}}) {
-    job.tools = tools_with(strict, loose);
+    Chat(job).tools = Tools(tools_with(strict, loose));
     Reply r = Run(job);
     EXPECT_TRUE(r.error.empty()) << strict << " + " << loose << ": " << r.error;
     EXPECT_TRUE(r.done);
@@ -302,7 +331,7 @@ TEST_F(StrictAutoBareJson, OnlyStrictFunctionsCountAgainstTheGrammarLimit) {
   // 64 strict ones leave no room for the non-strict ones' alternative (the matcher would
   // drop it, and with it every call to them); 65 strict ones are too many alone.
   for (const auto& [strict, loose] : {std::pair{64, 1}, {65, 0}}) {
-    job.tools = tools_with(strict, loose);
+    Chat(job).tools = Tools(tools_with(strict, loose));
     Reply r = Run(job);
     EXPECT_NE(r.error.find("at most 64 functions"), std::string::npos)
         << strict << " + " << loose << ": " << r.error;
@@ -327,7 +356,7 @@ TEST_F(StrictAutoBareJson, NonStrictSchemasThatCompileGuideTheirCalls) {
   std::set<std::string> called;
   for (int64_t seed = 1; seed <= 8; ++seed) {
     JobRequest job = OpenedCallJob(seed);
-    job.tools = tools.dump();
+    Chat(job).tools = Tools(tools.dump());
     Reply r = Run(job);
     ASSERT_TRUE(r.error.empty()) << r.error;
     ASSERT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
@@ -346,8 +375,8 @@ TEST_F(StrictAutoBareJson, NonStrictSchemasThatCompileGuideTheirCalls) {
   }
   EXPECT_EQ(called, (std::set<std::string>{"get_weather", "pick"}));
   JobRequest job = OpenedCallJob(1);
-  job.tools = tools.dump();
-  job.tool_choice = "required";
+  Chat(job).tools = Tools(tools.dump());
+  Chat(job).tool_choice = Choice("required");
   Reply r = Run(job);
   ASSERT_TRUE(r.error.empty()) << r.error;
   EXPECT_EQ(r.finish, FinishReason::kToolCalls) << r.content;
@@ -356,8 +385,8 @@ TEST_F(StrictAutoBareJson, NonStrictSchemasThatCompileGuideTheirCalls) {
 TEST_F(StrictAutoBareJson, AReplyThatBeginsAsTextStaysText) {
   ASSERT_NE(model_, nullptr);
   JobRequest job = WeatherJob();
-  job.max_tokens = 6;
-  job.sampling.temperature = 0;
+  Chat(job).options.max_tokens = 6;
+  Chat(job).options.sampling.temperature = 0;
   Reply r = Run(job);
   ASSERT_TRUE(r.error.empty()) << r.error;
   ASSERT_TRUE(r.done);
@@ -384,10 +413,11 @@ class XmlToolCalls : public SyntheticModelTest<XmlToolCalls> {
   static JobRequest Job(const std::string& tool_choice, int64_t seed) {
     JobRequest job;
     job.job_id = 1;
-    job.kind = JobKind::kChat;
+    job.payload = ChatPayload{};
     job.model = "m";
-    job.messages = {ChatMessage{"user", "What is the weather and the time in Paris?", "", "", ""}};
-    job.tools = R"([{"type": "function", "function": {"name": "get_weather",
+    Chat(job).messages = {
+        ChatMessage{"user", "What is the weather and the time in Paris?", "", "", ""}};
+    Chat(job).tools = Tools(R"([{"type": "function", "function": {"name": "get_weather",
       "parameters": {"type": "object",
                      "properties": {"city": {"type": "string", "maxLength": 20},
                                     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
@@ -395,11 +425,11 @@ class XmlToolCalls : public SyntheticModelTest<XmlToolCalls> {
       {"type": "function", "function": {"name": "get_time", "strict": true,
       "parameters": {"type": "object", "properties": {"zone": {"enum": ["UTC", "CET", "1"]},
                                                       "exact": {"type": "boolean"}},
-                     "required": ["zone", "exact"]}}}])";
-    job.tool_choice = tool_choice;
-    job.max_tokens = 120;
-    job.sampling.temperature = 0.8;
-    job.sampling.seed = seed;
+                     "required": ["zone", "exact"]}}}])");
+    Chat(job).tool_choice = Choice(tool_choice);
+    Chat(job).options.max_tokens = 120;
+    Chat(job).options.sampling.temperature = 0.8;
+    Chat(job).options.sampling.seed = seed;
     return job;
   }
   static void ExpectTimeArguments(const std::string& arguments) {
@@ -447,7 +477,7 @@ TEST_F(XmlToolCalls, AStrictCallTheModelOpensFollowsTheSchemas) {
   ASSERT_TRUE(open.has_value());
   for (int64_t seed : {1, 2}) {
     JobRequest job = Job("auto", seed);
-    job.logit_bias = {{*open, 100.0}};
+    Chat(job).options.logit_bias = {{*open, 100.0}};
     Reply r = Run(job);
     ASSERT_TRUE(r.error.empty()) << r.error;
     ASSERT_TRUE(r.done);
@@ -465,25 +495,27 @@ TEST_F(XmlToolCalls, AStrictCallTheModelOpensFollowsTheSchemas) {
 TEST_F(XmlToolCalls, ParametersTheFormatCannotWriteAreA400NamingThem) {
   ASSERT_NE(model_, nullptr);
   JobRequest job = Job("required", 1);
-  job.tools = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
-      "properties": {"x": {"type": ["string", "integer"]}}}}}])";
+  Chat(job).tools =
+      Tools(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"x": {"type": ["string", "integer"]}}}}}])");
   Reply r = Run(job);
   EXPECT_NE(r.error.find("parameter 'x'"), std::string::npos) << r.error;
   EXPECT_FALSE(r.done);
   // Under auto only the strict function's schema must be followed: the non-strict one whose
   // parameter the format cannot write takes its parameters as text, and the job runs.
   job = Job("auto", 1);
-  json tools = json::parse(job.tools);
+  json tools = json::array();
+  for (const ToolDefinition& t : Chat(job).tools) tools.push_back(json::parse(t.definition));
   tools[0]["function"]["parameters"]["properties"]["days"] = {
       {"type", json::array({"string", "integer"})}};
-  job.tools = tools.dump();
-  job.max_tokens = 4;
+  Chat(job).tools = Tools(tools.dump());
+  Chat(job).options.max_tokens = 4;
   r = Run(job);
   EXPECT_TRUE(r.error.empty()) << r.error;
   EXPECT_TRUE(r.done);
   tools[1]["function"]["parameters"]["properties"]["zone"] = {
       {"type", json::array({"string", "integer"})}};
-  job.tools = tools.dump();
+  Chat(job).tools = Tools(tools.dump());
   r = Run(job);  // the strict one's cannot be relaxed
   EXPECT_NE(r.error.find("parameter 'zone'"), std::string::npos) << r.error;
 }

@@ -31,12 +31,9 @@ TEST(NpuQueueJob, APassThatCannotGetTheNpuIsEngineBusy) {
   auto model = LoadedModel::Open(tmp.File("m"), o);
   ASSERT_TRUE(model) << model.status().message();
 
-  JobRequest request;
-  request.job_id = 7;
-  request.kind = JobKind::kCompletion;
-  request.model = "m";
-  request.prompt = "hello there";
-  request.max_tokens = 4;
+  CompletionPayload completion{"hello there", {}};
+  completion.options.max_tokens = 4;
+  const JobRequest request{7, "m", completion};
   auto run = [&](bool hold_npu) {
     std::optional<JobErrorMessage> error;
     bool done = false, ended = false;

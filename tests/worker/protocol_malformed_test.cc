@@ -58,65 +58,58 @@ struct Sample {
 // optional fields both present and absent, lists empty and not).
 std::vector<Sample> Samples() {
   std::vector<Sample> out;
-  JobRequest chat;
-  chat.job_id = 0x0102030405060708ull;
-  chat.kind = JobKind::kChat;
-  chat.model = "stories";
+  ChatPayload chat;
   chat.messages = {{"system", "be brief", "", "", ""},
                    {"user", "hello", "", "", ""},
                    {"assistant", "", "[{\"id\":\"call_1\"}]", "", ""},
                    {"tool", "21", "", "call_1", "get_weather"}};
-  chat.add_special_tokens = false;
-  chat.max_tokens = 16;
-  chat.stop = {"x", "\n\n"};
-  chat.sampling.temperature = 0.7;
-  chat.sampling.top_k = 40;
-  chat.sampling.top_p = 0.9;
-  chat.sampling.min_p = 0.05;
-  chat.sampling.repetition_penalty = 1.1;
-  chat.sampling.presence_penalty = -0.5;
-  chat.sampling.frequency_penalty = 0.25;
-  chat.sampling.seed = -3;
-  chat.logprobs = true;
-  chat.top_logprobs = 5;
-  chat.n = 3;
-  chat.response_format = "{\"type\":\"json_object\"}";
-  chat.tools = "[]";
-  chat.tool_choice = "required";
-  chat.logit_bias = {{7, 1.5}};
-  out.push_back({MessageType::kJobRequest, Encode(chat)});
-  JobRequest completion;
-  completion.job_id = 2;
-  completion.prompt = "Once upon";
-  out.push_back({MessageType::kJobRequest, Encode(completion)});
-  JobRequest tokenize;
-  tokenize.kind = JobKind::kTokenize;
-  tokenize.prompt = "caf\xc3\xa9";
-  out.push_back({MessageType::kJobRequest, Encode(tokenize)});
-  JobRequest detokenize;
-  detokenize.kind = JobKind::kDetokenize;
-  detokenize.ids = {1, -1, 70000};
-  out.push_back({MessageType::kJobRequest, Encode(detokenize)});
-  JobRequest embed;
-  embed.kind = JobKind::kEmbed;
-  embed.input_ids = {{1, 2}, {3}};
-  embed.instruction = "query";
-  embed.dimensions = 64;
-  embed.max_input_tokens = 4096;
-  out.push_back({MessageType::kJobRequest, Encode(embed)});
-  JobRequest rerank;
-  rerank.kind = JobKind::kRerank;
-  rerank.query = "q";
-  rerank.inputs = {"a", "", "b"};
-  rerank.truncate_prompt_tokens = 7;
-  rerank.use_activation = false;
-  out.push_back({MessageType::kJobRequest, Encode(rerank)});
-  JobRequest s1;
-  s1.kind = JobKind::kSystemOne;
-  s1.query = "{\"ticket\": 7}";
+  chat.tools = {{"get_weather", true, R"({"type":"function","function":{"name":"get_weather"}})"},
+                {"f", false, "{}"}};
+  chat.tool_choice = {ToolChoiceMode::kFunction, "get_weather"};
+  GenerationOptions& o = chat.options;
+  o.max_tokens = 16;
+  o.stop = {"x", "\n\n"};
+  o.sampling.temperature = 0.7;
+  o.sampling.top_k = 40;
+  o.sampling.top_p = 0.9;
+  o.sampling.min_p = 0.05;
+  o.sampling.repetition_penalty = 1.1;
+  o.sampling.presence_penalty = -0.5;
+  o.sampling.frequency_penalty = 0.25;
+  o.sampling.seed = -3;
+  o.logprobs = true;
+  o.top_logprobs = 5;
+  o.n = 3;
+  o.response_format = {ResponseFormatKind::kDecision,
+                       "",
+                       {{"1", "1", "one"}, {"\"b\"", "b", ""}},
+                       "answer",
+                       "Which?"};
+  o.logit_bias = {{7, 1.5}};
+  out.push_back(
+      {MessageType::kJobRequest, Encode(JobRequest{0x0102030405060708ull, "stories", chat})});
+  CompletionPayload completion{"Once upon", {}};
+  completion.options.response_format = {
+      ResponseFormatKind::kJsonSchema, R"({"type":"object"})", {}, "", ""};
+  out.push_back({MessageType::kJobRequest, Encode(JobRequest{2, "", completion})});
+  out.push_back({MessageType::kJobRequest,
+                 Encode(JobRequest{3, "m", TokenizePayload{"caf\xc3\xa9", false}})});
+  out.push_back(
+      {MessageType::kJobRequest, Encode(JobRequest{4, "m", DetokenizePayload{{1, -1, 70000}}})});
+  out.push_back({MessageType::kJobRequest,
+                 Encode(JobRequest{5, "m", EmbedPayload{{{}, {{1, 2}, {3}}, 4096}, "query", 64}})});
+  out.push_back({MessageType::kJobRequest,
+                 Encode(JobRequest{6, "m", RerankPayload{"q", {{"a", "", "b"}, {}, 8192}, "i"}})});
+  out.push_back({MessageType::kJobRequest,
+                 Encode(JobRequest{7, "m", ClassifyPayload{{{"x"}, {}, 0}, 7, false, false}})});
+  out.push_back({MessageType::kJobRequest,
+                 Encode(JobRequest{
+                     8, "m", ModeratePayload{{{""}, {}, 8192}, {{"user", "hi", "", "", ""}}}})});
+  SystemOnePayload s1;
+  s1.state = "{\"ticket\": 7}";
   s1.questions = {{QuestionType::kChoice, "Which team?", {"billing", "tech"}, {"money", ""}},
                   {QuestionType::kNoul, "Angry?", {"yes", "no"}, {"", ""}}};
-  out.push_back({MessageType::kJobRequest, Encode(s1)});
+  out.push_back({MessageType::kJobRequest, Encode(JobRequest{9, "m", s1})});
   out.push_back({MessageType::kCancel, Encode(CancelRequest{42})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{"stories"})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{""})});

@@ -7,55 +7,133 @@
 namespace tessera::worker {
 namespace {
 
-TEST(WorkerProtocol, JobRequestRoundTripsEveryField) {
-  JobRequest job;
-  job.job_id = 0x0102030405060708ull;
-  job.kind = JobKind::kChat;
-  job.model = "tiny";
-  job.prompt = "p";
-  job.messages = {{"system", "be brief", "", "", ""},
-                  {"user", "hi \xe2\x82\xac", "", "", ""},
-                  {"assistant", "", "[{\"id\":\"c\"}]", "", ""},
-                  {"tool", "42", "", "call_1", "f"}};
-  job.ids = {1, -2, 300000};
-  job.add_special_tokens = false;
-  job.max_tokens = 17;
-  job.stop = {"\n\n", "END"};
-  job.sampling.temperature = 0.7;
-  job.sampling.top_k = 40;
-  job.sampling.seed = 1234;
-  job.logprobs = true;
-  job.top_logprobs = 5;
-  job.n = 3;
-  job.response_format = "{\"type\":\"json_object\"}";
-  job.tools = "[]";
-  job.tool_choice = "required";
-  job.logit_bias = {{151657, 100.0}, {3, -2.5}};
+ChatPayload FullChat() {
+  ChatPayload chat;
+  chat.messages = {{"system", "be brief", "", "", ""},
+                   {"user", "hi \xe2\x82\xac", "", "", ""},
+                   {"assistant", "", "[{\"id\":\"c\"}]", "", ""},
+                   {"tool", "42", "", "call_1", "f"}};
+  chat.tools = {{"get_weather", true, R"({"type":"function","function":{"name":"get_weather"}})"}};
+  chat.tool_choice = {ToolChoiceMode::kFunction, "get_weather"};
+  GenerationOptions& o = chat.options;
+  o.max_tokens = 17;
+  o.stop = {"\n\n", "END"};
+  o.sampling.temperature = 0.7;
+  o.sampling.top_k = 40;
+  o.sampling.seed = 1234;
+  o.logprobs = true;
+  o.top_logprobs = 5;
+  o.n = 3;
+  o.logit_bias = {{151657, 100.0}, {3, -2.5}};
+  o.response_format.kind = ResponseFormatKind::kDecision;
+  o.response_format.options = {{"\"yes\"", "yes", "it is"}, {"true", "true", ""}};
+  o.response_format.property = "answer";
+  o.response_format.question = "Is it?";
+  return chat;
+}
+
+TEST(WorkerProtocol, ChatJobRoundTripsEveryField) {
+  JobRequest job{0x0102030405060708ull, "tiny", FullChat()};
   auto got = Decode<JobRequest>(Encode(job));
   ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got->job_id, job.job_id);
-  EXPECT_EQ(got->kind, JobKind::kChat);
   EXPECT_EQ(got->model, "tiny");
-  ASSERT_EQ(got->messages.size(), 4u);
-  EXPECT_EQ(got->messages[1].content, "hi \xe2\x82\xac");
-  EXPECT_EQ(got->messages[2].tool_calls, "[{\"id\":\"c\"}]");
-  EXPECT_EQ(got->messages[3].tool_call_id, "call_1");
-  EXPECT_EQ(got->messages[3].name, "f");
-  EXPECT_EQ(got->n, 3);
-  EXPECT_EQ(got->response_format, job.response_format);
-  EXPECT_EQ(got->tools, "[]");
-  EXPECT_EQ(got->tool_choice, "required");
-  EXPECT_EQ(got->logit_bias, job.logit_bias);
-  EXPECT_EQ(got->ids, job.ids);
-  EXPECT_FALSE(got->add_special_tokens);
-  EXPECT_EQ(got->max_tokens, 17);
-  EXPECT_EQ(got->stop, job.stop);
-  EXPECT_EQ(got->sampling.temperature, 0.7);
-  EXPECT_EQ(got->sampling.top_k, 40);
-  EXPECT_FALSE(got->sampling.top_p.has_value());
-  EXPECT_EQ(got->sampling.seed, 1234);
-  EXPECT_TRUE(got->logprobs);
-  EXPECT_EQ(got->top_logprobs, 5);
+  const auto* chat = std::get_if<ChatPayload>(&got->payload);
+  ASSERT_NE(chat, nullptr);
+  ASSERT_EQ(chat->messages.size(), 4u);
+  EXPECT_EQ(chat->messages[1].content, "hi \xe2\x82\xac");
+  EXPECT_EQ(chat->messages[2].tool_calls, "[{\"id\":\"c\"}]");
+  EXPECT_EQ(chat->messages[3].tool_call_id, "call_1");
+  EXPECT_EQ(chat->messages[3].name, "f");
+  ASSERT_EQ(chat->tools.size(), 1u);
+  EXPECT_EQ(chat->tools[0].name, "get_weather");
+  EXPECT_TRUE(chat->tools[0].strict);
+  EXPECT_EQ(chat->tools[0].definition, FullChat().tools[0].definition);
+  EXPECT_EQ(chat->tool_choice.mode, ToolChoiceMode::kFunction);
+  EXPECT_EQ(chat->tool_choice.function, "get_weather");
+  const GenerationOptions& o = chat->options;
+  EXPECT_EQ(o.n, 3);
+  EXPECT_EQ(o.logit_bias, FullChat().options.logit_bias);
+  EXPECT_EQ(o.max_tokens, 17);
+  EXPECT_EQ(o.stop, FullChat().options.stop);
+  EXPECT_EQ(o.sampling.temperature, 0.7);
+  EXPECT_EQ(o.sampling.top_k, 40);
+  EXPECT_FALSE(o.sampling.top_p.has_value());
+  EXPECT_EQ(o.sampling.seed, 1234);
+  EXPECT_TRUE(o.logprobs);
+  EXPECT_EQ(o.top_logprobs, 5);
+  EXPECT_EQ(o.response_format.kind, ResponseFormatKind::kDecision);
+  ASSERT_EQ(o.response_format.options.size(), 2u);
+  EXPECT_EQ(o.response_format.options[0].value, "\"yes\"");
+  EXPECT_EQ(o.response_format.options[0].text, "yes");
+  EXPECT_EQ(o.response_format.options[0].description, "it is");
+  EXPECT_EQ(o.response_format.property, "answer");
+  EXPECT_EQ(o.response_format.question, "Is it?");
+}
+
+// Every payload kind comes back as the same kind with the same bytes, and its own fields.
+TEST(WorkerProtocol, EveryPayloadKindRoundTrips) {
+  CompletionPayload completion{"Once", {}};
+  completion.options.response_format = {ResponseFormatKind::kJsonSchema, R"({"type":"object"})"};
+  EmbedPayload embed{{{}, {{1, 2}, {3}}, 4096}, "query", 64};
+  RerankPayload rerank{"q", {{"d1", "d2"}, {}, 8192}, "find"};
+  ClassifyPayload classify{{{"x"}, {}, 0}, 5, false, false};
+  ModeratePayload moderate{{{""}, {}, 8192}, {{"user", "hi", "", "", ""}}};
+  SystemOnePayload systemone{"state", {{QuestionType::kScore, "how?", {"0", "1"}, {"lo", "hi"}}}};
+  const std::vector<JobPayload> payloads = {FullChat(),
+                                            completion,
+                                            TokenizePayload{"t", false},
+                                            DetokenizePayload{{7, 8}},
+                                            embed,
+                                            rerank,
+                                            classify,
+                                            moderate,
+                                            systemone};
+  ASSERT_EQ(payloads.size(), std::variant_size_v<JobPayload>);
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    const std::string frame = Encode(JobRequest{i, "m", payloads[i]});
+    auto got = Decode<JobRequest>(frame);
+    ASSERT_TRUE(got) << i << ": " << got.status().message();
+    EXPECT_EQ(got->payload.index(), i);
+    EXPECT_EQ(Encode(*got), frame) << JobPayloadName(payloads[i]);
+  }
+  auto job = [&](size_t i) { return Decode<JobRequest>(Encode(JobRequest{1, "m", payloads[i]})); };
+  EXPECT_EQ(std::get<CompletionPayload>(job(1)->payload).options.response_format.schema,
+            R"({"type":"object"})");
+  EXPECT_FALSE(std::get<TokenizePayload>(job(2)->payload).add_special_tokens);
+  EXPECT_EQ(std::get<DetokenizePayload>(job(3)->payload).ids, (std::vector<int32_t>{7, 8}));
+  const EmbedPayload e = std::get<EmbedPayload>(job(4)->payload);
+  EXPECT_EQ(e.inputs.ids.size(), 2u);
+  EXPECT_EQ(e.inputs.max_input_tokens, 4096);
+  EXPECT_EQ(e.prompt_name, "query");
+  EXPECT_EQ(e.dimensions, 64);
+  const RerankPayload r = std::get<RerankPayload>(job(5)->payload);
+  EXPECT_EQ(r.query, "q");
+  EXPECT_EQ(r.documents.texts, (std::vector<std::string>{"d1", "d2"}));
+  EXPECT_EQ(r.instruction, "find");
+  const ClassifyPayload c = std::get<ClassifyPayload>(job(6)->payload);
+  EXPECT_EQ(c.truncate_prompt_tokens, 5);
+  EXPECT_FALSE(c.use_activation);
+  EXPECT_FALSE(c.add_special_tokens);
+  EXPECT_EQ(std::get<ModeratePayload>(job(7)->payload).messages[0].content, "hi");
+  const SystemOnePayload so = std::get<SystemOnePayload>(job(8)->payload);
+  EXPECT_EQ(so.state, "state");
+  EXPECT_EQ(so.questions[0].type, QuestionType::kScore);
+  EXPECT_EQ(so.questions[0].descriptions[1], "hi");
+}
+
+// A payload index past the alternatives, or a tool_choice that contradicts itself, is refused.
+TEST(WorkerProtocol, MalformedPayloadsAreRefused) {
+  std::string frame = Encode(JobRequest{1, "m", DetokenizePayload{}});
+  const size_t index_at = 1 + 8 + 4 + 1;  // type, job_id, model's count and byte
+  ASSERT_EQ(frame[index_at], 3);
+  frame[index_at] = static_cast<char>(std::variant_size_v<JobPayload>);
+  EXPECT_FALSE(Decode<JobRequest>(frame));
+  ChatPayload chat = FullChat();
+  chat.tool_choice = {ToolChoiceMode::kFunction, ""};
+  EXPECT_FALSE(Decode<JobRequest>(Encode(JobRequest{1, "m", chat})));
+  chat.tool_choice = {ToolChoiceMode::kAuto, "f"};
+  EXPECT_FALSE(Decode<JobRequest>(Encode(JobRequest{1, "m", chat})));
 }
 
 TEST(WorkerProtocol, EventsRoundTrip) {

@@ -13,6 +13,7 @@
 #include "naive_forward.h"
 #include "runtime/loaded_model.h"
 #include "runtime/task_prompts.h"
+#include "server/decision_format.h"
 #include "test_support.h"
 #include "worker/decision_job.h"
 #include "worker/systemone_job.h"
@@ -84,7 +85,8 @@ struct Answer {
   std::optional<JobFailure> refused;
 };
 
-Answer RunTask(Served& s, const JobRequest& request) {
+template <typename Payload>
+Answer RunTask(Served& s, const Payload& payload) {
   Answer a;
   auto send = [&](const std::string& frame) {
     auto type = PeekMessageType(frame);
@@ -92,7 +94,7 @@ Answer RunTask(Served& s, const JobRequest& request) {
     if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
   };
   a.refused = StepUntilEnded(s, [&](TaskJob::EndFn on_end) {
-    return TaskJob::Start(request, *s.model, s.kind, send, on_end);
+    return TaskJob::Start(1, TaskRequest::Of(payload), *s.model, s.kind, send, on_end);
   });
   return a;
 }
@@ -158,19 +160,18 @@ TEST_F(TaskJobTest, EmbeddingIsTheNormalisedFinalHiddenStateOfTheLastToken) {
   ASSERT_TRUE(s.model);
   ASSERT_TRUE(s.kind.normalize);
   ASSERT_EQ(s.kind.prompts.count("query"), 1u);
-  JobRequest r;
-  r.kind = JobKind::kEmbed;
-  r.inputs = {"The river moved slowly past the old mill.", "bread"};
+  EmbedPayload r;
+  r.inputs.texts = {"The river moved slowly past the old mill.", "bread"};
   for (int32_t dims : {0, 32}) {
     for (const std::string prompt_name : {"", "query"}) {
       r.dimensions = dims;
-      r.instruction = prompt_name;
+      r.prompt_name = prompt_name;
       Answer a = RunTask(s, r);
       ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
       ASSERT_EQ(a.result->items.size(), 2u);
       for (size_t i = 0; i < 2; ++i) {
         const std::string prompt = prompt_name.empty() ? "" : s.kind.prompts["query"];
-        auto ids = EmbeddingIds(*s.model, r.inputs[i], prompt);
+        auto ids = EmbeddingIds(*s.model, r.inputs.texts[i], prompt);
         ASSERT_TRUE(ids);
         EXPECT_EQ(ids->back(), *EndOfTextId(*s.model));
         EXPECT_EQ(a.result->items[i].tokens, static_cast<int64_t>(ids->size()));
@@ -209,20 +210,19 @@ TEST_F(TaskJobTest, BatchedEmbeddingsAreIdenticalToOneByOne) {
                  std::to_string(static_cast<int>(c.weights)));
     Served s = Open(dir_->File(c.model), ModelKind::kEmbed, c.placement, c.weights);
     ASSERT_TRUE(s.model);
-    JobRequest batch;
-    batch.kind = JobKind::kEmbed;
-    batch.inputs = {"a",
-                    "the boat waited by the stone steps",
-                    long_text,
-                    "bread and coins",
-                    "x y z",
-                    "Numbers such as 1, 2, 3",
-                    long_text + " and more"};
+    EmbedPayload batch;
+    batch.inputs.texts = {"a",
+                          "the boat waited by the stone steps",
+                          long_text,
+                          "bread and coins",
+                          "x y z",
+                          "Numbers such as 1, 2, 3",
+                          long_text + " and more"};
     Answer together = RunTask(s, batch);
     ASSERT_TRUE(together.result) << (together.refused ? together.refused->message : "");
-    for (size_t i = 0; i < batch.inputs.size(); ++i) {
-      JobRequest one = batch;
-      one.inputs = {batch.inputs[i]};
+    for (size_t i = 0; i < batch.inputs.texts.size(); ++i) {
+      EmbedPayload one = batch;
+      one.inputs.texts = {batch.inputs.texts[i]};
       Served fresh = Open(dir_->File(c.model), ModelKind::kEmbed, c.placement, c.weights);
       Answer alone = RunTask(fresh, one);
       // Again on the model that ran the batch: its prefix cache holds this input.
@@ -239,16 +239,15 @@ TEST_F(TaskJobTest, BatchedEmbeddingsAreIdenticalToOneByOne) {
 TEST_F(TaskJobTest, RerankScoreIsTheSoftmaxOfYesAgainstNo) {
   Served s = Open(dir_->File("chat"), ModelKind::kRerank, "reference");
   ASSERT_TRUE(s.model);
-  JobRequest r;
-  r.kind = JobKind::kRerank;
+  RerankPayload r;
   r.query = "where is the mill?";
-  r.inputs = {"The mill stood by the river.", "Apples were sorted.", ""};
+  r.documents.texts = {"The mill stood by the river.", "Apples were sorted.", ""};
   Answer a = RunTask(s, r);
   ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
   auto yes_no = RerankAnswerIds(*s.model);
   ASSERT_TRUE(yes_no) << yes_no.status().message();
-  for (size_t i = 0; i < r.inputs.size(); ++i) {
-    auto ids = RerankIds(*s.model, r.query, r.inputs[i], "");
+  for (size_t i = 0; i < r.documents.texts.size(); ++i) {
+    auto ids = RerankIds(*s.model, r.query, r.documents.texts[i], "");
     ASSERT_TRUE(ids);
     const auto logits = test::NaiveForward(s.model->checkpoint(), *ids).back();
     const double yes = logits[static_cast<size_t>(yes_no->yes)];
@@ -265,16 +264,15 @@ TEST_F(TaskJobTest, ClassProbabilitiesAreTheSoftmaxOfTheScoreHead) {
   ASSERT_EQ(s.kind.labels.size(), 3u);
   std::vector<float> score;
   ASSERT_TRUE(WidenToF32(s.model->checkpoint().tensors.score, &score).ok());
-  JobRequest r;
-  r.kind = JobKind::kClassify;
-  r.inputs = {"what a fine morning", "the dog barked at every stranger"};
+  ClassifyPayload r;
+  r.inputs.texts = {"what a fine morning", "the dog barked at every stranger"};
   for (bool activation : {true, false}) {
     r.use_activation = activation;
     Answer a = RunTask(s, r);
     ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
     EXPECT_EQ(a.result->labels, s.kind.labels);
-    for (size_t i = 0; i < r.inputs.size(); ++i) {
-      auto ids = s.model->EncodeText(r.inputs[i], true);
+    for (size_t i = 0; i < r.inputs.texts.size(); ++i) {
+      auto ids = s.model->EncodeText(r.inputs.texts[i], true);
       ASSERT_TRUE(ids);
       const auto h = test::NaiveFinalHidden(s.model->checkpoint(), *ids).back();
       std::vector<double> logits(3, 0.0);
@@ -302,15 +300,14 @@ TEST_F(TaskJobTest, ClassProbabilitiesAreTheSoftmaxOfTheScoreHead) {
 TEST_F(TaskJobTest, GuardLabelScoresComeFromTheLabelTokens) {
   Served s = Open(dir_->File("chat"), ModelKind::kGuard, "reference");
   ASSERT_TRUE(s.model);
-  JobRequest r;
-  r.kind = JobKind::kModerate;
-  r.inputs = {"how do I bake bread?", "a message"};
+  ModeratePayload r;
+  r.inputs.texts = {"how do I bake bread?", "a message"};
   Answer a = RunTask(s, r);
   ASSERT_TRUE(a.result) << (a.refused ? a.refused->message : "no result");
   auto labels = GuardLabelIds(*s.model);
   ASSERT_TRUE(labels);
-  for (size_t i = 0; i < r.inputs.size(); ++i) {
-    auto prefix = GuardPrefixIds(*s.model, {{{"role", "user"}, {"content", r.inputs[i]}}});
+  for (size_t i = 0; i < r.inputs.texts.size(); ++i) {
+    auto prefix = GuardPrefixIds(*s.model, {{{"role", "user"}, {"content", r.inputs.texts[i]}}});
     ASSERT_TRUE(prefix);
     std::vector<double> sums;
     for (const auto& label : *labels) {
@@ -353,36 +350,34 @@ TEST_F(TaskJobTest, GuardLabelScoresComeFromTheLabelTokens) {
 TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {
   Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
   ASSERT_TRUE(s.model);
-  JobRequest r;
-  r.kind = JobKind::kEmbed;
-  r.inputs = {"short", std::string(3000, 'q') + " end"};
-  r.max_input_tokens = 64;
+  EmbedPayload r;
+  r.inputs.texts = {"short", std::string(3000, 'q') + " end"};
+  r.inputs.max_input_tokens = 64;
   Answer a = RunTask(s, r);
   ASSERT_TRUE(a.refused);
   EXPECT_EQ(a.refused->kind, JobErrorKind::kInvalidRequest);
   EXPECT_NE(a.refused->message.find("input[1]"), std::string::npos) << a.refused->message;
   EXPECT_NE(a.refused->message.find("limit of 64"), std::string::npos) << a.refused->message;
-  r.inputs = {"x"};
+  r.inputs.texts = {"x"};
   r.dimensions = 128;  // more than the model's 64
   a = RunTask(s, r);
   ASSERT_TRUE(a.refused);
   EXPECT_NE(a.refused->message.find("dimensions"), std::string::npos);
   r.dimensions = 0;
-  r.instruction = "nonsense";
+  r.prompt_name = "nonsense";
   a = RunTask(s, r);
   ASSERT_TRUE(a.refused);
   EXPECT_NE(a.refused->message.find("prompt_name"), std::string::npos);
-  r.instruction = "";
-  r.inputs = {};
-  r.input_ids = {{1, 2, 99999}};
+  r.prompt_name = "";
+  r.inputs.texts = {};
+  r.inputs.ids = {{1, 2, 99999}};
   a = RunTask(s, r);
   ASSERT_TRUE(a.refused);
   EXPECT_NE(a.refused->message.find("input[0]"), std::string::npos) << a.refused->message;
   Served c = Open(dir_->File("chat"), ModelKind::kChat, "reference");
   ASSERT_TRUE(c.model);
-  JobRequest cls;
-  cls.kind = JobKind::kClassify;
-  cls.inputs = {"x"};
+  ClassifyPayload cls;
+  cls.inputs.texts = {"x"};
   a = RunTask(c, cls);
   ASSERT_TRUE(a.refused);  // no score head
   EXPECT_NE(a.refused->message.find("classification head"), std::string::npos);
@@ -397,7 +392,7 @@ struct Decided {
   std::optional<JobFailure> refused;
 };
 
-Decided Decide(Served& s, const JobRequest& request, size_t max_options = kMaxDecisionOptions) {
+Decided Decide(Served& s, const ChatPayload& request, size_t max_options = kMaxDecisionOptions) {
   Decided d;
   auto send = [&](const std::string& frame) {
     switch (*PeekMessageType(frame)) {
@@ -418,27 +413,24 @@ Decided Decide(Served& s, const JobRequest& request, size_t max_options = kMaxDe
         ADD_FAILURE() << "unexpected frame";
     }
   };
-  const auto format = nlohmann::ordered_json::parse(request.response_format);
-  auto schema = DecisionFromResponseFormat(format);
-  if (!schema) {
-    ADD_FAILURE() << "not a decision: " << request.response_format;
-    return d;
-  }
   d.refused = StepUntilEnded(s, [&](DecisionJob::EndFn on_end) {
-    return DecisionJob::Start(request, *s.model, *schema, max_options, 0, send, on_end);
+    return DecisionJob::Start(1, request, *s.model, max_options, 0, send, on_end);
   });
   return d;
 }
 
-JobRequest DecisionRequest(const std::string& schema, const std::string& description = "") {
-  JobRequest r;
-  r.kind = JobKind::kChat;
+// A chat asking for `schema`, recognised as a decision as the HTTP side does it.
+ChatPayload DecisionRequest(const std::string& schema, const std::string& description = "") {
+  ChatPayload r;
   r.messages = {{"user", "Is fresh bread better than old bread?", "", "", ""}};
   nlohmann::ordered_json js = {{"name", "d"}, {"schema", nlohmann::ordered_json::parse(schema)}};
   if (!description.empty()) js["description"] = description;
-  r.response_format = nlohmann::ordered_json{{"type", "json_schema"}, {"json_schema", js}}.dump();
-  r.logprobs = true;
-  r.sampling.temperature = 1.3;  // accepted and ignored
+  auto decision =
+      server::DecisionFormat(nlohmann::ordered_json{{"type", "json_schema"}, {"json_schema", js}});
+  EXPECT_TRUE(decision) << "not a decision: " << schema;
+  if (decision) r.options.response_format = *decision;
+  r.options.logprobs = true;
+  r.options.sampling.temperature = 1.3;  // accepted and ignored
   return r;
 }
 
@@ -462,9 +454,9 @@ TEST_F(TaskJobTest, DecisionProbabilitiesAreTheSoftmaxOfTheOptionsSummedLogProba
         {R"({"enum": [1, 2, 3, 10, 25]})", ""},
     };
     for (const Case& c : cases) {
-      JobRequest r = DecisionRequest(c.schema, "Which is it?");
-      auto schema = DecisionFromResponseFormat(nlohmann::ordered_json::parse(r.response_format));
-      ASSERT_TRUE(schema) << c.schema;
+      ChatPayload r = DecisionRequest(c.schema, "Which is it?");
+      const ResponseFormat* schema = &r.options.response_format;
+      ASSERT_EQ(schema->kind, ResponseFormatKind::kDecision) << c.schema;
       EXPECT_EQ(schema->property, c.property);
       EXPECT_EQ(schema->question, "Which is it?");
       Decided d = Decide(s, r);
@@ -474,8 +466,8 @@ TEST_F(TaskJobTest, DecisionProbabilitiesAreTheSoftmaxOfTheOptionsSummedLogProba
       EXPECT_EQ(d.started->prompt_tokens, static_cast<int64_t>(prompt->size()));
       // Independent: each option's tokens teacher-forced through the naive double forward.
       std::vector<double> sums;
-      for (const auto& value : schema->values) {
-        auto option = s.model->EncodeText(DecisionOptionText(value), false);
+      for (const DecisionOption& option_text : schema->options) {
+        auto option = s.model->EncodeText(option_text.text, false);
         ASSERT_TRUE(option);
         sums.push_back(NaiveOptionLogProb(s.model->checkpoint(), *prompt, *option));
       }
@@ -484,18 +476,18 @@ TEST_F(TaskJobTest, DecisionProbabilitiesAreTheSoftmaxOfTheOptionsSummedLogProba
           static_cast<size_t>(std::max_element(want.begin(), want.end()) - want.begin());
       ASSERT_EQ(d.delta->logprobs.size(), 1u);
       const TokenLogprobEntry& entry = d.delta->logprobs[0];
-      EXPECT_EQ(entry.token, DecisionOptionText(schema->values[best]));
-      ASSERT_EQ(entry.top.size(), schema->values.size());  // every option
+      EXPECT_EQ(entry.token, schema->options[best].text);
+      ASSERT_EQ(entry.top.size(), schema->options.size());  // every option
       double total = 0;
       for (const TopLogprob& t : entry.top) {
         size_t k = 0;
-        while (k < schema->values.size() && DecisionOptionText(schema->values[k]) != t.token) ++k;
-        ASSERT_LT(k, schema->values.size()) << t.token;
+        while (k < schema->options.size() && schema->options[k].text != t.token) ++k;
+        ASSERT_LT(k, schema->options.size()) << t.token;
         EXPECT_NEAR(std::exp(t.logprob), want[k], 2e-5) << c.schema << " option " << t.token;
         total += std::exp(t.logprob);
       }
       EXPECT_NEAR(total, 1.0, 1e-5);
-      const auto& value = schema->values[best];
+      const auto value = nlohmann::ordered_json::parse(schema->options[best].value);
       const std::string content =
           c.property.empty() ? value.dump() : nlohmann::ordered_json{{c.property, value}}.dump();
       EXPECT_EQ(d.delta->text, content);
@@ -504,25 +496,11 @@ TEST_F(TaskJobTest, DecisionProbabilitiesAreTheSoftmaxOfTheOptionsSummedLogProba
   }
 }
 
-TEST_F(TaskJobTest, DecisionShapesAndRefusals) {
-  auto decision = [](const std::string& schema) {
-    return DecisionFromResponseFormat(nlohmann::ordered_json::parse(
-        R"({"type": "json_schema", "json_schema": {"name": "d", "schema": )" + schema + "}}"));
-  };
-  EXPECT_TRUE(decision(R"({"type": "string", "enum": ["a", "b"], "description": "q"})"));
-  EXPECT_TRUE(decision(R"({"anyOf": [{"const": "a"}, {"const": "b"}]})"));
-  EXPECT_FALSE(decision(R"({"type": "string"})"));                    // free text: generated
-  EXPECT_FALSE(decision(R"({"enum": ["a", "b"], "minLength": 1})"));  // more than a choice
-  EXPECT_FALSE(decision(R"({"type": "object", "properties": {"a": {"type": "boolean"},
-                                                          "b": {"type": "boolean"}}})"));
-  EXPECT_FALSE(decision(R"({"enum": [{"x": 1}, "b"]})"));
-  EXPECT_FALSE(
-      DecisionFromResponseFormat(nlohmann::ordered_json::parse(R"({"type": "json_object"})")));
-
+TEST_F(TaskJobTest, DecisionRefusals) {
   Served s = Open(dir_->File("chat"), ModelKind::kChat, "reference");
   ASSERT_TRUE(s.model);
-  JobRequest r = DecisionRequest(R"({"enum": ["a", "b", "c"]})");
-  r.n = 2;
+  ChatPayload r = DecisionRequest(R"({"enum": ["a", "b", "c"]})");
+  r.options.n = 2;
   Decided d = Decide(s, r);
   ASSERT_TRUE(d.refused);
   EXPECT_EQ(d.refused->message.rfind("n: ", 0), 0u) << d.refused->message;
@@ -545,7 +523,7 @@ TEST_F(TaskJobTest, DecisionShapesAndRefusals) {
   EXPECT_EQ(d.refused->kind, JobErrorKind::kContextLength);
 }
 
-Answer AskSystemOne(Served& s, const JobRequest& request, int resume, size_t entries = 6) {
+Answer AskSystemOne(Served& s, const SystemOnePayload& request, int resume, size_t entries = 6) {
   Answer a;
   auto send = [&](const std::string& frame) {
     auto type = PeekMessageType(frame);
@@ -553,15 +531,14 @@ Answer AskSystemOne(Served& s, const JobRequest& request, int resume, size_t ent
     if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
   };
   a.refused = StepUntilEnded(s, [&](SystemOneJob::EndFn on_end) {
-    return SystemOneJob::Start(request, *s.model, {resume, entries}, send, on_end);
+    return SystemOneJob::Start(1, request, *s.model, {resume, entries}, send, on_end);
   });
   return a;
 }
 
-JobRequest SystemOneRequest(const std::string& state) {
-  JobRequest r;
-  r.kind = JobKind::kSystemOne;
-  r.query = state;
+SystemOnePayload SystemOneRequest(const std::string& state) {
+  SystemOnePayload r;
+  r.state = state;
   // One-token options first: those questions run side by side unless the state is shared.
   r.questions = {
       {QuestionType::kScore, "How urgent?", {"0", "1", "2"}, {"not", "somewhat", "very"}},
@@ -599,7 +576,7 @@ TEST_F(TaskJobTest, SystemOneIsIdenticalWithResumeOffAndOnAndMatchesTheNaiveForw
       if (std::string(placement) != "reference") continue;
       // The choice question against the naive double forward.
       Served s = Open(dir_->File(name), ModelKind::kChat, placement);
-      const JobRequest r = SystemOneRequest(state);
+      const SystemOnePayload r = SystemOneRequest(state);
       auto prompt = SystemOnePrompt(*s.model, state, r.questions[2]);
       ASSERT_TRUE(prompt);
       auto prefix = SystemOneStatePrefix(*s.model, state);
