@@ -1,6 +1,7 @@
 // tessera bench: load time, prefill tok/s per prompt length, decode tok/s, TTFT, peak RSS and
 // decode's achieved weight bandwidth, as medians over repeats. Prompts are fixed pseudo-random
-// token ids, so the numbers do not depend on a tokenizer.
+// token ids, so the numbers do not depend on a tokenizer. Prefill is one forward pass per
+// length; decode and TTFT are one greedy stream through the Scheduler, the product's path.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -15,9 +16,9 @@
 #include "backend/backend.h"
 #include "cli_args.h"
 #include "commands.h"
-#include "engine/generator.h"
 #include "engine/model_executor.h"
 #include "engine/placement.h"
+#include "engine/run_sequence.h"
 #include "engine/scheduler.h"
 #include "model/checkpoint.h"
 #include "runtime/loaded_model.h"
@@ -234,10 +235,11 @@ int Run(int argc, char** argv) {
         return ReportError("bench", st);
       prefill[len].push_back(static_cast<double>(len) / Seconds(t0));
     }
-    GenerateRequest req;
+    // One greedy stream through the scheduler, as the product decodes (batches of one).
+    SequenceRequest req;
     req.prompt_ids = PromptIds((*lengths)[0], vocab, static_cast<uint64_t>(r));
     req.max_new_tokens = gen;  // no stop ids: always the full count
-    auto result = GenerateGreedy(**exec, 0, req);
+    auto result = RunOneSequence(**exec, std::move(req), 0, {.reuse_prefixes = false});
     if (!result) return ReportError("bench", result.status());
     ttft.push_back(result->timings.ttft_ms);
     if (result->timings.decode_tok_s > 0) decode.push_back(result->timings.decode_tok_s);

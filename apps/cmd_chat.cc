@@ -32,7 +32,7 @@
 #include "chat/chat_template.h"
 #include "cli_args.h"
 #include "commands.h"
-#include "engine/generator.h"
+#include "engine/decoding.h"
 #include "format/json_util.h"
 #include "model/checkpoint.h"
 #include "model_loading.h"

@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "cli_args.h"
 #include "commands.h"
-#include "engine/generator.h"
+#include "engine/decoding.h"
 #include "model/checkpoint.h"
 #include "model_loading.h"
 #include "runtime/loaded_model.h"

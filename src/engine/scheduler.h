@@ -14,11 +14,12 @@
 // when its blocks (plus one spare block per running sequence) are available; when a decoding
 // sequence finds no block, the most recently admitted sequence is preempted: its blocks go
 // back to the pool (their prefix stays cached) and it waits to be resumed, recomputing what
-// was evicted (its generated tokens replayed as decode rows, so no result changes). Models with per-slot state (recurrent layers, sliding rings) resume a prefix
-// only as far as a slot's state can (its live state, a snapshot, or a busy slot's, copied);
-// models whose per-slot state is recurrent alone also keep that state at a few block
-// boundaries of each prompt (where its request says others will branch off, where it branched
-// off a cached prompt, where its last chunk starts), so a cached prefix resumes on any slot.
+// was evicted (its generated tokens replayed as decode rows, so no result changes). Models with
+// per-slot state (recurrent layers, sliding rings) resume a prefix only as far as a slot's state
+// can (its live state, a snapshot, or a busy slot's, copied); models whose per-slot state is
+// recurrent alone also keep that state at a few block boundaries of each prompt (where its request
+// says others will branch off, where it branched off a cached prompt, where its last chunk starts),
+// so a cached prefix resumes on any slot.
 //
 //   Scheduler sched(exec, {});
 //   SequenceRequest req{.prompt_ids = ids, .max_new_tokens = 64, .stop_ids = stops};
@@ -38,12 +39,16 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/generator.h"
+#include "engine/decoding.h"
 #include "engine/kv_block_pool.h"
 #include "engine/model_executor.h"
 #include "sampling/sampling_params.h"
 
 namespace tessera {
+
+// Prompt tokens per scheduler step of a prefill (Scheduler::Options::chunk_tokens), also what
+// an executor's step budget is sized for beside its slots' decode tokens.
+inline constexpr int64_t kPrefillChunkTokens = 256;
 
 struct SequenceResult {
   Status status;  // not ok: the engine failed this sequence (its tokens so far stand)

@@ -9,7 +9,7 @@
 #include "base/mapped_file.h"
 #include "catalog/package_cache.h"
 #include "chat/chat_template.h"
-#include "engine/generator.h"
+#include "engine/decoding.h"
 #include "engine/placement.h"
 #include "model/checkpoint.h"
 

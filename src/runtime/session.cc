@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/generator.h"
+#include "engine/decoding.h"
 #include "runtime/text_stream.h"
 
 namespace tessera {

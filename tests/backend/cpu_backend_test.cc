@@ -10,8 +10,8 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
-#include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "engine/run_sequence.h"
 #include "logits_test_util.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
@@ -318,12 +318,11 @@ TEST_P(Stories260kCpu, GreedyMatchesRunCTokenForToken) {
   nlohmann::json refs = StoriesReferences();
   ASSERT_GE(refs["cases"].size(), 1u);
   for (const auto& rc : refs["cases"]) {
-    GenerateRequest req;
+    SequenceRequest req;
     req.prompt_ids = rc["prompt_ids"].get<std::vector<int32_t>>();
     req.max_new_tokens = rc["max_new_tokens"].get<int64_t>();
     req.stop_ids = {2};
-    req.top_logits_k = 10;
-    auto result = GenerateGreedy(*exec, 0, req);
+    auto result = RunOneSequence(*exec, std::move(req), /*top_logits_k=*/10);
     ASSERT_TRUE(result) << result.status().message();
     EXPECT_EQ(result->generated_ids, rc["generated_ids"].get<std::vector<int32_t>>()) << rc["id"];
     const auto& top = result->top_logits.at(0);

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/generator.h"
+#include "engine/decoding.h"
 
 namespace tessera {
 namespace {

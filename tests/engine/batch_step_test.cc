@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
-#include "engine/generator.h"
+#include "engine/decoding.h"
 #include "engine/model_executor.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"

@@ -14,8 +14,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_package_writer.h"
-#include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "engine/run_sequence.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "naive_forward.h"
@@ -299,51 +299,63 @@ TEST(FamilyQuantized, Top1AgreementUnderTeacherForcing) {
 
 // A recurrent state cannot be rewound: a second turn that extends what the slot holds resumes
 // from the live state, one that diverges earlier resumes from a snapshot (or from 0), and both
-// equal a fresh run of the whole conversation.
+// equal a fresh run of the whole conversation. The turns go through one Scheduler, whose slot
+// bookkeeping and prefix cache choose where to resume, as in a chat.
 TEST(FamilyRecurrentState, SecondTurnEqualsAFreshRun) {
   test::TempDir tmp;
   auto ckpt = Write(tmp, Variant::kQwen35, DType::kF32);
   ASSERT_TRUE(ckpt);
   const std::vector<int32_t> turn1 = RandomTokens(20, 128, 41);
+  // Two slots' decode tokens plus prompt chunks of 16.
+  constexpr int64_t kChunk = 16, kBatch = 2 + kChunk;
   for (const char* backend : {"reference", "cpu"}) {
-    // Turn 1: 20 prompt tokens in chunks of 16 (snapshots at 16 and 20), then 6 generated
-    // tokens of which 5 were fed: the live state is 25 tokens in.
+    // Turn 1 on slot 0: 20 prompt tokens in chunks of 16 (snapshots at 16 and 20), then 6
+    // generated tokens of which 5 were fed: the live state is 25 tokens in.
     std::vector<int32_t> answer;
+    struct Chat {
+      std::unique_ptr<ModelExecutor> exec;
+      std::unique_ptr<Scheduler> sched;
+    };
     auto after_turn1 = [&]() {
-      auto exec = Load(ckpt, backend, WeightFormat::kAuto, 16);
-      GenerateRequest req;
+      Chat chat;
+      chat.exec = Load(ckpt, backend, WeightFormat::kAuto, kBatch);
+      if (!chat.exec) return chat;
+      chat.sched = std::make_unique<Scheduler>(*chat.exec, Scheduler::Options{});
+      SequenceRequest req;
       req.prompt_ids = turn1;
       req.max_new_tokens = 6;
-      auto first = GenerateGreedy(*exec, 0, req);
+      req.pinned_slot = 0;  // the probe below reads slot 0's state
+      auto first = RunToEnd(*chat.sched, std::move(req));
       EXPECT_TRUE(first) << first.status().message();
-      answer = first->generated_ids;
-      return exec;
+      if (first) answer = first->generated_ids;
+      return chat;
     };
-    auto probe = after_turn1();
-    ASSERT_TRUE(probe);
+    Chat probe = after_turn1();
+    ASSERT_TRUE(probe.exec);
+    ASSERT_EQ(answer.size(), 6u);
     std::vector<int32_t> turn2 = turn1;  // extends turn 1 and its answer
     turn2.insert(turn2.end(), answer.begin(), answer.end());
     for (int32_t t : {7, 8, 9, 10}) turn2.push_back(t);
     std::vector<int32_t> diverged(turn1.begin(), turn1.begin() + 18);  // shares 18 tokens
     diverged.push_back(99);
     diverged.push_back(98);
-    EXPECT_EQ(probe->ResumablePosition(0, static_cast<int64_t>(turn2.size()) - 1), 25);
-    EXPECT_EQ(probe->ResumablePosition(0, 18), 16);  // the snapshot at a chunk's end
-    for (const auto& [prompt, shared, resumed] :
-         {std::tuple{&turn2, static_cast<int64_t>(turn2.size()), int64_t{25}},
-          std::tuple{&diverged, int64_t{18}, int64_t{16}}}) {
-      auto exec = after_turn1();
-      auto fresh = Load(ckpt, backend, WeightFormat::kAuto, 16);
-      ASSERT_TRUE(exec && fresh);
-      GenerateRequest again;
+    EXPECT_EQ(probe.exec->ResumablePosition(0, static_cast<int64_t>(turn2.size()) - 1), 25);
+    EXPECT_EQ(probe.exec->ResumablePosition(0, 18), 16);  // the snapshot at a chunk's end
+    for (const auto& [prompt, resumed] :
+         {std::pair{&turn2, int64_t{25}}, std::pair{&diverged, int64_t{16}}}) {
+      Chat chat = after_turn1();
+      auto fresh = Load(ckpt, backend, WeightFormat::kAuto, kBatch);
+      ASSERT_TRUE(chat.exec && fresh);
+      SequenceRequest again;
       again.prompt_ids = *prompt;
       again.max_new_tokens = 5;
-      auto want = GenerateGreedy(*fresh, 0, again);
-      ASSERT_TRUE(want);
-      again.reuse_prefix_tokens = shared;  // what the terminal chat asks for
-      auto got = GenerateGreedy(*exec, 0, again);
+      auto want = RunOneSequence(*fresh, again);
+      ASSERT_TRUE(want) << want.status().message();
+      EXPECT_EQ(want->cached_tokens, 0);
+      auto got = RunToEnd(*chat.sched, again);  // the scheduler finds what turn 1 left
       ASSERT_TRUE(got) << got.status().message();
       EXPECT_EQ(got->generated_ids, want->generated_ids) << backend;
+      EXPECT_EQ(got->cached_tokens, resumed) << backend;
       EXPECT_EQ(got->timings.prefill_tokens, static_cast<int64_t>(prompt->size()) - resumed)
           << backend;
     }

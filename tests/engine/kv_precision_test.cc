@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "engine/run_sequence.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
@@ -58,11 +58,12 @@ LogitCost CompareLogits(ModelExecutor& a, ModelExecutor& b, const std::vector<in
 // Greedy tokens of both executors from `prompt`: how many agree before the first difference.
 int64_t AgreeingTokens(ModelExecutor& a, ModelExecutor& b, const std::vector<int32_t>& prompt,
                        int64_t n) {
-  GenerateRequest req;
+  SequenceRequest req;
   req.prompt_ids = prompt;
   req.max_new_tokens = n;
-  auto ra = GenerateGreedy(a, 0, req), rb = GenerateGreedy(b, 0, req);
+  auto ra = RunOneSequence(a, req), rb = RunOneSequence(b, req);
   EXPECT_TRUE(ra && rb);
+  if (!ra || !rb) return 0;
   int64_t same = 0;
   while (same < n && ra->generated_ids[static_cast<size_t>(same)] ==
                          rb->generated_ids[static_cast<size_t>(same)])

@@ -1,9 +1,14 @@
-// GenerateRequest::reuse_prefix_tokens: continuing from ids already in the slot's KV cache
-// gives exactly the tokens (and logits) of a full prefill, and runs only the new suffix.
+// The scheduler's prefix cache and prompt chunks on stories260k: a chat turn extending what an
+// earlier sequence computed runs only its new suffix and gives exactly the tokens (and logits)
+// of a full prefill; chunking a prompt, or resuming it one row past a 128-row block, changes
+// no bit; cancelling between a prompt's chunks ends it before its first token.
 #include <gtest/gtest.h>
 
-#include "engine/generator.h"
+#include <optional>
+
 #include "engine/model_executor.h"
+#include "engine/run_sequence.h"
+#include "engine/scheduler.h"
 #include "model/checkpoint.h"
 #include "test_support.h"
 
@@ -26,35 +31,36 @@ std::unique_ptr<ModelExecutor> LoadStories(const char* placement_spec = "referen
   return exec ? std::move(*exec) : nullptr;
 }
 
+constexpr Scheduler::Options kNoCache{.reuse_prefixes = false};
+
 TEST(ReusePrefix, SuffixPrefillMatchesFullPrefill) {
   auto exec = LoadStories();
   ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {});
   // A first turn: its prompt, then 12 generated ids (all but the last enter the cache).
-  GenerateRequest first;
+  SequenceRequest first;
   first.prompt_ids = {1, 403, 407, 261, 378, 430};
   first.max_new_tokens = 12;
-  first.top_logits_k = 5;
-  auto r1 = Generate(*exec, 0, first);
+  auto r1 = RunToEnd(sched, first, 5);
   ASSERT_TRUE(r1) << r1.status().message();
   ASSERT_EQ(r1->generated_ids.size(), 12u);
 
   // The second turn's prompt extends everything the first turn produced.
   std::vector<int32_t> cached = first.prompt_ids;
   cached.insert(cached.end(), r1->generated_ids.begin(), r1->generated_ids.end() - 1);
-  GenerateRequest second = first;
+  SequenceRequest second = first;
   second.prompt_ids = cached;
   second.prompt_ids.push_back(r1->generated_ids.back());
   for (int32_t id : {267, 365, 261}) second.prompt_ids.push_back(id);
   second.max_new_tokens = 20;
-  second.reuse_prefix_tokens = static_cast<int64_t>(cached.size());
-  auto reused = Generate(*exec, 0, second);
+  auto reused = RunToEnd(sched, second, 5);
   ASSERT_TRUE(reused) << reused.status().message();
+  EXPECT_EQ(reused->cached_tokens, static_cast<int64_t>(cached.size()));
   EXPECT_EQ(reused->timings.prefill_tokens,
             static_cast<int64_t>(second.prompt_ids.size() - cached.size()));
 
-  // The same prompt from scratch in another slot.
-  second.reuse_prefix_tokens = 0;
-  auto full = Generate(*exec, 1, second);
+  // The same prompt from scratch.
+  auto full = RunOneSequence(*exec, second, 5, kNoCache);
   ASSERT_TRUE(full) << full.status().message();
   EXPECT_EQ(full->timings.prefill_tokens, static_cast<int64_t>(second.prompt_ids.size()));
   EXPECT_EQ(reused->generated_ids, full->generated_ids);
@@ -67,30 +73,24 @@ TEST(ReusePrefix, SuffixPrefillMatchesFullPrefill) {
   }
 }
 
-TEST(ReusePrefix, WholePromptCachedStillRunsTheLastId) {
+// The same prompt again is found whole in the cache, yet its last two ids run: the last one's
+// logits choose the first token, and it runs as a prompt row as it did the first time (a lone
+// row would take the decode arithmetic).
+TEST(ReusePrefix, TheSamePromptAgainRunsItsLastTwoIds) {
   auto exec = LoadStories();
   ASSERT_TRUE(exec);
-  GenerateRequest req;
+  Scheduler sched(*exec, {});
+  SequenceRequest req;
   req.prompt_ids = {1, 403, 407, 261};
   req.max_new_tokens = 5;
-  auto a = Generate(*exec, 0, req);
-  ASSERT_TRUE(a);
-  req.reuse_prefix_tokens = 100;  // more than the prompt: clamped to all but the last id
-  auto b = Generate(*exec, 0, req);
+  auto a = RunToEnd(sched, req);
+  ASSERT_TRUE(a) << a.status().message();
+  auto b = RunToEnd(sched, req);
   ASSERT_TRUE(b) << b.status().message();
-  EXPECT_EQ(b->timings.prefill_tokens, 1);
+  EXPECT_EQ(b->cached_tokens, static_cast<int64_t>(req.prompt_ids.size()) - 2);
+  EXPECT_EQ(b->timings.prefill_tokens, 2);
   EXPECT_EQ(a->generated_ids, b->generated_ids);
-  req.reuse_prefix_tokens = -1;
-  auto c = Generate(*exec, 0, req);
-  ASSERT_FALSE(c);
-  EXPECT_EQ(c.status().code(), ErrorCode::kInvalidArgument);
 }
-
-}  // namespace
-}  // namespace tessera
-
-namespace tessera {
-namespace {
 
 std::vector<int32_t> LongPrompt(int64_t n) {
   std::vector<int32_t> ids = {1};
@@ -101,20 +101,18 @@ std::vector<int32_t> LongPrompt(int64_t n) {
 TEST(PrefillChunks, ChunkedPrefillGivesIdenticalLogits) {
   auto exec = LoadStories("cpu");
   ASSERT_TRUE(exec);
-  GenerateRequest req;
+  SequenceRequest req;
   req.prompt_ids = LongPrompt(kPrefillChunkTokens + 200);  // two chunks (context: 512)
   req.max_new_tokens = 4;
-  req.top_logits_k = 8;
-  auto whole = Generate(*exec, 0, req);
+  // One chunk: the whole step budget beside the slots' decode tokens.
+  const int64_t whole_chunk = exec->max_batch_tokens() - exec->max_slots();
+  ASSERT_GE(whole_chunk, static_cast<int64_t>(req.prompt_ids.size()));
+  auto whole =
+      RunOneSequence(*exec, req, 8, {.chunk_tokens = whole_chunk, .reuse_prefixes = false});
   ASSERT_TRUE(whole) << whole.status().message();
-  int asked = 0;
-  req.keep_prefilling = [&] {
-    ++asked;
-    return true;
-  };
-  auto chunked = Generate(*exec, 0, req);
+  auto chunked =
+      RunOneSequence(*exec, req, 8, {.chunk_tokens = kPrefillChunkTokens, .reuse_prefixes = false});
   ASSERT_TRUE(chunked) << chunked.status().message();
-  EXPECT_EQ(asked, 1);  // between the two chunks
   EXPECT_EQ(chunked->generated_ids, whole->generated_ids);
   EXPECT_EQ(chunked->top_logits, whole->top_logits);  // bit for bit
 }
@@ -126,35 +124,52 @@ TEST(PrefillChunks, ChunkedPrefillGivesIdenticalLogits) {
 TEST(PrefillChunks, ARestOneRowPastABlockGivesTheWholePromptsBits) {
   auto exec = LoadStories("cpu", WeightFormat::kBF16);
   ASSERT_TRUE(exec);
-  GenerateRequest req;
+  SequenceRequest req;
   req.prompt_ids = LongPrompt(225);
   req.max_new_tokens = 4;
-  req.top_logits_k = 8;
-  auto whole = Generate(*exec, 0, req);
+  auto whole = RunOneSequence(*exec, req, 8, kNoCache);
   ASSERT_TRUE(whole) << whole.status().message();
-  req.reuse_prefix_tokens = 96;
-  auto rest = Generate(*exec, 0, req);
+  // An earlier prompt shares the first 96 ids (three whole KV blocks), then differs.
+  constexpr int64_t kShared = 96;
+  static_assert(kShared % kKvBlockTokens == 0);
+  Scheduler sched(*exec, {});
+  SequenceRequest earlier;
+  earlier.prompt_ids.assign(req.prompt_ids.begin(), req.prompt_ids.begin() + kShared);
+  earlier.prompt_ids.push_back(5);  // LongPrompt's ids after the first are 260..459
+  earlier.max_new_tokens = 1;
+  ASSERT_TRUE(RunToEnd(sched, earlier));
+  auto rest = RunToEnd(sched, req, 8);
   ASSERT_TRUE(rest) << rest.status().message();
-  EXPECT_EQ(rest->timings.prefill_tokens, 129);
+  EXPECT_EQ(rest->cached_tokens, kShared);
+  EXPECT_EQ(rest->timings.prefill_tokens, 225 - kShared);
   EXPECT_EQ(rest->generated_ids, whole->generated_ids);
   EXPECT_EQ(rest->top_logits, whole->top_logits);  // bit for bit
 }
 
+// Cancel() between two chunks of a prompt (the worker's cancel arriving mid-prefill): the
+// next step ends the sequence with no token.
 TEST(PrefillChunks, CancellingBetweenChunksStopsBeforeTheFirstToken) {
   auto exec = LoadStories("cpu");
   ASSERT_TRUE(exec);
-  GenerateRequest req;
+  Scheduler sched(*exec, {.chunk_tokens = kPrefillChunkTokens, .reuse_prefixes = false});
+  SequenceRequest req;
   req.prompt_ids = LongPrompt(kPrefillChunkTokens + 100);
   req.max_new_tokens = 4;
   int tokens = 0;
   req.on_token = [&](int32_t) { return ++tokens > 0; };
-  req.keep_prefilling = [] { return false; };
-  auto r = Generate(*exec, 0, req);
-  ASSERT_TRUE(r) << r.status().message();
-  EXPECT_EQ(r->stop_reason, StopReason::kCancelled);
-  EXPECT_TRUE(r->generated_ids.empty());
+  std::optional<SequenceResult> done;
+  req.on_finish = [&](const SequenceResult& r) { done = r; };
+  auto id = sched.Submit(std::move(req));
+  ASSERT_TRUE(id) << id.status().message();
+  ASSERT_TRUE(sched.Step().ok());  // the first chunk
+  ASSERT_FALSE(done);
+  sched.Cancel(*id);
+  ASSERT_TRUE(sched.Step().ok());
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(sched.HasWork());
+  EXPECT_EQ(done->stop_reason, StopReason::kCancelled);
+  EXPECT_TRUE(done->generated_ids.empty());
   EXPECT_EQ(tokens, 0);
-  EXPECT_EQ(r->timings.prefill_tokens, kPrefillChunkTokens);
 }
 
 }  // namespace

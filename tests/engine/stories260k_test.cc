@@ -4,8 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "engine/run_sequence.h"
 #include "model/checkpoint.h"
 #include "naive_forward.h"
 #include "test_support.h"
@@ -49,12 +49,11 @@ TEST_P(Stories260k, GreedyMatchesRunCTokenForToken) {
   nlohmann::json refs = References();
   ASSERT_GE(refs["cases"].size(), 1u);
   for (const auto& c : refs["cases"]) {
-    GenerateRequest req;
+    SequenceRequest req;
     req.prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
     req.max_new_tokens = c["max_new_tokens"].get<int64_t>();
     req.stop_ids = {2};  // generation_config eos; the references stop on length
-    req.top_logits_k = 10;
-    auto result = GenerateGreedy(*exec, 0, req);
+    auto result = RunOneSequence(*exec, std::move(req), /*top_logits_k=*/10);
     ASSERT_TRUE(result) << result.status().message();
     auto expected = c["generated_ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(result->generated_ids, expected) << c["id"];

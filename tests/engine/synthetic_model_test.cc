@@ -6,8 +6,8 @@
 #include <cmath>
 #include <tuple>
 
-#include "engine/generator.h"
 #include "engine/model_executor.h"
+#include "engine/run_sequence.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "naive_forward.h"
@@ -193,23 +193,23 @@ TEST(SyntheticModel, SeededSamplingIsReproducible) {
     p.seed = seed;
     auto resolved = ResolveSamplingParams(p, {});
     EXPECT_TRUE(resolved) << resolved.status().message();
-    GenerateRequest req;
+    SequenceRequest req;
     req.prompt_ids = {1, 5, 9};
     req.max_new_tokens = 40;
     req.sampling = *resolved;
-    auto r = Generate(**exec, 0, req);
+    auto r = RunOneSequence(**exec, std::move(req));
     EXPECT_TRUE(r) << r.status().message();
-    return r->generated_ids;
+    return r ? r->generated_ids : std::vector<int32_t>{};
   };
   auto a = run(1234);
   EXPECT_EQ(a.size(), 40u);
   EXPECT_EQ(run(1234), a);
   EXPECT_NE(run(99), a);
   // Greedy ignores the seed entirely.
-  GenerateRequest greedy;
+  SequenceRequest greedy;
   greedy.prompt_ids = {1, 5, 9};
   greedy.max_new_tokens = 10;
-  auto g1 = GenerateGreedy(**exec, 0, greedy);
+  auto g1 = RunOneSequence(**exec, std::move(greedy));
   ASSERT_TRUE(g1);
   EXPECT_EQ(g1->generated_ids.size(), 10u);
 }
