@@ -41,8 +41,8 @@ Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice(const NpuOptions& option
     }
     return device;
   }
-  TS_ASSIGN_OR_RETURN(NpuDeviceSpec spec, ParseNpuDeviceSpec(options.device));
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> made, MakeXdnaDevice(spec));
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> made,
+                      options.make_device ? options.make_device() : MakeXdnaDevice());
   device = std::move(made);
   chosen = options.device;
   std::fprintf(stderr, "tessera: NPU device: %s\n", device->description().name.c_str());
