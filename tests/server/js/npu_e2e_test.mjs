@@ -3,7 +3,7 @@
 // kernels, and every log line, /ready and the stats say so. Through the official openai
 // package: greedy answers with the first layer, and with every layer, on the "NPU" equal the
 // cpu-only server's; a command timeout injected mid-decode is recovered without changing a
-// token; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
+// token; a lost device restarts the worker; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
 // The product has no fault injection: the timeout is injected by WITH_FAULTS, a test program
 // running tessera's own commands whose --npu-device also takes ",fault=KIND@CHAIN"
 // (tests/support/npu_device_with_faults.cc); tessera itself refuses that option.
@@ -95,6 +95,39 @@ await check('fake xdna2: a command timeout mid-decode is run again and changes n
     const ready = await (await fetch(`${npu.base}/ready`)).json();
     assert.equal(ready.x_tessera_stats.worker_restarts, 0);
     assert.match(ready.npu_device, /^fake xdna2/);
+  } finally {
+    npu.child.kill('SIGTERM');
+  }
+});
+
+await check('a lost NPU mid-decode: the request fails, the worker is restarted, the next request runs', async () => {
+  const npu = await serve(['--model', `tiny=${work}/tiny`, '--npu-percent', '100',
+                           '--npu-device', 'fake:xdna1,fault=lost@6'], {}, withFaults);
+  try {
+    const complete = async (max_tokens) => {
+      const r = await fetch(`${npu.base}/v1/completions`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
+        body: JSON.stringify({ model: 'tiny', prompt: prompts[0], max_tokens, temperature: 0 }) });
+      return r.json();
+    };
+    // 16 tokens take more than 6 chains: the 7th loses the device.
+    const lost = await complete(16);
+    assert.ok(lost.error, JSON.stringify(lost));
+    // The worker exits after answering; /ready shows the restart once the new one is up.
+    const deadline = Date.now() + 60000;
+    let ready;
+    do {
+      const r = await fetch(`${npu.base}/ready`);
+      ready = await r.json();
+      if (r.status === 200 && ready.x_tessera_stats.worker_restarts >= 1) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } while (Date.now() < deadline);
+    assert.equal(ready.x_tessera_stats.worker_restarts, 1, JSON.stringify(ready));
+    assert.equal(ready.status, 'ready');
+    assert.match(npu.log.text, /the NPU was lost; exiting so the server restarts the worker/);
+    // The new worker's device has run no chain yet: 2 tokens fit before its 7th.
+    const next = await complete(2);
+    assert.equal(next.choices?.[0]?.finish_reason, 'length', JSON.stringify(next));
   } finally {
     npu.child.kill('SIGTERM');
   }
