@@ -1,6 +1,7 @@
 #include "cli_args.h"
 
 #include "engine/placement.h"
+#include "npu_device.h"
 
 #include <cerrno>
 #include <cmath>
@@ -237,7 +238,8 @@ Expected<SamplingParams> SamplingFromArgs(const CliArgs& args) {
 Expected<NpuOptions> NpuOptionsFromArgs(const CliArgs& args) {
   NpuOptions npu;
   if (args.Has("npu-device")) npu.device = args.GetString("npu-device");
-  TS_RETURN_IF_ERROR(CheckNpuDevice(npu.device).status());
+  TS_ASSIGN_OR_RETURN(NpuDeviceChoice device, ProgramNpuDevice(npu.device));
+  npu.make_device = std::move(device.make);
   if (args.Has("npu-queue")) npu.queue = static_cast<int>(args.GetInt("npu-queue"));
   if (args.Has("npu-queue-timeout-ms")) npu.queue_timeout_ms = args.GetInt("npu-queue-timeout-ms");
   return npu;

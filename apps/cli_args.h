@@ -66,7 +66,8 @@ class CliArgs {
 // --placement (default `cpu`), --npu-layers N and --npu-percent P: where a model's layers run;
 // --cpu-isa NAME: the cpu backend's kernel family.
 void AddPlacementOptions(CliArgs& args, const std::string& placement_help);
-// --npu-device (checked), and --npu-queue / --npu-queue-timeout-ms where the command has them.
+// --npu-device (checked, with the maker of its device: npu_device.h), and --npu-queue /
+// --npu-queue-timeout-ms where the command has them.
 Expected<NpuOptions> NpuOptionsFromArgs(const CliArgs& args);
 // --cpu-isa as given (nullopt: not given, the best this CPU runs); an unknown name is an error
 // listing the valid ones.

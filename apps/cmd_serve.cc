@@ -23,6 +23,7 @@
 #include "engine/placement.h"
 #include "format/model_config.h"
 #include "model_loading.h"
+#include "npu_device.h"
 #include "runtime/loaded_model.h"
 #include "server/http_server.h"
 #include "worker/worker.h"
@@ -148,7 +149,7 @@ Status CheckPlacementFitsModels(const std::string& spec, const std::vector<Model
 // name for /ready and the stats.
 Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models,
                                        const NpuOptions& npu) {
-  TS_ASSIGN_OR_RETURN(NpuDeviceInfo device, CheckNpuDevice(npu.device));
+  TS_ASSIGN_OR_RETURN(NpuDeviceChoice device, ProgramNpuDevice(npu.device));
   if (device.fake) {
     std::fprintf(stderr,
                  "tessera serve: NPU layers run on the %s device (--npu-device %s); doctor's "

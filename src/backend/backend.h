@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -33,13 +34,20 @@ struct LayerRange {
   int64_t size() const { return end - begin; }
 };
 
+class XdnaDevice;  // backend/xdna/device.h
+// Makes an XDNA device; called once per process, when the first xdna layers load.
+using XdnaDeviceMaker = std::function<Expected<std::unique_ptr<XdnaDevice>>()>;
+
 // The xdna backend's device and the queue that gives models their turns on it. The device is
 // one per process (the first backend to open it chooses it; a later backend asking for another
 // is refused).
 struct NpuOptions {
   // --npu-device: "" or "xrt" (the XRT device), "fake:xdna1" or "fake:xdna2" (the fake
-  // device: CPU reference kernels, no NPU executes anything; backend/xdna/device.h).
+  // device: CPU reference kernels, no NPU executes anything); the name the device is known by.
   std::string device{};
+  // What makes it: set with `device` by backend/xdna/fake/npu_device_flag.h's ResolveNpuDevice
+  // in the programs that offer the flag, or by a test. Unset: the XRT device.
+  XdnaDeviceMaker make_device{};
   int queue = 64;                    // --npu-queue: passes that may wait for their turn
   int64_t queue_timeout_ms = 30000;  // --npu-queue-timeout-ms: the longest wait for a turn
 };
@@ -80,12 +88,6 @@ Expected<WeightFormat> ResolveWeightFormat(const Checkpoint& ckpt, WeightFormat 
 // is far below theirs).
 KvCacheType DefaultKvCache(WeightFormat resolved);
 const char* KvCacheTypeName(KvCacheType type);  // "f32" or "bf16"
-// What --npu-device names, checked (backend/xdna/device.h); the error says which specs exist.
-struct NpuDeviceInfo {
-  bool fake = false;  // the fake device: nothing runs on an NPU
-  std::string name;   // for logs and /ready, e.g. "fake xdna1 (CPU reference kernels; ...)"
-};
-Expected<NpuDeviceInfo> CheckNpuDevice(std::string_view spec);
 std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx2vnni", "avx512", "avx512amx"
 // The inverse of CpuIsaName; an unknown name is an error listing the valid ones.
 Expected<CpuIsa> ParseCpuIsa(std::string_view name);

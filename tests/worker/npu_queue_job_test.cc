@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "backend/xdna/fake/npu_device_flag.h"
 #include "backend/xdna/npu_queue.h"
 #include "model/synthetic_checkpoint.h"
 #include "runtime/loaded_model.h"
@@ -25,6 +26,9 @@ TEST(NpuQueueJob, APassThatCannotGetTheNpuIsEngineBusy) {
   ModelLoadOptions o;
   o.placement = "xdna:100%,cpu";
   o.npu.device = "fake:xdna2";
+  auto fake = ResolveNpuDevice(o.npu.device);
+  ASSERT_TRUE(fake.has_value()) << fake.status().message();
+  o.npu.make_device = fake->make;
   o.npu.queue_timeout_ms = 50;
   o.parallel = 2;
   o.package_cache = false;

@@ -2,13 +2,12 @@
 // (../shared/npu/FACTS.md 2.2) so a real adapter is a thin translation: a program is an xclbin
 // registered in a hardware context with its kernel and instruction sequence; buffers are
 // host-only data buffers or instruction buffers with explicit sync; work is a chain of runs
-// (XRT's runlist) that completes, times out, aborts or loses the device. Two implementations:
-// the fake device (fake_device.h), which runs each program's CPU reference kernel and says so,
-// and the XRT adapter (xrt_adapter.cc), compiled only where an XRT with hardware contexts is
-// installed.
+// (XRT's runlist) that completes, times out, aborts or loses the device. The product's
+// implementation is the XRT adapter (xrt_adapter.cc), compiled only where an XRT with hardware
+// contexts is installed; the fake device (fake/fake_device.h, its own library) runs each
+// program's CPU reference kernel and says so.
 //
-//   TS_ASSIGN_OR_RETURN(NpuDeviceSpec spec, ParseNpuDeviceSpec("fake:xdna1"));
-//   TS_ASSIGN_OR_RETURN(auto dev, MakeXdnaDevice(spec));
+//   TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> dev, MakeXdnaDevice());   // XRT
 //   TS_ASSIGN_OR_RETURN(ProgramId p, dev->OpenProgram(program));
 //   // argument 0 of kernel 0 (run arguments count from 0; XRT's group is group_id(3 + i))
 //   TS_ASSIGN_OR_RETURN(BufferId x, dev->AllocateBuffer(bytes, BufferKind::kData, p, 0, 0));
@@ -21,7 +20,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -116,19 +114,9 @@ class XdnaDevice {
                                          std::chrono::milliseconds timeout) = 0;
 };
 
-// The device --npu-device names (BackendOptions::npu_device):
-//   "" or "xrt": the XRT adapter when this build has one and a device answers; otherwise an
-//     error that says why and what to do (run `tessera doctor`);
-//   "fake:xdna1" or "fake:xdna2": the fake device (fake_device.h: the NPU program's CPU
-//     reference kernels; no NPU executes anything), with test options after commas:
-//     "memory-mib=N" (what its buffers may hold, default 8192, to show models that do not fit
-//     beside each other) and "fault=KIND@CHAIN" (one injected fault, ParseFakeFault).
-struct NpuDeviceSpec {
-  std::optional<XdnaGeneration> fake;  // unset: the XRT device
-  size_t fake_memory_bytes = size_t{8} << 30;
-  std::string fault;  // fake only: ParseFakeFault's text, already checked
-};
-Expected<NpuDeviceSpec> ParseNpuDeviceSpec(std::string_view text);
-Expected<std::unique_ptr<XdnaDevice>> MakeXdnaDevice(const NpuDeviceSpec& spec);
+// The XRT device when this build has the adapter and a device answers; otherwise an error
+// that says why and what to do (run `tessera doctor`). Programs that offer other devices
+// (--npu-device, fake/npu_device_flag.h) pass their maker in NpuOptions.
+Expected<std::unique_ptr<XdnaDevice>> MakeXdnaDevice();
 
 }  // namespace tessera

@@ -1,6 +1,6 @@
 // The reference kernels of tessera's NPU programs: what each kernel of the decoder program
 // computes, in plain C++, with the numeric contract a real NPU kernel is held to (below). The
-// fake device (fake_device.h) runs these in place of the NPU; on hardware they are the oracle
+// fake device (fake/fake_device.h) runs these in place of the NPU; on hardware they are the oracle
 // the kernels' outputs are compared with (scripts/npu-hardware-check).
 //
 // Numeric contract of every kernel: fp32 activations in and out; matmul weights bf16 widened

@@ -1,6 +1,6 @@
-// CheckPlan, DescribePlan and the names of the plan's enums (planner.h). The checker is written
-// apart from the search in planner.cc and shares none of its code: it recomputes every total from
-// the plan's recorded parts and compares both with the target's limits.
+// CheckPlan, DescribePlan, refusals and the names of the plan's enums (planner.h). The checker is
+// written apart from the search in planner.cc and shares none of its code: it recomputes every
+// total from the plan's recorded parts and compares both with the target's limits.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,14 +31,6 @@ std::string Bytes(int64_t bytes) {
   return KiB(bytes);
 }
 
-Status Refuse(PlanLimit limit, const std::string& detail) {
-  std::string message = std::string(PlanLimitName(limit)) + ": " + detail;
-  if (limit == PlanLimit::kInconsistent) return Corrupt(std::move(message));
-  if (limit == PlanLimit::kShape) return Unsupported(std::move(message));
-  if (limit == PlanLimit::kContextBucket) return InvalidArgument(std::move(message));
-  return ResourceExhausted(std::move(message));
-}
-
 int64_t SatAdd(int64_t a, int64_t b) {
   int64_t r = 0;
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
@@ -54,32 +46,32 @@ bool Near(double a, double b) {
 // Every limit is checked on the recorded number and on the number recomputed from the
 // parts, so a plan that is consistent but over a limit names the limit, and one whose parts
 // disagree with its totals is refused as inconsistent.
-Status CheckTiling(const XdnaPlan& p, const PlannedProgram& prog, const NpuTarget& t,
-                   int xclbin_cols) {
+std::optional<PlanRefusal> CheckTiling(const XdnaPlan& p, const PlannedProgram& prog,
+                                       const NpuTarget& t, int xclbin_cols) {
   const NpuTiling& g = prog.tiling;
   const std::string who = "program " + prog.name;
   if (g.columns < 1 || g.columns > t.columns || g.columns > p.max_columns ||
       g.columns > xclbin_cols) {
-    return Refuse(PlanLimit::kColumns, who + " spans " + Str(g.columns) +
-                                           " columns; the target has " + Str(t.columns) +
-                                           ", the plan allows " + Str(p.max_columns) +
-                                           ", its xclbin " + Str(xclbin_cols));
+    return RefusePlan(PlanLimit::kColumns, who + " spans " + Str(g.columns) +
+                                               " columns; the target has " + Str(t.columns) +
+                                               ", the plan allows " + Str(p.max_columns) +
+                                               ", its xclbin " + Str(xclbin_cols));
   }
   if (g.cores_per_column < 1 || g.cores_per_column > t.core_rows) {
-    return Refuse(PlanLimit::kColumns, who + " uses " + Str(g.cores_per_column) +
-                                           " cores per column of " + Str(t.core_rows));
+    return RefusePlan(PlanLimit::kColumns, who + " uses " + Str(g.cores_per_column) +
+                                               " cores per column of " + Str(t.core_rows));
   }
   const int64_t bufs[] = {g.split_tile_bytes,  g.broadcast_tile_bytes, g.output_tile_bytes,
                           g.accumulator_bytes, g.scratch_bytes,        g.mem_resident_bytes};
   for (int64_t b : bufs) {
     if (b < 0 || b % t.dma_granule_bytes != 0) {
-      return Refuse(PlanLimit::kShape, who + " has a " + Str(b) + "-byte buffer, not whole " +
-                                           Str(t.dma_granule_bytes) + "-byte words");
+      return RefusePlan(PlanLimit::kShape, who + " has a " + Str(b) + "-byte buffer, not whole " +
+                                               Str(t.dma_granule_bytes) + "-byte words");
     }
   }
   if (g.stack_bytes < t.core_stack_bytes || g.heap_bytes < t.core_heap_bytes) {
-    return Refuse(PlanLimit::kCoreMemory,
-                  who + " reserves less stack or heap than a core program gets");
+    return RefusePlan(PlanLimit::kCoreMemory,
+                      who + " reserves less stack or heap than a core program gets");
   }
   // L1 = 2 x streamed tiles (double-buffered) + accumulator + scratch + stack + heap.
   int64_t l1 =
@@ -88,12 +80,13 @@ Status CheckTiling(const XdnaPlan& p, const PlannedProgram& prog, const NpuTarge
     l1 = SatAdd(l1, b);
   }
   if (std::max(l1, g.l1_bytes) > t.core_data_bytes) {
-    return Refuse(PlanLimit::kCoreMemory, who + " needs " + KiB(std::max(l1, g.l1_bytes)) + " of " +
-                                              KiB(t.core_data_bytes) + " core data memory");
+    return RefusePlan(PlanLimit::kCoreMemory, who + " needs " + KiB(std::max(l1, g.l1_bytes)) +
+                                                  " of " + KiB(t.core_data_bytes) +
+                                                  " core data memory");
   }
   if (l1 != g.l1_bytes) {
-    return Refuse(PlanLimit::kInconsistent, who + " records L1 " + Str(g.l1_bytes) +
-                                                " bytes, its buffers add up to " + Str(l1));
+    return RefusePlan(PlanLimit::kInconsistent, who + " records L1 " + Str(g.l1_bytes) +
+                                                    " bytes, its buffers add up to " + Str(l1));
   }
   // A mem tile stages each core's split and output tiles and the broadcast tile, doubled.
   const int64_t staged =
@@ -101,19 +94,20 @@ Status CheckTiling(const XdnaPlan& p, const PlannedProgram& prog, const NpuTarge
              g.broadcast_tile_bytes);
   const int64_t mem = SatAdd(g.mem_resident_bytes, SatMul(2, staged));
   if (std::max(mem, g.mem_tile_bytes) > t.mem_tile_bytes) {
-    return Refuse(PlanLimit::kMemTileMemory, who + " needs " +
-                                                 KiB(std::max(mem, g.mem_tile_bytes)) + " of " +
-                                                 KiB(t.mem_tile_bytes) + " mem tile memory");
+    return RefusePlan(PlanLimit::kMemTileMemory, who + " needs " +
+                                                     KiB(std::max(mem, g.mem_tile_bytes)) + " of " +
+                                                     KiB(t.mem_tile_bytes) + " mem tile memory");
   }
   if (mem != g.mem_tile_bytes) {
-    return Refuse(PlanLimit::kInconsistent, who + " records a mem tile of " +
-                                                Str(g.mem_tile_bytes) + " bytes, not " + Str(mem));
+    return RefusePlan(
+        PlanLimit::kInconsistent,
+        who + " records a mem tile of " + Str(g.mem_tile_bytes) + " bytes, not " + Str(mem));
   }
   // Channels from the streams: every input reaches a core through one channel; the mem tile
   // receives each input once and each core's outputs, sends split inputs to every core, the
   // broadcast once and the outputs on to the shim. Two descriptors per channel (ping-pong).
   if (g.split_streams < 0 || g.broadcast_streams < 0 || g.output_streams < 1) {
-    return Refuse(PlanLimit::kInconsistent, who + " has no output stream");
+    return RefusePlan(PlanLimit::kInconsistent, who + " has no output stream");
   }
   const int inputs = g.split_streams + g.broadcast_streams;
   const int cpc = g.cores_per_column;
@@ -126,49 +120,50 @@ Status CheckTiling(const XdnaPlan& p, const PlannedProgram& prog, const NpuTarge
        {std::tuple{core, mt, shim}, std::tuple{g.core, g.mem_tile, g.shim}}) {
     if (c.in > t.core_dma_in || c.out > t.core_dma_out || m.in > t.mem_tile_dma_in ||
         m.out > t.mem_tile_dma_out || s.in > t.shim_dma_in || s.out > t.shim_dma_out) {
-      return Refuse(PlanLimit::kDmaChannels,
-                    who + " uses channels (in/out) core " + Str(c.in) + "/" + Str(c.out) + " of " +
-                        Str(t.core_dma_in) + "/" + Str(t.core_dma_out) + ", mem tile " + Str(m.in) +
-                        "/" + Str(m.out) + " of " + Str(t.mem_tile_dma_in) + "/" +
-                        Str(t.mem_tile_dma_out) + ", shim " + Str(s.in) + "/" + Str(s.out) +
-                        " of " + Str(t.shim_dma_in) + "/" + Str(t.shim_dma_out));
+      return RefusePlan(PlanLimit::kDmaChannels,
+                        who + " uses channels (in/out) core " + Str(c.in) + "/" + Str(c.out) +
+                            " of " + Str(t.core_dma_in) + "/" + Str(t.core_dma_out) +
+                            ", mem tile " + Str(m.in) + "/" + Str(m.out) + " of " +
+                            Str(t.mem_tile_dma_in) + "/" + Str(t.mem_tile_dma_out) + ", shim " +
+                            Str(s.in) + "/" + Str(s.out) + " of " + Str(t.shim_dma_in) + "/" +
+                            Str(t.shim_dma_out));
     }
     if (c.buffer_descriptors > t.core_buffer_descriptors ||
         m.buffer_descriptors > t.mem_tile_buffer_descriptors) {
-      return Refuse(PlanLimit::kBufferDescriptors,
-                    who + " uses " + Str(c.buffer_descriptors) + " core (of " +
-                        Str(t.core_buffer_descriptors) + ") and " + Str(m.buffer_descriptors) +
-                        " mem tile (of " + Str(t.mem_tile_buffer_descriptors) +
-                        ") buffer descriptors");
+      return RefusePlan(PlanLimit::kBufferDescriptors,
+                        who + " uses " + Str(c.buffer_descriptors) + " core (of " +
+                            Str(t.core_buffer_descriptors) + ") and " + Str(m.buffer_descriptors) +
+                            " mem tile (of " + Str(t.mem_tile_buffer_descriptors) +
+                            ") buffer descriptors");
     }
   }
   auto same = [](const NpuDmaUse& a, const NpuDmaUse& b) {
     return a.in == b.in && a.out == b.out && a.buffer_descriptors == b.buffer_descriptors;
   };
   if (!same(core, g.core) || !same(mt, g.mem_tile) || !same(shim, g.shim)) {
-    return Refuse(PlanLimit::kInconsistent, who + " records DMA use its streams do not give");
+    return RefusePlan(PlanLimit::kInconsistent, who + " records DMA use its streams do not give");
   }
   const NpuOpShape& s = prog.shape;
   if (g.rows_per_core < 1 || g.batch_rows_per_tile < 1 || g.passes < 1 || s.rows < 1 ||
       s.batch_rows < 1) {
-    return Refuse(PlanLimit::kInconsistent, who + " has an empty shape or tiling");
+    return RefusePlan(PlanLimit::kInconsistent, who + " has an empty shape or tiling");
   }
   const int64_t tiles = SatMul((s.rows + g.rows_per_core - 1) / g.rows_per_core,
                                (s.batch_rows + g.batch_rows_per_tile - 1) / g.batch_rows_per_tile);
   if (SatMul(SatMul(g.columns, cpc), g.passes) < tiles) {
-    return Refuse(PlanLimit::kInconsistent, who + ": " + Str(g.columns) + " x " + Str(cpc) +
-                                                " cores x " + Str(g.passes) +
-                                                " passes do not cover " + Str(tiles) + " tiles");
+    return RefusePlan(PlanLimit::kInconsistent,
+                      who + ": " + Str(g.columns) + " x " + Str(cpc) + " cores x " + Str(g.passes) +
+                          " passes do not cover " + Str(tiles) + " tiles");
   }
   if (prog.kind == NpuOpKind::kMatmul &&
       (g.k_chunk < 1 || g.k_chunk % 32 != 0 || s.k % g.k_chunk != 0)) {
-    return Refuse(PlanLimit::kShape, who + ": K chunk " + Str(g.k_chunk) +
-                                         " is not a multiple of 32 dividing K " + Str(s.k));
+    return RefusePlan(PlanLimit::kShape, who + ": K chunk " + Str(g.k_chunk) +
+                                             " is not a multiple of 32 dividing K " + Str(s.k));
   }
   if (prog.bytes_per_call < 0 || prog.macs_per_call < 0) {
-    return Refuse(PlanLimit::kInconsistent, who + " has negative traffic");
+    return RefusePlan(PlanLimit::kInconsistent, who + " has negative traffic");
   }
-  return Status::Ok();
+  return std::nullopt;
 }
 
 double CheckerMs(const XdnaPlan& p, const PlannedProgram& prog) {
@@ -204,14 +199,25 @@ std::string_view PlanLimitName(PlanLimit limit) {
   return kNames[static_cast<size_t>(limit)];
 }
 
-std::optional<PlanLimit> PlanLimitOf(const Status& status) {
-  if (status.ok()) return std::nullopt;
-  for (int i = 0; i <= static_cast<int>(PlanLimit::kInconsistent); ++i) {
-    const PlanLimit limit = static_cast<PlanLimit>(i);
-    const std::string prefix = std::string(PlanLimitName(limit)) + ": ";
-    if (status.message().rfind(prefix, 0) == 0) return limit;
+PlanRefusal RefusePlan(PlanLimit limit, const std::string& detail) {
+  std::string message = std::string(PlanLimitName(limit)) + ": " + detail;
+  switch (limit) {
+    case PlanLimit::kShape:
+      return {limit, Unsupported(std::move(message))};
+    case PlanLimit::kOptions:
+    case PlanLimit::kContextBucket:
+      return {limit, InvalidArgument(std::move(message))};
+    case PlanLimit::kInconsistent:
+      return {limit, Corrupt(std::move(message))};
+    default:
+      return {limit, ResourceExhausted(std::move(message))};
   }
-  return std::nullopt;
+}
+
+PlanRefusal PlanRefusal::Within(const std::string& context) const {
+  // RefusePlan wrote the message, so the numbers follow the limit's name and ": ".
+  const size_t name = PlanLimitName(limit).size() + 2;
+  return RefusePlan(limit, context + ": " + status.message().substr(name));
 }
 
 std::string_view NpuOpKindName(NpuOpKind kind) {
@@ -224,12 +230,12 @@ std::string_view NpuOpKindName(NpuOpKind kind) {
   return kNames[static_cast<size_t>(kind)];
 }
 
-Status CheckPlan(const XdnaPlan& p, const NpuTarget& t) {
-  auto bad = [](const std::string& m) { return Refuse(PlanLimit::kInconsistent, m); };
+std::optional<PlanRefusal> CheckPlan(const XdnaPlan& p, const NpuTarget& t) {
+  auto bad = [](const std::string& m) { return RefusePlan(PlanLimit::kInconsistent, m); };
   if (p.generation != t.generation) return bad("the plan is for another generation");
   if (p.max_columns < 1 || p.max_columns > t.columns) {
-    return Refuse(PlanLimit::kColumns, "the plan allows " + Str(p.max_columns) +
-                                           " columns, the target has " + Str(t.columns));
+    return RefusePlan(PlanLimit::kColumns, "the plan allows " + Str(p.max_columns) +
+                                               " columns, the target has " + Str(t.columns));
   }
   if (!(p.npu_bytes_per_ms > 0) || !(p.macs_per_core_ms > 0) || !(p.per_run_overhead_ms >= 0) ||
       !(p.budget_ms > 0) || p.budget_ms > p.command_timeout_ms || p.max_runs_per_submission < 1 ||
@@ -240,8 +246,8 @@ Status CheckPlan(const XdnaPlan& p, const NpuTarget& t) {
   for (const NpuXclbin& x : p.xclbins) {
     if (!xclbin_cols.emplace(x.name, x.columns).second) return bad("xclbin " + x.name + " twice");
     if (x.columns < 1 || x.columns > t.columns) {
-      return Refuse(PlanLimit::kColumns, "xclbin " + x.name + " spans " + Str(x.columns) +
-                                             " columns of " + Str(t.columns));
+      return RefusePlan(PlanLimit::kColumns, "xclbin " + x.name + " spans " + Str(x.columns) +
+                                                 " columns of " + Str(t.columns));
     }
   }
   const int used = static_cast<int>(p.xclbins.size());
@@ -250,17 +256,17 @@ Status CheckPlan(const XdnaPlan& p, const NpuTarget& t) {
                Str(p.hw_contexts_used) + " contexts, " + Str(p.xclbins_used) + " xclbins used");
   }
   if (p.hw_contexts_in_use < 0 || p.hw_contexts_in_use + used > t.hw_context_limit) {
-    return Refuse(PlanLimit::kHwContexts, Str(p.hw_contexts_in_use) + " in use + " + Str(used) +
-                                              " of " + Str(t.hw_context_limit));
+    return RefusePlan(PlanLimit::kHwContexts, Str(p.hw_contexts_in_use) + " in use + " + Str(used) +
+                                                  " of " + Str(t.hw_context_limit));
   }
   if (p.xclbins_in_use < 0 || p.xclbins_in_use + used > t.xclbin_limit) {
-    return Refuse(PlanLimit::kXclbins,
-                  Str(p.xclbins_in_use) + " in use + " + Str(used) + " of " + Str(t.xclbin_limit));
+    return RefusePlan(PlanLimit::kXclbins, Str(p.xclbins_in_use) + " in use + " + Str(used) +
+                                               " of " + Str(t.xclbin_limit));
   }
   for (const PlannedProgram& prog : p.programs) {
     auto it = xclbin_cols.find(prog.xclbin);
     if (it == xclbin_cols.end()) return bad("program " + prog.name + " has no xclbin");
-    TS_RETURN_IF_ERROR(CheckTiling(p, prog, t, it->second));
+    if (auto refusal = CheckTiling(p, prog, t, it->second)) return refusal;
   }
   // Buckets and layers.
   const std::vector<int64_t>& b = p.context_buckets;
@@ -268,7 +274,8 @@ Status CheckPlan(const XdnaPlan& p, const NpuTarget& t) {
     if (b[i] < 1 || (i > 0 && b[i] <= b[i - 1])) return bad("context buckets not increasing");
   }
   if (b.empty() || b.back() < p.max_context) {
-    return Refuse(PlanLimit::kContextBucket, "no bucket holds max_context " + Str(p.max_context));
+    return RefusePlan(PlanLimit::kContextBucket,
+                      "no bucket holds max_context " + Str(p.max_context));
   }
   if (p.span.count < 1 || static_cast<int64_t>(p.layers.size()) != p.span.count) {
     return bad("the span has " + Str(p.span.count) + " layers, the plan " +
@@ -375,18 +382,18 @@ Status CheckPlan(const XdnaPlan& p, const NpuTarget& t) {
       return bad(who + " records other runs or times than its layers give");
     }
     if (runs > p.max_runs_per_submission) {
-      return Refuse(PlanLimit::kCommandTimeout,
-                    who + " holds " + Str(runs) + " runs of " + Str(p.max_runs_per_submission));
+      return RefusePlan(PlanLimit::kCommandTimeout,
+                        who + " holds " + Str(runs) + " runs of " + Str(p.max_runs_per_submission));
     }
     if (std::max(d, pr) > p.budget_ms) {
-      return Refuse(PlanLimit::kCommandTimeout, who + " is estimated at " + Num(std::max(d, pr)) +
-                                                    " ms, over the " + Num(p.budget_ms) +
-                                                    " ms budget");
+      return RefusePlan(PlanLimit::kCommandTimeout, who + " is estimated at " +
+                                                        Num(std::max(d, pr)) + " ms, over the " +
+                                                        Num(p.budget_ms) + " ms budget");
     }
     next += s.layer_count;
   }
   if (next != end) return bad("submissions stop at layer " + Str(next) + " of " + Str(end));
-  return Status::Ok();
+  return std::nullopt;
 }
 
 std::string DescribePlan(const XdnaPlan& p) {

@@ -45,20 +45,19 @@ std::string Str(int64_t v) {
   return std::to_string(v);
 }
 
-Status Refuse(PlanLimit limit, const std::string& detail) {
-  std::string message = std::string(PlanLimitName(limit)) + ": " + detail;
-  switch (limit) {
-    case PlanLimit::kShape:
-      return Unsupported(std::move(message));
-    case PlanLimit::kOptions:
-    case PlanLimit::kContextBucket:
-      return InvalidArgument(std::move(message));
-    case PlanLimit::kInconsistent:
-      return Corrupt(std::move(message));
-    default:
-      return ResourceExhausted(std::move(message));
-  }
-}
+// As TS_ASSIGN_OR_RETURN and TS_RETURN_IF_ERROR, for refusals: the limit goes up with them.
+#define PLAN_ASSIGN_OR_REFUSE_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                               \
+  if (!tmp.has_value()) return tmp.refusal();      \
+  lhs = std::move(tmp).value()
+#define PLAN_ASSIGN_OR_REFUSE(lhs, expr) \
+  PLAN_ASSIGN_OR_REFUSE_IMPL(TS_CONCAT(plan_result_, __LINE__), lhs, expr)
+#define PLAN_REFUSE_IF(expr)                                \
+  do {                                                      \
+    if (auto plan_refusal_ = (expr)) return *plan_refusal_; \
+  } while (0)
+
+using Refusal = std::optional<PlanRefusal>;  // nothing: no limit was hit
 
 // One tile to place: its per-core buffers and streams, and the units it must cover.
 struct TileRequest {
@@ -113,7 +112,7 @@ std::optional<std::pair<PlanLimit, std::string>> ColumnFailure(const NpuTiling& 
 
 // Places one tile: L1 first, then the most cores per column the channels, descriptors and
 // mem tile allow, then columns and passes to cover rows x batch.
-Expected<NpuTiling> FitTile(const TileRequest& r, const NpuTarget& t, int max_columns) {
+PlanResult<NpuTiling> FitTile(const TileRequest& r, const NpuTarget& t, int max_columns) {
   NpuTiling g;
   g.rows_per_core = r.rows_per_core;
   g.k_chunk = r.k_chunk;
@@ -131,32 +130,32 @@ Expected<NpuTiling> FitTile(const TileRequest& r, const NpuTarget& t, int max_co
   g.mem_resident_bytes = r.mem_resident;
   for (int64_t b : {r.split_tile, r.broadcast_tile, r.output_tile, r.accumulator, r.scratch}) {
     if (b % t.dma_granule_bytes != 0) {
-      return Refuse(PlanLimit::kShape,
-                    r.label + ": a buffer of " + Str(b) + " bytes is not a multiple of the " +
-                        Str(t.dma_granule_bytes) + "-byte DMA granule " + r.detail);
+      return RefusePlan(PlanLimit::kShape,
+                        r.label + ": a buffer of " + Str(b) + " bytes is not a multiple of the " +
+                            Str(t.dma_granule_bytes) + "-byte DMA granule " + r.detail);
     }
   }
   const int64_t streamed = r.split_tile + r.broadcast_tile + r.output_tile;
   g.l1_bytes = 2 * streamed + r.accumulator + r.scratch + g.stack_bytes + g.heap_bytes;
   if (g.l1_bytes > t.core_data_bytes) {
-    return Refuse(PlanLimit::kCoreMemory,
-                  r.label + " needs " + KiB(g.l1_bytes) + " of " + KiB(t.core_data_bytes) + " " +
-                      r.detail + ": " + KiB(2 * streamed) + " double-buffered tiles + " +
-                      KiB(r.accumulator + r.scratch) + " accumulators/scratch + " +
-                      KiB(g.stack_bytes + g.heap_bytes) + " stack and heap");
+    return RefusePlan(PlanLimit::kCoreMemory,
+                      r.label + " needs " + KiB(g.l1_bytes) + " of " + KiB(t.core_data_bytes) +
+                          " " + r.detail + ": " + KiB(2 * streamed) + " double-buffered tiles + " +
+                          KiB(r.accumulator + r.scratch) + " accumulators/scratch + " +
+                          KiB(g.stack_bytes + g.heap_bytes) + " stack and heap");
   }
   g.columns = 1;
   g.cores_per_column = 1;
   CountDma(g);
   if (g.core.in > t.core_dma_in || g.core.out > t.core_dma_out) {
-    return Refuse(PlanLimit::kDmaChannels, r.label + ": a core needs " + Str(g.core.in) + " in / " +
-                                               Str(g.core.out) + " out channels of " +
-                                               Str(t.core_dma_in) + " / " + Str(t.core_dma_out));
+    return RefusePlan(PlanLimit::kDmaChannels,
+                      r.label + ": a core needs " + Str(g.core.in) + " in / " + Str(g.core.out) +
+                          " out channels of " + Str(t.core_dma_in) + " / " + Str(t.core_dma_out));
   }
   if (g.core.buffer_descriptors > t.core_buffer_descriptors) {
-    return Refuse(PlanLimit::kBufferDescriptors,
-                  r.label + ": a core needs " + Str(g.core.buffer_descriptors) + " of " +
-                      Str(t.core_buffer_descriptors) + " buffer descriptors");
+    return RefusePlan(PlanLimit::kBufferDescriptors,
+                      r.label + ": a core needs " + Str(g.core.buffer_descriptors) + " of " +
+                          Str(t.core_buffer_descriptors) + " buffer descriptors");
   }
   const int64_t tiles = CeilDiv(r.rows, r.rows_per_core) * CeilDiv(r.batch, r.batch_rows_per_tile);
   std::optional<std::pair<PlanLimit, std::string>> failure;
@@ -169,8 +168,8 @@ Expected<NpuTiling> FitTile(const TileRequest& r, const NpuTarget& t, int max_co
     if (!failure) break;
   }
   if (failure) {
-    return Refuse(failure->first,
-                  r.label + " with one core per column: " + failure->second + " " + r.detail);
+    return RefusePlan(failure->first,
+                      r.label + " with one core per column: " + failure->second + " " + r.detail);
   }
   g.columns = static_cast<int>(
       std::clamp<int64_t>(CeilDiv(tiles, g.cores_per_column), 1, std::max(max_columns, 1)));
@@ -200,11 +199,11 @@ class Planner {
   Planner(const ModelSpec& spec, const NpuTarget& target, NpuLayerSpan span, const PlanOptions& o)
       : s_(spec), t_(target), span_(span), o_(o) {}
 
-  Expected<XdnaPlan> Run();
+  PlanResult<XdnaPlan> Run();
 
  private:
-  Status ValidateOptions();
-  Status ValidateSpec();
+  Refusal ValidateOptions();
+  Refusal ValidateSpec();
   bool prefill() const { return o_.max_batch_rows > 1; }
   int64_t largest_bucket() const { return p_.context_buckets.back(); }
   double Ms(const PlannedProgram& p) const {
@@ -246,27 +245,28 @@ class Planner {
     std::vector<int> decode, prefill;
   };
   template <typename Build>
-  Expected<Passes> BothPasses(const Build& build) {
+  PlanResult<Passes> BothPasses(const Build& build) {
     Passes pp;
-    TS_ASSIGN_OR_RETURN(int dec, build(NpuPass::kDecode, int64_t{1}));
+    PLAN_ASSIGN_OR_REFUSE(int dec, build(NpuPass::kDecode, int64_t{1}));
     pp.decode.push_back(dec);
     if (prefill()) {
-      TS_ASSIGN_OR_RETURN(int pre, build(NpuPass::kPrefill, o_.max_batch_rows));
+      PLAN_ASSIGN_OR_REFUSE(int pre, build(NpuPass::kPrefill, o_.max_batch_rows));
       pp.prefill.push_back(pre);
     }
     return pp;
   }
 
-  Expected<PlannedOp> Matmul(const std::string& role, int64_t m, int64_t k, bool bias);
-  Expected<PlannedOp> Norm(NpuOpKind kind, const std::string& role, int64_t width, int64_t vectors);
-  Expected<PlannedOp> Elementwise(NpuOpKind kind, const std::string& role, const std::string& what,
-                                  int64_t elements);
-  Expected<PlannedOp> RopeKv(const LayerSpec& l);
-  Expected<PlannedOp> Attention(const LayerSpec& l);
-  Expected<PlannedOp> DeltaConv();
-  Expected<PlannedOp> DeltaRecurrence();
-  Expected<LayerPlan> Layer(int64_t index);
-  Status Submissions();
+  PlanResult<PlannedOp> Matmul(const std::string& role, int64_t m, int64_t k, bool bias);
+  PlanResult<PlannedOp> Norm(NpuOpKind kind, const std::string& role, int64_t width,
+                             int64_t vectors);
+  PlanResult<PlannedOp> Elementwise(NpuOpKind kind, const std::string& role,
+                                    const std::string& what, int64_t elements);
+  PlanResult<PlannedOp> RopeKv(const LayerSpec& l);
+  PlanResult<PlannedOp> Attention(const LayerSpec& l);
+  PlanResult<PlannedOp> DeltaConv();
+  PlanResult<PlannedOp> DeltaRecurrence();
+  PlanResult<LayerPlan> Layer(int64_t index);
+  Refusal Submissions();
 
   const ModelSpec& s_;
   const NpuTarget& t_;
@@ -278,36 +278,36 @@ class Planner {
   std::map<std::string, PlannedOp> matmul_cache_;  // by shape: q/k/v and gate/up share
 };
 
-Status Planner::ValidateOptions() {
+Refusal Planner::ValidateOptions() {
   if (t_.columns < 1 || t_.core_rows < 1 || t_.dma_granule_bytes < 1 || t_.core_data_bytes < 1) {
-    return Refuse(PlanLimit::kColumns, "the target has " + Str(t_.columns) + " columns of " +
-                                           Str(t_.core_rows) + " cores; nothing can be placed");
+    return RefusePlan(PlanLimit::kColumns, "the target has " + Str(t_.columns) + " columns of " +
+                                               Str(t_.core_rows) + " cores; nothing can be placed");
   }
   if (o_.max_columns < 0 || o_.max_columns > t_.columns) {
-    return Refuse(PlanLimit::kColumns, "programs may span " + Str(o_.max_columns) + " columns, " +
-                                           std::string(GenerationName(t_.generation)) + " has " +
-                                           Str(t_.columns));
+    return RefusePlan(PlanLimit::kColumns,
+                      "programs may span " + Str(o_.max_columns) + " columns, " +
+                          std::string(GenerationName(t_.generation)) + " has " + Str(t_.columns));
   }
   if (s_.layers < 1 || s_.layers > kMaxLayers || span_.first < 0 || span_.count < 1 ||
       span_.first > s_.layers - span_.count) {
-    return Refuse(PlanLimit::kOptions, "layers " + Str(span_.first) + " + " + Str(span_.count) +
-                                           " are not a non-empty span of the model's " +
-                                           Str(s_.layers) + " layers");
+    return RefusePlan(PlanLimit::kOptions, "layers " + Str(span_.first) + " + " + Str(span_.count) +
+                                               " are not a non-empty span of the model's " +
+                                               Str(s_.layers) + " layers");
   }
   const std::vector<int64_t>& b = o_.context_buckets;
-  if (b.empty()) return Refuse(PlanLimit::kContextBucket, "no context buckets given");
+  if (b.empty()) return RefusePlan(PlanLimit::kContextBucket, "no context buckets given");
   for (size_t i = 0; i < b.size(); ++i) {
     if (b[i] < 1 || b[i] > kMaxWidth || (i > 0 && b[i] <= b[i - 1])) {
-      return Refuse(PlanLimit::kContextBucket,
-                    "context buckets must be increasing and within 1.." + Str(kMaxWidth) +
-                        "; bucket " + Str(static_cast<int64_t>(i)) + " is " + Str(b[i]));
+      return RefusePlan(PlanLimit::kContextBucket,
+                        "context buckets must be increasing and within 1.." + Str(kMaxWidth) +
+                            "; bucket " + Str(static_cast<int64_t>(i)) + " is " + Str(b[i]));
     }
   }
-  if (o_.max_context < 1) return Refuse(PlanLimit::kOptions, "max_context must be positive");
+  if (o_.max_context < 1) return RefusePlan(PlanLimit::kOptions, "max_context must be positive");
   if (o_.max_context > b.back()) {
-    return Refuse(PlanLimit::kContextBucket,
-                  "max_context " + Str(o_.max_context) + " is longer than the largest bucket " +
-                      Str(b.back()) + "; add a bucket of at least " + Str(o_.max_context));
+    return RefusePlan(PlanLimit::kContextBucket,
+                      "max_context " + Str(o_.max_context) + " is longer than the largest bucket " +
+                          Str(b.back()) + "; add a bucket of at least " + Str(o_.max_context));
   }
   auto bad = [](double v) { return !std::isfinite(v) || v <= 0; };
   if (o_.max_batch_rows < 1 || o_.max_batch_rows > kMaxBatchRows || o_.kv_slots < 1 ||
@@ -316,16 +316,17 @@ Status Planner::ValidateOptions() {
       bad(o_.mac_efficiency) || o_.mac_efficiency > 1 || !std::isfinite(o_.per_run_overhead_ms) ||
       o_.per_run_overhead_ms < 0 || o_.max_runs_per_submission < 1 || o_.hw_contexts_in_use < 0 ||
       o_.xclbins_in_use < 0) {
-    return Refuse(PlanLimit::kOptions,
-                  "options out of range: max_batch_rows 1.." + Str(kMaxBatchRows) +
-                      ", kv_slots 1.." + std::to_string(kMaxKvSlots) +
-                      ", positive timeout, bandwidth, clock, budget fraction and efficiency (<= "
-                      "1), overhead >= 0, max_runs_per_submission >= 1, in-use counts >= 0");
+    return RefusePlan(
+        PlanLimit::kOptions,
+        "options out of range: max_batch_rows 1.." + Str(kMaxBatchRows) + ", kv_slots 1.." +
+            std::to_string(kMaxKvSlots) +
+            ", positive timeout, bandwidth, clock, budget fraction and efficiency (<= "
+            "1), overhead >= 0, max_runs_per_submission >= 1, in-use counts >= 0");
   }
-  return Status::Ok();
+  return std::nullopt;
 }
 
-Status Planner::ValidateSpec() {
+Refusal Planner::ValidateSpec() {
   const std::pair<const char*, int64_t> dims[] = {{"hidden", s_.hidden},
                                                   {"intermediate", s_.intermediate},
                                                   {"heads", s_.heads},
@@ -333,73 +334,74 @@ Status Planner::ValidateSpec() {
                                                   {"head_dim", s_.head_dim}};
   for (const auto& [name, v] : dims) {
     if (v < 1 || v > kMaxDim) {
-      return Refuse(PlanLimit::kShape,
-                    std::string(name) + " " + Str(v) + " is outside 1.." + Str(kMaxDim));
+      return RefusePlan(PlanLimit::kShape,
+                        std::string(name) + " " + Str(v) + " is outside 1.." + Str(kMaxDim));
     }
   }
   if (static_cast<int64_t>(s_.layer.size()) != s_.layers || s_.heads % s_.kv_heads != 0 ||
       s_.q_dim != s_.heads * s_.head_dim || s_.kv_dim != s_.kv_heads * s_.head_dim ||
       s_.q_dim > kMaxWidth || s_.ropes.empty()) {
-    return Refuse(PlanLimit::kShape,
-                  "the model spec is inconsistent (layer kinds, heads, q_dim, "
-                  "kv_dim or RoPE); build it with BuildModelSpec");
+    return RefusePlan(PlanLimit::kShape,
+                      "the model spec is inconsistent (layer kinds, heads, q_dim, "
+                      "kv_dim or RoPE); build it with BuildModelSpec");
   }
   // Activation rows are bf16: an odd width cannot be moved in 4-byte words.
   const std::pair<const char*, int64_t> rows[] = {
       {"hidden", s_.hidden}, {"intermediate", s_.intermediate}, {"head_dim", s_.head_dim}};
   for (const auto& [name, v] : rows) {
     if (v * kBf16 % t_.dma_granule_bytes != 0) {
-      return Refuse(PlanLimit::kShape, std::string(name) + " " + Str(v) + " gives bf16 rows of " +
-                                           Str(v * kBf16) + " bytes, not a multiple of the " +
-                                           Str(t_.dma_granule_bytes) + "-byte DMA granule");
+      return RefusePlan(PlanLimit::kShape, std::string(name) + " " + Str(v) +
+                                               " gives bf16 rows of " + Str(v * kBf16) +
+                                               " bytes, not a multiple of the " +
+                                               Str(t_.dma_granule_bytes) + "-byte DMA granule");
     }
   }
   for (int64_t i = span_.first; i < span_.first + span_.count; ++i) {
     const LayerSpec& l = s_.layer[static_cast<size_t>(i)];
     if (l.is_attention()) {
       if (l.rope < 0 || l.rope >= static_cast<int>(s_.ropes.size())) {
-        return Refuse(PlanLimit::kShape, "layer " + Str(i) + " names a missing RoPE");
+        return RefusePlan(PlanLimit::kShape, "layer " + Str(i) + " names a missing RoPE");
       }
       const int64_t rot = s_.ropes[static_cast<size_t>(l.rope)].rotary_dim;
       if (rot < 0 || rot > s_.head_dim || rot % 2 != 0) {
-        return Refuse(PlanLimit::kShape, "rotary_dim " + Str(rot) + " of layer " + Str(i) +
-                                             " is not even and within head_dim");
+        return RefusePlan(PlanLimit::kShape, "rotary_dim " + Str(rot) + " of layer " + Str(i) +
+                                                 " is not even and within head_dim");
       }
       if (l.kind == LayerKind::kSlidingAttention && l.window < 1) {
-        return Refuse(PlanLimit::kShape, "sliding layer " + Str(i) + " has no window");
+        return RefusePlan(PlanLimit::kShape, "sliding layer " + Str(i) + " has no window");
       }
       continue;
     }
     if (!s_.deltanet) {
-      return Refuse(PlanLimit::kShape, "layer " + Str(i) +
-                                           " is Gated DeltaNet but the spec "
-                                           "has no DeltaNet sizes");
+      return RefusePlan(PlanLimit::kShape, "layer " + Str(i) +
+                                               " is Gated DeltaNet but the spec "
+                                               "has no DeltaNet sizes");
     }
     const DeltaNetSpec& n = *s_.deltanet;
     const int64_t d[] = {n.key_heads, n.value_heads, n.key_dim, n.value_dim, n.conv_kernel};
     for (int64_t v : d) {
       if (v < 1 || v > kMaxDim) {
-        return Refuse(PlanLimit::kShape, "DeltaNet sizes must be within 1.." + Str(kMaxDim));
+        return RefusePlan(PlanLimit::kShape, "DeltaNet sizes must be within 1.." + Str(kMaxDim));
       }
     }
     if (n.value_heads % n.key_heads != 0 || n.conv_width() > kMaxWidth ||
         n.value_heads * n.key_dim > kMaxWidth || n.key_dim * n.value_dim > kMaxWidth) {
-      return Refuse(PlanLimit::kShape, "DeltaNet heads " + Str(n.key_heads) + "/" +
-                                           Str(n.value_heads) + " x " + Str(n.key_dim) + "/" +
-                                           Str(n.value_dim) + " are not supported");
+      return RefusePlan(PlanLimit::kShape, "DeltaNet heads " + Str(n.key_heads) + "/" +
+                                               Str(n.value_heads) + " x " + Str(n.key_dim) + "/" +
+                                               Str(n.value_dim) + " are not supported");
     }
     if (n.key_dim % 2 != 0 || n.value_dim % 2 != 0) {
-      return Refuse(PlanLimit::kShape, "DeltaNet key/value dims " + Str(n.key_dim) + "/" +
-                                           Str(n.value_dim) +
-                                           " give bf16 rows that are not whole 4-byte words");
+      return RefusePlan(PlanLimit::kShape, "DeltaNet key/value dims " + Str(n.key_dim) + "/" +
+                                               Str(n.value_dim) +
+                                               " give bf16 rows that are not whole 4-byte words");
     }
   }
-  return Status::Ok();
+  return std::nullopt;
 }
 
 // Decode GEMV and (with prefill) GEMM over the same weight tile layout, so one copy of the
 // weights serves both. Candidates from the largest tile down; the fastest estimate wins.
-Expected<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t k, bool bias) {
+PlanResult<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t k, bool bias) {
   const std::string fmt(NpuWeightFormatName(o_.weights));
   const std::string key = Str(m) + "x" + Str(k) + (bias ? "b" : "");
   if (auto it = matmul_cache_.find(key); it != matmul_cache_.end()) {
@@ -408,8 +410,8 @@ Expected<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t 
     return op;
   }
   if (k % kKBlock != 0) {
-    return Refuse(PlanLimit::kShape, role + ": K " + Str(k) + " is not a multiple of " +
-                                         Str(kKBlock) + " (the matrix kernels' K block)");
+    return RefusePlan(PlanLimit::kShape, role + ": K " + Str(k) + " is not a multiple of " +
+                                             Str(kKBlock) + " (the matrix kernels' K block)");
   }
   std::vector<std::pair<int64_t, int64_t>> cands;  // (rows per core, K chunk)
   for (int64_t r : {64, 32, 16, 8, 4}) {
@@ -424,7 +426,7 @@ Expected<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t 
   std::optional<PlannedProgram> best_dec, best_pre;
   double best_ms = 0;
   int64_t best_weight_bytes = 0;
-  Status last = Internal("no matmul candidate");
+  PlanRefusal last = RefusePlan(PlanLimit::kShape, role + ": no matmul tile candidate");
   for (const auto& [r, kc] : cands) {
     const int64_t wtile = WeightTileBytes(o_.weights, r, kc, bias);
     const std::string detail = "(" + role + " " + Str(m) + " x " + Str(k) + ", " + Str(r) +
@@ -445,9 +447,9 @@ Expected<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t 
                   r * 4,
                   0,
                   k * kBf16};
-    Expected<NpuTiling> gemv = FitTile(q, t_, max_columns_);
+    PlanResult<NpuTiling> gemv = FitTile(q, t_, max_columns_);
     if (!gemv) {
-      last = gemv.status();
+      last = gemv.refusal();
       continue;
     }
     const int64_t weight_bytes = CeilDiv(m, r) * (k / kc) * wtile;
@@ -476,9 +478,9 @@ Expected<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t 
                     bm * r * 4,
                     dequant,
                     bm * k * kBf16};
-      Expected<NpuTiling> gemm = FitTile(g, t_, max_columns_);
+      PlanResult<NpuTiling> gemm = FitTile(g, t_, max_columns_);
       if (!gemm) {
-        last = gemm.status();
+        last = gemm.refusal();
         continue;
       }
       pre = Program(
@@ -505,24 +507,24 @@ Expected<PlannedOp> Planner::Matmul(const std::string& role, int64_t m, int64_t 
 }
 
 // The first request that fits, or the refusal of the last (smallest) one.
-Expected<std::pair<size_t, NpuTiling>> FirstFit(const std::vector<TileRequest>& cands,
-                                                const NpuTarget& t, int max_columns) {
-  Status last = Internal("no tile candidate");
+PlanResult<std::pair<size_t, NpuTiling>> FirstFit(const std::vector<TileRequest>& cands,
+                                                  const NpuTarget& t, int max_columns) {
+  PlanRefusal last = RefusePlan(PlanLimit::kShape, "no tile candidate");
   for (size_t i = 0; i < cands.size(); ++i) {
-    Expected<NpuTiling> g = FitTile(cands[i], t, max_columns);
+    PlanResult<NpuTiling> g = FitTile(cands[i], t, max_columns);
     if (g) return std::pair{i, *g};
-    last = g.status();
+    last = g.refusal();
   }
   return last;
 }
 
-Expected<PlannedOp> Planner::Norm(NpuOpKind kind, const std::string& role, int64_t width,
-                                  int64_t vectors) {
+PlanResult<PlannedOp> Planner::Norm(NpuOpKind kind, const std::string& role, int64_t width,
+                                    int64_t vectors) {
   const bool gated = kind == NpuOpKind::kGatedRmsNorm;
   // Gated: each head's o and z rows travel interleaved in one stream (a core has two input
   // channels, and the other carries the gamma).
   const int64_t rows_in = gated ? 2 : 1;
-  auto build = [&](NpuPass pass, int64_t batch) -> Expected<int> {
+  auto build = [&](NpuPass pass, int64_t batch) -> PlanResult<int> {
     const TileRequest r{.label = std::string(NpuOpKindName(kind)) + " tile for " + role,
                         .detail = "(one row of " + Str(width) + " in L1)",
                         .rows = vectors,
@@ -534,42 +536,42 @@ Expected<PlannedOp> Planner::Norm(NpuOpKind kind, const std::string& role, int64
                         .broadcast_tile = width * kBf16,  // gamma
                         .output_tile = width * kBf16,
                         .accumulator = 8};
-    TS_ASSIGN_OR_RETURN(NpuTiling g, FitTile(r, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(NpuTiling g, FitTile(r, t_, max_columns_));
     return Add(Program(std::string(gated ? "gated_rmsnorm" : "rmsnorm") + ".w" + Str(width) + ".v" +
                            Str(vectors) + Rows(batch),
                        "vector", kind, pass, {vectors, width, batch, 0, 0, 0, 0}, g,
                        vectors * batch * width * kBf16 * (rows_in + 1) + width * kBf16,
                        vectors * batch * width * 2));
   };
-  TS_ASSIGN_OR_RETURN(Passes pp, BothPasses(build));
+  PLAN_ASSIGN_OR_REFUSE(Passes pp, BothPasses(build));
   return Op(kind, role, pp.decode, pp.prefill, width * kBf16);
 }
 
-Expected<PlannedOp> Planner::Elementwise(NpuOpKind kind, const std::string& role,
-                                         const std::string& what, int64_t elements) {
-  auto build = [&](NpuPass pass, int64_t batch) -> Expected<int> {
+PlanResult<PlannedOp> Planner::Elementwise(NpuOpKind kind, const std::string& role,
+                                           const std::string& what, int64_t elements) {
+  auto build = [&](NpuPass pass, int64_t batch) -> PlanResult<int> {
     std::vector<TileRequest> c;
     for (int64_t n : {4096, 2048, 1024, 512, 256, 128, 64, 32, 16}) {
       if (n > RoundUp(elements, 16) && n != 16) continue;
       c.push_back({what + " tile for " + role, "(" + Str(n) + " elements per core)", elements,
                    batch, n, 0, 1, 2, 0, 1, 2 * n * kBf16, 0, n * kBf16, 0, 0, 0});
     }
-    TS_ASSIGN_OR_RETURN(auto fit, FirstFit(c, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(auto fit, FirstFit(c, t_, max_columns_));
     return Add(Program(what + ".n" + Str(elements) + Rows(batch), "vector", kind, pass,
                        {elements, 0, batch, 0, 0, 0, 0}, fit.second, batch * elements * kBf16 * 3,
                        batch * elements));
   };
-  TS_ASSIGN_OR_RETURN(Passes pp, BothPasses(build));
+  PLAN_ASSIGN_OR_REFUSE(Passes pp, BothPasses(build));
   return Op(kind, role, pp.decode, pp.prefill, 0);
 }
 
 // Per-head q/k norm (when the spec has it) and RoPE of q and k, then K and V into the cache.
-Expected<PlannedOp> Planner::RopeKv(const LayerSpec& l) {
+PlanResult<PlannedOp> Planner::RopeKv(const LayerSpec& l) {
   const int64_t hd = s_.head_dim, rot = s_.ropes[static_cast<size_t>(l.rope)].rotary_dim;
   const int64_t vectors = s_.heads + 2 * s_.kv_heads;
   const int64_t tables = (s_.qk_norm ? 2 * hd * kBf16 : 0) + rot * 4;  // gammas, cos/sin fp32
   const std::string role = s_.qk_norm ? "qk_norm_rope_kv" : "rope_kv";
-  auto build = [&](NpuPass pass, int64_t batch) -> Expected<int> {
+  auto build = [&](NpuPass pass, int64_t batch) -> PlanResult<int> {
     std::vector<TileRequest> c;
     for (int64_t h : {8, 4, 2, 1}) {
       if (h > vectors && h != 1) continue;
@@ -577,14 +579,14 @@ Expected<PlannedOp> Planner::RopeKv(const LayerSpec& l) {
                    batch, h, hd, 1, 1, tables > 0 ? 1 : 0, 1, h * hd * kBf16, tables,
                    h * hd * kBf16, 0, hd * 4, 0});
     }
-    TS_ASSIGN_OR_RETURN(auto fit, FirstFit(c, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(auto fit, FirstFit(c, t_, max_columns_));
     NpuOpShape shape{vectors, hd, batch, 0, s_.heads, s_.kv_heads, hd};
     return Add(Program(role + ".h" + Str(s_.heads) + "kv" + Str(s_.kv_heads) + "d" + Str(hd) +
                            ".r" + Str(rot) + Rows(batch),
                        "vector", NpuOpKind::kQkNormRopeKvWrite, pass, shape, fit.second,
                        batch * (vectors * hd * kBf16 * 2 + tables), batch * vectors * hd * 4));
   };
-  TS_ASSIGN_OR_RETURN(Passes pp, BothPasses(build));
+  PLAN_ASSIGN_OR_REFUSE(Passes pp, BothPasses(build));
   return Op(NpuOpKind::kQkNormRopeKvWrite, role, pp.decode, pp.prefill,
             s_.qk_norm ? 2 * hd * kBf16 : 0);
 }
@@ -593,7 +595,7 @@ Expected<PlannedOp> Planner::RopeKv(const LayerSpec& l) {
 // block in one stream, q in the other: a core has two input channels). Prefill: flash
 // attention, a block of query rows of one head per core. One program per bucket; a sliding
 // layer's KV is its window, so its buckets past the window share one program.
-Expected<PlannedOp> Planner::Attention(const LayerSpec& l) {
+PlanResult<PlannedOp> Planner::Attention(const LayerSpec& l) {
   const int64_t hd = s_.head_dim, heads = s_.heads, kvh = s_.kv_heads, group = heads / kvh;
   const int64_t batch = o_.max_batch_rows;
   const int64_t window = l.kind == LayerKind::kSlidingAttention ? l.window : 0;
@@ -611,7 +613,7 @@ Expected<PlannedOp> Planner::Attention(const LayerSpec& l) {
                      g * hd * kBf16, g * hd * 4 + g * 8, g * kv * 4, 0});
       }
     }
-    TS_ASSIGN_OR_RETURN(auto fit, FirstFit(c, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(auto fit, FirstFit(c, t_, max_columns_));
     const int64_t g = c[fit.first].rows_per_core;
     NpuOpShape shape{heads, hd, 1, len, heads, kvh, hd};
     const std::string dims = ".h" + Str(heads) + "kv" + Str(kvh) + "d" + Str(hd);
@@ -632,7 +634,7 @@ Expected<PlannedOp> Planner::Attention(const LayerSpec& l) {
              bq * hd * kBf16, bq * hd * 4 + bq * 8, bq * kv * 4, 0});
       }
     }
-    TS_ASSIGN_OR_RETURN(auto pfit, FirstFit(c, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(auto pfit, FirstFit(c, t_, max_columns_));
     const int64_t bq = c[pfit.first].batch_rows_per_tile;
     NpuOpShape pshape{heads, hd, batch, plen, heads, kvh, hd};
     pre.push_back(Add(
@@ -645,10 +647,10 @@ Expected<PlannedOp> Planner::Attention(const LayerSpec& l) {
 }
 
 // Causal depthwise conv of q|k|v over the last conv_kernel inputs, with its history in and out.
-Expected<PlannedOp> Planner::DeltaConv() {
+PlanResult<PlannedOp> Planner::DeltaConv() {
   const DeltaNetSpec& n = *s_.deltanet;
   const int64_t cw = n.conv_width(), kern = n.conv_kernel, hist = (kern - 1) * 4;
-  auto build = [&](NpuPass pass, int64_t batch) -> Expected<int> {
+  auto build = [&](NpuPass pass, int64_t batch) -> PlanResult<int> {
     std::vector<TileRequest> c;
     for (int64_t ch : {512, 256, 128, 64, 32, 16, 8, 4, 2}) {
       if (ch > RoundUp(cw, 2) && ch != 2) continue;
@@ -657,22 +659,22 @@ Expected<PlannedOp> Planner::DeltaConv() {
                    kern, batch, 2, 0, 2, ch * kern * kBf16 + ch * kBf16 + ch * hist, 0,
                    ch * kBf16 + ch * hist, ch * 4, 0, 0});
     }
-    TS_ASSIGN_OR_RETURN(auto fit, FirstFit(c, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(auto fit, FirstFit(c, t_, max_columns_));
     return Add(Program("deltanet_conv.c" + Str(cw) + ".k" + Str(kern) + Rows(batch), "deltanet",
                        NpuOpKind::kDeltaNetConv, pass, {cw, kern, batch, 0, 0, 0, 0}, fit.second,
                        cw * (kern * kBf16 + 2 * hist) + batch * cw * kBf16 * 2, batch * cw * kern));
   };
-  TS_ASSIGN_OR_RETURN(Passes pp, BothPasses(build));
+  PLAN_ASSIGN_OR_REFUSE(Passes pp, BothPasses(build));
   return Op(NpuOpKind::kDeltaNetConv, "conv1d", pp.decode, pp.prefill, cw * kern * kBf16);
 }
 
 // The state matrices stay in DDR (fp32, 64 KiB per head at 128 x 128: more than a core holds)
 // and stream through the cores in column slices, in and out, once per call.
-Expected<PlannedOp> Planner::DeltaRecurrence() {
+PlanResult<PlannedOp> Planner::DeltaRecurrence() {
   const DeltaNetSpec& n = *s_.deltanet;
   const int64_t vh = n.value_heads, kd = n.key_dim, vd = n.value_dim;
   const int64_t state = vh * kd * vd * 4;
-  auto build = [&](NpuPass pass, int64_t batch) -> Expected<int> {
+  auto build = [&](NpuPass pass, int64_t batch) -> PlanResult<int> {
     std::vector<TileRequest> c;
     std::vector<int64_t> vec_bytes;
     for (int64_t vc : {64, 32, 16, 8, 4, 2}) {
@@ -684,7 +686,7 @@ Expected<PlannedOp> Planner::DeltaRecurrence() {
                    batch, vc, kd, batch, 2, 0, 2, kd * vc * 4 + vec, 0, kd * vc * 4 + vc * 4,
                    vc * 8, kd * 4, 0});
     }
-    TS_ASSIGN_OR_RETURN(auto fit, FirstFit(c, t_, max_columns_));
+    PLAN_ASSIGN_OR_REFUSE(auto fit, FirstFit(c, t_, max_columns_));
     const int64_t tiles = vh * vd / c[fit.first].rows_per_core;
     return Add(Program("deltanet_recurrence.vh" + Str(vh) + "kh" + Str(n.key_heads) + "kd" +
                            Str(kd) + "vd" + Str(vd) + Rows(batch),
@@ -693,74 +695,66 @@ Expected<PlannedOp> Planner::DeltaRecurrence() {
                        2 * state + batch * (tiles * vec_bytes[fit.first] + vh * vd * 4),
                        batch * vh * kd * vd * 4));
   };
-  TS_ASSIGN_OR_RETURN(Passes pp, BothPasses(build));
+  PLAN_ASSIGN_OR_REFUSE(Passes pp, BothPasses(build));
   return Op(NpuOpKind::kDeltaNetRecurrence, "recurrence", pp.decode, pp.prefill,
             vh * 8);  // A_log, dt_bias
 }
 
-Expected<LayerPlan> Planner::Layer(int64_t index) {
+PlanResult<LayerPlan> Planner::Layer(int64_t index) {
   const LayerSpec& l = s_.layer[static_cast<size_t>(index)];
   LayerPlan lp;
   lp.layer = index;
   lp.kind = l.kind;
   const int64_t h = s_.hidden;
-  // Unlike WithContext puts "layer N: " first; keep the limit name first for PlanLimitOf.
-  auto run = [&](Expected<PlannedOp> op) -> Status {
-    if (op) {
-      lp.ops.push_back(std::move(*op));
-      return Status::Ok();
-    }
-    const Status& st = op.status();
-    const std::string& m = st.message();
-    const size_t colon = m.find(": ");
-    if (colon == std::string::npos) return st;
-    return Status(st.code(),
-                  m.substr(0, colon + 2) + "layer " + Str(index) + ": " + m.substr(colon + 2));
+  // The limit's name stays first: "core data memory: layer 3: ...".
+  auto run = [&](PlanResult<PlannedOp> op) -> Refusal {
+    if (!op) return op.refusal().Within("layer " + Str(index));
+    lp.ops.push_back(std::move(*op));
+    return std::nullopt;
   };
-  TS_RETURN_IF_ERROR(run(Norm(NpuOpKind::kRmsNorm, "input_norm", h, 1)));
+  PLAN_REFUSE_IF(run(Norm(NpuOpKind::kRmsNorm, "input_norm", h, 1)));
   if (l.is_attention()) {
-    TS_RETURN_IF_ERROR(run(Matmul("q_proj", s_.q_proj_rows(), h, s_.qkv_bias)));
-    TS_RETURN_IF_ERROR(run(Matmul("k_proj", s_.kv_dim, h, s_.qkv_bias)));
-    TS_RETURN_IF_ERROR(run(Matmul("v_proj", s_.kv_dim, h, s_.qkv_bias)));
-    TS_RETURN_IF_ERROR(run(RopeKv(l)));
-    TS_RETURN_IF_ERROR(run(Attention(l)));
+    PLAN_REFUSE_IF(run(Matmul("q_proj", s_.q_proj_rows(), h, s_.qkv_bias)));
+    PLAN_REFUSE_IF(run(Matmul("k_proj", s_.kv_dim, h, s_.qkv_bias)));
+    PLAN_REFUSE_IF(run(Matmul("v_proj", s_.kv_dim, h, s_.qkv_bias)));
+    PLAN_REFUSE_IF(run(RopeKv(l)));
+    PLAN_REFUSE_IF(run(Attention(l)));
     if (s_.output_gate) {
-      TS_RETURN_IF_ERROR(
+      PLAN_REFUSE_IF(
           run(Elementwise(NpuOpKind::kOutputGate, "output_gate", "output_gate", s_.q_dim)));
     }
-    TS_RETURN_IF_ERROR(run(Matmul("o_proj", h, s_.q_dim, s_.o_bias)));
+    PLAN_REFUSE_IF(run(Matmul("o_proj", h, s_.q_dim, s_.o_bias)));
     lp.kv_bytes_per_position = 2 * s_.kv_dim * kBf16;
     lp.kv_window = l.kind == LayerKind::kSlidingAttention ? l.window : 0;
   } else {
     const DeltaNetSpec& n = *s_.deltanet;
-    TS_RETURN_IF_ERROR(run(Matmul("in_proj_qkv", n.conv_width(), h, false)));
-    TS_RETURN_IF_ERROR(run(Matmul("in_proj_z", n.v_width(), h, false)));
-    TS_RETURN_IF_ERROR(run(Matmul("in_proj_b", n.value_heads, h, false)));
-    TS_RETURN_IF_ERROR(run(Matmul("in_proj_a", n.value_heads, h, false)));
-    TS_RETURN_IF_ERROR(run(DeltaConv()));
-    TS_RETURN_IF_ERROR(run(DeltaRecurrence()));
-    TS_RETURN_IF_ERROR(
-        run(Norm(NpuOpKind::kGatedRmsNorm, "delta_norm", n.value_dim, n.value_heads)));
-    TS_RETURN_IF_ERROR(run(Matmul("out_proj", h, n.v_width(), false)));
+    PLAN_REFUSE_IF(run(Matmul("in_proj_qkv", n.conv_width(), h, false)));
+    PLAN_REFUSE_IF(run(Matmul("in_proj_z", n.v_width(), h, false)));
+    PLAN_REFUSE_IF(run(Matmul("in_proj_b", n.value_heads, h, false)));
+    PLAN_REFUSE_IF(run(Matmul("in_proj_a", n.value_heads, h, false)));
+    PLAN_REFUSE_IF(run(DeltaConv()));
+    PLAN_REFUSE_IF(run(DeltaRecurrence()));
+    PLAN_REFUSE_IF(run(Norm(NpuOpKind::kGatedRmsNorm, "delta_norm", n.value_dim, n.value_heads)));
+    PLAN_REFUSE_IF(run(Matmul("out_proj", h, n.v_width(), false)));
     lp.state_bytes = (n.conv_state_floats() + n.matrix_state_floats()) * 4;
   }
   if (s_.sandwich_norms) {
-    TS_RETURN_IF_ERROR(run(Norm(NpuOpKind::kRmsNorm, "post_attention_norm", h, 1)));
+    PLAN_REFUSE_IF(run(Norm(NpuOpKind::kRmsNorm, "post_attention_norm", h, 1)));
   }
-  TS_RETURN_IF_ERROR(run(Elementwise(NpuOpKind::kResidualAdd, "mixer_residual", "add", h)));
-  TS_RETURN_IF_ERROR(
+  PLAN_REFUSE_IF(run(Elementwise(NpuOpKind::kResidualAdd, "mixer_residual", "add", h)));
+  PLAN_REFUSE_IF(
       run(Norm(NpuOpKind::kRmsNorm,
                s_.sandwich_norms ? "pre_feedforward_norm" : "post_attention_norm", h, 1)));
-  TS_RETURN_IF_ERROR(run(Matmul("gate_proj", s_.intermediate, h, false)));
-  TS_RETURN_IF_ERROR(run(Matmul("up_proj", s_.intermediate, h, false)));
-  TS_RETURN_IF_ERROR(run(Elementwise(
+  PLAN_REFUSE_IF(run(Matmul("gate_proj", s_.intermediate, h, false)));
+  PLAN_REFUSE_IF(run(Matmul("up_proj", s_.intermediate, h, false)));
+  PLAN_REFUSE_IF(run(Elementwise(
       NpuOpKind::kGatedActivation, "gated_activation",
       s_.activation == Activation::kGeluTanh ? "act.gelu_tanh" : "act.silu", s_.intermediate)));
-  TS_RETURN_IF_ERROR(run(Matmul("down_proj", h, s_.intermediate, false)));
+  PLAN_REFUSE_IF(run(Matmul("down_proj", h, s_.intermediate, false)));
   if (s_.sandwich_norms) {
-    TS_RETURN_IF_ERROR(run(Norm(NpuOpKind::kRmsNorm, "post_feedforward_norm", h, 1)));
+    PLAN_REFUSE_IF(run(Norm(NpuOpKind::kRmsNorm, "post_feedforward_norm", h, 1)));
   }
-  TS_RETURN_IF_ERROR(run(Elementwise(NpuOpKind::kResidualAdd, "mlp_residual", "add", h)));
+  PLAN_REFUSE_IF(run(Elementwise(NpuOpKind::kResidualAdd, "mlp_residual", "add", h)));
   for (const PlannedOp& op : lp.ops) {
     lp.weight_bytes += op.weight_bytes;
     lp.decode_ms += op.decode_ms;
@@ -789,25 +783,25 @@ PlanSubmission SumLayers(const XdnaPlan& p, int64_t first, int64_t count) {
 
 // Greedy chains within the time budget and the run cap; then, if an even split into as many
 // chains also fits, that one (so the last chain is not a short remainder).
-Status Planner::Submissions() {
+Refusal Planner::Submissions() {
   const auto fits = [&](const PlanSubmission& s) {
     return s.estimated_ms <= p_.budget_ms && s.runs <= p_.max_runs_per_submission;
   };
   for (const LayerPlan& lp : p_.layers) {
     const PlanSubmission one = SumLayers(p_, lp.layer, 1);
     if (one.estimated_ms > p_.budget_ms) {
-      return Refuse(PlanLimit::kCommandTimeout,
-                    "layer " + Str(lp.layer) + " alone is estimated at " + Num(one.estimated_ms) +
-                        " ms (decode " + Num(lp.decode_ms) + " ms, prefill " + Num(lp.prefill_ms) +
-                        " ms), over the " + Num(p_.budget_ms) + " ms a submission may take (" +
-                        Num(o_.budget_fraction * 100, 0) + " % of the " +
-                        Num(p_.command_timeout_ms, 0) + " ms command timeout) at " +
-                        Num(p_.npu_bytes_per_ms / 1e6, 2) + " GB/s");
+      return RefusePlan(
+          PlanLimit::kCommandTimeout,
+          "layer " + Str(lp.layer) + " alone is estimated at " + Num(one.estimated_ms) +
+              " ms (decode " + Num(lp.decode_ms) + " ms, prefill " + Num(lp.prefill_ms) +
+              " ms), over the " + Num(p_.budget_ms) + " ms a submission may take (" +
+              Num(o_.budget_fraction * 100, 0) + " % of the " + Num(p_.command_timeout_ms, 0) +
+              " ms command timeout) at " + Num(p_.npu_bytes_per_ms / 1e6, 2) + " GB/s");
     }
     if (one.runs > p_.max_runs_per_submission) {
-      return Refuse(PlanLimit::kCommandTimeout,
-                    "layer " + Str(lp.layer) + " needs " + Str(one.runs) +
-                        " runs; a command chain may hold " + Str(p_.max_runs_per_submission));
+      return RefusePlan(PlanLimit::kCommandTimeout,
+                        "layer " + Str(lp.layer) + " needs " + Str(one.runs) +
+                            " runs; a command chain may hold " + Str(p_.max_runs_per_submission));
     }
   }
   std::vector<PlanSubmission> greedy;
@@ -833,20 +827,20 @@ Status Planner::Submissions() {
   }
   const bool even_fits = std::all_of(even.begin(), even.end(), fits);
   p_.submissions = even_fits ? std::move(even) : std::move(greedy);
-  return Status::Ok();
+  return std::nullopt;
 }
 
-Expected<XdnaPlan> Planner::Run() {
-  TS_RETURN_IF_ERROR(ValidateOptions());
-  TS_RETURN_IF_ERROR(ValidateSpec());
+PlanResult<XdnaPlan> Planner::Run() {
+  PLAN_REFUSE_IF(ValidateOptions());
+  PLAN_REFUSE_IF(ValidateSpec());
   const std::string gen(GenerationName(t_.generation));
   if (o_.hw_contexts_in_use >= t_.hw_context_limit) {
-    return Refuse(PlanLimit::kHwContexts, "all " + Str(t_.hw_context_limit) + " of " + gen +
-                                              "'s hardware contexts are in use");
+    return RefusePlan(PlanLimit::kHwContexts, "all " + Str(t_.hw_context_limit) + " of " + gen +
+                                                  "'s hardware contexts are in use");
   }
   if (o_.xclbins_in_use >= t_.xclbin_limit) {
-    return Refuse(PlanLimit::kXclbins,
-                  "all " + Str(t_.xclbin_limit) + " xclbins a process may register are in use");
+    return RefusePlan(PlanLimit::kXclbins,
+                      "all " + Str(t_.xclbin_limit) + " xclbins a process may register are in use");
   }
   p_.generation = t_.generation;
   p_.span = span_;
@@ -867,7 +861,7 @@ Expected<XdnaPlan> Planner::Run() {
   max_columns_ = o_.max_columns > 0 ? o_.max_columns : t_.columns;
   p_.max_columns = max_columns_;
   for (int64_t i = span_.first; i < span_.first + span_.count; ++i) {
-    TS_ASSIGN_OR_RETURN(LayerPlan lp, Layer(i));
+    PLAN_ASSIGN_OR_REFUSE(LayerPlan lp, Layer(i));
     p_.layers.push_back(std::move(lp));
   }
   for (const PlannedProgram& prog : p_.programs) {
@@ -887,15 +881,16 @@ Expected<XdnaPlan> Planner::Run() {
   p_.hw_contexts_used = used;
   p_.xclbins_used = used;
   if (o_.hw_contexts_in_use + used > t_.hw_context_limit) {
-    return Refuse(PlanLimit::kHwContexts, "the plan needs " + Str(used) + " (" + names + "), " +
-                                              Str(o_.hw_contexts_in_use) + " of " + gen + "'s " +
-                                              Str(t_.hw_context_limit) +
-                                              " are in use by other models");
+    return RefusePlan(PlanLimit::kHwContexts, "the plan needs " + Str(used) + " (" + names + "), " +
+                                                  Str(o_.hw_contexts_in_use) + " of " + gen +
+                                                  "'s " + Str(t_.hw_context_limit) +
+                                                  " are in use by other models");
   }
   if (o_.xclbins_in_use + used > t_.xclbin_limit) {
-    return Refuse(PlanLimit::kXclbins,
-                  "the plan needs " + Str(used) + " (" + names + "), " + Str(o_.xclbins_in_use) +
-                      " of the " + Str(t_.xclbin_limit) + " a process may register are in use");
+    return RefusePlan(PlanLimit::kXclbins, "the plan needs " + Str(used) + " (" + names + "), " +
+                                               Str(o_.xclbins_in_use) + " of the " +
+                                               Str(t_.xclbin_limit) +
+                                               " a process may register are in use");
   }
   // Totals, first in double so a huge request is refused rather than overflowing.
   double kv_max = 0, total = 0;
@@ -905,7 +900,7 @@ Expected<XdnaPlan> Planner::Run() {
     total += static_cast<double>(lp.weight_bytes) + static_cast<double>(lp.state_bytes);
   }
   if (total + kv_max * o_.kv_slots > 4e18) {
-    return Refuse(PlanLimit::kShape, "the NPU buffers would need more than 4e18 bytes");
+    return RefusePlan(PlanLimit::kShape, "the NPU buffers would need more than 4e18 bytes");
   }
   for (int64_t b : p_.context_buckets) {
     int64_t kv = 0;
@@ -921,14 +916,14 @@ Expected<XdnaPlan> Planner::Run() {
     p_.prefill_ms += lp.prefill_ms;
   }
   p_.memlock_bytes = p_.weight_bytes + p_.kv_slots * (p_.kv_bytes.back() + p_.state_bytes);
-  TS_RETURN_IF_ERROR(Submissions());
+  PLAN_REFUSE_IF(Submissions());
   return std::move(p_);
 }
 
 }  // namespace
 
-Expected<XdnaPlan> PlanXdnaLayers(const ModelSpec& spec, const NpuTarget& target, NpuLayerSpan span,
-                                  const PlanOptions& options) {
+PlanResult<XdnaPlan> PlanXdnaLayers(const ModelSpec& spec, const NpuTarget& target,
+                                    NpuLayerSpan span, const PlanOptions& options) {
   return Planner(spec, target, span, options).Run();
 }
 

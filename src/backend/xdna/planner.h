@@ -11,9 +11,9 @@
 //   o.weights = NpuWeightFormat::kInt8;
 //   o.max_context = 4096;
 //   const NpuTarget& t = NpuTargetFor(XdnaGeneration::kXdna2);
-//   Expected<XdnaPlan> plan = PlanXdnaLayers(spec, t, {.first = 0, .count = spec.layers}, o);
-//   if (!plan) return plan.status();   // PlanLimitOf(plan.status()) == PlanLimit::kCoreMemory, ...
-//   TS_RETURN_IF_ERROR(CheckPlan(*plan, t));
+//   PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, t, {.first = 0, .count = spec.layers}, o);
+//   if (!plan) return plan.status();   // plan.refusal().limit == PlanLimit::kCoreMemory, ...
+//   if (auto refusal = CheckPlan(*plan, t)) return refusal->status;
 //   for (const PlanSubmission& s : plan->submissions)          // one command chain each
 //     for (int64_t l = s.first_layer; l < s.first_layer + s.layer_count; ++l)
 //       for (const PlannedOp& op : plan->layer(l).ops)
@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/xdna/npu_target.h"
@@ -37,8 +38,7 @@ namespace tessera {
 enum class NpuWeightFormat { kBf16, kInt8, kInt4 };
 std::string_view NpuWeightFormatName(NpuWeightFormat format);  // "bf16", "int8", "int4"
 
-// The limit a refusal (or a failed CheckPlan) names. Every planner and checker error message
-// starts with PlanLimitName(limit) + ": ", so PlanLimitOf recovers it.
+// The limit a refusal (or a failed CheckPlan) names.
 enum class PlanLimit {
   kCoreMemory,         // a core tile's 64 KiB data memory
   kMemTileMemory,      // a memory tile's 512 KiB
@@ -54,7 +54,30 @@ enum class PlanLimit {
   kInconsistent,       // CheckPlan only: the plan's recorded numbers disagree with each other
 };
 std::string_view PlanLimitName(PlanLimit limit);  // "core data memory", "mem tile memory", ...
-std::optional<PlanLimit> PlanLimitOf(const Status& status);
+
+// A refusal of the planner or of CheckPlan: the limit, typed, for programs and tests; the
+// Status for people, whose message is PlanLimitName(limit) + ": " + the numbers.
+struct PlanRefusal {
+  PlanLimit limit = PlanLimit::kInconsistent;
+  Status status;
+  // The same refusal with `context` before its numbers ("core data memory: layer 3: ...").
+  PlanRefusal Within(const std::string& context) const;
+};
+// The refusal of `limit`: ResourceExhausted for hardware limits, Unsupported for shapes,
+// InvalidArgument for options and context buckets, Corrupt for an inconsistent plan.
+PlanRefusal RefusePlan(PlanLimit limit, const std::string& detail);
+
+// A value, or the refusal that says why there is none: Expected<T> with the limit kept.
+template <typename T>
+class [[nodiscard]] PlanResult : public Expected<T> {
+ public:
+  PlanResult(T value) : Expected<T>(std::move(value)) {}
+  PlanResult(PlanRefusal refusal) : Expected<T>(refusal.status), limit_(refusal.limit) {}
+  PlanRefusal refusal() const { return {limit_, this->status()}; }  // only without a value
+
+ private:
+  PlanLimit limit_ = PlanLimit::kInconsistent;
+};
 
 // Layers [first, first + count) run on the NPU; the rest, and always the LM head, on the CPU.
 struct NpuLayerSpan {
@@ -239,17 +262,17 @@ struct XdnaPlan {
   const LayerPlan& layer(int64_t model_layer) const { return layers[model_layer - span.first]; }
 };
 
-// Plans layers [span.first, span.first + span.count) of `spec` for `target`. Refusals are
-// ResourceExhausted (hardware limits), Unsupported (shapes) or InvalidArgument (options),
-// each message starting with the limit's name and giving the numbers.
-Expected<XdnaPlan> PlanXdnaLayers(const ModelSpec& spec, const NpuTarget& target, NpuLayerSpan span,
-                                  const PlanOptions& options);
+// Plans layers [span.first, span.first + span.count) of `spec` for `target`, or refuses
+// (RefusePlan), naming the limit and giving the numbers.
+PlanResult<XdnaPlan> PlanXdnaLayers(const ModelSpec& spec, const NpuTarget& target,
+                                    NpuLayerSpan span, const PlanOptions& options);
 
 // Re-verifies a plan against a target from the plan's own numbers: recomputes every L1 and
 // mem tile total, DMA channel and descriptor count, coverage of each shape by its tiling,
 // weight bytes of each matrix, op / layer / submission times, the KV and memlock totals, and
-// checks each against the limits. Independent of the search; the tests' oracle.
-Status CheckPlan(const XdnaPlan& plan, const NpuTarget& target);
+// checks each against the limits. Independent of the search; the tests' oracle. Nothing when
+// the plan holds, else the refusal.
+std::optional<PlanRefusal> CheckPlan(const XdnaPlan& plan, const NpuTarget& target);
 
 // A few lines for the load log: programs, xclbins and contexts, submissions, bytes, estimated
 // decode and prefill time.

@@ -41,8 +41,8 @@ Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice(const NpuOptions& option
     }
     return device;
   }
-  TS_ASSIGN_OR_RETURN(NpuDeviceSpec spec, ParseNpuDeviceSpec(options.device));
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> made, MakeXdnaDevice(spec));
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<XdnaDevice> made,
+                      options.make_device ? options.make_device() : MakeXdnaDevice());
   device = std::move(made);
   chosen = options.device;
   std::fprintf(stderr, "tessera: NPU device: %s\n", device->description().name.c_str());
@@ -130,7 +130,7 @@ class XdnaBackend final : public Backend {
     auto plan = PlanXdnaLayers(spec_, target, {range.begin, range.size()}, plan_options);
     if (!plan)
       return plan.status().WithContext("xdna plan for layers " + LayerText(0, range.size()));
-    TS_RETURN_IF_ERROR(CheckPlan(*plan, target));
+    if (auto refusal = CheckPlan(*plan, target)) return refusal->status;
     TS_RETURN_IF_ERROR(AssignKernels(*plan, target));
     for (const PlanSubmission& sub : plan->submissions) {
       const int64_t first = sub.first_layer - range.begin;

@@ -28,8 +28,8 @@ inline constexpr int kMaxChainAttempts = 3;
 Expected<std::unique_ptr<Backend>> MakeXdnaBackend(const BackendOptions& options);
 
 // The device every xdna backend of this process shares (one NPU, many models), made on first
-// use from options.device by MakeXdnaDevice (device.h); a later caller naming another device
-// is refused.
+// use by options.make_device (unset: MakeXdnaDevice, device.h, the XRT device); a later caller
+// naming another options.device is refused.
 Expected<std::shared_ptr<XdnaDevice>> ProcessXdnaDevice(const NpuOptions& options);
 
 // Figures of every xdna backend in this process (for /stats and the tests).

@@ -10,31 +10,36 @@
 #include <cstdlib>
 #include <thread>
 
-#include "backend/xdna/fake_device.h"
+#include "backend/xdna/fake/npu_device_flag.h"
 #include "backend/xdna/npu_queue.h"
 #include "backend/xdna/xdna_backend.h"
 #include "engine/model_executor.h"
 #include "engine/placement.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
+#include "support/fault_injecting_device.h"
 #include "test_support.h"
 
 namespace tessera {
 namespace {
 
-// Every test of this program uses the one fake device of the process.
+// Every test of this program uses the one device of the process: the fake device that
+// --npu-device fake:xdna1 makes, wrapped so that tests can inject faults.
 NpuOptions FakeNpu() {
   NpuOptions npu;
   npu.device = "fake:xdna1";
+  auto fake = ResolveNpuDevice(npu.device);
+  EXPECT_TRUE(fake.has_value()) << fake.status().message();
+  if (fake) npu.make_device = test::FaultInjectingDevice::Maker(fake->make, {});
   return npu;
 }
 
-FakeXdnaDevice& Device() {
+test::FaultInjectingDevice& Device() {
   auto device = ProcessXdnaDevice(FakeNpu());
   EXPECT_TRUE(device.has_value()) << device.status().message();
-  auto* fake = dynamic_cast<FakeXdnaDevice*>(device->get());
-  EXPECT_NE(fake, nullptr);
-  return *fake;
+  auto* faulty = dynamic_cast<test::FaultInjectingDevice*>(device->get());
+  EXPECT_NE(faulty, nullptr);
+  return *faulty;
 }
 
 enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
@@ -198,10 +203,10 @@ TEST(XdnaBackend, FaultsMidDecodeAreRecoveredOrReported) {
   test::TempDir tmp;
   auto ckpt = Open(tmp, Arch::kLlama);
   const GreedyRun clean = Greedy(*Load(ckpt, "xdna:3,cpu"), 12);
-  for (FakeFault::Kind kind :
-       {FakeFault::kTimeout, FakeFault::kAbort, FakeFault::kCompletedNothingWritten}) {
+  for (test::InjectedFault::Kind kind : {test::InjectedFault::kTimeout, test::InjectedFault::kAbort,
+                                         test::InjectedFault::kCompletedNothingWritten}) {
     auto exec = Load(ckpt, "xdna:3,cpu");
-    FakeXdnaDevice& dev = Device();
+    test::FaultInjectingDevice& dev = Device();
     const XdnaCounters before = ReadXdnaCounters();
     // Decode has started after the prompt's chain; the fault hits the 6th chain from here.
     dev.InjectFault({kind, dev.chains_run() + 6});
@@ -217,9 +222,9 @@ TEST(XdnaBackend, RepeatedFaultsFailThePassWithTheDevicesWords) {
   test::TempDir tmp;
   auto ckpt = Open(tmp, Arch::kLlama);
   auto exec = Load(ckpt, "xdna:2,cpu");
-  FakeXdnaDevice& dev = Device();
+  test::FaultInjectingDevice& dev = Device();
   for (int i = 0; i < kMaxChainAttempts; ++i)
-    dev.InjectFault({FakeFault::kTimeout, dev.chains_run() + i});
+    dev.InjectFault({test::InjectedFault::kTimeout, dev.chains_run() + i});
   std::vector<int32_t> prompt = {1, 2, 3};
   std::vector<float> logits(static_cast<size_t>(exec->spec().vocab));
   Status st = exec->Forward(0, 0, prompt, logits);
@@ -264,7 +269,7 @@ TEST(XdnaBackend, ModelsBeyondTheContextBudgetTakeTurnsWithTheirState) {
   auto a = Load(ckpts[0], "xdna:100%,cpu");
   auto b = Load(ckpts[1], "xdna:100%,cpu");
   ASSERT_TRUE(a && b);
-  FakeXdnaDevice& dev = Device();
+  test::FaultInjectingDevice& dev = Device();
   EXPECT_LE(dev.open_programs(), NpuTargetFor(XdnaGeneration::kXdna1).hw_context_limit);
   const XdnaCounters before = ReadXdnaCounters();
   const auto together = Interleaved({a.get(), b.get()}, 10);
@@ -368,8 +373,8 @@ TEST(XdnaBackend, LostDeviceFailsPassesAndSaysSo) {
   test::TempDir tmp;
   auto ckpt = Open(tmp, Arch::kLlama);
   auto exec = Load(ckpt, "xdna:2,cpu");
-  FakeXdnaDevice& dev = Device();
-  dev.InjectFault({FakeFault::kDeviceLost, dev.chains_run()});
+  test::FaultInjectingDevice& dev = Device();
+  dev.InjectFault({test::InjectedFault::kDeviceLost, dev.chains_run()});
   std::vector<int32_t> prompt = {1, 2, 3};
   std::vector<float> logits(static_cast<size_t>(exec->spec().vocab));
   Status st = exec->Forward(0, 0, prompt, logits);

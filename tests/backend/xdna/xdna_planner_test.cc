@@ -92,26 +92,26 @@ NpuLayerSpan All(const ModelSpec& s) {
   return {0, s.layers};
 }
 
-// The property every result must have: a plan the oracle accepts, or a named refusal.
-void ExpectPlanOrLimit(const Expected<XdnaPlan>& plan, const NpuTarget& t,
+// The property every result must have: a plan the oracle accepts, or a refusal naming a
+// limit, whose message starts with that limit's name.
+void ExpectPlanOrLimit(const PlanResult<XdnaPlan>& plan, const NpuTarget& t,
                        const std::string& what) {
   if (plan) {
-    Status check = CheckPlan(*plan, t);
-    EXPECT_TRUE(check.ok()) << what << ": " << check.message();
+    std::optional<PlanRefusal> check = CheckPlan(*plan, t);
+    EXPECT_FALSE(check.has_value()) << what << ": " << check->status.message();
   } else {
-    std::optional<PlanLimit> limit = PlanLimitOf(plan.status());
-    ASSERT_TRUE(limit.has_value())
-        << what << ": refusal names no limit: " << plan.status().message();
-    EXPECT_NE(*limit, PlanLimit::kInconsistent) << what;
+    const PlanRefusal r = plan.refusal();
+    EXPECT_NE(r.limit, PlanLimit::kInconsistent) << what;
+    EXPECT_EQ(r.status.message().rfind(std::string(PlanLimitName(r.limit)) + ": ", 0), 0u)
+        << what << ": " << r.status.message();
   }
 }
 
-PlanLimit RefusedBy(const Expected<XdnaPlan>& plan) {
+PlanLimit RefusedBy(const PlanResult<XdnaPlan>& plan) {
   EXPECT_FALSE(plan.has_value());
   if (plan) return PlanLimit::kInconsistent;
-  std::optional<PlanLimit> limit = PlanLimitOf(plan.status());
-  EXPECT_TRUE(limit.has_value()) << plan.status().message();
-  return limit.value_or(PlanLimit::kInconsistent);
+  EXPECT_FALSE(plan.status().ok());
+  return plan.refusal().limit;
 }
 
 TEST(XdnaPlanner, PresetsPlanOnBothGenerationsEveryFormatAndBucket) {
@@ -130,7 +130,7 @@ TEST(XdnaPlanner, PresetsPlanOnBothGenerationsEveryFormatAndBucket) {
                   std::string(name) + " " + std::string(GenerationName(t->generation)) +
                   " layers " + std::to_string(count) + " " + std::string(NpuWeightFormatName(f)) +
                   " ctx " + std::to_string(ctx) + " rows " + std::to_string(rows);
-              Expected<XdnaPlan> plan = PlanXdnaLayers(spec, *t, {0, count}, o);
+              PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, *t, {0, count}, o);
               // These are the published shapes; each must plan, not merely be refused well.
               ASSERT_TRUE(plan.has_value()) << what << ": " << plan.status().message();
               ExpectPlanOrLimit(plan, *t, what);
@@ -155,9 +155,9 @@ TEST(XdnaPlanner, MiniCpm5SplitsIntoSeveralChainsEachInsideTheBudget) {
         PlanOptions o;
         o.weights = f;
         o.max_batch_rows = rows;
-        Expected<XdnaPlan> plan = PlanXdnaLayers(spec, *t, All(spec), o);
+        PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, *t, All(spec), o);
         ASSERT_TRUE(plan.has_value()) << plan.status().message();
-        ASSERT_TRUE(CheckPlan(*plan, *t).ok());
+        ASSERT_FALSE(CheckPlan(*plan, *t).has_value());
         EXPECT_GT(plan->submissions.size(), 1u);
         int64_t next = 0;
         for (const PlanSubmission& s : plan->submissions) {
@@ -186,9 +186,9 @@ TEST(XdnaPlanner, SlowBandwidthSplitsByTimeAndEveryChainFits) {
   const ModelSpec spec = Preset("minicpm5-2b");
   PlanOptions o;
   o.npu_bytes_per_ms = 0.25e6;  // 0.25 GB/s: a bf16 layer (~94 MB) takes ~380 ms
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), o);
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), o);
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
-  ASSERT_TRUE(CheckPlan(*plan, X1()).ok());
+  ASSERT_FALSE(CheckPlan(*plan, X1()).has_value());
   double total = 0;
   for (const LayerPlan& l : plan->layers) total += l.decode_ms;
   EXPECT_GE(static_cast<double>(plan->submissions.size()), std::ceil(total / 1000.0));
@@ -222,7 +222,7 @@ TEST(XdnaPlanner, WeightAndKvBytesMatchTheSpec) {
       o.weights = f;
       o.max_context = 3000;  // buckets 512..4096 are all built
       o.kv_slots = 2;
-      Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
+      PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
       ASSERT_TRUE(plan.has_value()) << name << ": " << plan.status().message();
       ASSERT_EQ(plan->context_buckets, (std::vector<int64_t>{512, 1024, 2048, 4096}));
       const double bytes_per_weight = f == NpuWeightFormat::kBf16   ? 2.0
@@ -282,7 +282,7 @@ TEST(XdnaPlanner, EveryLayerKindIsPlannedWithItsOps) {
     const ModelSpec spec = Preset(name);
     PlanOptions o;
     o.max_batch_rows = 64;
-    Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
+    PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
     ASSERT_TRUE(plan.has_value()) << name << ": " << plan.status().message();
     for (const LayerPlan& lp : plan->layers) {
       const LayerSpec& l = spec.layer[static_cast<size_t>(lp.layer)];
@@ -382,13 +382,13 @@ TEST(XdnaPlanner, RandomShapesEitherPassTheCheckerOrNameALimit) {
     o.npu_bytes_per_ms = pick(0, 5) == 0 ? 1e5 : 8e6;
     const int64_t first = pick(0, spec.layers - 1);
     const NpuLayerSpan span{first, pick(1, spec.layers - first)};
-    Expected<XdnaPlan> plan = PlanXdnaLayers(spec, t, span, o);
+    PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, t, span, o);
     ExpectPlanOrLimit(plan, t, "random shape " + std::to_string(i));
     if (plan) {
       ++planned;
-    } else if (std::optional<PlanLimit> l = PlanLimitOf(plan.status())) {
+    } else {
       ++refused;
-      ++by_limit[static_cast<size_t>(*l)];
+      ++by_limit[static_cast<size_t>(plan.refusal().limit)];
     }
   }
   std::cout << "planned " << planned << ", refused " << refused << ":";
@@ -414,7 +414,7 @@ TEST(XdnaPlannerRefuses, CoreMemoryForAHeadDimWhoseSmallestAttentionTileOverflow
   spec.head_dim = 1024;
   spec.q_dim = spec.heads * 1024;
   spec.kv_dim = spec.kv_heads * 1024;
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), PlanOptions{});
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), PlanOptions{});
   EXPECT_EQ(RefusedBy(plan), PlanLimit::kCoreMemory);
   EXPECT_NE(plan.status().message().find("of 64 KiB"), std::string::npos)
       << plan.status().message();
@@ -424,7 +424,7 @@ TEST(XdnaPlannerRefuses, CoreMemoryForAHeadDimWhoseSmallestAttentionTileOverflow
 TEST(XdnaPlannerRefuses, CoreMemoryForAHiddenSizeWhoseNormRowOverflows) {
   ModelSpec spec = Preset("smollm2-135m");
   spec.hidden = 8192;
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), PlanOptions{});
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), PlanOptions{});
   EXPECT_EQ(RefusedBy(plan), PlanLimit::kCoreMemory);
   EXPECT_NE(plan.status().message().find("input_norm"), std::string::npos);
 }
@@ -432,7 +432,7 @@ TEST(XdnaPlannerRefuses, CoreMemoryForAHiddenSizeWhoseNormRowOverflows) {
 TEST(XdnaPlannerRefuses, MemTileForAnInputVectorLargerThanTheMemTile) {
   ModelSpec spec = Preset("smollm2-135m");
   spec.intermediate = 262144;  // down_proj's input vector alone is 512 KiB of bf16
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), PlanOptions{});
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), PlanOptions{});
   EXPECT_EQ(RefusedBy(plan), PlanLimit::kMemTileMemory);
   EXPECT_NE(plan.status().message().find("down_proj"), std::string::npos);
 }
@@ -442,9 +442,9 @@ TEST(XdnaPlannerRefuses, ColumnsPastTheGeneration) {
   PlanOptions o;
   o.max_columns = 8;
   EXPECT_EQ(RefusedBy(PlanXdnaLayers(spec, X1(), All(spec), o)), PlanLimit::kColumns);
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
-  EXPECT_TRUE(CheckPlan(*plan, X2()).ok());
+  EXPECT_FALSE(CheckPlan(*plan, X2()).has_value());
   o.max_columns = 2;  // leave room: every program within two columns
   plan = PlanXdnaLayers(spec, X1(), All(spec), o);
   ASSERT_TRUE(plan.has_value());
@@ -468,7 +468,7 @@ TEST(XdnaPlannerRefuses, HardwareContextsAndXclbinsInUse) {
   PlanOptions o;
   o.hw_contexts_in_use = 4;  // decode needs 3 (gemv, vector, attention)
   EXPECT_EQ(RefusedBy(PlanXdnaLayers(spec, X1(), All(spec), o)), PlanLimit::kHwContexts);
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
   ASSERT_TRUE(plan.has_value()) << plan.status().message();
   EXPECT_EQ(plan->hw_contexts_used, 3);
   o.hw_contexts_in_use = 0;
@@ -480,7 +480,7 @@ TEST(XdnaPlannerRefuses, CommandTimeoutWhenOneLayerExceedsTheBudget) {
   const ModelSpec spec = Preset("minicpm5-2b");
   PlanOptions o;
   o.npu_bytes_per_ms = 1e4;  // 10 MB/s
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), o);
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), o);
   EXPECT_EQ(RefusedBy(plan), PlanLimit::kCommandTimeout);
   EXPECT_NE(plan.status().message().find("layer 0"), std::string::npos);
   o = PlanOptions{};
@@ -492,7 +492,7 @@ TEST(XdnaPlannerRefuses, ContextPastTheLargestBucketAndMalformedBuckets) {
   const ModelSpec spec = Preset("qwen3-0.6b");
   PlanOptions o;
   o.max_context = 8192;
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X2(), All(spec), o);
   EXPECT_EQ(RefusedBy(plan), PlanLimit::kContextBucket);
   EXPECT_NE(plan.status().message().find("4096"), std::string::npos);
   o.max_context = 512;
@@ -505,7 +505,7 @@ TEST(XdnaPlannerRefuses, ContextPastTheLargestBucketAndMalformedBuckets) {
 TEST(XdnaPlannerRefuses, ShapesOffTheDmaGranuleOrKernelBlocks) {
   ModelSpec odd = Preset("smollm2-135m");
   odd.hidden = 577;  // bf16 rows of 1154 bytes
-  Expected<XdnaPlan> plan = PlanXdnaLayers(odd, X1(), All(odd), PlanOptions{});
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(odd, X1(), All(odd), PlanOptions{});
   EXPECT_EQ(RefusedBy(plan), PlanLimit::kShape);
   EXPECT_NE(plan.status().message().find("4-byte"), std::string::npos);
   ModelSpec k100 = Preset("smollm2-135m");
@@ -530,8 +530,8 @@ TEST(XdnaPlannerRefuses, MalformedRequests) {
 
 TEST(XdnaPlanner, GenerationsDifferInColumnsAndContexts) {
   const ModelSpec spec = Preset("minicpm5-2b");
-  Expected<XdnaPlan> p1 = PlanXdnaLayers(spec, X1(), All(spec), PlanOptions{});
-  Expected<XdnaPlan> p2 = PlanXdnaLayers(spec, X2(), All(spec), PlanOptions{});
+  PlanResult<XdnaPlan> p1 = PlanXdnaLayers(spec, X1(), All(spec), PlanOptions{});
+  PlanResult<XdnaPlan> p2 = PlanXdnaLayers(spec, X2(), All(spec), PlanOptions{});
   ASSERT_TRUE(p1.has_value() && p2.has_value());
   int cols1 = 0, cols2 = 0;
   for (const PlannedProgram& p : p1->programs) cols1 = std::max(cols1, p.tiling.columns);
@@ -541,14 +541,14 @@ TEST(XdnaPlanner, GenerationsDifferInColumnsAndContexts) {
   // A plan valid on XDNA2 that spans 8 columns is not valid on XDNA1.
   XdnaPlan moved = *p2;
   moved.generation = XdnaGeneration::kXdna1;
-  EXPECT_FALSE(CheckPlan(moved, X1()).ok());
+  EXPECT_TRUE(CheckPlan(moved, X1()).has_value());
   // qwen3.5 with prefill needs five xclbins; two contexts in use leave XDNA1 only four.
   const ModelSpec hybrid = Preset("qwen3.5-0.8b");
   PlanOptions o;
   o.max_batch_rows = 128;
   o.hw_contexts_in_use = 2;
   EXPECT_EQ(RefusedBy(PlanXdnaLayers(hybrid, X1(), All(hybrid), o)), PlanLimit::kHwContexts);
-  Expected<XdnaPlan> h2 = PlanXdnaLayers(hybrid, X2(), All(hybrid), o);
+  PlanResult<XdnaPlan> h2 = PlanXdnaLayers(hybrid, X2(), All(hybrid), o);
   ASSERT_TRUE(h2.has_value()) << h2.status().message();
   EXPECT_EQ(h2->hw_contexts_used, 5);
 }
@@ -557,7 +557,7 @@ TEST(XdnaPlanner, DescribePlanNamesProgramsChainsAndBytes) {
   const ModelSpec spec = Preset("minicpm5-2b");
   PlanOptions o;
   o.max_batch_rows = 128;
-  Expected<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), o);
+  PlanResult<XdnaPlan> plan = PlanXdnaLayers(spec, X1(), All(spec), o);
   ASSERT_TRUE(plan.has_value());
   const std::string text = DescribePlan(*plan);
   EXPECT_NE(text.find("xdna1 plan: layers 0-41"), std::string::npos) << text;
@@ -570,15 +570,22 @@ TEST(XdnaPlanner, DescribePlanNamesProgramsChainsAndBytes) {
   std::cout << text;
 }
 
-TEST(XdnaPlanner, PlanLimitOfReadsEveryLimitBack) {
+TEST(XdnaPlanner, RefusePlanNamesItsLimitFirstAndKeepsItTyped) {
   for (int i = 0; i <= static_cast<int>(PlanLimit::kInconsistent); ++i) {
     const PlanLimit l = static_cast<PlanLimit>(i);
-    const Status s(ErrorCode::kResourceExhausted, std::string(PlanLimitName(l)) + ": detail");
-    ASSERT_TRUE(PlanLimitOf(s).has_value());
-    EXPECT_EQ(*PlanLimitOf(s), l);
+    const PlanRefusal r = RefusePlan(l, "detail");
+    EXPECT_EQ(r.limit, l);
+    EXPECT_FALSE(r.status.ok());
+    EXPECT_EQ(r.status.message(), std::string(PlanLimitName(l)) + ": detail");
+    const PlanRefusal in = r.Within("layer 3");
+    EXPECT_EQ(in.limit, l);
+    EXPECT_EQ(in.status.code(), r.status.code());
+    EXPECT_EQ(in.status.message(), std::string(PlanLimitName(l)) + ": layer 3: detail");
   }
-  EXPECT_FALSE(PlanLimitOf(Status::Ok()).has_value());
-  EXPECT_FALSE(PlanLimitOf(InvalidArgument("something else")).has_value());
+  EXPECT_EQ(RefusePlan(PlanLimit::kShape, "x").status.code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(RefusePlan(PlanLimit::kOptions, "x").status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(RefusePlan(PlanLimit::kInconsistent, "x").status.code(), ErrorCode::kCorrupt);
+  EXPECT_EQ(RefusePlan(PlanLimit::kCoreMemory, "x").status.code(), ErrorCode::kResourceExhausted);
 }
 
 // ---- The oracle can fail: break one number of a valid plan at a time. ----
@@ -589,18 +596,18 @@ class CheckPlanMutation : public ::testing::Test {
     const ModelSpec spec = Preset("qwen3-0.6b");
     PlanOptions o;
     o.max_batch_rows = 128;
-    Expected<XdnaPlan> p = PlanXdnaLayers(spec, X1(), All(spec), o);
+    PlanResult<XdnaPlan> p = PlanXdnaLayers(spec, X1(), All(spec), o);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     plan_ = *p;
-    ASSERT_TRUE(CheckPlan(plan_, X1()).ok());
+    ASSERT_FALSE(CheckPlan(plan_, X1()).has_value());
     ASSERT_GT(plan_.submissions.size(), 1u);
   }
   PlanLimit Broken(const XdnaPlan& p) {
-    Status s = CheckPlan(p, X1());
-    EXPECT_FALSE(s.ok());
-    std::optional<PlanLimit> l = PlanLimitOf(s);
-    EXPECT_TRUE(l.has_value()) << s.message();
-    return l.value_or(PlanLimit::kOptions);
+    std::optional<PlanRefusal> r = CheckPlan(p, X1());
+    EXPECT_TRUE(r.has_value());
+    if (!r) return PlanLimit::kOptions;  // never a checker's limit
+    EXPECT_FALSE(r->status.ok());
+    return r->limit;
   }
   static PlannedProgram& GemvOf(XdnaPlan& plan) {
     for (PlannedProgram& p : plan.programs) {
@@ -655,7 +662,7 @@ TEST_F(CheckPlanMutation, CoverageAndWeightLayout) {
   XdnaPlan p = plan_;
   GemvOf(p).tiling.rows_per_core = 1;  // the same cores and passes no longer cover the rows
   EXPECT_EQ(Broken(p), PlanLimit::kInconsistent);
-  EXPECT_NE(CheckPlan(p, X1()).message().find("do not cover"), std::string::npos);
+  EXPECT_NE(CheckPlan(p, X1())->status.message().find("do not cover"), std::string::npos);
   p = plan_;
   p.layers[0].ops[1].weight_bytes += 4;  // q_proj
   p.layers[0].weight_bytes += 4;
@@ -707,7 +714,7 @@ TEST_F(CheckPlanMutation, ContextsXclbinsBucketsAndTotals) {
   EXPECT_EQ(Broken(p), PlanLimit::kInconsistent);
   p = plan_;
   p.xclbins.pop_back();
-  EXPECT_FALSE(CheckPlan(p, X1()).ok());
+  EXPECT_TRUE(CheckPlan(p, X1()).has_value());
 }
 
 }  // namespace

@@ -3,19 +3,22 @@
 // kernels, and every log line, /ready and the stats say so. Through the official openai
 // package: greedy answers with the first layer, and with every layer, on the "NPU" equal the
 // cpu-only server's; a command timeout injected mid-decode is recovered without changing a
-// token; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
-//   node npu_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds tiny/, qwen/, slow/)
+// token; a lost device restarts the worker; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
+// The product has no fault injection: the timeout is injected by WITH_FAULTS, a test program
+// running tessera's own commands whose --npu-device also takes ",fault=KIND@CHAIN"
+// (tests/support/npu_device_with_faults.cc); tessera itself refuses that option.
+//   node npu_e2e_test.mjs TESSERA E2E_WORK_DIR WITH_FAULTS   (E2E_WORK_DIR holds tiny/, qwen/, slow/)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
 import { checker, startServer, waitReady } from './harness.mjs';
 
-const [tessera, work] = process.argv.slice(2);
+const [tessera, work, withFaults] = process.argv.slice(2);
 const KEY = 'npu-key';
 const prompts = ['Once upon a time', 'The river', 'Numbers such as 1, 2, 3'];
 
-async function serve(args, env = {}) {
-  const s = await startServer(tessera, ['--rate-limit', '0', ...args], { TESSERA_API_KEY: KEY, ...env });
+async function serve(args, env = {}, program = tessera) {
+  const s = await startServer(program, ['--rate-limit', '0', ...args], { TESSERA_API_KEY: KEY, ...env });
   const base = `http://127.0.0.1:${s.port}`;
   const log = { text: '' };  // the server's and the worker's stderr
   s.child.stderr.on('data', (d) => { log.text += d; });
@@ -82,15 +85,49 @@ for (const flags of [['--npu-layers', '1'], ['--npu-percent', '100']]) {
 }
 
 await check('fake xdna2: a command timeout mid-decode is run again and changes no token', async () => {
-  const npu = await serve([...models, '--npu-percent', '100', '--npu-device', 'fake:xdna2,fault=timeout@12']);
+  const npu = await serve([...models, '--npu-percent', '100', '--npu-device', 'fake:xdna2,fault=timeout@12'],
+                          {}, withFaults);
   try {
     assert.deepEqual(await answers(npu), expected);
     // The fault did fire, once, and the chain ran again.
-    assert.match(npu.log.text, /timeout: fake fault: command timed out .*running the chain again \(attempt 2 of 3\)/);
+    assert.match(npu.log.text, /timeout: injected fault: command timed out .*running the chain again \(attempt 2 of 3\)/);
     assert.equal(npu.log.text.match(/running the chain again/g).length, 1);
     const ready = await (await fetch(`${npu.base}/ready`)).json();
     assert.equal(ready.x_tessera_stats.worker_restarts, 0);
     assert.match(ready.npu_device, /^fake xdna2/);
+  } finally {
+    npu.child.kill('SIGTERM');
+  }
+});
+
+await check('a lost NPU mid-decode: the request fails, the worker is restarted, the next request runs', async () => {
+  const npu = await serve(['--model', `tiny=${work}/tiny`, '--npu-percent', '100',
+                           '--npu-device', 'fake:xdna1,fault=lost@6'], {}, withFaults);
+  try {
+    const complete = async (max_tokens) => {
+      const r = await fetch(`${npu.base}/v1/completions`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
+        body: JSON.stringify({ model: 'tiny', prompt: prompts[0], max_tokens, temperature: 0 }) });
+      return r.json();
+    };
+    // 16 tokens take more than 6 chains: the 7th loses the device.
+    const lost = await complete(16);
+    assert.ok(lost.error, JSON.stringify(lost));
+    // The worker exits after answering; /ready shows the restart once the new one is up.
+    const deadline = Date.now() + 60000;
+    let ready;
+    do {
+      const r = await fetch(`${npu.base}/ready`);
+      ready = await r.json();
+      if (r.status === 200 && ready.x_tessera_stats.worker_restarts >= 1) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } while (Date.now() < deadline);
+    assert.equal(ready.x_tessera_stats.worker_restarts, 1, JSON.stringify(ready));
+    assert.equal(ready.status, 'ready');
+    assert.match(npu.log.text, /the NPU was lost; exiting so the server restarts the worker/);
+    // The new worker's device has run no chain yet: 2 tokens fit before its 7th.
+    const next = await complete(2);
+    assert.equal(next.choices?.[0]?.finish_reason, 'length', JSON.stringify(next));
   } finally {
     npu.child.kill('SIGTERM');
   }
@@ -139,6 +176,10 @@ await check('bad NPU flags stop serve before it listens (exit 2, the flag named)
   const option = run(['--npu-layers', '1', '--npu-device', 'fake:xdna1,speed=9']);
   assert.equal(option.status, 2, option.stderr);
   assert.match(option.stderr, /unknown fake device option 'speed=9'/);
+  // Fault injection is a test program's option, not tessera's.
+  const fault = run(['--npu-layers', '1', '--npu-device', 'fake:xdna2,fault=timeout@12']);
+  assert.equal(fault.status, 2, fault.stderr);
+  assert.match(fault.stderr, /unknown fake device option 'fault=timeout@12'/);
   const device = run(['--npu-layers', '1', '--npu-device', 'npu0']);
   assert.equal(device.status, 2, device.stderr);
   assert.match(device.stderr, /expected xrt, fake:xdna1 or fake:xdna2/);

@@ -1,7 +1,6 @@
-#include "backend/xdna/fake_device.h"
+#include "backend/xdna/fake/fake_device.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 
 #include "backend/xdna/fake_kernels.h"
@@ -9,58 +8,20 @@
 
 namespace tessera {
 
-Expected<FakeFault> ParseFakeFault(std::string_view text) {
-  const size_t at = text.find('@');
-  const std::string_view kind = text.substr(0, at);
-  FakeFault f;
-  if (kind == "timeout") {
-    f.kind = FakeFault::kTimeout;
-  } else if (kind == "abort") {
-    f.kind = FakeFault::kAbort;
-  } else if (kind == "lost") {
-    f.kind = FakeFault::kDeviceLost;
-  } else if (kind == "nothing") {
-    f.kind = FakeFault::kCompletedNothingWritten;
-  } else {
-    return InvalidArgument("fake fault '" + std::string(text) +
-                           "': expected timeout|abort|lost|nothing@<chain index>");
-  }
-  if (at == std::string_view::npos) return f;
-  const std::string_view n = text.substr(at + 1);
-  auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), f.at_chain);
-  if (ec != std::errc() || p != n.data() + n.size() || f.at_chain < 0) {
-    return InvalidArgument("fake fault '" + std::string(text) +
-                           "': the chain index must be a non-negative integer");
-  }
-  return f;
-}
-
 FakeXdnaDevice::FakeXdnaDevice(XdnaGeneration generation, size_t memory_bytes)
     : context_limit_(NpuTargetFor(generation).hw_context_limit), memory_limit_(memory_bytes) {
   description_.generation = generation;
   description_.fake = true;
-  description_.name = "fake " + std::string(GenerationName(generation)) +
-                      " (CPU reference kernels; no NPU executes anything)";
+  description_.name = Name(generation);
 }
 
-void FakeXdnaDevice::InjectFault(const FakeFault& fault) {
-  std::lock_guard lock(mu_);
-  faults_.push_back(fault);
-}
-
-int64_t FakeXdnaDevice::chains_run() const {
-  std::lock_guard lock(mu_);
-  return chains_;
-}
-
-Status FakeXdnaDevice::CheckLost() const {
-  if (lost_) return DeviceLost(description_.name + ": the device was lost (fake fault)");
-  return Status::Ok();
+std::string FakeXdnaDevice::Name(XdnaGeneration generation) {
+  return "fake " + std::string(GenerationName(generation)) +
+         " (CPU reference kernels; no NPU executes anything)";
 }
 
 Expected<ProgramId> FakeXdnaDevice::OpenProgram(const NpuProgram& program) {
   std::lock_guard lock(mu_);
-  TS_RETURN_IF_ERROR(CheckLost());
   int open = 0;
   for (const Program& p : programs_) open += p.open;
   if (open >= context_limit_) {
@@ -114,7 +75,6 @@ int FakeXdnaDevice::open_programs() const {
 Expected<BufferId> FakeXdnaDevice::AllocateBuffer(size_t bytes, BufferKind kind, ProgramId program,
                                                   int kernel, int arg_index) {
   std::lock_guard lock(mu_);
-  TS_RETURN_IF_ERROR(CheckLost());
   if (program < 0 || static_cast<size_t>(program) >= programs_.size() ||
       !programs_[static_cast<size_t>(program)].open) {
     return InvalidArgument("buffer for program " + std::to_string(program) + ", which is not open");
@@ -165,7 +125,6 @@ std::span<uint8_t> FakeXdnaDevice::Map(BufferId buffer) {
 
 Status FakeXdnaDevice::Sync(BufferId buffer, SyncDirection direction, size_t offset, size_t bytes) {
   std::lock_guard lock(mu_);
-  TS_RETURN_IF_ERROR(CheckLost());
   Buffer* b = Find(buffer);
   if (b == nullptr) return InvalidArgument("sync of unknown buffer " + std::to_string(buffer));
   const size_t size = b->host.size();
@@ -189,7 +148,6 @@ size_t FakeXdnaDevice::allocated_bytes() const {
 Expected<ChainResult> FakeXdnaDevice::RunChain(std::span<const Run> runs,
                                                std::chrono::milliseconds /*timeout*/) {
   std::lock_guard lock(mu_);
-  TS_RETURN_IF_ERROR(CheckLost());
   // Every run is checked before any executes: a malformed chain is the caller's bug.
   for (const Run& r : runs) {
     if (r.program < 0 || static_cast<size_t>(r.program) >= programs_.size() ||
@@ -209,44 +167,9 @@ Expected<ChainResult> FakeXdnaDevice::RunChain(std::span<const Run> runs,
         return InvalidArgument("run argument names unknown buffer " + std::to_string(a.buffer));
     }
   }
-  const int64_t chain = chains_++;
-  std::optional<FakeFault> fault;
-  for (auto it = faults_.begin(); it != faults_.end(); ++it) {
-    if (it->at_chain == chain) {
-      fault = *it;
-      faults_.erase(it);
-      break;
-    }
-  }
   ChainResult result;
-  // Faults that stop a chain part way stop it half way through, so that some runs did write.
-  const int64_t stop_at = fault && fault->kind != FakeFault::kCompletedNothingWritten
-                              ? static_cast<int64_t>(runs.size()) / 2
-                              : -1;
-  if (fault && fault->kind == FakeFault::kCompletedNothingWritten) {
-    result.runs_completed = static_cast<int64_t>(runs.size());
-    return result;
-  }
   std::vector<KernelArg> args;
   for (const Run& r : runs) {
-    if (result.runs_completed == stop_at) {
-      switch (fault->kind) {
-        case FakeFault::kTimeout:
-          result.state = RunState::kTimeout;
-          result.detail = "fake fault: command timed out (ERT_CMD_STATE_TIMEOUT)";
-          break;
-        case FakeFault::kAbort:
-          result.state = RunState::kAborted;
-          result.detail = "fake fault: command aborted (ERT_CMD_STATE_ABORT)";
-          break;
-        default:
-          lost_ = true;
-          result.state = RunState::kDeviceLost;
-          result.detail = "fake fault: device lost";
-          break;
-      }
-      return result;
-    }
     const FakeKernel& k =
         *programs_[static_cast<size_t>(r.program)].kernels[static_cast<size_t>(r.kernel)];
     args.clear();

@@ -1,20 +1,18 @@
-// The fake XDNA device: the device layer (device.h) with the NPU replaced by the reference
-// kernels of fake_kernels.h, for tests and demos on machines without an NPU. It keeps what a
-// real device makes a caller get right: a hardware-context budget per generation, buffers
-// whose host and device copies differ until synced, a memory budget, chains that run in order
-// and can time out, abort, lose the device, or complete without writing anything. It never
-// claims to be an NPU: its name says fake, and so does every log line and stats object that
-// names it.
+// The fake XDNA device: the device layer (backend/xdna/device.h) with the NPU replaced by the
+// reference kernels of fake_kernels.h, for tests and demos on machines without an NPU
+// (--npu-device fake:xdna1|fake:xdna2, npu_device_flag.h). It keeps what a real device makes a
+// caller get right: a hardware-context budget per generation, buffers whose host and device
+// copies differ until synced, a memory budget, chains that run in order. It never claims to be
+// an NPU: its name says fake, and so does every log line and stats object that names it. It
+// has no faults of its own: tests wrap a device in tests/support's FaultInjectingDevice.
 //
-//   FakeXdnaDevice dev(XdnaGeneration::kXdna1);
-//   dev.InjectFault({FakeFault::kTimeout, /*at_chain=*/3});   // the 4th chain times out
+//   FakeXdnaDevice dev(XdnaGeneration::kXdna1, /*memory_bytes=*/size_t{64} << 20);
+//   TS_ASSIGN_OR_RETURN(ProgramId p, dev.OpenProgram(program));   // as any XdnaDevice
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <mutex>
-#include <optional>
-#include <string_view>
+#include <string>
 #include <vector>
 
 #include "backend/xdna/device.h"
@@ -22,28 +20,12 @@
 
 namespace tessera {
 
-struct FakeFault {
-  enum Kind {
-    kTimeout,                  // the chain stops part way; ERT_CMD_STATE_TIMEOUT
-    kAbort,                    // the chain stops part way; ERT_CMD_STATE_ABORT
-    kDeviceLost,               // this and every later call fails
-    kCompletedNothingWritten,  // reports completion, runs nothing (FACTS 2.2's warning)
-  };
-  Kind kind = kTimeout;
-  int64_t at_chain = 0;  // fires on the chain with this index (0: the first chain run)
-};
-
-// "timeout@5", "abort@0", "lost@2", "nothing@1" (--npu-device fake:GEN,fault=...).
-Expected<FakeFault> ParseFakeFault(std::string_view text);
-
 class FakeXdnaDevice final : public XdnaDevice {
  public:
   // memory_bytes: what buffers may hold in all (a real device's limit is pinned memory).
   explicit FakeXdnaDevice(XdnaGeneration generation, size_t memory_bytes = size_t{8} << 30);
-
-  // One-shot faults, each fired once when its chain comes.
-  void InjectFault(const FakeFault& fault);
-  int64_t chains_run() const;
+  // "fake xdna1 (CPU reference kernels; no NPU executes anything)": description().name.
+  static std::string Name(XdnaGeneration generation);
 
   const DeviceDescription& description() const override { return description_; }
   Expected<ProgramId> OpenProgram(const NpuProgram& program) override;
@@ -68,7 +50,6 @@ class FakeXdnaDevice final : public XdnaDevice {
     BufferKind kind = BufferKind::kData;
     std::vector<uint8_t> host, device;  // the two sides a sync joins
   };
-  Status CheckLost() const;
   Buffer* Find(BufferId id);
 
   DeviceDescription description_;
@@ -78,9 +59,6 @@ class FakeXdnaDevice final : public XdnaDevice {
   std::vector<Program> programs_;
   std::vector<Buffer> buffers_;
   size_t allocated_ = 0;
-  int64_t chains_ = 0;
-  bool lost_ = false;
-  std::vector<FakeFault> faults_;
 };
 
 }  // namespace tessera
