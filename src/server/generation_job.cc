@@ -254,12 +254,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       if (!ToolsWellFormed(tools)) {
         return invalid("tools", "expected an array of {\"function\": {\"name\": <string>}}");
       }
-      const ChatTemplateConfig& config = model.assembler()->config();
-      if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
-        return invalid("tools", "the chat template of '" + job.model +
-                                    "' does not describe tools to the model");
-      }
-      syntax = config.tool_call_syntax;
+      auto usable = model.ToolCallSyntaxForTools(job.model);
+      if (!usable) return invalid("tools", usable.status().message());
+      syntax = *usable;
       kwargs["tools"] = tools;
     }
     auto prompt = model.RenderChat(*messages, kwargs);
