@@ -200,6 +200,12 @@ int RunServeCommand(int argc, char** argv) {
   args.AddList("kind",
                "NAME=KIND: what a served causal LM is (rerank, guard or decide; embedding and "
                "classifier checkpoints are recognised) (repeatable)");
+  args.AddList("tool-call-syntax",
+               "[NAME=]SYNTAX: how a served model writes tool calls, for a checkpoint the "
+               "catalog does not know: " +
+                   ToolCallSyntaxNames() +
+                   " (default: the catalog's, else guessed from the chat template and logged; "
+                   "NAME= may be left out when one model is served) (repeatable)");
   args.AddString("host", "address to bind", false, "127.0.0.1");
   args.AddInt("port", "TCP port (0: any free port, printed at start)", 8000);
   AddPlacementOptions(args, "layers per backend for every model");
@@ -363,11 +369,20 @@ int RunServeCommand(int argc, char** argv) {
   if (Status st = worker::ResolveModelKinds(options.models, args.GetList("kind")); !st.ok()) {
     return ReportError("serve", st);
   }
+  if (Status st = worker::DeclareToolCallSyntaxes(options.models, args.GetList("tool-call-syntax"));
+      !st.ok()) {
+    return ReportError("serve", st);
+  }
   auto systemone_reuse = worker::ParseSystemOneReuse(args.GetString("systemone-reuse"));
   if (!systemone_reuse) return ReportError("serve", systemone_reuse.status());
   for (const ModelEntry& m : options.models) {
-    std::fprintf(stderr, "tessera serve: model '%s' (%s)\n", m.name.c_str(),
-                 std::string(ModelKindName(m.kind)).c_str());
+    // A declared syntax is shown here; the catalog's or a guess is logged when the worker loads.
+    const std::string syntax = m.tool_call_syntax ? std::string(", tool-call syntax ") +
+                                                        ToolCallSyntaxName(*m.tool_call_syntax) +
+                                                        " (--tool-call-syntax)"
+                                                  : "";
+    std::fprintf(stderr, "tessera serve: model '%s' (%s%s)\n", m.name.c_str(),
+                 std::string(ModelKindName(m.kind)).c_str(), syntax.c_str());
   }
   options.host = args.GetString("host");
   options.port = static_cast<int>(port);
@@ -415,6 +430,10 @@ int RunServeCommand(int argc, char** argv) {
     options.worker_args.push_back(m.name + "=" + m.dir);
     options.worker_args.push_back("--kind");
     options.worker_args.push_back(m.name + "=" + std::string(ModelKindName(m.kind)));
+    if (m.tool_call_syntax) {
+      options.worker_args.push_back("--tool-call-syntax");
+      options.worker_args.push_back(m.name + "=" + ToolCallSyntaxName(*m.tool_call_syntax));
+    }
   }
   options.worker_args.insert(
       options.worker_args.end(),
@@ -441,6 +460,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddInt("fd", "the socket to the server", 3);
   args.AddList("model", "NAME=DIR (repeatable; the first is the default)");
   args.AddList("kind", "NAME=KIND, each model's kind as the server resolved it (repeatable)");
+  args.AddList("tool-call-syntax", "NAME=SYNTAX, as the server was given it (repeatable)");
   args.AddString("placement", "layers per backend", false, "cpu");
   args.AddInt("context", "KV positions per model", 0);
   args.AddInt("parallel", "sequence slots per model (0: from cores and memory)", 0);
@@ -473,6 +493,10 @@ int RunWorkerCommand(int argc, char** argv) {
     for (worker::ModelEntry& m : options.models) {
       if (m.name == spec.substr(0, eq)) m.kind = *kind;
     }
+  }
+  if (Status st = worker::DeclareToolCallSyntaxes(options.models, args.GetList("tool-call-syntax"));
+      !st.ok()) {
+    return ReportError("worker", st);
   }
   options.placement = args.GetString("placement");
   options.context = args.GetInt("context");

@@ -51,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!context) return 0;
   auto rendered = tmpl->Render(*context);
   tessera::fuzz::Note("Render", rendered.status().ToString());
-  if (rendered) (void)tessera::ParseToolCalls(config->tool_call_syntax, *rendered);
+  if (rendered)
+    (void)tessera::ParseToolCalls(tessera::DetectToolCallSyntax(config->source), *rendered);
   return 0;
 }

@@ -32,6 +32,24 @@ Expected<std::string> RequiredString(const nlohmann::json& obj, const char* key,
   return it->get<std::string>();
 }
 
+// "tool_call_syntax": required of chat entries, so that no catalog model's syntax is guessed.
+Expected<std::optional<ToolCallSyntax>> ToolCallSyntaxOf(const nlohmann::json& item,
+                                                         const std::string& purpose,
+                                                         const std::string& where) {
+  auto it = item.find("tool_call_syntax");
+  if (it == item.end()) {
+    if (purpose != "chat") return std::optional<ToolCallSyntax>();
+    return Corrupt(where + ": a chat entry must declare \"tool_call_syntax\" (" +
+                   ToolCallSyntaxNames() + "; none when its template renders no tools)");
+  }
+  if (!it->is_string()) {
+    return Corrupt(where + ": \"tool_call_syntax\" must be a string: " + ToolCallSyntaxNames());
+  }
+  auto syntax = ToolCallSyntaxFromName(it->get<std::string>(), "\"tool_call_syntax\"");
+  if (!syntax) return Corrupt(where + ": " + syntax.status().message());
+  return std::optional<ToolCallSyntax>(*syntax);
+}
+
 }  // namespace
 
 const CatalogEntry* Catalog::Find(std::string_view id) const {
@@ -81,6 +99,7 @@ Expected<Catalog> ParseCatalog(std::string_view json_text, std::string_view what
     e.defaults = item.value("defaults", nlohmann::json::object());
     if (!e.defaults.is_object()) return Corrupt(where + ": \"defaults\" must be an object");
     if (item.contains("note") && item["note"].is_string()) e.note = item["note"];
+    TS_ASSIGN_OR_RETURN(e.tool_call_syntax, ToolCallSyntaxOf(item, e.purpose, where));
     for (const auto& prior : entries) {
       if (prior.id == e.id) return Corrupt(where + ": duplicate id '" + e.id + "'");
     }

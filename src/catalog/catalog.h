@@ -6,6 +6,7 @@
 //   if (const CatalogEntry* e = catalog->Find("qwen3-0.6b")) Pull(e->repo, e->revision);
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "chat/tool_call_syntax.h"
 
 namespace tessera {
 
@@ -25,6 +27,9 @@ struct CatalogEntry {
   std::string architecture;  // config.json model_type
   nlohmann::json defaults;   // object: default settings (e.g. "context")
   std::string note;
+  // How the model writes tool calls, as its chat template teaches them ("none" when the
+  // template renders no tools). Every chat entry declares one; other purposes may.
+  std::optional<ToolCallSyntax> tool_call_syntax{};
 };
 
 class Catalog {
@@ -41,7 +46,8 @@ class Catalog {
 };
 
 // Parses a catalog document; every entry is checked (ids and repos are valid names, purpose is
-// known, no duplicate ids). `what` names the source in errors.
+// known, a chat entry names a known tool_call_syntax, no duplicate ids). `what` names the
+// source in errors.
 Expected<Catalog> ParseCatalog(std::string_view json_text, std::string_view what);
 
 // The catalog compiled into this binary (parsed once; the result is cached).

@@ -79,6 +79,16 @@ std::string PurposeOf(const Catalog& catalog, const std::string& name, const std
   return e == nullptr ? "-" : e->purpose;
 }
 
+// "models--Org--Name" (a hub cache folder) to "Org/Name"; "" for any other name.
+std::string RepoOfHubCacheFolder(const std::string& folder) {
+  if (!folder.starts_with("models--")) return "";
+  const std::string rest = folder.substr(8);
+  const size_t sep = rest.find("--");
+  if (sep == std::string::npos) return "";
+  std::string repo = rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+  return ValidateRepoId(repo).ok() ? repo : "";
+}
+
 bool IsCheckpointDir(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir + "/config.json", ec);
@@ -296,13 +306,8 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
   for (const auto& entry : fs::directory_iterator(hub_cache, ec)) repos.push_back(entry.path());
   std::sort(repos.begin(), repos.end());
   for (const auto& repo_dir : repos) {
-    std::string dir_name = repo_dir.filename().string();
-    if (!dir_name.starts_with("models--")) continue;
-    std::string rest = dir_name.substr(8);
-    size_t sep = rest.find("--");
-    if (sep == std::string::npos) continue;
-    std::string repo = rest.substr(0, sep) + "/" + rest.substr(sep + 2);
-    if (!ValidateRepoId(repo).ok()) continue;
+    const std::string repo = RepoOfHubCacheFolder(repo_dir.filename().string());
+    if (repo.empty()) continue;
     std::vector<fs::path> snapshots;
     for (const auto& s : fs::directory_iterator(repo_dir / "snapshots", ec)) {
       snapshots.push_back(s.path());
@@ -324,6 +329,23 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     }
   }
   return models;
+}
+
+const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::string& dir) {
+  std::string repo;
+  if (auto lock = ReadLockFile(dir)) {
+    repo = lock->repo;
+  } else if (IsPackageDir(dir)) {
+    repo = PackageSourceRepo(dir);
+  } else {
+    fs::path path = fs::path(dir).lexically_normal();
+    if (!path.has_filename()) path = path.parent_path();  // "dir/" ends in an empty name
+    const fs::path snapshots = path.parent_path();
+    if (snapshots.filename() == "snapshots") {
+      repo = RepoOfHubCacheFolder(snapshots.parent_path().filename().string());
+    }
+  }
+  return repo.empty() ? nullptr : catalog.FindByRepo(repo);
 }
 
 Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& catalog) {

@@ -66,6 +66,11 @@ struct ResolvedModel {
 // cache. NotFound says to run `tessera pull`.
 Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalog& catalog);
 
+// The catalog entry of a checkpoint directory: by the repository its tessera-lock.json or
+// package manifest records, or by its place in the Hugging Face cache
+// (models--Org--Name/snapshots/COMMIT); nullptr for any other folder or an unknown repository.
+const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::string& dir);
+
 struct InstalledModel {
   std::string name;
   std::string purpose;  // from the catalog, "-" when unknown

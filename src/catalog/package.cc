@@ -326,6 +326,17 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   return Status::Ok();
 }
 
+std::string PackageSourceRepo(const std::string& dir) {
+  auto text = ReadWholeFile(dir + "/" + kPackageManifestName, kMaxManifestBytes);
+  if (!text) return "";
+  auto manifest = ParseJsonDocument(*text, kPackageManifestName);
+  if (!manifest || !manifest->is_object() || !manifest->contains("source") ||
+      !(*manifest)["source"].is_object()) {
+    return "";
+  }
+  return StringOr((*manifest)["source"], "repo");
+}
+
 Expected<PackageInfo> VerifyPackage(const std::string& dir) {
   const std::string manifest_path = dir + "/" + kPackageManifestName;
   TS_ASSIGN_OR_RETURN(std::string manifest_text, ReadWholeFile(manifest_path, kMaxManifestBytes));

@@ -60,6 +60,10 @@ struct PackageInfo {
 // True when `dir` holds a package manifest.
 bool IsPackageDir(const std::string& dir);
 
+// The hub repository the manifest records as the package's source ("" when none, or when the
+// manifest cannot be read). Not a verification: VerifyPackage is.
+std::string PackageSourceRepo(const std::string& dir);
+
 // Checks format version, the manifest's own hash, then every file's size and sha256 (cache
 // entries are trusted only for files unchanged since well before they were verified).
 // Errors say to re-convert.

@@ -35,7 +35,6 @@ bool MentionsTools(const std::string& source) {
 }
 
 void DecideToolSupport(ChatTemplateConfig* config) {
-  config->tool_call_syntax = DetectToolCallSyntax(config->source);
   config->renders_tools = MentionsTools(config->source);
 }
 

@@ -13,7 +13,8 @@
 //   TS_ASSIGN_OR_RETURN(nlohmann::ordered_json ctx,
 //                       MakeToolChatContext(*config, request["messages"], true,
 //                                           request["tools"], {}));
-//   // config->tool_call_syntax says how to parse the reply (chat/tool_calls.h).
+//   // The reply is parsed in the model's tool-call syntax (chat/tool_call_syntax.h chooses it:
+//   // declared by flag or catalog, else guessed from config->source).
 #pragma once
 
 #include <cstddef>
@@ -30,8 +31,6 @@ namespace tessera {
 struct ChatTemplateConfig {
   std::string source;  // the Jinja template text
   nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object();  // bos_token, ...
-  // Decided once from the template text (DetectToolCallSyntax).
-  ToolCallSyntax tool_call_syntax = ToolCallSyntax::kNone;
   // The template reads a `tools` variable. When false (gemma-3, Llama 3.0) tools passed to it
   // are silently ignored, as in transformers; the caller must describe them some other way.
   bool renders_tools = false;

@@ -225,41 +225,6 @@ ToolParameterTypes ParameterTypesOfTools(std::string_view tools_json) {
   return out;
 }
 
-ToolCallSyntax DetectToolCallSyntax(std::string_view source) {
-  auto has = [&](std::string_view marker) { return source.find(marker) != std::string_view::npos; };
-  if (has("<function=") && has("<parameter=")) return ToolCallSyntax::kQwen3Xml;
-  if (has("<tool_call>")) return ToolCallSyntax::kHermes;
-  if (has("<|python_tag|>") || has("<|start_header_id|>")) return ToolCallSyntax::kLlama3Json;
-  if (has("<start_of_turn>")) return ToolCallSyntax::kGemmaJson;
-  return ToolCallSyntax::kNone;
-}
-
-const char* ToolCallSyntaxName(ToolCallSyntax syntax) {
-  switch (syntax) {
-    case ToolCallSyntax::kNone:
-      return "none";
-    case ToolCallSyntax::kHermes:
-      return "hermes";
-    case ToolCallSyntax::kLlama3Json:
-      return "llama3_json";
-    case ToolCallSyntax::kGemmaJson:
-      return "gemma_json";
-    case ToolCallSyntax::kQwen3Xml:
-      return "qwen3_xml";
-  }
-  return "none";
-}
-
-Expected<ToolCallSyntax> ToolCallSyntaxFromName(std::string_view name) {
-  for (ToolCallSyntax s :
-       {ToolCallSyntax::kNone, ToolCallSyntax::kHermes, ToolCallSyntax::kLlama3Json,
-        ToolCallSyntax::kGemmaJson, ToolCallSyntax::kQwen3Xml}) {
-    if (name == ToolCallSyntaxName(s)) return s;
-  }
-  return InvalidArgument("unknown tool-call syntax '" + std::string(name) +
-                         "' (none, hermes, llama3_json, gemma_json, qwen3_xml)");
-}
-
 ToolCallParser::ToolCallParser(ToolCallSyntax syntax, ToolCallParserOptions options)
     : syntax_(syntax), options_(std::move(options)) {
   switch (syntax_) {

@@ -1,9 +1,9 @@
-// Tool calls on the model side of a chat: which markup a chat template teaches its model
-// (ToolCallSyntax, decided once from the template text), a streaming parser that turns the
-// model's reply back into content and OpenAI-shaped tool-call events, and the forced-call text
-// an engine prefills for tool_choice "required" or a named function.
+// Tool calls on the model side of a chat: a streaming parser that turns the model's reply, in the
+// markup its chat template teaches (ToolCallSyntax, chosen once per model in
+// chat/tool_call_syntax.h), back into content and OpenAI-shaped tool-call events, and the
+// forced-call text an engine prefills for tool_choice "required" or a named function.
 //
-//   ToolCallSyntax syntax = DetectToolCallSyntax(config.source);      // kHermes for Qwen2.5/3
+//   ToolCallSyntax syntax = model.tool_call_syntax().syntax;          // kHermes for Qwen2.5/3
 //   ToolCallParserOptions opts;
 //   opts.seed = request_seed;                                          // ids call_<24 chars>
 //   ToolCallParser parser(syntax, opts);
@@ -73,19 +73,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "chat/tool_call_syntax.h"
 
 namespace tessera {
-
-enum class ToolCallSyntax { kNone, kHermes, kLlama3Json, kGemmaJson, kQwen3Xml };
-
-// From the template's own text markers: "<function=" with "<parameter=" → kQwen3Xml, else
-// "<tool_call>" → kHermes, else "<|python_tag|>" or "<|start_header_id|>" → kLlama3Json, else
-// "<start_of_turn>" → kGemmaJson, else kNone.
-ToolCallSyntax DetectToolCallSyntax(std::string_view template_source);
-// "none", "hermes", "llama3_json", "gemma_json", "qwen3_xml"; and back (nullopt-like: kNone
-// with ok=false for an unknown name).
-const char* ToolCallSyntaxName(ToolCallSyntax syntax);
-Expected<ToolCallSyntax> ToolCallSyntaxFromName(std::string_view name);
 
 struct ToolCall {
   std::string id;  // "call_" + 24 characters [A-Za-z0-9]

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "base/mapped_file.h"
+#include "catalog/catalog.h"
+#include "catalog/model_store.h"
 #include "catalog/package_cache.h"
 #include "chat/chat_template.h"
 #include "engine/decoding.h"
@@ -115,6 +117,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
     TS_ASSIGN_OR_RETURN(PromptAssembler assembler, PromptAssembler::Create(*tmpl, *m->tokenizer_));
     m->assembler_.emplace(std::move(assembler));
   }
+  TS_RETURN_IF_ERROR(m->ChooseToolCallSyntax(options.tool_call_syntax, log));
   m->defaults_ = SamplingDefaultsFor(ckpt->generation);
   m->stop_ids_ = StopIds(*ckpt);
   if (m->assembler_ && m->tokenizer_config_.eos_token) {
@@ -220,6 +223,36 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   return m;
 }
 
+Status LoadedModel::ChooseToolCallSyntax(std::optional<ToolCallSyntax> option,
+                                         const std::function<void(const std::string&)>& log) {
+  TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
+  const CatalogEntry* entry = CatalogEntryOfModelDir(*catalog, dir_);
+  tool_call_syntax_ = tessera::ChooseToolCallSyntax(
+      option, entry != nullptr ? entry->tool_call_syntax : std::nullopt,
+      assembler_ ? &assembler_->config() : nullptr, log);
+  return Status::Ok();
+}
+
+bool LoadedModel::RendersTools() const {
+  return assembler_ && assembler_->config().renders_tools;
+}
+
+Expected<ToolCallSyntax> LoadedModel::ToolCallSyntaxForTools(std::string_view served_name) const {
+  const std::string name(served_name);
+  if (!RendersTools()) {
+    return InvalidArgument("the chat template of '" + name +
+                           "' does not describe tools to the model (its tool-call syntax: " +
+                           tool_call_syntax_.Describe() + "); send the request without tools");
+  }
+  if (tool_call_syntax_.syntax == ToolCallSyntax::kNone) {
+    return InvalidArgument("'" + name + "' has no tool-call syntax (" +
+                           tool_call_syntax_.Describe() +
+                           ") although its chat template renders tools; the server's operator "
+                           "can declare one with --tool-call-syntax");
+  }
+  return tool_call_syntax_.syntax;
+}
+
 Expected<std::vector<int32_t>> LoadedModel::EncodeText(const std::string& text,
                                                        bool add_special) const {
   EncodeOptions opts;
@@ -287,7 +320,7 @@ std::string LoadedModel::Describe() const {
          "; token embedding: " + exec_->embedding_source() + "; " + std::to_string(slots()) +
          " slots, context " + std::to_string(context()) + " positions, KV pool of " +
          std::to_string(exec_->kv_blocks()) + " blocks, ~" + std::to_string(kv_bytes_ >> 20) +
-         " MiB (" + KvCacheTypeName(kv_cache_) + ")";
+         " MiB (" + KvCacheTypeName(kv_cache_) + "); tool calls: " + tool_call_syntax_.Describe();
 }
 
 }  // namespace tessera

@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "base/status.h"
+#include "chat/tool_call_syntax.h"
 #include "engine/model_executor.h"
 #include "engine/scheduler.h"
 #include "format/model_config.h"
@@ -55,6 +56,10 @@ struct ModelLoadOptions {
   int64_t kv_memory_mib = 0;
   bool package_cache = true;  // a checkpoint given by path runs from its package
   bool prewarm = false;       // one forward pass at load, so the first request does not pay
+  // --tool-call-syntax: how the model writes tool calls, for a checkpoint the catalog does not
+  // know or declares wrongly. Unset: the catalog entry's, else a guess from the chat template
+  // (logged). ChooseToolCallSyntax in chat/tool_call_syntax.h.
+  std::optional<ToolCallSyntax> tool_call_syntax{};
 };
 
 // --kv-cache: "f32", "bf16", or "auto" (nullopt: follow the weights).
@@ -91,6 +96,12 @@ class LoadedModel {
   int slots() const { return exec_->max_slots(); }
   uint64_t kv_bytes() const { return kv_bytes_; }
   KvCacheType kv_cache() const { return kv_cache_; }
+  // How the model writes tool calls and where that was decided (option, catalog or guessed).
+  const ToolCallSyntaxChoice& tool_call_syntax() const { return tool_call_syntax_; }
+  // The syntax to parse a reply to a request that gives tools; InvalidArgument, naming the
+  // model as `served_name` and saying why, when its template renders no tools or its syntax is
+  // none.
+  Expected<ToolCallSyntax> ToolCallSyntaxForTools(std::string_view served_name) const;
 
   // Text to ids with the checkpoint's policy: the tokenizer.json post-processor, and a BOS
   // prepended when tokenizer_config.json says add_bos_token and the post-processor did not.
@@ -113,11 +124,16 @@ class LoadedModel {
                               const nlohmann::ordered_json& kwargs,
                               std::span<const int32_t> ids) const;
 
-  // For the load log: architecture, placement, embedding source, slots and KV memory.
+  // For the load log: architecture, placement, embedding source, slots, KV memory and the
+  // tool-call syntax with its source.
   std::string Describe() const;
 
  private:
   LoadedModel() = default;
+  // Sets tool_call_syntax_ (ChooseToolCallSyntax: option, catalog entry of dir_, template).
+  Status ChooseToolCallSyntax(std::optional<ToolCallSyntax> option,
+                              const std::function<void(const std::string&)>& log);
+  bool RendersTools() const;
 
   std::string dir_;
   std::optional<Tokenizer> tokenizer_;
@@ -129,6 +145,7 @@ class LoadedModel {
   SamplingDefaults defaults_;
   uint64_t kv_bytes_ = 0;
   KvCacheType kv_cache_ = KvCacheType::kBF16;
+  ToolCallSyntaxChoice tool_call_syntax_;
 };
 
 }  // namespace tessera

@@ -122,12 +122,10 @@ std::variant<ToolCallPlan, JobFailure> PlanToolCalls(const ChatPayload& chat,
   if (!ToolsWellFormed(plan.tools)) {
     return InvalidRequest("tools", "expected an array of {\"function\": {\"name\": <string>}}");
   }
-  const ChatTemplateConfig& config = model.assembler()->config();
-  if (!config.renders_tools || config.tool_call_syntax == ToolCallSyntax::kNone) {
-    return InvalidRequest(
-        "tools", "the chat template of '" + model_name + "' does not describe tools to the model");
-  }
-  plan.syntax = config.tool_call_syntax;
+  // Declared by --tool-call-syntax or the catalog, else guessed from the template (logged).
+  auto usable = model.ToolCallSyntaxForTools(model_name);
+  if (!usable) return InvalidRequest("tools", usable.status().message());
+  plan.syntax = *usable;
   if (chat.tool_choice.mode != ToolChoiceMode::kAuto) {
     return PlanForcedCall(chat, model_name, std::move(plan));
   }

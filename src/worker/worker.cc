@@ -191,6 +191,7 @@ class Worker {
     o.bf16_activations = options_.bf16_activations;
     o.cpu_isa = options_.cpu_isa;
     o.npu = options_.npu;
+    o.tool_call_syntax = entry->tool_call_syntax;
     o.prewarm = true;
     auto log = [&](const std::string& line) {
       std::fprintf(stderr, "tessera worker: %s\n", line.c_str());
@@ -422,6 +423,30 @@ Status ResolveModelKinds(std::vector<ModelEntry>& models,
                              " (only a causal LM may be declared rerank, guard or decide)");
     }
     it->kind = *kind;
+  }
+  return Status::Ok();
+}
+
+Status DeclareToolCallSyntaxes(std::vector<ModelEntry>& models,
+                               const std::vector<std::string>& declared) {
+  for (const std::string& spec : declared) {
+    const size_t eq = spec.find('=');
+    const std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
+    const std::string flag = "--tool-call-syntax '" + spec + "'";
+    TS_ASSIGN_OR_RETURN(ToolCallSyntax syntax,
+                        ToolCallSyntaxFromName(spec.substr(eq == std::string::npos ? 0 : eq + 1),
+                                               flag + ": the syntax"));
+    if (eq == 0) return InvalidArgument(flag + ": name the model before '=' (MODEL=SYNTAX)");
+    if (eq == std::string::npos && models.size() != 1) {
+      return InvalidArgument(flag + ": " + std::to_string(models.size()) +
+                             " models are served; say which with MODEL=SYNTAX");
+    }
+    auto it = eq == std::string::npos
+                  ? models.begin()
+                  : std::find_if(models.begin(), models.end(),
+                                 [&](const ModelEntry& m) { return m.name == name; });
+    if (it == models.end()) return InvalidArgument(flag + ": no served model is named " + name);
+    it->tool_call_syntax = syntax;
   }
   return Status::Ok();
 }

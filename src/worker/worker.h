@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "chat/tool_call_syntax.h"
 #include "format/model_kind.h"
 
 namespace tessera::worker {
@@ -29,12 +30,21 @@ struct ModelEntry {
   // What it serves: recognised from the checkpoint (DetectModelKind) or declared by the
   // operator for causal LMs that are rerankers, guards or deciders (ResolveModelKinds).
   ModelKind kind = ModelKind::kChat;
+  // --tool-call-syntax for this model (ModelLoadOptions::tool_call_syntax); unset: the
+  // catalog's declaration, else a logged guess from the chat template.
+  std::optional<ToolCallSyntax> tool_call_syntax{};
 };
 
 // Sets each model's kind from its checkpoint, then from `declared` ("NAME=KIND" entries, e.g.
 // "guard=guard"): a declaration may make a causal LM a rerank, guard or decide model, never
 // change what the checkpoint itself says it is. Errors name the model and what was found.
 Status ResolveModelKinds(std::vector<ModelEntry>& models, const std::vector<std::string>& declared);
+
+// Sets models' tool_call_syntax from `declared` (--tool-call-syntax entries): "MODEL=SYNTAX",
+// or a bare "SYNTAX" when one model is served. Errors name the entry and the valid syntaxes or
+// the served models.
+Status DeclareToolCallSyntaxes(std::vector<ModelEntry>& models,
+                               const std::vector<std::string>& declared);
 
 struct WorkerOptions {
   std::vector<ModelEntry> models;  // the first is the default, loaded at start

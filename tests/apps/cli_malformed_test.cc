@@ -204,6 +204,10 @@ TEST_F(CliMalformed, ServeRefusesBadFlagsBeforeListening) {
       {{"--http-threads", "0"}, "--http-threads must be between 1 and 64"},
       {{"--context", "-1"}, "--context must be between"},
       {{"--tls-cert", tmp_.File("cert.pem")}, "--tls-cert and --tls-key must be given together"},
+      {{"--tool-call-syntax", "mistral"},
+       "--tool-call-syntax 'mistral': the syntax must be none, hermes, llama3_json, gemma_json or "
+       "qwen3_xml"},
+      {{"--tool-call-syntax", "other=hermes"}, "no served model is named other"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"serve",     "--model", dir_, "--host",

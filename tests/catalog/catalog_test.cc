@@ -8,6 +8,8 @@
 
 #include "catalog/model_names.h"
 #include "catalog/pull.h"
+#include "chat/chat_template.h"
+#include "test_support.h"
 
 namespace tessera {
 namespace {
@@ -38,10 +40,61 @@ TEST(CatalogTest, BuiltinListsTheSupportedModelsUnverified) {
   EXPECT_EQ(catalog.Find("gpt-9"), nullptr);
 }
 
+TEST(CatalogTest, EveryChatEntryDeclaresTheToolCallSyntaxItsTemplateTeaches) {
+  const Catalog& catalog = Builtin();
+  for (const CatalogEntry& e : catalog.entries()) {
+    if (e.purpose == "chat") {
+      EXPECT_TRUE(e.tool_call_syntax.has_value()) << e.id;
+    }
+  }
+  // The real templates of these entries (../shared/tokenizers: the same chat template as the
+  // catalog's repository, see its README): the declaration is what the template teaches.
+  struct Case {
+    const char* id;
+    const char* folder;
+  };
+  for (const Case& c :
+       {Case{"qwen2.5-0.5b-instruct", "Qwen2.5-1.5B-Instruct"}, Case{"qwen3-0.6b", "Qwen3-4B"}}) {
+    SCOPED_TRACE(c.id);
+    const CatalogEntry* e = catalog.Find(c.id);
+    ASSERT_NE(e, nullptr);
+    auto tmpl = LoadChatTemplateConfig(test::SharedDir() + "/tokenizers/" + c.folder);
+    ASSERT_TRUE(tmpl) << tmpl.status().message();
+    EXPECT_TRUE(tmpl->renders_tools);
+    ASSERT_TRUE(e->tool_call_syntax.has_value());
+    EXPECT_EQ(*e->tool_call_syntax, DetectToolCallSyntax(tmpl->source));
+  }
+}
+
+TEST(CatalogTest, RefusesUnknownOrMissingToolCallSyntaxes) {
+  const std::string head = R"({"models":[{"id":"a","repo":"o/a","revision":"main",)"
+                           R"("verified":false,"architecture":"llama",)";
+  auto parsed = ParseCatalog(head + R"("purpose":"chat","tool_call_syntax":"qwen3_xml"}]})", "t");
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  EXPECT_EQ(parsed->Find("a")->tool_call_syntax, ToolCallSyntax::kQwen3Xml);
+  // Other purposes may leave it out.
+  parsed = ParseCatalog(head + R"("purpose":"embed"}]})", "t");
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  EXPECT_FALSE(parsed->Find("a")->tool_call_syntax.has_value());
+  for (const std::string& bad :
+       {std::string(R"("purpose":"chat"}]})"),
+        std::string(R"("purpose":"chat","tool_call_syntax":"mistral"}]})"),
+        std::string(R"("purpose":"chat","tool_call_syntax":1}]})"),
+        std::string(R"("purpose":"embed","tool_call_syntax":"hermes_v2"}]})")}) {
+    auto refused = ParseCatalog(head + bad, "t");
+    ASSERT_FALSE(refused) << bad;
+    const std::string message = refused.status().message();
+    // Says which entry and field, and what the field may be.
+    EXPECT_NE(message.find("models[0]"), std::string::npos) << message;
+    EXPECT_NE(message.find("tool_call_syntax"), std::string::npos) << message;
+    EXPECT_NE(message.find(ToolCallSyntaxNames()), std::string::npos) << message;
+  }
+}
+
 TEST(CatalogTest, RefusesMalformedCatalogs) {
   const std::string good_entry =
       R"({"id":"a","repo":"o/a","revision":"main","verified":false,"purpose":"chat",)"
-      R"("architecture":"llama"})";
+      R"("architecture":"llama","tool_call_syntax":"none"})";
   EXPECT_TRUE(ParseCatalog(R"({"models":[)" + good_entry + "]}", "t"));
   const std::vector<std::string> bad_catalogs = {
       std::string("[]"),

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/sha256.h"
+#include "catalog/package.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
 
@@ -179,6 +180,34 @@ TEST_F(ModelStoreTest, RemoveDeletesOnlyFromTheStore) {
   ASSERT_TRUE(removed) << removed.status().message();
   EXPECT_FALSE(fs::exists(models_ + "/my-org--tiny"));
   EXPECT_TRUE(fs::is_empty(models_));
+}
+
+// What declares a loaded model's tool-call syntax: the catalog entry its folder was pulled as.
+TEST_F(ModelStoreTest, AFolderFindsItsCatalogEntryByWhereItCameFrom) {
+  const CatalogEntry* qwen3 = catalog_->Find("qwen3-0.6b");
+  ASSERT_NE(qwen3, nullptr);
+  // In the hub cache: by the cache's folder name, with or without a trailing slash.
+  const std::string snapshot = MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, snapshot), qwen3);
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, snapshot + "/"), qwen3);
+  // Pulled into the store (or copied anywhere with its lock): by the lock's repository.
+  const std::string pulled = tmp_.File("anywhere/pulled");
+  fs::create_directories(pulled);
+  ASSERT_TRUE(WriteLockFile(pulled, LockFile{qwen3->repo, "main", kCommit, {}}).ok());
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, pulled), qwen3);
+  // A package: by the source its manifest records.
+  const std::string package = tmp_.File("anywhere/package");
+  fs::create_directories(package);
+  test::WriteFile(package + "/" + kPackageManifestName,
+                  R"({"source": {"repo": ")" + qwen3->repo + R"("}})");
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, package), qwen3);
+  // Anything else, or a repository the catalog does not know, has no entry.
+  ASSERT_TRUE(WriteLockFile(pulled, LockFile{"my-org/tiny", "main", kCommit, {}}).ok());
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, pulled), nullptr);
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, tmp_.File("anywhere")), nullptr);
+  const std::string fake = tmp_.File("models--Qwen--Qwen3-0.6B/other/x");
+  fs::create_directories(fake);
+  EXPECT_EQ(CatalogEntryOfModelDir(*catalog_, fake), nullptr);
 }
 
 TEST_F(ModelStoreTest, SwapReplacesADirectoryInOneStep) {

@@ -271,7 +271,7 @@ TEST(ToolCallsTest, TemplateRenderedCallsParseBack) {
     const std::string open = "<|im_start|>assistant\n";
     size_t begin = text->rfind(open) + open.size();
     std::string reply = text->substr(begin, text->rfind("<|im_end|>") - begin);
-    ParsedReply r = ParseToolCalls(config->tool_call_syntax, reply);
+    ParsedReply r = ParseToolCalls(DetectToolCallSyntax(config->source), reply);
     ASSERT_EQ(r.calls.size(), 2u) << reply;
     EXPECT_EQ(r.calls[0].name, "f");
     EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris","n":2})");

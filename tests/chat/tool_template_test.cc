@@ -1,13 +1,18 @@
 // Tools and tool calls through real chat templates: the renders of testdata/tool_renders.json
 // (made by @huggingface/jinja@0.5.11, see its "about"), the tool-call syntax each template
-// implies, and the OpenAI-to-transformers normalization of tools and messages.
+// implies and how a declared one overrules it, and the OpenAI-to-transformers normalization of
+// tools and messages.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "chat/chat_template.h"
 #include "chat/jinja.h"
+#include "chat/tool_call_syntax.h"
 #include "test_support.h"
 
 namespace tessera {
@@ -76,22 +81,111 @@ TEST(ToolTemplateTest, SyntaxIsDecidedFromTheTemplate) {
                         Case{"gemma-3-1b-it", ToolCallSyntax::kGemmaJson, false},
                         Case{"Meta-Llama-3-8B", ToolCallSyntax::kLlama3Json, false}}) {
     ChatTemplateConfig config = SharedConfig(c.folder);
-    EXPECT_EQ(config.tool_call_syntax, c.syntax) << c.folder;
+    EXPECT_EQ(DetectToolCallSyntax(config.source), c.syntax) << c.folder;
     EXPECT_EQ(config.renders_tools, c.renders_tools) << c.folder;
   }
   EXPECT_EQ(DetectToolCallSyntax("{{ messages }}"), ToolCallSyntax::kNone);
   EXPECT_EQ(DetectToolCallSyntax("{{ '<|python_tag|>' }}"), ToolCallSyntax::kLlama3Json);
 }
 
-TEST(ToolTemplateTest, SyntaxNamesRoundTrip) {
-  for (ToolCallSyntax s :
-       {ToolCallSyntax::kNone, ToolCallSyntax::kHermes, ToolCallSyntax::kLlama3Json,
-        ToolCallSyntax::kGemmaJson, ToolCallSyntax::kQwen3Xml}) {
+constexpr ToolCallSyntax kEverySyntax[] = {ToolCallSyntax::kNone, ToolCallSyntax::kHermes,
+                                           ToolCallSyntax::kLlama3Json, ToolCallSyntax::kGemmaJson,
+                                           ToolCallSyntax::kQwen3Xml};
+
+TEST(ToolTemplateTest, SyntaxNamesRoundTripAndAnUnknownNameListsThem) {
+  for (ToolCallSyntax s : kEverySyntax) {
     auto back = ToolCallSyntaxFromName(ToolCallSyntaxName(s));
     ASSERT_TRUE(back.has_value());
     EXPECT_EQ(*back, s);
   }
-  EXPECT_FALSE(ToolCallSyntaxFromName("mistral").has_value());
+  for (const char* bad : {"mistral", "", "Hermes", "hermes "}) {
+    auto unknown = ToolCallSyntaxFromName(bad, "--tool-call-syntax");
+    ASSERT_FALSE(unknown.has_value()) << bad;
+    EXPECT_EQ(unknown.status().code(), ErrorCode::kInvalidArgument);
+    const std::string message = unknown.status().message();
+    EXPECT_TRUE(message.starts_with("--tool-call-syntax")) << message;
+    for (ToolCallSyntax s : kEverySyntax) {
+      EXPECT_NE(message.find(ToolCallSyntaxName(s)), std::string::npos) << message;
+    }
+  }
+}
+
+// Lines ChooseToolCallSyntax logged.
+struct Logged {
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> fn() {
+    return [this](const std::string& line) { lines.push_back(line); };
+  }
+};
+
+// A syntax other than `a` and `b`, so that each source's answer is told apart.
+ToolCallSyntax Other(ToolCallSyntax a, ToolCallSyntax b) {
+  for (ToolCallSyntax s : kEverySyntax) {
+    if (s != a && s != b && s != ToolCallSyntax::kNone) return s;
+  }
+  return ToolCallSyntax::kNone;
+}
+
+TEST(ToolCallSyntaxChoice, TheOptionBeatsTheCatalogWhichBeatsTheTemplate) {
+  for (const char* folder : {"Qwen3-4B", "Qwen3.5-4B", "MiniCPM-V-4_5"}) {
+    SCOPED_TRACE(folder);
+    const ChatTemplateConfig config = SharedConfig(folder);
+    ASSERT_TRUE(config.renders_tools);
+    const ToolCallSyntax guessed = DetectToolCallSyntax(config.source);
+    ASSERT_NE(guessed, ToolCallSyntax::kNone);
+    const ToolCallSyntax catalog = Other(guessed, ToolCallSyntax::kNone);
+    const ToolCallSyntax option = Other(guessed, catalog);
+
+    Logged log;
+    ToolCallSyntaxChoice c = ChooseToolCallSyntax(option, catalog, &config, log.fn());
+    EXPECT_EQ(c.syntax, option);
+    EXPECT_EQ(c.source, ToolCallSyntaxSource::kOption);
+    c = ChooseToolCallSyntax(std::nullopt, catalog, &config, log.fn());
+    EXPECT_EQ(c.syntax, catalog);
+    EXPECT_EQ(c.source, ToolCallSyntaxSource::kCatalog);
+    // Both declarations contradict the template's markers: each is kept, and said.
+    EXPECT_EQ(log.lines.size(), 2u);
+    for (const std::string& line : log.lines) {
+      EXPECT_NE(line.find(ToolCallSyntaxName(guessed)), std::string::npos) << line;
+    }
+
+    log.lines.clear();
+    c = ChooseToolCallSyntax(std::nullopt, std::nullopt, &config, log.fn());
+    EXPECT_EQ(c.syntax, guessed);
+    EXPECT_EQ(c.source, ToolCallSyntaxSource::kTemplate);
+    ASSERT_EQ(log.lines.size(), 1u);  // one line: guessed, and how to declare it
+    EXPECT_NE(log.lines[0].find("guessed from the chat template"), std::string::npos);
+    EXPECT_NE(log.lines[0].find("--tool-call-syntax"), std::string::npos) << log.lines[0];
+
+    // A declaration that agrees with the markers needs no word.
+    log.lines.clear();
+    c = ChooseToolCallSyntax(std::nullopt, guessed, &config, log.fn());
+    EXPECT_EQ(c.source, ToolCallSyntaxSource::kCatalog);
+    EXPECT_TRUE(log.lines.empty()) << log.lines[0];
+  }
+}
+
+TEST(ToolCallSyntaxChoice, ADeclarationOverATemplateWithoutToolsIsLogged) {
+  // Gemma 3's template renders no tools: a declared syntax cannot work, so loading says so
+  // (requests with tools are refused); a guess there stays quiet, as nothing can use it.
+  const ChatTemplateConfig gemma = SharedConfig("gemma-3-1b-it");
+  ASSERT_FALSE(gemma.renders_tools);
+  Logged log;
+  ToolCallSyntaxChoice c =
+      ChooseToolCallSyntax(std::nullopt, ToolCallSyntax::kHermes, &gemma, log.fn());
+  EXPECT_EQ(c.syntax, ToolCallSyntax::kHermes);
+  ASSERT_EQ(log.lines.size(), 1u);
+  EXPECT_NE(log.lines[0].find("renders no tools"), std::string::npos) << log.lines[0];
+  log.lines.clear();
+  c = ChooseToolCallSyntax(std::nullopt, std::nullopt, &gemma, log.fn());
+  EXPECT_EQ(c.source, ToolCallSyntaxSource::kTemplate);
+  EXPECT_TRUE(log.lines.empty());
+  // No template at all: nothing to guess from.
+  c = ChooseToolCallSyntax(std::nullopt, std::nullopt, nullptr, log.fn());
+  EXPECT_EQ(c.syntax, ToolCallSyntax::kNone);
+  EXPECT_TRUE(log.lines.empty());
+  EXPECT_EQ(ChooseToolCallSyntax(ToolCallSyntax::kQwen3Xml, std::nullopt, nullptr, {}).source,
+            ToolCallSyntaxSource::kOption);
 }
 
 // Arguments that are not a JSON object stay a string; Qwen3's template prints a string as it

@@ -5,10 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "catalog/catalog.h"
+#include "catalog/model_store.h"
 #include "model/synthetic_checkpoint.h"
 #include "runtime/text_stream.h"
 #include "test_support.h"
@@ -125,22 +129,29 @@ TEST(LoadedModel, DefaultSlotsFollowCoresAndMemory) {
   EXPECT_EQ(DefaultParallelSlots(16, 1ull << 30, 1ull << 30, &why), 1);
 }
 
+// A tiny random-weights model of `family` for WriteSyntheticModel (its tokenizer and ChatML
+// template come with it).
+SyntheticModelSpec TinyChatSpec(ModelFamily family, int layers) {
+  SyntheticModelSpec spec;
+  spec.family = family;
+  spec.hidden = 64;
+  spec.intermediate = 96;
+  spec.layers = layers;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 16;
+  spec.vocab = 4352;
+  spec.max_position = 512;
+  return spec;
+}
+
 // SharedChatBeginning: on a model that keeps recurrent states (a tiny synthetic Qwen3.5 with a
 // tokenizer and chat template), a chat's ids up to where its last user message starts, i.e.
 // the ids it shares with any chat that begins with the same messages; 0 without a message
 // before the last user message, and 0 on a model without recurrent layers.
 TEST(LoadedModel, SharedChatBeginningIsWhereTheLastUserMessageStarts) {
   test::TempDir tmp;
-  SyntheticModelSpec spec;
-  spec.family = ModelFamily::kQwen3_5;
-  spec.hidden = 64;
-  spec.intermediate = 96;
-  spec.layers = 4;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.head_dim = 16;
-  spec.vocab = 4352;
-  spec.max_position = 512;
+  SyntheticModelSpec spec = TinyChatSpec(ModelFamily::kQwen3_5, 4);
   ASSERT_TRUE(WriteSyntheticModel(tmp.File("hybrid"), spec).ok());
   spec.family = ModelFamily::kQwen3;
   spec.layers = 2;
@@ -181,6 +192,80 @@ TEST(LoadedModel, SharedChatBeginningIsWhereTheLastUserMessageStarts) {
   auto c = (*hybrid)->RenderChat(lone, J::object());
   ASSERT_TRUE(c);
   EXPECT_EQ((*hybrid)->SharedChatBeginning(lone, J::object(), c->ids), 0);
+}
+
+// The tool-call syntax of a loaded model: --tool-call-syntax, else the catalog entry the folder
+// was pulled as (here: a lock file naming its repository), else guessed from the template with
+// one log line; the choice and its source are in Describe(), and a request with tools on a
+// model whose syntax is none is refused with what to do.
+TEST(LoadedModel, ToolCallSyntaxComesFromTheOptionThenTheCatalogThenTheTemplate) {
+  test::TempDir tmp;
+  const std::string dir = tmp.File("m");
+  ASSERT_TRUE(WriteSyntheticModel(dir, TinyChatSpec(ModelFamily::kQwen3, 2)).ok());
+  // A template that renders tools and teaches Hermes-style calls.
+  nlohmann::json config = nlohmann::json::parse(test::ReadFile(dir + "/tokenizer_config.json"));
+  config["chat_template"] =
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools | tojson }} "
+      "<tool_call>{\"name\": ...}</tool_call>{% endif %}";
+  test::WriteFile(dir + "/tokenizer_config.json", config.dump());
+  const ToolCallSyntax markers = ToolCallSyntax::kHermes;
+  // A catalog chat entry that declares something else than the markers say.
+  auto catalog = BuiltinCatalog();
+  ASSERT_TRUE(catalog);
+  const CatalogEntry* entry = nullptr;
+  for (const CatalogEntry& e : (*catalog)->entries()) {
+    if (e.tool_call_syntax && *e.tool_call_syntax != markers) entry = &e;
+  }
+  ASSERT_NE(entry, nullptr) << "no catalog entry declares a syntax other than hermes";
+
+  std::vector<std::string> log;
+  auto open = [&](std::optional<ToolCallSyntax> option) {
+    log.clear();
+    ModelLoadOptions o;
+    o.parallel = 1;
+    o.package_cache = false;
+    o.tool_call_syntax = option;
+    auto m = LoadedModel::Open(dir, o, [&](const std::string& line) { log.push_back(line); });
+    EXPECT_TRUE(m) << m.status().message();
+    return m ? std::move(*m) : nullptr;
+  };
+  auto lines_with = [&](const std::string& needle) {
+    return std::count_if(log.begin(), log.end(),
+                         [&](const std::string& l) { return l.find(needle) != std::string::npos; });
+  };
+
+  auto guessed = open(std::nullopt);
+  ASSERT_TRUE(guessed);
+  EXPECT_EQ(guessed->tool_call_syntax().syntax, markers);
+  EXPECT_EQ(guessed->tool_call_syntax().source, ToolCallSyntaxSource::kTemplate);
+  EXPECT_EQ(lines_with("guessed from the chat template"), 1);
+  EXPECT_NE(guessed->Describe().find(guessed->tool_call_syntax().Describe()), std::string::npos);
+  auto guessed_tools = guessed->ToolCallSyntaxForTools("m");
+  ASSERT_TRUE(guessed_tools) << guessed_tools.status().message();
+  EXPECT_EQ(*guessed_tools, markers);
+
+  ASSERT_TRUE(WriteLockFile(dir, LockFile{entry->repo, "main", std::string(40, 'a'), {}}).ok());
+  auto declared = open(std::nullopt);
+  ASSERT_TRUE(declared);
+  EXPECT_EQ(declared->tool_call_syntax().syntax, *entry->tool_call_syntax);
+  EXPECT_EQ(declared->tool_call_syntax().source, ToolCallSyntaxSource::kCatalog);
+  EXPECT_EQ(lines_with("guessed from the chat template"), 0);
+  EXPECT_EQ(lines_with(ToolCallSyntaxName(markers)), 1);  // the markers disagree: said once
+  auto usable = declared->ToolCallSyntaxForTools("m");
+  if (*entry->tool_call_syntax == ToolCallSyntax::kNone) {
+    ASSERT_FALSE(usable);
+    EXPECT_EQ(usable.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(usable.status().message().find("'m'"), std::string::npos);
+    EXPECT_NE(usable.status().message().find("--tool-call-syntax"), std::string::npos);
+  }
+
+  auto flagged = open(ToolCallSyntax::kQwen3Xml);
+  ASSERT_TRUE(flagged);
+  EXPECT_EQ(flagged->tool_call_syntax().syntax, ToolCallSyntax::kQwen3Xml);
+  EXPECT_EQ(flagged->tool_call_syntax().source, ToolCallSyntaxSource::kOption);
+  auto flagged_tools = flagged->ToolCallSyntaxForTools("m");
+  ASSERT_TRUE(flagged_tools) << flagged_tools.status().message();
+  EXPECT_EQ(*flagged_tools, ToolCallSyntax::kQwen3Xml);
 }
 
 }  // namespace

@@ -437,6 +437,8 @@ refused "--model ../x is refused at start" "../x is not a directory" ../x
 refused "a name not installed says how to get it" "tessera pull test-org/missing" test-org/missing
 refused "an invalid model name says what a name may be" "is not a model name" 'bad name!'
 refused "an alias with a space is refused" "cannot be a served model name" 'my model=test-org/tiny-chat'
+refused "a bare --tool-call-syntax beside two models asks which" "say which with MODEL=SYNTAX" \
+  "a=$TINY" --model "b=$TINY" --tool-call-syntax hermes
 
 # ------------------------- a checkpoint given by path is converted on first use (cpu placement)
 rm -rf "$WORK/mine" && mkdir -p "$WORK/mine" && cp -rL "$TINY" "$WORK/mine/tiny-ft"
@@ -456,6 +458,21 @@ grep -qF "using the package $WORK/mine/tiny-ft.tessera-f32" "$WORK/package-secon
 # there, never to the user's home.
 if [ -n "$ctest_models" ]; then export TESSERA_MODELS=$ctest_models; else unset TESSERA_MODELS; fi
 unset HF_HUB_CACHE
+
+# ------------------------- --tool-call-syntax reaches the worker and is named where it matters
+# tiny's ChatML template renders no tools: the declared syntax is kept, logged as unusable at
+# load, and the refusal of a request with tools names it and where it came from.
+start_server toolsyntax --model "tiny=$TINY" --tool-call-syntax tiny=hermes --no-auth
+wait_ready 60
+check "tools on a template that renders none -> 400" 400 "$(post /v1/chat/completions \
+  '{"model":"tiny","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}')"
+check "the refusal names the declared syntax" true \
+  "$(json_get "$WORK/body" 'd.error.param === "tools" && d.error.message.includes("hermes (--tool-call-syntax)")')"
+grep -qF "tool calls: hermes (--tool-call-syntax)" "$LOG_ERR" &&
+  pass "the worker's load line shows the declared syntax" || fail "no declared syntax in the log: $(cat "$LOG_ERR")"
+grep -qF "the chat template renders no tools" "$LOG_ERR" &&
+  pass "the load log says the declaration cannot work" || fail "no mismatch line in the log: $(cat "$LOG_ERR")"
+stop_server
 
 # ------------------------- a default model that cannot load: no restart loop, a clear 503
 start_server load-failed --model "$STORIES" --context 100000 --no-auth

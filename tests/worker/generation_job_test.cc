@@ -227,7 +227,7 @@ class StrictAutoBareJson : public SyntheticModelTest<StrictAutoBareJson> {
 
 TEST_F(StrictAutoBareJson, ACallTheModelOpensFollowsTheSchema) {
   ASSERT_NE(model_, nullptr);
-  ASSERT_EQ(model_->assembler()->config().tool_call_syntax, ToolCallSyntax::kLlama3Json);
+  ASSERT_EQ(model_->tool_call_syntax().syntax, ToolCallSyntax::kLlama3Json);
   for (int64_t seed : {1, 2, 3}) {
     Reply r = Run(OpenedCallJob(seed));
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -445,7 +445,7 @@ class XmlToolCalls : public SyntheticModelTest<XmlToolCalls> {
 
 TEST_F(XmlToolCalls, RequiredAndNamedCallsFollowTheSchemas) {
   ASSERT_NE(model_, nullptr);
-  ASSERT_EQ(model_->assembler()->config().tool_call_syntax, ToolCallSyntax::kQwen3Xml);
+  ASSERT_EQ(model_->tool_call_syntax().syntax, ToolCallSyntax::kQwen3Xml);
   std::set<std::string> names;
   for (const std::string choice : {"required", "get_weather", "get_time"}) {
     for (int64_t seed : {1, 2, 3}) {
