@@ -189,10 +189,8 @@ std::string SelfExecutable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-}  // namespace
-
-int RunServeCommand(int argc, char** argv) {
-  CliArgs args("serve");
+// serve's flags (parsed by RunServeCommand).
+void AddServeFlags(CliArgs& args) {
   args.AddList("model",
                "DIR, an installed model NAME (tessera list), the name of a folder in "
                "--models-dir, or ALIAS=DIR|NAME (repeatable; the first is the default)");
@@ -266,21 +264,13 @@ int RunServeCommand(int argc, char** argv) {
   args.AddInt("max-connections", "open connections in total (beyond: 503 and close)", 1024);
   args.AddInt("max-connections-per-client",
               "open connections per client address (beyond: 429 and close)", 64);
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("serve", st);
-  if (args.help_requested()) {
-    std::printf("%s", args.Usage().c_str());
-    return 0;
-  }
-  // Every flag whose value can be checked without a model is checked here, before models are
-  // resolved and long before the server listens: a bad one is a one-line error and exit 2.
-  auto placement = PlacementFromArgs(args);
-  if (!placement) return ReportError("serve", placement.status());
-  if (Status st = CheckPlacementSpec(*placement); !st.ok()) {
-    return ReportError("serve", InvalidArgument("--" + st.message()));
-  }
-  const int64_t port = args.GetInt("port");
-  if (port < 0 || port > 65535)
-    return ReportError("serve", InvalidArgument("--port must be between 0 and 65535"));
+}
+
+// Every flag whose value can be checked without a model is checked here, before models are
+// resolved and long before the server listens: a bad one is a one-line error and exit 2.
+Status CheckServeFlags(const CliArgs& args) {
+  if (const int64_t port = args.GetInt("port"); port < 0 || port > 65535)
+    return InvalidArgument("--port must be between 0 and 65535");
   struct Bound {
     const char* flag;
     int64_t lo, hi;
@@ -297,29 +287,28 @@ int RunServeCommand(int argc, char** argv) {
         Bound{"npu-queue-timeout-ms", 1, int64_t{86400} * 1000}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
-      return ReportError("serve",
-                         InvalidArgument("--" + std::string(b.flag) + " must be between " +
-                                         std::to_string(b.lo) + " and " + std::to_string(b.hi)));
+      return InvalidArgument("--" + std::string(b.flag) + " must be between " +
+                             std::to_string(b.lo) + " and " + std::to_string(b.hi));
     }
   }
-  if (auto kv = ParseKvCacheType(args.GetString("kv-cache")); !kv) {
-    return ReportError("serve", kv.status());
-  }
-  if (auto isa = CpuIsaFromArgs(args); !isa) return ReportError("serve", isa.status());
-  auto npu = NpuOptionsFromArgs(args);
-  if (!npu) return ReportError("serve", npu.status());
+  if (auto kv = ParseKvCacheType(args.GetString("kv-cache")); !kv) return kv.status();
+  if (auto isa = CpuIsaFromArgs(args); !isa) return isa.status();
   if (const std::string f = args.GetString("log-format"); f != "text" && f != "json") {
-    return ReportError("serve",
-                       InvalidArgument("--log-format must be text or json, not '" + f + "'"));
+    return InvalidArgument("--log-format must be text or json, not '" + f + "'");
   }
   if (args.Has("tls-cert") != args.Has("tls-key")) {
-    return ReportError("serve", InvalidArgument("--tls-cert and --tls-key must be given together"));
+    return InvalidArgument("--tls-cert and --tls-key must be given together");
   }
-  server::ServeOptions options;
+  return Status::Ok();
+}
+
+// The served models: --model entries, then --models-dir's folders, else every installed one.
+Status CollectServedModels(const CliArgs& args, server::ServeOptions* out) {
+  server::ServeOptions& options = *out;
   std::vector<ModelEntry> installed;
   if (args.Has("models-dir")) {
     auto scanned = ScanModelsDir(args.GetString("models-dir"));
-    if (!scanned) return ReportError("serve", scanned.status());
+    if (!scanned) return scanned.status();
     installed = std::move(*scanned);
   }
   auto add_model = [&](const ModelEntry& m) -> Status {
@@ -335,26 +324,125 @@ int RunServeCommand(int argc, char** argv) {
     auto named = std::find_if(installed.begin(), installed.end(),
                               [&](const ModelEntry& m) { return m.name == spec; });
     auto m = named != installed.end() ? Expected<ModelEntry>(*named) : ResolveServedModel(spec);
-    if (!m) return ReportError("serve", m.status());
-    if (Status st = add_model(*m); !st.ok()) return ReportError("serve", st);
+    if (!m) return m.status();
+    if (Status st = add_model(*m); !st.ok()) return st;
   }
   for (const ModelEntry& m : installed) {
-    if (Status st = add_model(m); !st.ok()) return ReportError("serve", st);
+    if (Status st = add_model(m); !st.ok()) return st;
   }
   if (options.models.empty() && !args.Has("models-dir")) {
     // Neither --model nor --models-dir: every installed model (tessera list) whose config.json
     // tessera can run, under the name `tessera list` shows.
     auto stored = InstalledServableModels();
-    if (!stored) return ReportError("serve", stored.status());
+    if (!stored) return stored.status();
     for (const ModelEntry& m : *stored) {
-      if (Status st = add_model(m); !st.ok()) return ReportError("serve", st);
+      if (Status st = add_model(m); !st.ok()) return st;
     }
   }
   if (options.models.empty()) {
-    return ReportError("serve", InvalidArgument("no models: give --model DIR, or --models-dir "
-                                                "holding checkpoint folders, or install one "
-                                                "with tessera pull"));
+    return InvalidArgument(
+        "no models: give --model DIR, or --models-dir "
+        "holding checkpoint folders, or install one "
+        "with tessera pull");
   }
+  return Status::Ok();
+}
+
+// The HTTP side's limits and access from the flags (and TESSERA_API_KEY).
+void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
+  options->host = args.GetString("host");
+  options->port = static_cast<int>(args.GetInt("port"));
+  options->request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
+  options->socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
+  // Requests run together up to the slots (the worker's scheduler batches them); the worker
+  // may choose fewer slots for a large model's KV cache, and then queues the rest FCFS.
+  int slots = static_cast<int>(args.GetInt("parallel"));
+  if (slots == 0) {
+    std::string why;
+    slots = DefaultParallelSlots(static_cast<int>(std::thread::hardware_concurrency()), 0, 0, &why);
+  }
+  options->max_active =
+      args.GetInt("max-active") > 0 ? static_cast<int>(args.GetInt("max-active")) : slots;
+  options->max_queued =
+      args.GetInt("max-queued") > 0 ? static_cast<int>(args.GetInt("max-queued")) : 2 * slots;
+  options->rate_limit_per_minute = static_cast<int>(args.GetInt("rate-limit"));
+  options->max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
+  options->http_threads = static_cast<int>(args.GetInt("http-threads"));
+  options->keep_alive_timeout_s = static_cast<int>(args.GetInt("keep-alive-timeout"));
+  options->header_timeout_s = static_cast<int>(args.GetInt("header-timeout"));
+  options->max_connections = static_cast<int>(args.GetInt("max-connections"));
+  options->max_connections_per_client = static_cast<int>(args.GetInt("max-connections-per-client"));
+  options->allow_origins = args.GetList("allow-origin");
+  options->metrics_public = args.GetFlag("metrics-public");
+  options->web_ui = !args.GetFlag("no-ui");
+  options->access_log_json = args.GetString("log-format") == "json";
+  if (args.Has("tls-cert")) options->tls_cert = args.GetString("tls-cert");
+  if (args.Has("tls-key")) options->tls_key = args.GetString("tls-key");
+  if (args.GetFlag("no-auth")) {
+    // Checked on the addresses the host resolves to, when the server binds (RunServer).
+    options->require_loopback = true;
+  } else if (std::optional<std::string> key = ReadEnv(EnvVar::kApiKey)) {
+    options->api_key = *key;
+  } else {
+    options->api_key = GenerateApiKey();
+    std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
+                options->api_key.c_str());
+  }
+}
+
+// The worker's command line: the models as resolved here, and the flags it shares.
+std::vector<std::string> WorkerArgs(const CliArgs& args, const std::vector<ModelEntry>& models,
+                                    const std::string& placement, const NpuOptions& npu) {
+  std::vector<std::string> args_out;
+  for (const ModelEntry& m : models) {
+    args_out.push_back("--model");
+    args_out.push_back(m.name + "=" + m.dir);
+    args_out.push_back("--kind");
+    args_out.push_back(m.name + "=" + std::string(ModelKindName(m.kind)));
+    if (m.tool_call_syntax) {
+      args_out.push_back("--tool-call-syntax");
+      args_out.push_back(m.name + "=" + ToolCallSyntaxName(*m.tool_call_syntax));
+    }
+  }
+  args_out.insert(
+      args_out.end(),
+      {"--placement", placement, "--context", std::to_string(args.GetInt("context")), "--parallel",
+       std::to_string(args.GetInt("parallel")), "--kv-memory",
+       std::to_string(args.GetInt("kv-memory")), "--kv-cache", args.GetString("kv-cache"),
+       "--max-loaded-models", std::to_string(args.GetInt("max-loaded-models"))});
+  if (args.Has("cpu-isa")) {
+    args_out.insert(args_out.end(), {"--cpu-isa", args.GetString("cpu-isa")});
+  }
+  args_out.insert(args_out.end(), {"--npu-device", npu.device, "--npu-queue",
+                                   std::to_string(npu.queue), "--npu-queue-timeout-ms",
+                                   std::to_string(npu.queue_timeout_ms), "--systemone-reuse",
+                                   args.GetString("systemone-reuse"), "--systemone-pinned-states",
+                                   std::to_string(args.GetInt("systemone-pinned-states"))});
+  if (args.GetFlag("no-prewarm")) args_out.push_back("--no-prewarm");
+  if (args.GetFlag("bf16-activations")) args_out.push_back("--bf16-activations");
+  return args_out;
+}
+
+}  // namespace
+
+int RunServeCommand(int argc, char** argv) {
+  CliArgs args("serve");
+  AddServeFlags(args);
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("serve", st);
+  if (args.help_requested()) {
+    std::printf("%s", args.Usage().c_str());
+    return 0;
+  }
+  auto placement = PlacementFromArgs(args);
+  if (!placement) return ReportError("serve", placement.status());
+  if (Status st = CheckPlacementSpec(*placement); !st.ok()) {
+    return ReportError("serve", InvalidArgument("--" + st.message()));
+  }
+  if (Status st = CheckServeFlags(args); !st.ok()) return ReportError("serve", st);
+  auto npu = NpuOptionsFromArgs(args);
+  if (!npu) return ReportError("serve", npu.status());
+  server::ServeOptions options;
+  if (Status st = CollectServedModels(args, &options); !st.ok()) return ReportError("serve", st);
   bool uses_npu = false;
   if (Status st =
           CheckPlacementFitsModels(*placement, options.models, &options.placements, &uses_npu);
@@ -384,74 +472,11 @@ int RunServeCommand(int argc, char** argv) {
     std::fprintf(stderr, "tessera serve: model '%s' (%s%s)\n", m.name.c_str(),
                  std::string(ModelKindName(m.kind)).c_str(), syntax.c_str());
   }
-  options.host = args.GetString("host");
-  options.port = static_cast<int>(port);
-  options.request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
-  options.socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
-  // Requests run together up to the slots (the worker's scheduler batches them); the worker
-  // may choose fewer slots for a large model's KV cache, and then queues the rest FCFS.
-  int slots = static_cast<int>(args.GetInt("parallel"));
-  if (slots == 0) {
-    std::string why;
-    slots = DefaultParallelSlots(static_cast<int>(std::thread::hardware_concurrency()), 0, 0, &why);
-  }
-  options.max_active =
-      args.GetInt("max-active") > 0 ? static_cast<int>(args.GetInt("max-active")) : slots;
-  options.max_queued =
-      args.GetInt("max-queued") > 0 ? static_cast<int>(args.GetInt("max-queued")) : 2 * slots;
-  options.rate_limit_per_minute = static_cast<int>(args.GetInt("rate-limit"));
-  options.max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
-  options.http_threads = static_cast<int>(args.GetInt("http-threads"));
-  options.keep_alive_timeout_s = static_cast<int>(args.GetInt("keep-alive-timeout"));
-  options.header_timeout_s = static_cast<int>(args.GetInt("header-timeout"));
-  options.max_connections = static_cast<int>(args.GetInt("max-connections"));
-  options.max_connections_per_client = static_cast<int>(args.GetInt("max-connections-per-client"));
-  options.allow_origins = args.GetList("allow-origin");
-  options.metrics_public = args.GetFlag("metrics-public");
-  options.web_ui = !args.GetFlag("no-ui");
-  options.access_log_json = args.GetString("log-format") == "json";
-  if (args.Has("tls-cert")) options.tls_cert = args.GetString("tls-cert");
-  if (args.Has("tls-key")) options.tls_key = args.GetString("tls-key");
-  if (args.GetFlag("no-auth")) {
-    // Checked on the addresses the host resolves to, when the server binds (RunServer).
-    options.require_loopback = true;
-  } else if (std::optional<std::string> key = ReadEnv(EnvVar::kApiKey)) {
-    options.api_key = *key;
-  } else {
-    options.api_key = GenerateApiKey();
-    std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
-                options.api_key.c_str());
-  }
+  FillHttpOptions(args, &options);
   options.executable = SelfExecutable();
   if (options.executable.empty())
     return ReportError("serve", Internal("cannot find this program's own path"));
-  for (const ModelEntry& m : options.models) {
-    options.worker_args.push_back("--model");
-    options.worker_args.push_back(m.name + "=" + m.dir);
-    options.worker_args.push_back("--kind");
-    options.worker_args.push_back(m.name + "=" + std::string(ModelKindName(m.kind)));
-    if (m.tool_call_syntax) {
-      options.worker_args.push_back("--tool-call-syntax");
-      options.worker_args.push_back(m.name + "=" + ToolCallSyntaxName(*m.tool_call_syntax));
-    }
-  }
-  options.worker_args.insert(
-      options.worker_args.end(),
-      {"--placement", *placement, "--context", std::to_string(args.GetInt("context")), "--parallel",
-       std::to_string(args.GetInt("parallel")), "--kv-memory",
-       std::to_string(args.GetInt("kv-memory")), "--kv-cache", args.GetString("kv-cache"),
-       "--max-loaded-models", std::to_string(args.GetInt("max-loaded-models"))});
-  if (args.Has("cpu-isa")) {
-    options.worker_args.insert(options.worker_args.end(), {"--cpu-isa", args.GetString("cpu-isa")});
-  }
-  options.worker_args.insert(
-      options.worker_args.end(),
-      {"--npu-device", npu->device, "--npu-queue", std::to_string(npu->queue),
-       "--npu-queue-timeout-ms", std::to_string(npu->queue_timeout_ms), "--systemone-reuse",
-       args.GetString("systemone-reuse"), "--systemone-pinned-states",
-       std::to_string(args.GetInt("systemone-pinned-states"))});
-  if (args.GetFlag("no-prewarm")) options.worker_args.push_back("--no-prewarm");
-  if (args.GetFlag("bf16-activations")) options.worker_args.push_back("--bf16-activations");
+  options.worker_args = WorkerArgs(args, options.models, *placement, *npu);
   return server::RunServer(options);
 }
 

@@ -14,14 +14,27 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "sampling/sampling_params.h"
 
 namespace tessera {
+
+// What a reply may be, step by step (structured outputs and tool calls: a grammar over the
+// vocabulary). Session asks Mask before each token is chosen and Accept after; Accept false
+// ends the reply there, complete (FinishReason::kConstraintDone).
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  virtual void Mask(std::span<float> logits) = 0;  // set what may not follow to -inf
+  virtual bool Accept(int32_t id) = 0;             // false: nothing may follow this token
+};
 
 struct Request {
   // Text (encoded with the checkpoint's BOS policy, LoadedModel::EncodeText) or token ids used
@@ -35,8 +48,17 @@ struct Request {
   std::optional<int64_t> max_tokens;
   std::vector<std::string> stop;  // stop strings, cut from the text (never shown)
   int top_logits = 0;             // also record the K highest raw [id, logit] of each step
+  // Report each token's logprob (and this many alternatives) with its TextDelta.
+  bool logprobs = false;
+  int top_logprobs = 0;
+  // Added to a token's logit before each choice (and before the constraint); ids inside the
+  // vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::shared_ptr<TokenConstraint> constraint;  // null: any token
   // Where the prompt is likely shared with others (SequenceRequest::keep_state_at).
   int64_t keep_state_at = 0;
+  // Another choice of the same prompt (n > 1): its Session::sequence() (the prompt runs once).
+  std::optional<uint64_t> share_prompt_with;
 };
 
 }  // namespace tessera

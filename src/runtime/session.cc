@@ -11,6 +11,7 @@ const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStopToken:
     case FinishReason::kStopString:
+    case FinishReason::kConstraintDone:
       return "stop";
     case FinishReason::kLength:
       return "length";
@@ -32,7 +33,11 @@ struct Session::Core {
   uint64_t sequence = 0;
   std::optional<int64_t> max_tokens;  // as the request gave it
   int64_t room = 0;                   // positions left in the context after the prompt
+  std::shared_ptr<TokenConstraint> constraint;
+  std::vector<float> step_logits;  // the current step's raw row, for logprobs
+  int64_t generated = 0;
   bool stopped_by_string = false;
+  bool constraint_done = false;
   bool cancelled = false;
   bool detached = false;  // the Session was dropped: no more events
   bool done = false;
@@ -43,17 +48,20 @@ struct Session::Core {
 
   bool OnToken(int32_t id) {
     if (cancelled || detached) return false;  // this token is not shown
-    TokenDelta d = stream->Push(id, {});
-    if (!d.text.empty()) {
-      result.text += d.text;
-      Emit(TextDelta{id, std::move(d.text)});
-    }
+    ++generated;
+    const bool more = !constraint || constraint->Accept(id);
+    TokenDelta d = stream->Push(id, step_logits);
+    result.text += d.text;
+    // Every token is reported, also one whose text is held back (a possible stop string).
+    Emit(TextDelta{id, std::move(d.text), std::move(d.logprob), generated});
     stopped_by_string = d.stopped;
-    return !d.stopped;
+    constraint_done = !more && !d.stopped;
+    return !d.stopped && more;
   }
 
   FinishReason ReasonFor(const SequenceResult& r) const {
     if (stopped_by_string) return FinishReason::kStopString;
+    if (constraint_done) return FinishReason::kConstraintDone;
     if (!r.status.ok()) return FinishReason::kError;
     switch (r.stop_reason) {
       case StopReason::kStopToken:
@@ -75,14 +83,14 @@ struct Session::Core {
     result.status = r.status;
     result.generated_ids = r.generated_ids;
     result.cached_tokens = r.cached_tokens;
+    result.queue_ms = r.queue_ms;
     result.timings = r.timings;
     result.finish = ReasonFor(r);
-    if (result.finish != FinishReason::kStopString && result.finish != FinishReason::kCancelled) {
+    if (result.finish != FinishReason::kStopString && result.finish != FinishReason::kCancelled &&
+        result.finish != FinishReason::kError) {
       std::string tail = stream->Finish();
-      if (!tail.empty()) {
-        result.text += tail;
-        Emit(TextDelta{-1, std::move(tail)});
-      }
+      result.text += tail;
+      Emit(TextDelta{-1, std::move(tail), std::nullopt, generated});
     }
     done = true;
     Emit(SessionFinished{&result});
@@ -113,12 +121,23 @@ Expected<std::unique_ptr<Session>> Session::Start(LoadedModel& model, Request re
                            std::to_string(*request.max_tokens));
   }
   if (request.top_logits < 0) return InvalidArgument("top_logits must be >= 0");
+  const int64_t vocab = model.checkpoint().config.vocab_size;
+  for (const auto& [id, bias] : request.logit_bias) {
+    if (id < 0 || id >= vocab) {
+      return InvalidArgument("logit_bias: token id " + std::to_string(id) +
+                             " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")");
+    }
+  }
   TS_ASSIGN_OR_RETURN(result.sampling,
                       ResolveSamplingParams(request.sampling, model.sampling_defaults()));
   core->max_tokens = request.max_tokens;
-  core->stream = std::make_unique<TextStream>(model.tokenizer(), result.prompt_ids,
-                                              TextStreamOptions{.stop = std::move(request.stop)},
-                                              model.stop_ids());
+  core->constraint = std::move(request.constraint);
+  core->stream =
+      std::make_unique<TextStream>(model.tokenizer(), result.prompt_ids,
+                                   TextStreamOptions{.stop = std::move(request.stop),
+                                                     .logprobs = request.logprobs,
+                                                     .top_logprobs = request.top_logprobs},
+                                   model.stop_ids());
 
   SequenceRequest seq;
   seq.prompt_ids = result.prompt_ids;
@@ -126,10 +145,18 @@ Expected<std::unique_ptr<Session>> Session::Start(LoadedModel& model, Request re
   seq.stop_ids = model.stop_ids();
   if (result.sampling.mode == SamplingMode::kSample) seq.sampling = result.sampling;
   seq.keep_state_at = request.keep_state_at;
-  if (request.top_logits > 0) {
-    const int k = request.top_logits;
-    seq.on_logits = [core, k](std::span<const float> logits) {
-      core->result.top_logits.push_back(TopK(logits, k));
+  seq.share_prompt_with = request.share_prompt_with;
+  const int k = request.top_logits;
+  if (k > 0 || request.logprobs) {
+    seq.on_logits = [core, k, logprobs = request.logprobs](std::span<const float> logits) {
+      if (k > 0) core->result.top_logits.push_back(TopK(logits, k));
+      if (logprobs) core->step_logits.assign(logits.begin(), logits.end());
+    };
+  }
+  if (!request.logit_bias.empty() || core->constraint) {
+    seq.constrain = [core, bias = std::move(request.logit_bias)](std::span<float> logits) {
+      for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
+      if (core->constraint) core->constraint->Mask(logits);
     };
   }
   seq.on_token = [core](int32_t id) { return core->OnToken(id); };
@@ -155,6 +182,10 @@ bool Session::done() const {
 
 const SessionResult& Session::result() const {
   return core_->result;
+}
+
+uint64_t Session::sequence() const {
+  return core_->sequence;
 }
 
 Status RunUntilDone(Scheduler& scheduler, Session& session,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -24,18 +25,31 @@
 #include "engine/scheduler.h"
 #include "runtime/loaded_model.h"
 #include "runtime/request.h"
+#include "runtime/text_stream.h"
 
 namespace tessera {
 
-// Text safe to show, after token `id` (empty while a possible stop string is held back).
+// Text safe to show, after token `id` (empty while a possible stop string is held back): one
+// per generated token, and a last one (id -1) with the text held back at the end.
 struct TextDelta {
   int32_t id = 0;
   std::string text;
+  std::optional<TokenLogprobText> logprob{};  // with Request::logprobs
+  int64_t generated = 0;                      // tokens generated so far, this one included
 };
 
 // How a session ended. kStopString: a stop string ended the text (the token that completed
-// it is in generated_ids, its text is not shown).
-enum class FinishReason { kStopToken, kStopString, kLength, kContext, kCancelled, kError };
+// it is in generated_ids, its text is not shown). kConstraintDone: the Request's constraint
+// took a token after which nothing may follow.
+enum class FinishReason {
+  kStopToken,
+  kStopString,
+  kConstraintDone,
+  kLength,
+  kContext,
+  kCancelled,
+  kError
+};
 const char* FinishReasonName(FinishReason reason);  // "stop" for both stops, "length", ...
 
 struct SessionResult {
@@ -47,6 +61,7 @@ struct SessionResult {
   ResolvedSamplingParams sampling;  // what ran (the seed drawn when none was given)
   std::vector<std::vector<std::pair<int32_t, float>>> top_logits;  // Request::top_logits
   int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  double queue_ms = 0;        // waiting for a sequence slot
   GenerateTimings timings;
 };
 
@@ -72,6 +87,7 @@ class Session {
   void Cancel();
   bool done() const;
   const SessionResult& result() const;
+  uint64_t sequence() const;  // its scheduler sequence (Request::share_prompt_with)
 
  private:
   struct Core;  // what the scheduler's callbacks share with the session

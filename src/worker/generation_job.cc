@@ -13,6 +13,21 @@
 namespace tessera::worker {
 namespace {
 
+// Sampling as resolved here (the model's defaults applied, the seed drawn and kept below 2^53)
+// as a request: the Session resolves it again to the same values.
+SamplingParams Explicit(const ResolvedSamplingParams& p) {
+  SamplingParams out;
+  out.temperature = p.temperature;
+  out.top_k = p.top_k;
+  out.top_p = p.top_p;
+  out.min_p = p.min_p;
+  out.repetition_penalty = p.repetition_penalty;
+  out.presence_penalty = p.presence_penalty;
+  out.frequency_penalty = p.frequency_penalty;
+  out.seed = static_cast<int64_t>(p.seed);
+  return out;
+}
+
 using ojson = nlohmann::ordered_json;
 
 }  // namespace
@@ -44,35 +59,144 @@ void FillSchedulerState(const Scheduler& sched, DoneMessage* done) {
   done->kv_blocks_cached = sched.kv_pool().cached();
 }
 
+namespace {
+
+// A choice's grammar as the Session's constraint: a response_format's document, or a tool
+// call's (forced from the first token, or lazily from the token that opens a call).
+class GrammarConstraint final : public TokenConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<const Grammar> grammar,
+                    std::shared_ptr<const TokenVocabulary> vocab, int32_t lazy_trigger,
+                    std::shared_ptr<const std::vector<uint64_t>> text_openers)
+      : matcher_(std::in_place, std::move(grammar), vocab),
+        mask_(vocab->mask_words(), 0),
+        size_(vocab->size()),
+        lazy_trigger_(lazy_trigger),
+        bare_call_opening_(text_openers != nullptr),
+        active_(lazy_trigger < 0),
+        text_openers_(std::move(text_openers)) {}
+
+  void Mask(std::span<float> logits) override {
+    if (!matcher_ || !active_) return;
+    matcher_->FillMask(mask_);
+    if (bare_call_opening_) {
+      for (size_t w = 0; w < mask_.size(); ++w) mask_[w] |= (*text_openers_)[w];
+    }
+    const float off = -std::numeric_limits<float>::infinity();
+    for (size_t id = 0; id < logits.size(); ++id) {
+      const bool allowed =
+          static_cast<int64_t>(id) < size_ && ((mask_[id / 64] >> (id % 64)) & 1) != 0;
+      if (!allowed) logits[id] = off;
+    }
+  }
+
+  bool Accept(int32_t id) override {
+    if (!matcher_) return true;
+    if (bare_call_opening_) {
+      // The first token of a reply that may be a bare JSON call: one the grammar takes opens
+      // the call; any other begins text, in which no call is parsed.
+      bare_call_opening_ = false;
+      if (matcher_->Accept(id).ok()) {
+        done_ = matcher_->IsComplete() && !matcher_->CanContinue();
+      } else {
+        matcher_.reset();
+        became_text_ = true;
+        return true;
+      }
+    } else if (!active_) {
+      active_ = id == lazy_trigger_;  // a lazy grammar starts after the token opening a call
+    } else {
+      if (!matcher_->Accept(id).ok()) done_ = true;  // cannot happen under the mask
+      done_ = done_ || (matcher_->IsComplete() && !matcher_->CanContinue());
+      if (done_ && lazy_trigger_ >= 0) close_call_ = true;
+    }
+    return !done_;
+  }
+
+  bool became_text() const { return became_text_; }  // the reply is text, not a call
+  bool close_call() const { return close_call_; }    // a lazy call ended: close it
+
+ private:
+  std::optional<GrammarMatcher> matcher_;
+  std::vector<uint64_t> mask_;
+  int64_t size_;
+  // Strict tools under tool_choice auto: the grammar waits for the model to open a call
+  // (lazy_trigger_, the one token of "<tool_call>"), then constrains that call's object.
+  int32_t lazy_trigger_;
+  // Strict tools under auto, for a call written as a bare JSON object at the start of the
+  // reply (Llama 3, Gemma): the first token may open the call (the grammar's first mask) or
+  // begin text (MarkTextOpeners); a call is then constrained to the end, text is text.
+  bool bare_call_opening_;
+  bool active_;
+  std::shared_ptr<const std::vector<uint64_t>> text_openers_;
+  bool done_ = false;
+  bool became_text_ = false;
+  bool close_call_ = false;
+};
+
+}  // namespace
+
 struct GenerationJob::Choice {
   int index = 0;
-  uint64_t sequence = 0;
-  std::unique_ptr<TextStream> stream;
+  std::unique_ptr<Session> session;
   std::optional<ToolCallParser> parser;
-  std::optional<GrammarMatcher> matcher;
-  std::vector<uint64_t> mask;
-  std::vector<float> step_logits;  // the current step's raw row, for logprobs
-  bool logprobs = false;
+  std::shared_ptr<GrammarConstraint> grammar;  // null: unconstrained
+  bool forced_call = false;                    // the reply opened as a call: close it at the end
   int64_t generated = 0;
-  bool stopped_by_string = false;
-  bool grammar_done = false;  // the document is complete and nothing may follow
-  // Strict tools under tool_choice auto: the grammar waits for the model to open a call
-  // (lazy_trigger, the one token of "<tool_call>"), then constrains that call's object; the
-  // reply ends with the call, closed by forced_closing_.
-  int32_t lazy_trigger = -1;
-  // Strict tools under tool_choice auto, for a call written as a bare JSON object at the start
-  // of the reply (Llama 3, Gemma): the first token decides. It may open the call (the
-  // grammar's first mask) or begin text (MarkTextOpeners); a call is then constrained to the
-  // end, and text is text to the end, parsed for no call (none would follow the schemas).
-  bool bare_call_opening = false;
-  bool grammar_active = true;
-  bool close_call = false;  // feed forced_closing_ to the parser at the end
-  bool grammar_failed = false;
   bool tool_calls = false;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kStop;
-  SequenceResult result;
 };
+
+namespace {
+
+// The job's prompt: a chat rendered through the template (with its tools, and the forced
+// opening of a required call appended), or a completion's text encoded.
+struct RenderedPrompt {
+  std::vector<int32_t> ids;
+  int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
+  ToolCallPlan tools;
+};
+
+std::variant<RenderedPrompt, JobFailure> RenderPrompt(const JobRequest& job, LoadedModel& model) {
+  auto invalid = [](std::string field, std::string message) {
+    return InvalidRequest(std::move(field), std::move(message));
+  };
+  const ChatPayload* chat = std::get_if<ChatPayload>(&job.payload);
+  RenderedPrompt out;
+  std::vector<int32_t>& prompt_ids = out.ids;
+  ToolCallPlan& tools = out.tools;
+  if (chat != nullptr) {
+    if (!model.has_chat_template()) {
+      return invalid("", "the model '" + job.model +
+                             "' has no chat template; use /v1/completions with a prompt");
+    }
+    auto messages = TemplateMessages(chat->messages);
+    if (!messages) return Refusal("messages", messages.status().message());
+    auto plan = PlanToolCalls(*chat, job.model, model);
+    if (auto* refused = std::get_if<JobFailure>(&plan)) return std::move(*refused);
+    tools = std::move(std::get<ToolCallPlan>(plan));
+    ojson kwargs = ojson::object();
+    if (tools.syntax != ToolCallSyntax::kNone) kwargs["tools"] = tools.tools;
+    auto prompt = model.RenderChat(*messages, kwargs);
+    if (!prompt) return invalid("messages", prompt.status().message());
+    prompt_ids = std::move(prompt->ids);
+    out.shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
+    if (!tools.forced_opening.empty()) {
+      auto opening = model.EncodeText(tools.forced_opening, /*add_special=*/false);
+      if (!opening) return invalid("tools", opening.status().message());
+      prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
+    }
+  } else {
+    const auto& completion = std::get<CompletionPayload>(job.payload);
+    auto ids = model.EncodeText(completion.prompt, /*add_special=*/true);
+    if (!ids) return invalid("prompt", ids.status().message());
+    prompt_ids = std::move(*ids);
+  }
+  return out;
+}
+
+}  // namespace
 
 GenerationJob::~GenerationJob() = default;
 
@@ -89,35 +213,11 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     return JobFailure{JobErrorKind::kInternal, "not a generation job"};
   }
   const GenerationOptions& o = chat != nullptr ? chat->options : completion->options;
-  std::vector<int32_t> prompt_ids;
-  int64_t shared_beginning = 0;  // SequenceRequest::keep_state_at
-  ToolCallPlan tools;
-  if (chat != nullptr) {
-    if (!model.has_chat_template()) {
-      return invalid("", "the model '" + job.model +
-                             "' has no chat template; use /v1/completions with a prompt");
-    }
-    auto messages = TemplateMessages(chat->messages);
-    if (!messages) return Refusal("messages", messages.status().message());
-    auto plan = PlanToolCalls(*chat, job.model, model);
-    if (auto* refused = std::get_if<JobFailure>(&plan)) return std::move(*refused);
-    tools = std::move(std::get<ToolCallPlan>(plan));
-    ojson kwargs = ojson::object();
-    if (tools.syntax != ToolCallSyntax::kNone) kwargs["tools"] = tools.tools;
-    auto prompt = model.RenderChat(*messages, kwargs);
-    if (!prompt) return invalid("messages", prompt.status().message());
-    prompt_ids = std::move(prompt->ids);
-    shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
-    if (!tools.forced_opening.empty()) {
-      auto opening = model.EncodeText(tools.forced_opening, /*add_special=*/false);
-      if (!opening) return invalid("tools", opening.status().message());
-      prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
-    }
-  } else {
-    auto ids = model.EncodeText(completion->prompt, /*add_special=*/true);
-    if (!ids) return invalid("prompt", ids.status().message());
-    prompt_ids = std::move(*ids);
-  }
+  auto rendered = RenderPrompt(job, model);
+  if (auto* refused = std::get_if<JobFailure>(&rendered)) return std::move(*refused);
+  std::vector<int32_t> prompt_ids = std::move(std::get<RenderedPrompt>(rendered).ids);
+  const int64_t shared_beginning = std::get<RenderedPrompt>(rendered).shared_beginning;
+  const ToolCallPlan& tools = std::get<RenderedPrompt>(rendered).tools;
   std::shared_ptr<const Grammar> grammar = tools.grammar;
   const ToolCallSyntax syntax = tools.syntax;
   const int32_t lazy_trigger = tools.lazy_trigger;
@@ -206,13 +306,6 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     auto c = std::make_unique<Choice>();
     Choice* cp = c.get();
     c->index = i;
-    c->logprobs = o.logprobs;
-    TextStreamOptions stream_options;
-    stream_options.stop = o.stop;
-    stream_options.logprobs = o.logprobs;
-    stream_options.top_logprobs = o.top_logprobs;
-    c->stream = std::make_unique<TextStream>(model.tokenizer(), prompt_ids, stream_options,
-                                             model.stop_ids());
     if (syntax != ToolCallSyntax::kNone) {
       ToolCallParserOptions parser_options;
       parser_options.seed = sampling->seed * 31 + static_cast<uint64_t>(i);
@@ -220,61 +313,39 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       c->parser.emplace(syntax, parser_options);
       if (!forced_opening.empty()) (void)c->parser->Feed(forced_opening);
     }
+    c->forced_call = !forced_opening.empty();
+
+    Request r;
+    r.prompt = prompt_ids;
+    r.sampling = Explicit(*sampling);  // what was resolved here runs, seed included
+    if (o.max_tokens >= 0) r.max_tokens = o.max_tokens;
+    r.stop = o.stop;
+    r.logprobs = o.logprobs;
+    r.top_logprobs = o.top_logprobs;
+    r.logit_bias = bias;
     if (grammar) {
-      c->matcher.emplace(grammar, vocab);
-      c->mask.assign(vocab->mask_words(), 0);
-      c->lazy_trigger = lazy_trigger;
-      c->bare_call_opening = bare_call_opening;
-      c->grammar_active = lazy_trigger < 0;
-      c->close_call = !forced_opening.empty();
+      c->grammar = std::make_shared<GrammarConstraint>(grammar, vocab, lazy_trigger,
+                                                       bare_call_opening ? text_openers : nullptr);
+      r.constraint = c->grammar;
     }
-    SequenceRequest req;
-    req.prompt_ids = prompt_ids;
-    req.keep_state_at = shared_beginning;
-    const int64_t room = context - prompt_len;
-    req.max_new_tokens = o.max_tokens < 0 ? room : std::min(o.max_tokens, room);
-    req.stop_ids = model.stop_ids();
-    req.sampling = *sampling;
-    if (o.logprobs) {
-      req.on_logits = [cp](std::span<const float> logits) {
-        cp->step_logits.assign(logits.begin(), logits.end());
-      };
-    }
-    if (grammar || !bias.empty()) {
-      req.constrain = [cp, bias, text_openers,
-                       size = vocab ? vocab->size() : 0](std::span<float> logits) {
-        for (const auto& [id, b] : bias) logits[static_cast<size_t>(id)] += b;
-        if (!cp->matcher || !cp->grammar_active) return;
-        cp->matcher->FillMask(cp->mask);
-        if (cp->bare_call_opening) {
-          for (size_t w = 0; w < cp->mask.size(); ++w) cp->mask[w] |= (*text_openers)[w];
-        }
-        const float off = -std::numeric_limits<float>::infinity();
-        for (size_t id = 0; id < logits.size(); ++id) {
-          const bool allowed =
-              static_cast<int64_t>(id) < size && ((cp->mask[id / 64] >> (id % 64)) & 1) != 0;
-          if (!allowed) logits[id] = off;
-        }
-      };
-    }
+    r.keep_state_at = shared_beginning;
     // The other choices share choice 0's prompt: it runs once (Scheduler's share_prompt_with).
-    if (i > 0) req.share_prompt_with = g->choices_.front()->sequence;
-    req.on_token = [g, cp](int32_t id) { return g->OnToken(*cp, id); };
-    req.on_finish = [g, cp](const SequenceResult& r) { g->OnFinish(*cp, r); };
+    if (i > 0) r.share_prompt_with = g->choices_.front()->session->sequence();
     g->choices_.push_back(std::move(c));
-    auto id = model.scheduler().Submit(std::move(req));
-    if (!id) {
+    auto session =
+        Session::Start(model, std::move(r), [g, cp](const SessionEvent& e) { g->OnEvent(*cp, e); });
+    if (!session) {
       g->choices_.pop_back();
-      if (i == 0) return Refusal("", id.status().message());
+      if (i == 0) return Refusal("", session.status().message());
       // Later choices are validated like the first, so this does not happen; if it did, the
       // job fails and lives until the choices already running have ended.
       g->failed_ = true;
-      g->send_(
-          Encode(JobErrorMessage{job.job_id, JobErrorKind::kInternal, id.status().message(), 0}));
+      g->send_(Encode(
+          JobErrorMessage{job.job_id, JobErrorKind::kInternal, session.status().message(), 0}));
       g->Cancel();
       return self;
     }
-    cp->sequence = *id;
+    cp->session = std::move(*session);
   }
   g->send_(Encode(StartedMessage{job.job_id, prompt_len, *first_sampling}));
   return self;
@@ -282,7 +353,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
 
 void GenerationJob::Cancel() {
   for (const auto& c : choices_) {
-    if (!c->finished) model_->scheduler().Cancel(c->sequence);
+    if (!c->finished && c->session) c->session->Cancel();
   }
 }
 
@@ -302,7 +373,8 @@ void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLog
   } else {
     ToolCallEvents events = c.parser->Feed(text);
     if (at_end) {
-      ToolCallEvents tail = c.parser->Feed(c.close_call ? forced_closing_ : std::string());
+      const bool close = c.forced_call || (c.grammar && c.grammar->close_call());
+      ToolCallEvents tail = c.parser->Feed(close ? forced_closing_ : std::string());
       events.insert(events.end(), tail.begin(), tail.end());
       tail = c.parser->Finish();
       events.insert(events.end(), tail.begin(), tail.end());
@@ -320,45 +392,32 @@ void GenerationJob::SendEvents(Choice& c, std::string text, std::vector<TokenLog
   send_(Encode(delta));
 }
 
-bool GenerationJob::OnToken(Choice& c, int32_t id) {
-  ++c.generated;
-  if (c.matcher && c.bare_call_opening) {
-    // The first token of a reply that may be a bare JSON call: one the grammar takes opens the
-    // call; any other begins text, in which no call is parsed.
-    c.bare_call_opening = false;
-    if (c.matcher->Accept(id).ok()) {
-      c.grammar_done = c.matcher->IsComplete() && !c.matcher->CanContinue();
-    } else {
-      c.grammar_active = false;
-      c.matcher.reset();
+void GenerationJob::OnEvent(Choice& c, const SessionEvent& event) {
+  if (const auto* d = std::get_if<TextDelta>(&event)) {
+    c.generated = d->generated;
+    // A reply that began as text where a bare JSON call could have opened holds no call.
+    if (c.grammar && c.grammar->became_text() && c.parser &&
+        c.parser->syntax() != ToolCallSyntax::kNone) {
       c.parser.emplace(ToolCallSyntax::kNone, ToolCallParserOptions{});
     }
-  } else if (c.matcher && !c.grammar_active) {
-    // A lazy grammar starts after the token that opens a call.
-    c.grammar_active = id == c.lazy_trigger;
-  } else if (c.matcher) {
-    if (!c.matcher->Accept(id).ok()) c.grammar_failed = true;  // cannot happen under the mask
-    c.grammar_done = c.matcher->IsComplete() && !c.matcher->CanContinue();
-    if (c.grammar_done && c.lazy_trigger >= 0) c.close_call = true;
+    std::vector<TokenLogprobEntry> logprobs;
+    if (d->logprob) {
+      TokenLogprobEntry entry;
+      entry.token = d->logprob->token;
+      entry.logprob = d->logprob->logprob;
+      for (const auto& [text, lp] : d->logprob->top) entry.top.push_back({text, lp});
+      logprobs.push_back(std::move(entry));
+    }
+    // Sent for every token, also one whose text is held back (a possible stop string): the
+    // count lets an error after it still report the usage so far. The last (id -1) is the
+    // text held back at the end.
+    if (!failed_) SendEvents(c, d->text, std::move(logprobs), /*at_end=*/d->id < 0);
+    return;
   }
-  TokenDelta d = c.stream->Push(id, c.step_logits);
-  std::vector<TokenLogprobEntry> logprobs;
-  if (d.logprob) {
-    TokenLogprobEntry entry;
-    entry.token = std::move(d.logprob->token);
-    entry.logprob = d.logprob->logprob;
-    for (auto& [text, lp] : d.logprob->top) entry.top.push_back({std::move(text), lp});
-    logprobs.push_back(std::move(entry));
-  }
-  // Sent for every token, also one whose text is held back (a possible stop string): the
-  // count lets an error after it still report the usage so far.
-  SendEvents(c, std::move(d.text), std::move(logprobs), false);
-  c.stopped_by_string = d.stopped;
-  return !d.stopped && !c.grammar_done && !c.grammar_failed;
+  OnFinish(c, *std::get<SessionFinished>(event).result);
 }
 
-void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
-  c.result = r;
+void GenerationJob::OnFinish(Choice& c, const SessionResult& r) {
   c.finished = true;
   ++finished_;
   if (!r.status.ok() && !failed_) {
@@ -371,33 +430,36 @@ void GenerationJob::OnFinish(Choice& c, const SequenceResult& r) {
                                  0}));
     Cancel();
   }
-  const bool ended_by_us = c.stopped_by_string || c.grammar_done;
-  const bool cancelled = r.stop_reason == StopReason::kCancelled && !ended_by_us;
-  if (!failed_ && !c.stopped_by_string && !cancelled) SendEvents(c, c.stream->Finish(), {}, true);
-  if (cancelled) {
-    c.finish_reason = FinishReason::kCancelled;
-  } else if (c.tool_calls) {
-    c.finish_reason = FinishReason::kToolCalls;
-  } else if (ended_by_us || r.stop_reason == StopReason::kStopToken) {
-    c.finish_reason = FinishReason::kStop;
-  } else {
-    c.finish_reason = FinishReason::kLength;
+  switch (r.finish) {
+    case tessera::FinishReason::kCancelled:
+    case tessera::FinishReason::kError:
+      c.finish_reason = FinishReason::kCancelled;
+      break;
+    case tessera::FinishReason::kStopToken:
+    case tessera::FinishReason::kStopString:
+    case tessera::FinishReason::kConstraintDone:
+      c.finish_reason = c.tool_calls ? FinishReason::kToolCalls : FinishReason::kStop;
+      break;
+    case tessera::FinishReason::kLength:
+    case tessera::FinishReason::kContext:
+      c.finish_reason = c.tool_calls ? FinishReason::kToolCalls : FinishReason::kLength;
+      break;
   }
   if (finished_ < static_cast<int>(choices_.size())) return;
   if (!failed_) {
-    const Choice& first = *choices_.front();
+    const SessionResult& first = choices_.front()->session->result();
     DoneMessage done;
     done.job_id = job_id_;
-    done.finish_reason = first.finish_reason;
+    done.finish_reason = choices_.front()->finish_reason;
     done.prompt_tokens = prompt_tokens_;
     for (const auto& ch : choices_) {
-      done.completion_tokens += static_cast<int64_t>(ch->result.generated_ids.size());
+      done.completion_tokens += static_cast<int64_t>(ch->session->result().generated_ids.size());
       if (choices_.size() > 1) done.choice_finish_reasons.push_back(ch->finish_reason);
     }
-    done.cached_tokens = first.result.cached_tokens;
-    done.queue_ms = first.result.queue_ms;
+    done.cached_tokens = first.cached_tokens;
+    done.queue_ms = first.queue_ms;
     done.load_ms = load_ms_;
-    const GenerateTimings& t = first.result.timings;
+    const GenerateTimings& t = first.timings;
     done.prefill_ms = t.prefill_ms;
     done.ttft_ms = t.ttft_ms;
     done.decode_ms = t.decode_ms;

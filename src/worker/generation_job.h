@@ -1,9 +1,10 @@
 // One chat or completion job inside the worker: its prompt (rendered with tools when given,
-// plus the forced opening of a required tool call), its n choices as scheduler sequences, and
-// what each choice streams back: text through its TextStream, tool calls through the
-// template's ToolCallParser, and the response_format or forced call enforced by a
-// GrammarMatcher masking each step's logits. The worker owns jobs and routes Cancel to them;
-// a job reports through `send` (encoded worker messages) and tells the worker when it ends.
+// plus the forced opening of a required tool call), its n choices as runtime Sessions (the
+// one request path the CLI also runs), and what each choice streams back: text from its
+// Session, tool calls through the template's ToolCallParser, and the response_format or
+// forced call enforced by a GrammarMatcher as the Session's TokenConstraint. The worker owns jobs
+// and routes Cancel to them; a job reports through `send` (encoded worker messages) and tells the
+// worker when it ends.
 //
 //   auto job = GenerationJob::Start(request, model, vocabulary, load_ms, send, on_end);
 //   if (!job) reply with job.status();    // the failure kind travels as JobFailure
@@ -19,6 +20,7 @@
 #include "base/status.h"
 #include "grammar/grammar.h"
 #include "runtime/loaded_model.h"
+#include "runtime/session.h"
 #include "worker/protocol.h"
 
 namespace tessera::worker {
@@ -80,8 +82,8 @@ class GenerationJob final : public WorkerJob {
  private:
   struct Choice;
   GenerationJob() = default;
-  bool OnToken(Choice& c, int32_t id);
-  void OnFinish(Choice& c, const SequenceResult& r);
+  void OnEvent(Choice& c, const SessionEvent& event);
+  void OnFinish(Choice& c, const SessionResult& r);
   void SendEvents(Choice& c, std::string text, std::vector<TokenLogprobEntry> logprobs,
                   bool at_end);
 
