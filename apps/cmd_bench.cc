@@ -116,8 +116,9 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
     Clock::time_point last_first_token;
     int64_t generated = 0, generated_before_window = 0;
     const auto t0 = Clock::now();
+    std::vector<SequenceRequest> reqs(static_cast<size_t>(streams));
     for (int i = 0; i < streams; ++i) {
-      SequenceRequest req;
+      SequenceRequest& req = reqs[static_cast<size_t>(i)];
       req.prompt_ids =
           PromptIds(prompt_len, exec.spec().vocab, static_cast<uint64_t>(7919 * (r + 1) + 31 * i));
       req.max_new_tokens = gen;
@@ -130,10 +131,9 @@ Status RunConcurrency(ModelExecutor& exec, int streams, int64_t prompt_len, int6
         first = false;
         return true;
       };
-      req.on_finish = [&](const SequenceResult& res) { ttft.push_back(res.timings.ttft_ms); };
-      TS_RETURN_IF_ERROR(sched.Submit(std::move(req)).status());
     }
-    while (sched.HasWork()) TS_RETURN_IF_ERROR(sched.Step());
+    TS_ASSIGN_OR_RETURN(std::vector<SequenceResult> results, RunAllToEnd(sched, std::move(reqs)));
+    for (const SequenceResult& res : results) ttft.push_back(res.timings.ttft_ms);
     const double all_s = Seconds(t0);
     const double decode_s = all_s - std::chrono::duration<double>(last_first_token - t0).count();
     total.push_back(static_cast<double>(generated) / all_s);

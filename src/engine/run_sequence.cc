@@ -33,6 +33,31 @@ Expected<SequenceRun> RunToEnd(Scheduler& sched, SequenceRequest req, int top_lo
   return run;
 }
 
+Expected<std::vector<SequenceResult>> RunAllToEnd(Scheduler& sched,
+                                                  std::vector<SequenceRequest> reqs) {
+  std::vector<std::optional<SequenceResult>> finished(reqs.size());
+  size_t pending = reqs.size();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].on_finish = [&finished, &pending, i,
+                         theirs = std::move(reqs[i].on_finish)](const SequenceResult& r) {
+      finished[i] = r;
+      --pending;
+      if (theirs) theirs(r);
+    };
+    TS_RETURN_IF_ERROR(sched.Submit(std::move(reqs[i])).status());
+  }
+  while (pending > 0) {
+    if (!sched.HasWork()) return Internal("the scheduler went idle before the sequences ended");
+    TS_RETURN_IF_ERROR(sched.Step());
+  }
+  std::vector<SequenceResult> out;
+  for (auto& r : finished) {
+    TS_RETURN_IF_ERROR(r->status);
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
 Expected<SequenceRun> RunOneSequence(ModelExecutor& exec, SequenceRequest req, int top_logits_k,
                                      Scheduler::Options options) {
   Scheduler sched(exec, options);

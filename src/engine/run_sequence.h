@@ -9,6 +9,7 @@
 //   Scheduler sched(*exec, {});  // one scheduler for several turns: its prefix cache stays
 //   TS_ASSIGN_OR_RETURN(SequenceRun first, RunToEnd(sched, turn1));
 //   TS_ASSIGN_OR_RETURN(SequenceRun second, RunToEnd(sched, turn2));  // turn1's KV reused
+//   TS_ASSIGN_OR_RETURN(auto results, RunAllToEnd(sched, {a, b, c}));     // three at once
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,11 @@ struct SequenceRun : SequenceResult {
 // Submits `req` to `sched` and steps it until that sequence has ended (anything else already
 // submitted runs alongside). An engine error, or the sequence ending with one, is returned.
 Expected<SequenceRun> RunToEnd(Scheduler& sched, SequenceRequest req, int top_logits_k = 0);
+
+// Several sequences submitted at once and stepped together until all have ended (batched as
+// the server batches them: `tessera bench --concurrency`). Results in submission order.
+Expected<std::vector<SequenceResult>> RunAllToEnd(Scheduler& sched,
+                                                  std::vector<SequenceRequest> reqs);
 
 // The same over a scheduler of its own on `exec`: nothing an earlier run left in the executor
 // is reused (a new Scheduler knows no cached prefix).
