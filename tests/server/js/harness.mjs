@@ -2,19 +2,21 @@
 // port, waiting for /ready, and running named tests with a pass/fail summary.
 import { spawn } from 'node:child_process';
 
-// Starts `tessera serve --port 0 ARGS...`; resolves with the child and its port once it
-// listens (the port is read from its stdout).
+// Starts `tessera serve --port 0 ARGS...`; resolves with the child, its port once it listens
+// (the port is read from its stdout) and its stderr so far (`log.text`, the server's and the
+// worker's lines, collected from the start: the worker may log before the server listens).
 export function startServer(tessera, args, env = {}) {
   const child = spawn(tessera, ['serve', '--port', '0', ...args],
                       { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stderr.on('data', () => {});
+  const log = { text: '' };
+  child.stderr.on('data', (d) => { log.text += d; });
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error('server did not start in 60 s')), 60000);
     child.stdout.on('data', (d) => {
       out += d;
       const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
+      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]), log }); }
     });
     child.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
   });

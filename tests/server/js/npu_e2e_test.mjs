@@ -20,10 +20,8 @@ const prompts = ['Once upon a time', 'The river', 'Numbers such as 1, 2, 3'];
 async function serve(args, env = {}, program = tessera) {
   const s = await startServer(program, ['--rate-limit', '0', ...args], { TESSERA_API_KEY: KEY, ...env });
   const base = `http://127.0.0.1:${s.port}`;
-  const log = { text: '' };  // the server's and the worker's stderr
-  s.child.stderr.on('data', (d) => { log.text += d; });
   await waitReady(base, 60);
-  return { ...s, base, log, client: new OpenAI({ apiKey: KEY, baseURL: `${base}/v1` }) };
+  return { ...s, base, client: new OpenAI({ apiKey: KEY, baseURL: `${base}/v1` }) };
 }
 
 // Greedy completions and one chat answer of each model on one server.
