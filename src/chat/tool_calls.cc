@@ -204,8 +204,11 @@ uint64_t SplitMix64(uint64_t* state) {
 }  // namespace
 
 ToolParameterTypes ParameterTypesOfTools(std::string_view tools_json) {
+  return ParameterTypesOfToolArray(ordered_json::parse(tools_json, nullptr, false));
+}
+
+ToolParameterTypes ParameterTypesOfToolArray(const ordered_json& tools) {
   ToolParameterTypes out;
-  const ordered_json tools = ordered_json::parse(tools_json, nullptr, false);
   if (!tools.is_array()) return out;
   for (const ordered_json& t : tools) {
     if (!t.is_object()) continue;

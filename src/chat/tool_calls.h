@@ -72,6 +72,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "base/status.h"
 #include "chat/tool_call_syntax.h"
 
@@ -118,6 +120,8 @@ using ToolParameterTypes = std::map<std::string, std::map<std::string, uint8_t>,
 // list), else the types of its "enum"/"const" values or of its "anyOf"/"oneOf" branches.
 // Malformed input gives what could be read (the request was validated before).
 ToolParameterTypes ParameterTypesOfTools(std::string_view tools_json);
+// The same from the array already parsed.
+ToolParameterTypes ParameterTypesOfToolArray(const nlohmann::ordered_json& tools);
 
 struct ToolCallParserOptions {
   uint64_t seed = 0;  // ids are a function of (seed, call index)

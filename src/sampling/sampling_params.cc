@@ -185,7 +185,7 @@ uint64_t GenerateSamplingSeed() {
         (counter.fetch_add(1, std::memory_order_relaxed) << 48);
     bits = SplitMix64Next(&mixer);
   }
-  return bits & static_cast<uint64_t>(kMaxSamplingSeed);
+  return bits & kMaxDrawnSamplingSeed;
 }
 
 }  // namespace tessera

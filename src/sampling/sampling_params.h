@@ -95,8 +95,13 @@ std::optional<SamplingFieldError> CheckRequestedSampling(const SamplingParams& r
 // ResolveSamplingParams and again by Sampler::Create for params built by hand.
 Status ValidateResolvedSamplingParams(const ResolvedSamplingParams& params);
 
-// A seed in 0..2^63-1 from std::random_device. If the device is unavailable it falls back to
-// mixing the clock and a process-wide counter, which is unpredictable enough to vary output.
+// Drawn seeds stay below 2^53, so every JSON client (JavaScript numbers are doubles) can send
+// a reported seed back exactly.
+inline constexpr uint64_t kMaxDrawnSamplingSeed = (uint64_t{1} << 53) - 1;
+
+// A seed in 0..kMaxDrawnSamplingSeed from std::random_device. If the device is unavailable it falls
+// back to mixing the clock and a process-wide counter, which is unpredictable enough to vary
+// output.
 uint64_t GenerateSamplingSeed();
 
 }  // namespace tessera

@@ -1,36 +1,16 @@
 #include "worker/generation_job.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "chat/tool_calls.h"
-#include "runtime/text_stream.h"
 #include "worker/tool_constraint.h"
 
 namespace tessera::worker {
-namespace {
-
-// Sampling as resolved here (the model's defaults applied, the seed drawn and kept below 2^53)
-// as a request: the Session resolves it again to the same values.
-SamplingParams Explicit(const ResolvedSamplingParams& p) {
-  SamplingParams out;
-  out.temperature = p.temperature;
-  out.top_k = p.top_k;
-  out.top_p = p.top_p;
-  out.min_p = p.min_p;
-  out.repetition_penalty = p.repetition_penalty;
-  out.presence_penalty = p.presence_penalty;
-  out.frequency_penalty = p.frequency_penalty;
-  out.seed = static_cast<int64_t>(p.seed);
-  return out;
-}
 
 using ojson = nlohmann::ordered_json;
-
-}  // namespace
 
 // OpenAI-shaped messages for the template (chat/chat_template.h turns them into what
 // templates expect).
@@ -288,7 +268,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
   g->on_end_ = std::move(on_end);
   // Qwen3.5's XML calls write parameters as text: their declared types decide how it reads.
   ToolParameterTypes xml_types;
-  if (syntax == ToolCallSyntax::kQwen3Xml) xml_types = ParameterTypesOfTools(tools.tools.dump());
+  if (syntax == ToolCallSyntax::kQwen3Xml) xml_types = ParameterTypesOfToolArray(tools.tools);
   std::optional<ResolvedSamplingParams> first_sampling;
   for (int i = 0; i < o.n; ++i) {
     // Choices differ by seed: a given seed s makes choice i use s + i.
@@ -296,28 +276,14 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
     if (params.seed && i > 0) {
       params.seed = *params.seed + i <= kMaxSamplingSeed ? *params.seed + i : i;
     }
-    auto sampling = ResolveSamplingParams(params, model.sampling_defaults());
-    if (!sampling) return Refusal("", sampling.status().message());
-    // A drawn seed is reported so the user can replay it; keep it below 2^53 so that every
-    // JSON client (JavaScript numbers are doubles) can send it back exactly.
-    if (sampling->seed_was_generated) sampling->seed &= (uint64_t{1} << 53) - 1;
-    if (!first_sampling) first_sampling = *sampling;
-
     auto c = std::make_unique<Choice>();
     Choice* cp = c.get();
     c->index = i;
-    if (syntax != ToolCallSyntax::kNone) {
-      ToolCallParserOptions parser_options;
-      parser_options.seed = sampling->seed * 31 + static_cast<uint64_t>(i);
-      if (syntax == ToolCallSyntax::kQwen3Xml) parser_options.xml_parameter_types = xml_types;
-      c->parser.emplace(syntax, parser_options);
-      if (!forced_opening.empty()) (void)c->parser->Feed(forced_opening);
-    }
     c->forced_call = !forced_opening.empty();
 
     Request r;
     r.prompt = prompt_ids;
-    r.sampling = Explicit(*sampling);  // what was resolved here runs, seed included
+    r.sampling = params;
     if (o.max_tokens >= 0) r.max_tokens = o.max_tokens;
     r.stop = o.stop;
     r.logprobs = o.logprobs;
@@ -346,6 +312,16 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       return self;
     }
     cp->session = std::move(*session);
+    // What the session resolved (the model's defaults, a drawn seed) is what is reported.
+    const ResolvedSamplingParams& sampling = cp->session->result().sampling;
+    if (!first_sampling) first_sampling = sampling;
+    if (syntax != ToolCallSyntax::kNone) {
+      ToolCallParserOptions parser_options;
+      parser_options.seed = sampling.seed * 31 + static_cast<uint64_t>(i);
+      if (syntax == ToolCallSyntax::kQwen3Xml) parser_options.xml_parameter_types = xml_types;
+      cp->parser.emplace(syntax, parser_options);
+      if (!forced_opening.empty()) (void)cp->parser->Feed(forced_opening);
+    }
   }
   g->send_(Encode(StartedMessage{job.job_id, prompt_len, *first_sampling}));
   return self;

@@ -197,6 +197,19 @@ class WireReader {
 template <typename M, typename T>
 concept Is = std::same_as<std::remove_const_t<M>, T>;
 
+// The fields SamplingParams (requested) and ResolvedSamplingParams (what ran) share.
+template <typename Io, typename S>
+void DescribeSamplingFields(Io& io, S& s) {
+  io(s.temperature);
+  io(s.top_k);
+  io(s.top_p);
+  io(s.min_p);
+  io(s.repetition_penalty);
+  io(s.presence_penalty);
+  io(s.frequency_penalty);
+  io(s.seed);
+}
+
 template <typename Io, typename M>
 void Describe(Io& io, M& m) requires Is<M, ChatMessage> {
   io(m.role);
@@ -227,15 +240,7 @@ template <typename Io, typename M>
 void Describe(Io& io, M& m) requires Is<M, GenerationOptions> {
   io(m.max_tokens);
   io.List(m.stop, 4, kMaxListElements);
-  auto& s = m.sampling;
-  io(s.temperature);
-  io(s.top_k);
-  io(s.top_p);
-  io(s.min_p);
-  io(s.repetition_penalty);
-  io(s.presence_penalty);
-  io(s.frequency_penalty);
-  io(s.seed);
+  DescribeSamplingFields(io, m.sampling);
   io(m.logprobs);
   io(m.top_logprobs);
   io(m.n);
@@ -336,7 +341,7 @@ void Describe(Io& io, M& m) requires Is<M, JobRequest> {
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TaskResultMessage> {
+void Describe(Io& io, M& m) requires Is<M, TaskResultMessage> {
   io(m.job_id);
   io.List(m.items, 24, kMaxListElements, [&](auto& item) {
     io(item.index);
@@ -353,34 +358,26 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TaskRe
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, CancelRequest> {
+void Describe(Io& io, M& m) requires Is<M, CancelRequest> {
   io(m.job_id);
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, ReadyMessage> {
+void Describe(Io& io, M& m) requires Is<M, ReadyMessage> {
   io(m.model);
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, StartedMessage> {
+void Describe(Io& io, M& m) requires Is<M, StartedMessage> {
   io(m.job_id);
   io(m.prompt_tokens);
-  auto& s = m.sampling;
-  io.Enum(s.mode, SamplingMode::kGreedy, SamplingMode::kSample);
-  io(s.temperature);
-  io(s.top_k);
-  io(s.top_p);
-  io(s.min_p);
-  io(s.repetition_penalty);
-  io(s.presence_penalty);
-  io(s.frequency_penalty);
-  io(s.seed);
-  io(s.seed_was_generated);
+  io.Enum(m.sampling.mode, SamplingMode::kGreedy, SamplingMode::kSample);
+  DescribeSamplingFields(io, m.sampling);
+  io(m.sampling.seed_was_generated);
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DeltaMessage> {
+void Describe(Io& io, M& m) requires Is<M, DeltaMessage> {
   io(m.job_id);
   io(m.text);
   io.List(m.logprobs, 12, kMaxListElements, [&](auto& e) {
@@ -403,7 +400,7 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DeltaM
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DoneMessage> {
+void Describe(Io& io, M& m) requires Is<M, DoneMessage> {
   io(m.job_id);
   io.Enum(m.finish_reason, FinishReason::kStop, FinishReason::kCancelled);
   io(m.prompt_tokens);
@@ -427,7 +424,7 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, DoneMe
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobErrorMessage> {
+void Describe(Io& io, M& m) requires Is<M, JobErrorMessage> {
   io(m.job_id);
   io.Enum(m.kind, JobErrorKind::kInvalidRequest, JobErrorKind::kEngineBusy);
   io(m.message);
@@ -436,13 +433,13 @@ void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, JobErr
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TokensMessage> {
+void Describe(Io& io, M& m) requires Is<M, TokensMessage> {
   io(m.job_id);
   io.List(m.ids, 4, kMaxListElements);
 }
 
 template <typename Io, typename M>
-void Describe(Io& io, M& m) requires std::same_as<std::remove_const_t<M>, TextMessage> {
+void Describe(Io& io, M& m) requires Is<M, TextMessage> {
   io(m.job_id);
   io(m.text);
 }
