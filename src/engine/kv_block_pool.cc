@@ -11,13 +11,16 @@ KvBlockPool::KvBlockPool(int64_t blocks, int64_t block_tokens)
   for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-KvBlockPool::Match KvBlockPool::Lookup(std::span<const int32_t> tokens, int64_t limit) const {
+KvBlockPool::Match KvBlockPool::Lookup(std::span<const int32_t> tokens, int64_t limit,
+                                       const CacheScope& scope) const {
   Match m;
+  const auto root = roots_.find(scope);  // the scope's name compared exactly, not hashed
+  if (root == roots_.end()) return m;
   limit = std::clamp<int64_t>(limit, 0, static_cast<int64_t>(tokens.size()));
   int32_t parent = -1;
   int64_t pos = 0;
   while (pos < limit) {
-    auto it = children_.find(ChildrenKey(parent));
+    auto it = children_.find(parent < 0 ? Key(-1, root->second) : ChildrenKey(parent));
     if (it == children_.end()) break;
     int32_t best = -1;
     int64_t best_common = 0;
@@ -83,12 +86,29 @@ void KvBlockPool::Unref(int32_t b) {
   }
 }
 
-void KvBlockPool::Register(int32_t b, int32_t parent, std::span<const int32_t> tokens) {
+uint32_t KvBlockPool::RootOf(const CacheScope& scope) {
+  auto [it, added] = roots_.try_emplace(scope, 0);
+  if (!added) return it->second;
+  if (free_roots_.empty()) {
+    free_roots_.push_back(static_cast<uint32_t>(root_scope_.size()));
+    root_scope_.push_back(roots_.end());
+  }
+  it->second = free_roots_.back();
+  free_roots_.pop_back();
+  root_scope_[it->second] = it;
+  return it->second;
+}
+
+void KvBlockPool::Register(int32_t b, int32_t parent, std::span<const int32_t> tokens,
+                           const CacheScope& scope) {
   Block& block = blocks_[static_cast<size_t>(b)];
   if (block.registered || tokens.empty() || static_cast<int64_t>(tokens.size()) > block_tokens_)
     return;
   if (parent >= 0 && !blocks_[static_cast<size_t>(parent)].registered) return;  // unreachable
-  std::vector<int32_t>& siblings = children_[ChildrenKey(parent)];
+  // A scope's root exists only while blocks hang from it, so a new one starts with no siblings.
+  const uint32_t parent_generation =
+      parent < 0 ? RootOf(scope) : blocks_[static_cast<size_t>(parent)].generation;
+  std::vector<int32_t>& siblings = children_[Key(parent, parent_generation)];
   for (int32_t s : siblings) {
     const std::vector<int32_t>& held = blocks_[static_cast<size_t>(s)].tokens;
     if (held.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), held.begin()))
@@ -96,7 +116,7 @@ void KvBlockPool::Register(int32_t b, int32_t parent, std::span<const int32_t> t
   }
   block.registered = true;
   block.parent = parent;
-  block.parent_generation = parent < 0 ? 0 : blocks_[static_cast<size_t>(parent)].generation;
+  block.parent_generation = parent_generation;
   block.tokens.assign(tokens.begin(), tokens.end());
   siblings.push_back(b);
 }
@@ -108,7 +128,13 @@ void KvBlockPool::Forget(int32_t b) {
   auto it = children_.find(Key(block.parent, block.parent_generation));
   if (it != children_.end()) {
     std::erase(it->second, b);
-    if (it->second.empty()) children_.erase(it);
+    if (it->second.empty()) {
+      children_.erase(it);
+      if (block.parent < 0) {  // the scope's last first block: its root goes
+        roots_.erase(root_scope_[block.parent_generation]);
+        free_roots_.push_back(block.parent_generation);
+      }
+    }
   }
   block.tokens.clear();
 }

@@ -25,7 +25,7 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
                                   const std::vector<std::vector<int32_t>>& options,
                                   std::shared_ptr<OptionScores> scores,
                                   std::function<void(const SequenceResult&)> on_finish,
-                                  std::optional<uint64_t> after) {
+                                  const CacheScope& scope, std::optional<uint64_t> after) {
   OptionScoring out;
   if (options.empty()) out.status = InvalidArgument("no options to score");
   const int64_t vocab = scheduler.executor().spec().vocab;
@@ -55,6 +55,7 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
       AddLogProbs(logits, first, scores->logprob);
     };
     r.on_finish = std::move(on_finish);
+    r.cache_scope = scope;
     r.after = after;
     auto id = scheduler.Submit(std::move(r));
     if (id) {
@@ -82,6 +83,7 @@ OptionScoring SubmitOptionScoring(Scheduler& scheduler, std::span<const int32_t>
       logits[static_cast<size_t>(keep)] = kept;
     };
     r.on_finish = on_finish;
+    r.cache_scope = scope;
     if (out.ids.empty()) {
       r.after = after;
     } else {

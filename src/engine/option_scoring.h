@@ -7,7 +7,7 @@
 // token is forced. The sequences batch with whatever else the scheduler runs.
 //
 //   auto scores = std::make_shared<OptionScores>(options.size());
-//   OptionScoring s = SubmitOptionScoring(sched, prompt, options, scores, on_finish);
+//   OptionScoring s = SubmitOptionScoring(sched, prompt, options, scores, on_finish, scope);
 //   ... on_finish runs once per s.ids entry; then scores->logprob[k] is option k's sum
 //   (when s.status is not ok those sequences were cancelled and the scores mean nothing).
 #pragma once
@@ -36,11 +36,11 @@ struct OptionScoring {
 
 // Submits the sequences. Every option must be non-empty and inside the model's vocabulary
 // (checked here, before anything is submitted: option ids index the logits), and the prompt
-// must fit with the longest option.
+// must fit with the longest option. `scope`: SequenceRequest::cache_scope of every sequence.
 OptionScoring SubmitOptionScoring(
     Scheduler& scheduler, std::span<const int32_t> prompt,
     const std::vector<std::vector<int32_t>>& options, std::shared_ptr<OptionScores> scores,
-    std::function<void(const SequenceResult&)> on_finish,
+    std::function<void(const SequenceResult&)> on_finish, const CacheScope& scope,
     std::optional<uint64_t> after = std::nullopt);  // SequenceRequest::after for the prompt
 
 }  // namespace tessera

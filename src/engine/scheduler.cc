@@ -126,9 +126,10 @@ Expected<uint64_t> Scheduler::Submit(SequenceRequest req) {
   return id;
 }
 
-int64_t Scheduler::PinPrefix(std::span<const int32_t> tokens, size_t max_entries) {
+int64_t Scheduler::PinPrefix(std::span<const int32_t> tokens, const CacheScope& scope,
+                             size_t max_entries) {
   if (max_entries == 0) return 0;
-  KvBlockPool::Match m = pool_.Lookup(tokens, static_cast<int64_t>(tokens.size()));
+  KvBlockPool::Match m = pool_.Lookup(tokens, static_cast<int64_t>(tokens.size()), scope);
   if (m.shared.empty()) return 0;
   // An entry this one covers (the same prefix, or one it extends) is replaced by it.
   for (auto it = pinned_.begin(); it != pinned_.end();) {
@@ -248,7 +249,7 @@ void Scheduler::Admit() {
         !s.admitted_once && static_cast<int64_t>(s.tokens.size()) >= 2 ? 2 : 1;
     const int64_t limit = static_cast<int64_t>(s.tokens.size()) - run_at_least;
     KvBlockPool::Match m;
-    if (options_.reuse_prefixes) m = pool_.Lookup(s.tokens, limit);
+    if (options_.reuse_prefixes) m = pool_.Lookup(s.tokens, limit, s.req.cache_scope);
     int64_t start = static_cast<int64_t>(m.shared.size()) * kKvBlockTokens + m.partial_tokens;
     if (start < s.prompt_len && s.prompt_len >= 2) {
       // A resumed sequence whose prompt runs again ends it with two prompt rows at least, as
@@ -400,7 +401,8 @@ void Scheduler::RegisterFullBlocks(Sequence& s) {
   while ((s.registered + 1) * kKvBlockTokens <= s.pos) {
     const size_t i = static_cast<size_t>(s.registered);
     pool_.Register(s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
-                   std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, kKvBlockTokens));
+                   std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, kKvBlockTokens),
+                   s.req.cache_scope);
     ++s.registered;
   }
 }
@@ -491,7 +493,8 @@ void Scheduler::ReleaseBlocks(Sequence& s, bool contents_good) {
       const size_t i = static_cast<size_t>(last);
       pool_.Register(
           s.blocks[i], i > 0 ? s.blocks[i - 1] : -1,
-          std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, static_cast<size_t>(rem)));
+          std::span<const int32_t>(s.tokens).subspan(i * kKvBlockTokens, static_cast<size_t>(rem)),
+          s.req.cache_scope);
     }
   }
   for (int32_t b : s.blocks) pool_.Unref(b);

@@ -91,6 +91,10 @@ struct SequenceRequest {
   // recurrent, a prompt chunk ends at the block boundary at or before it and the state there
   // is kept, so the next prompt with that beginning resumes from it on any slot. 0: none.
   int64_t keep_state_at = 0;
+  // Who may share this sequence's cached prefixes (cache_scope.h): its prompt reuses only
+  // blocks (and the recurrent states kept at their ends) computed under an equal scope, and the
+  // blocks it computes are found only under it. Every resumed state is bounded by that match.
+  CacheScope cache_scope{};
   // Waits in the queue (holding up the sequences behind it, FCFS) until this sequence has
   // ended: a shared prefix computed first is then found in the prefix cache (System One reads
   // a state once for all its questions).
@@ -124,11 +128,11 @@ class Scheduler {
   Expected<uint64_t> Submit(SequenceRequest req);
   // Ends a sequence at the next step (kCancelled); unknown or finished ids are ignored.
   void Cancel(uint64_t id);
-  // Keeps the cached whole blocks of the longest cached prefix of `tokens` from eviction, as
-  // one entry of a least-recently-pinned list of at most `max_entries` (the oldest is let go):
-  // for prefixes later requests are expected to extend. Pins are let go when a prompt could not
-  // be admitted otherwise. Returns the positions pinned.
-  int64_t PinPrefix(std::span<const int32_t> tokens, size_t max_entries);
+  // Keeps the cached whole blocks of the longest prefix of `tokens` cached under `scope` from
+  // eviction, as one entry of a least-recently-pinned list of at most `max_entries` (the oldest
+  // is let go): for prefixes later requests are expected to extend. Pins are let go when a prompt
+  // could not be admitted otherwise. Returns the positions pinned.
+  int64_t PinPrefix(std::span<const int32_t> tokens, const CacheScope& scope, size_t max_entries);
   size_t pinned_prefixes() const { return pinned_.size(); }
 
   bool HasWork() const { return !waiting_.empty() || running_ > 0; }

@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/cache_scope.h"
 #include "sampling/sampling_params.h"
 
 namespace tessera {
@@ -57,6 +58,8 @@ struct Request {
   std::shared_ptr<TokenConstraint> constraint;  // null: any token
   // Where the prompt is likely shared with others (SequenceRequest::keep_state_at).
   int64_t keep_state_at = 0;
+  // Who may share its cached prefixes (SequenceRequest::cache_scope); empty: one shared scope.
+  CacheScope cache_scope{};
   // Another choice of the same prompt (n > 1): its Session::sequence() (the prompt runs once).
   std::optional<uint64_t> share_prompt_with;
 };

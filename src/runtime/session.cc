@@ -145,6 +145,7 @@ Expected<std::unique_ptr<Session>> Session::Start(LoadedModel& model, Request re
   seq.stop_ids = model.stop_ids();
   if (result.sampling.mode == SamplingMode::kSample) seq.sampling = result.sampling;
   seq.keep_state_at = request.keep_state_at;
+  seq.cache_scope = std::move(request.cache_scope);
   seq.share_prompt_with = request.share_prompt_with;
   const int k = request.top_logits;
   if (k > 0 || request.logprobs) {

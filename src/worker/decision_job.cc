@@ -50,8 +50,8 @@ Expected<std::vector<int32_t>> DecisionPrompt(const LoadedModel& model,
 DecisionJob::~DecisionJob() = default;
 
 std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
-    uint64_t job_id, const ChatPayload& request, LoadedModel& model, size_t max_options,
-    double load_ms, SendFn send, EndFn on_end) {
+    uint64_t job_id, const ChatPayload& request, const CacheScope& scope, LoadedModel& model,
+    size_t max_options, double load_ms, SendFn send, EndFn on_end) {
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
@@ -115,9 +115,9 @@ std::variant<std::unique_ptr<DecisionJob>, JobFailure> DecisionJob::Start(
   job->prompt_tokens_ = tokens;
   job->scores_ = std::make_shared<OptionScores>(n);
   DecisionJob* self = job.get();
-  OptionScoring scoring =
-      SubmitOptionScoring(model.scheduler(), *prompt, job->option_ids_, job->scores_,
-                          [self](const SequenceResult& r) { self->OnFinish(r); });
+  OptionScoring scoring = SubmitOptionScoring(
+      model.scheduler(), *prompt, job->option_ids_, job->scores_,
+      [self](const SequenceResult& r) { self->OnFinish(r); }, scope);
   for (uint64_t id : scoring.ids) job->group_->Added(id);
   if (!scoring.status.ok()) {
     JobFailure refusal{JobErrorKind::kContextLength, "messages: " + scoring.status.message(),

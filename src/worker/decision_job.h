@@ -9,7 +9,7 @@
 //
 //   if (chat.options.response_format.kind == ResponseFormatKind::kDecision)  //
 //   server/decision_format.h
-//     auto job = DecisionJob::Start(job_id, chat, model, max_options, load_ms, send, end);
+//     auto job = DecisionJob::Start(job_id, chat, scope, model, max_options, load_ms, send, end);
 #pragma once
 
 #include <functional>
@@ -50,8 +50,8 @@ class DecisionJob final : public WorkerJob {
   using EndFn = std::function<void(uint64_t job_id)>;
 
   static std::variant<std::unique_ptr<DecisionJob>, JobFailure> Start(
-      uint64_t job_id, const ChatPayload& request, LoadedModel& model, size_t max_options,
-      double load_ms, SendFn send, EndFn on_end);
+      uint64_t job_id, const ChatPayload& request, const CacheScope& scope, LoadedModel& model,
+      size_t max_options, double load_ms, SendFn send, EndFn on_end);
   ~DecisionJob() override;
   void Cancel() override;
 

@@ -295,6 +295,7 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       r.constraint = c->grammar;
     }
     r.keep_state_at = shared_beginning;
+    r.cache_scope = job.cache_scope;
     // The other choices share choice 0's prompt: it runs once (Scheduler's share_prompt_with).
     if (i > 0) r.share_prompt_with = g->choices_.front()->session->sequence();
     g->choices_.push_back(std::move(c));

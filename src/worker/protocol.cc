@@ -334,10 +334,19 @@ void Describe(Io& io, M& m) requires Is<M, SystemOnePayload> {
 }
 
 template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, CacheScope> {
+  io(m.tenant);
+  io(m.salt);
+  io.Check(m.tenant.size() <= kMaxCacheTenantBytes && m.salt.size() <= kMaxCacheSaltBytes,
+           "a cache scope is longer than its limits");
+}
+
+template <typename Io, typename M>
 void Describe(Io& io, M& m) requires Is<M, JobRequest> {
   io(m.job_id);
   io(m.model);
   io.Variant(m.payload, [&](auto& payload) { Describe(io, payload); });
+  Describe(io, m.cache_scope);
 }
 
 template <typename Io, typename M>

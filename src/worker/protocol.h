@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/cache_scope.h"
 #include "sampling/sampling_params.h"
 
 namespace tessera::worker {
@@ -181,6 +182,9 @@ struct JobRequest {
   uint64_t job_id = 0;
   std::string model;
   JobPayload payload;
+  // Whose cached prefixes the job may reuse (every job kind that runs a prompt): the API key's
+  // name unless the server shares one cache, and the request's cache_salt.
+  CacheScope cache_scope{};
 };
 
 struct CancelRequest {

@@ -39,7 +39,7 @@ Expected<std::vector<int32_t>> SystemOnePrompt(const LoadedModel& model, const s
 SystemOneJob::~SystemOneJob() = default;
 
 std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
-    uint64_t job_id, const SystemOnePayload& request, LoadedModel& model,
+    uint64_t job_id, const SystemOnePayload& request, const CacheScope& scope, LoadedModel& model,
     const SystemOneOptions& options, SendFn send, EndFn on_end) {
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
@@ -110,12 +110,13 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
       r.prompt_ids = *prefix;
       r.max_new_tokens = 0;
       r.on_final_hidden = [](std::span<const float>) {};  // runs the prompt, generates nothing
+      r.cache_scope = scope;
       const bool pin = options.resume >= 2;
       const size_t entries = options.entries;
       auto pinned = std::make_shared<std::vector<int32_t>>(std::move(*prefix));
-      r.on_finish = [self, pin, entries, pinned](const SequenceResult& result) {
+      r.on_finish = [self, pin, entries, pinned, scope](const SequenceResult& result) {
         if (pin && result.status.ok() && result.stop_reason == StopReason::kLength) {
-          self->model_->scheduler().PinPrefix(*pinned, entries);
+          self->model_->scheduler().PinPrefix(*pinned, scope, entries);
         }
         self->OnFinish(result);
       };
@@ -127,8 +128,8 @@ std::variant<std::unique_ptr<SystemOneJob>, JobFailure> SystemOneJob::Start(
   }
   for (size_t q = 0; q < prompts.size(); ++q) {
     job->scores_.push_back(std::make_shared<OptionScores>(option_ids[q].size()));
-    OptionScoring scoring = SubmitOptionScoring(sched, prompts[q], option_ids[q],
-                                                job->scores_.back(), on_finish, state_sequence);
+    OptionScoring scoring = SubmitOptionScoring(
+        sched, prompts[q], option_ids[q], job->scores_.back(), on_finish, scope, state_sequence);
     for (uint64_t id : scoring.ids) job->group_->Added(id);
     if (!scoring.status.ok()) return refuse(scoring.status);
   }

@@ -9,7 +9,7 @@
 //      default 6), so a later request whose state extends this one continues from it too.
 // Answers are the same in every mode: reuse changes what is computed, not the arithmetic.
 //
-//   auto job = SystemOneJob::Start(job_id, payload, model, {.resume = 1}, send, on_end);
+//   auto job = SystemOneJob::Start(job_id, payload, scope, model, {.resume = 1}, send, on_end);
 #pragma once
 
 #include <functional>
@@ -50,7 +50,7 @@ class SystemOneJob final : public WorkerJob {
   using EndFn = std::function<void(uint64_t job_id)>;
 
   static std::variant<std::unique_ptr<SystemOneJob>, JobFailure> Start(
-      uint64_t job_id, const SystemOnePayload& request, LoadedModel& model,
+      uint64_t job_id, const SystemOnePayload& request, const CacheScope& scope, LoadedModel& model,
       const SystemOneOptions& options, SendFn send, EndFn on_end);
   ~SystemOneJob() override;
   void Cancel() override;

@@ -76,6 +76,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
   auto job = std::unique_ptr<TaskJob>(new TaskJob());
   job->job_id_ = job_id;
   job->kind_ = request.kind;
+  job->cache_scope_ = request.cache_scope;
   job->model_ = &model;
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
@@ -214,14 +215,15 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
     Unit* unit = owned.get();
     Status submitted;
     if (request.kind == TaskKind::kModerate) {
-      OptionScoring scoring =
-          SubmitOptionScoring(sched, unit->prompt, guard_labels, unit->scores, on_finish);
+      OptionScoring scoring = SubmitOptionScoring(sched, unit->prompt, guard_labels, unit->scores,
+                                                  on_finish, request.cache_scope);
       for (uint64_t id : scoring.ids) job->group_->Added(id);
       submitted = scoring.status;
     } else {
       SequenceRequest r;
       r.prompt_ids = unit->prompt;
       r.on_finish = on_finish;
+      r.cache_scope = request.cache_scope;
       if (request.kind == TaskKind::kEmbed) {
         r.max_new_tokens = 0;
         r.on_final_hidden = [unit, dimensions, normalize](std::span<const float> row) {
@@ -303,6 +305,7 @@ void TaskJob::AfterStep() {
     }
     r.max_new_tokens = kMaxGuardCategoryTokens;
     r.stop_ids = stops;
+    r.cache_scope = cache_scope_;
     r.on_token = [unit](int32_t id) {
       unit->category_ids.push_back(id);
       return true;

@@ -39,6 +39,7 @@ struct TaskRequest {
   bool use_activation;                       // classify
   bool add_special_tokens;                   // classify
   const std::vector<ChatMessage>& messages;  // moderate
+  CacheScope cache_scope{};                  // the job's (JobRequest::cache_scope)
   static TaskRequest Of(const EmbedPayload& p);
   static TaskRequest Of(const RerankPayload& p);
   static TaskRequest Of(const ClassifyPayload& p);
@@ -72,6 +73,7 @@ class TaskJob final : public WorkerJob {
 
   uint64_t job_id_ = 0;
   TaskKind kind_ = TaskKind::kEmbed;
+  CacheScope cache_scope_{};  // also of the categories' sequences
   LoadedModel* model_ = nullptr;
   std::vector<std::unique_ptr<Unit>> units_;  // one per input
   std::vector<std::string> labels_;

@@ -293,9 +293,9 @@ class Worker {
     }
     const size_t max_options =
         m.kind.kind == ModelKind::kDecide ? kMaxDeclaredDecisionOptions : kMaxDecisionOptions;
-    return Track(
-        m, job.job_id,
-        DecisionJob::Start(job.job_id, p, *m.model, max_options, load_ms, Sender(), Ender()));
+    return Track(m, job.job_id,
+                 DecisionJob::Start(job.job_id, p, job.cache_scope, *m.model, max_options, load_ms,
+                                    Sender(), Ender()));
   }
 
   std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const CompletionPayload&,
@@ -311,14 +311,16 @@ class Worker {
                                          " model; System One needs a chat or decide model");
     }
     SystemOneOptions options{options_.systemone_resume, options_.systemone_entries};
-    return Track(m, job.job_id,
-                 SystemOneJob::Start(job.job_id, p, *m.model, options, Sender(), Ender()));
+    return Track(
+        m, job.job_id,
+        SystemOneJob::Start(job.job_id, p, job.cache_scope, *m.model, options, Sender(), Ender()));
   }
 
   // Embed, rerank, classify and moderate.
   template <typename Payload>
   std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const Payload& p, double) {
-    const TaskRequest task = TaskRequest::Of(p);
+    TaskRequest task = TaskRequest::Of(p);
+    task.cache_scope = job.cache_scope;
     // The server routes by kind; this is the worker's own check of what it was sent.
     const ModelKind needed = TaskModelKind(task.kind);
     if (m.kind.kind != needed) {

@@ -362,6 +362,47 @@ TEST(FamilyRecurrentState, SecondTurnEqualsAFreshRun) {
   }
 }
 
+// The recurrent state a slot holds is found by token prefix too, but resumed only as far as the
+// sequence's own scope has cached blocks: a second turn under another cache scope resumes
+// nothing (the whole prompt runs, on the very slot that holds the first turn's state), and under
+// the first turn's scope it resumes as in SecondTurnEqualsAFreshRun.
+TEST(FamilyRecurrentState, AnotherScopeResumesNoState) {
+  test::TempDir tmp;
+  auto ckpt = Write(tmp, Variant::kQwen35, DType::kF32);
+  ASSERT_TRUE(ckpt);
+  const std::vector<int32_t> turn1 = RandomTokens(40, 128, 43);  // a block and 8
+  constexpr int64_t kChunk = 16, kBatch = 2 + kChunk;
+  auto exec = Load(ckpt, "cpu", WeightFormat::kAuto, kBatch);
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, Scheduler::Options{});
+  const CacheScope alice{"alice", ""}, bob{"bob", ""};
+  SequenceRequest first;
+  first.prompt_ids = turn1;
+  first.max_new_tokens = 2;
+  first.pinned_slot = 0;
+  first.cache_scope = alice;
+  ASSERT_TRUE(RunToEnd(sched, first));
+  std::vector<int32_t> turn2 = turn1;
+  turn2.push_back(5);
+  turn2.push_back(6);
+  SequenceRequest probe;
+  probe.prompt_ids = turn2;
+  probe.max_new_tokens = 2;
+  probe.pinned_slot = 0;
+  probe.cache_scope = bob;
+  auto got = RunToEnd(sched, probe);
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(got->cached_tokens, 0);
+  EXPECT_EQ(got->timings.prefill_tokens, static_cast<int64_t>(turn2.size()));
+  // Alice's blocks are still hers: her next turn resumes (from the slot's state, as far as her
+  // own cached blocks reach).
+  probe.cache_scope = alice;
+  auto hers = RunToEnd(sched, probe);
+  ASSERT_TRUE(hers) << hers.status().message();
+  EXPECT_GT(hers->cached_tokens, 0);
+  EXPECT_EQ(hers->generated_ids, got->generated_ids);
+}
+
 // A context long enough that the cpu backend keeps sliding layers in a ring of their window
 // (5 + 128 positions, written twice) instead of every position: prefill in blocks that wrap
 // the ring, then decode past it, against the reference (which keeps every position).

@@ -139,7 +139,7 @@ TEST_F(SchedulerTest, OptionScoringRefusesIdsOutsideTheVocabulary) {
     int finished = 0;
     auto scores = std::make_shared<OptionScores>(options.size());
     OptionScoring s = SubmitOptionScoring(sched, prompt, options, scores,
-                                          [&](const SequenceResult&) { ++finished; });
+                                          [&](const SequenceResult&) { ++finished; }, {});
     ASSERT_FALSE(s.status.ok());
     EXPECT_NE(s.status.message().find("outside the model's"), std::string::npos)
         << s.status.message();
@@ -149,7 +149,7 @@ TEST_F(SchedulerTest, OptionScoringRefusesIdsOutsideTheVocabulary) {
   }
   // In range, the same call scores.
   auto scores = std::make_shared<OptionScores>(2);
-  OptionScoring ok = SubmitOptionScoring(sched, prompt, {{4}, {vocab - 1}}, scores, nullptr);
+  OptionScoring ok = SubmitOptionScoring(sched, prompt, {{4}, {vocab - 1}}, scores, nullptr, {});
   ASSERT_TRUE(ok.status.ok()) << ok.status.message();
   Drain(sched);
   EXPECT_LT(scores->logprob[0], 0.0);
@@ -218,9 +218,10 @@ TEST_F(SchedulerTest, ALongPromptDelaysOthersByOneChunkPerStep) {
 }
 
 // Runs one greedy prompt for 6 tokens to its end.
-SequenceResult Ask(Scheduler& sched, std::vector<int32_t> prompt) {
+SequenceResult Ask(Scheduler& sched, std::vector<int32_t> prompt, CacheScope scope = {}) {
   SequenceRequest r;
   r.prompt_ids = std::move(prompt);
+  r.cache_scope = std::move(scope);
   r.max_new_tokens = 6;
   SequenceResult out;
   r.on_finish = [&](const SequenceResult& res) { out = res; };
@@ -271,6 +272,28 @@ TEST_F(SchedulerTest, SharedPrefixIsReusedAndChangesNothing) {
   const SequenceResult uncached = ask(plain, 2);
   EXPECT_EQ(uncached.cached_tokens, 0);
   EXPECT_EQ(second.generated_ids, uncached.generated_ids);
+}
+
+// Prefix-cache isolation: a prompt computed under one scope is not reused under another (its
+// cached_tokens is 0, the whole prompt runs), the same scope reuses it to the token, and the
+// results are the same either way.
+TEST_F(SchedulerTest, APrefixIsReusedOnlyWithinItsScope) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  const std::vector<int32_t> secret = test::RandomTokens(100, 160, 78);
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = true});
+  const CacheScope alice{"alice", ""}, bob{"bob", ""}, bob_salted{"bob", "tenant-1"};
+  const SequenceResult first = Ask(sched, Joined(secret, {1, 2}), alice);
+  EXPECT_EQ(first.cached_tokens, 0);
+  const SequenceResult probe = Ask(sched, Joined(secret, {3, 4}), bob);
+  EXPECT_EQ(probe.cached_tokens, 0);
+  EXPECT_EQ(probe.timings.prefill_tokens, 102);
+  EXPECT_EQ(Ask(sched, Joined(secret, {5, 6}), bob_salted).cached_tokens, 0);
+  EXPECT_EQ(Ask(sched, Joined(secret, {7, 8}), CacheScope{}).cached_tokens, 0);
+  const SequenceResult again = Ask(sched, Joined(secret, {3, 4}), alice);
+  EXPECT_EQ(again.cached_tokens, 100);
+  EXPECT_EQ(again.generated_ids, probe.generated_ids);
+  EXPECT_EQ(Ask(sched, Joined(secret, {9, 10}), bob).cached_tokens, 100);  // his own, now
 }
 
 TEST_F(SchedulerTest, RefusesBadRequests) {

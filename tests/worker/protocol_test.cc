@@ -122,6 +122,28 @@ TEST(WorkerProtocol, EveryPayloadKindRoundTrips) {
   EXPECT_EQ(so.questions[0].descriptions[1], "hi");
 }
 
+// The cache scope travels with every job kind (the worker scopes the prefix cache by it); one
+// longer than its limits is refused.
+TEST(WorkerProtocol, CacheScopeRoundTripsAndIsBounded) {
+  JobRequest job{7, "m", EmbedPayload{TaskInputs{{"a"}, {}, 0}, "", 0}};
+  job.cache_scope = {"alice", std::string("salt \0 \xe2\x82\xac", 10)};
+  auto got = Decode<JobRequest>(Encode(job));
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(got->cache_scope, job.cache_scope);
+  EXPECT_EQ(got->cache_scope.salt.size(), 10u);
+  EXPECT_TRUE(std::holds_alternative<EmbedPayload>(got->payload));
+  // An empty scope (a shared cache) is the default and round-trips as empty.
+  got = Decode<JobRequest>(Encode(JobRequest{8, "m", CompletionPayload{"Once"}}));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cache_scope, CacheScope{});
+  job.cache_scope.salt.assign(kMaxCacheSaltBytes, 's');
+  EXPECT_TRUE(Decode<JobRequest>(Encode(job)));
+  job.cache_scope.salt.push_back('s');
+  EXPECT_FALSE(Decode<JobRequest>(Encode(job)));
+  job.cache_scope = {std::string(kMaxCacheTenantBytes + 1, 't'), ""};
+  EXPECT_FALSE(Decode<JobRequest>(Encode(job)));
+}
+
 // A payload index past the alternatives, or a tool_choice that contradicts itself, is refused.
 TEST(WorkerProtocol, MalformedPayloadsAreRefused) {
   std::string frame = Encode(JobRequest{1, "m", DetokenizePayload{}});

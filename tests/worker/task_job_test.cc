@@ -414,7 +414,7 @@ Decided Decide(Served& s, const ChatPayload& request, size_t max_options = kMaxD
     }
   };
   d.refused = StepUntilEnded(s, [&](DecisionJob::EndFn on_end) {
-    return DecisionJob::Start(1, request, *s.model, max_options, 0, send, on_end);
+    return DecisionJob::Start(1, request, {}, *s.model, max_options, 0, send, on_end);
   });
   return d;
 }
@@ -531,7 +531,7 @@ Answer AskSystemOne(Served& s, const SystemOnePayload& request, int resume, size
     if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
   };
   a.refused = StepUntilEnded(s, [&](SystemOneJob::EndFn on_end) {
-    return SystemOneJob::Start(1, request, *s.model, {resume, entries}, send, on_end);
+    return SystemOneJob::Start(1, request, {}, *s.model, {resume, entries}, send, on_end);
   });
   return a;
 }
