@@ -248,6 +248,13 @@ void AddServeFlags(CliArgs& args) {
   args.AddInt("max-body-bytes", "largest request body", 1 << 20);
   args.AddFlag("no-auth",
                "serve without an API key (only when every address of --host is loopback)");
+  args.AddString("api-keys",
+                 "a file of named API keys, one name:key per line (mode 600; reloaded on SIGHUP), "
+                 "beside TESSERA_API_KEY (named default); the name shows in the access log and "
+                 "/metrics");
+  args.AddFlag("shared-prefix-cache",
+               "let every API key's requests reuse each other's cached prompts (by default each "
+               "key's prefix cache is its own; a request's cache_salt still separates)");
   args.AddFlag("metrics-public", "let GET /metrics be scraped without the API key");
   args.AddFlag("no-ui", "do not serve the built-in web page at /");
   args.AddString("log-format",
@@ -348,7 +355,40 @@ Status CollectServedModels(const CliArgs& args, server::ServeOptions* out) {
   return Status::Ok();
 }
 
-// The HTTP side's limits and access from the flags (and TESSERA_API_KEY).
+// Who may call: --no-auth, else TESSERA_API_KEY and the --api-keys file (checked here: a bad
+// file is an error before the server starts), else a generated key, printed once.
+Status FillAuthOptions(const CliArgs& args, server::ServeOptions* options) {
+  options->shared_prefix_cache = args.GetFlag("shared-prefix-cache");
+  if (args.GetFlag("no-auth")) {
+    if (args.Has("api-keys")) {
+      return InvalidArgument("--no-auth and --api-keys contradict each other; drop one");
+    }
+    // Checked on the addresses the host resolves to, when the server binds (RunServer).
+    options->require_loopback = true;
+    return Status::Ok();
+  }
+  const std::optional<std::string> env_key = ReadEnv(EnvVar::kApiKey);
+  if (env_key) options->api_key = *env_key;
+  if (args.Has("api-keys")) {
+    options->api_keys_file = args.GetString("api-keys");
+    TS_ASSIGN_OR_RETURN(options->api_keys, server::LoadApiKeysFile(options->api_keys_file));
+    if (auto all = server::WithDefaultKey(options->api_keys, options->api_key); !all) {
+      return all.status().WithContext("--api-keys " + options->api_keys_file);
+    }
+    std::fprintf(stderr, "tessera serve: %zu API keys from %s%s (SIGHUP reloads it)\n",
+                 options->api_keys.size(), options->api_keys_file.c_str(),
+                 env_key ? ", and TESSERA_API_KEY as 'default'" : "");
+    return Status::Ok();
+  }
+  if (!env_key) {
+    options->api_key = GenerateApiKey();
+    std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
+                options->api_key.c_str());
+  }
+  return Status::Ok();
+}
+
+// The HTTP side's limits from the flags.
 void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
   options->host = args.GetString("host");
   options->port = static_cast<int>(args.GetInt("port"));
@@ -378,16 +418,6 @@ void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
   options->access_log_json = args.GetString("log-format") == "json";
   if (args.Has("tls-cert")) options->tls_cert = args.GetString("tls-cert");
   if (args.Has("tls-key")) options->tls_key = args.GetString("tls-key");
-  if (args.GetFlag("no-auth")) {
-    // Checked on the addresses the host resolves to, when the server binds (RunServer).
-    options->require_loopback = true;
-  } else if (std::optional<std::string> key = ReadEnv(EnvVar::kApiKey)) {
-    options->api_key = *key;
-  } else {
-    options->api_key = GenerateApiKey();
-    std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
-                options->api_key.c_str());
-  }
 }
 
 // The worker's command line: the models as resolved here, and the flags it shares.
@@ -473,6 +503,7 @@ int RunServeCommand(int argc, char** argv) {
                  std::string(ModelKindName(m.kind)).c_str(), syntax.c_str());
   }
   FillHttpOptions(args, &options);
+  if (Status st = FillAuthOptions(args, &options); !st.ok()) return ReportError("serve", st);
   options.executable = SelfExecutable();
   if (options.executable.empty())
     return ReportError("serve", Internal("cannot find this program's own path"));

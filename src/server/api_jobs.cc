@@ -121,6 +121,9 @@ std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, worker::Job
       return nullptr;
     }
   }
+  // The prefix cache's scope: the key's name (with the request's cache_salt), unless every key
+  // shares one cache (--shared-prefix-cache).
+  job.cache_scope.tenant = options_.shared_prefix_cache ? "" : call.request.api_key_name;
   job.job_id = ++job_counter_;
   active->job_id = job.job_id;
   active->submitted_at = Clock::now();

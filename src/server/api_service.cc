@@ -38,8 +38,8 @@ std::string Ms(double ms) {
 }
 
 // The readable access-log line (--log-format text):
-//   access 2026-12-02T06:10:00Z 127.0.0.1 POST /v1/chat/completions 200 20.5ms model=tiny
-//     prompt=5 completion=8 queue=0.1ms ttft=3.1ms finish=stop id=...
+//   access 2026-12-02T06:10:00Z 127.0.0.1 POST /v1/chat/completions 200 20.5ms key=alice
+//     model=tiny prompt=5 completion=8 queue=0.1ms ttft=3.1ms finish=stop id=...
 std::string AccessLogText(const HttpRequest& head, const std::string& id, int status,
                           const AccessRecord& rec, const std::string& finish, double total_ms) {
   const std::time_t now = std::time(nullptr);
@@ -50,6 +50,7 @@ std::string AccessLogText(const HttpRequest& head, const std::string& id, int st
   std::string line = "access " + std::string(ts) + " " + LogToken(head.remote_addr) + " " +
                      LogToken(head.method) + " " + LogToken(head.path) + " " +
                      std::to_string(status) + " " + Ms(total_ms);
+  if (!head.api_key_name.empty()) line += " key=" + LogToken(head.api_key_name);
   if (!rec.model.empty()) {
     line += " model=" + LogToken(rec.model) + " prompt=" + std::to_string(rec.prompt_tokens) +
             " completion=" + std::to_string(rec.completion_tokens) + " queue=" + Ms(rec.queue_ms) +
@@ -124,6 +125,15 @@ ApiService::ApiService(const ServeOptions& options)
     }
   }
   if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
+  // Checked before the server started (cmd_serve.cc); should the two ever disagree, no key is
+  // accepted rather than fewer checks made.
+  auth_required_ = !options.api_key.empty() || !options.api_keys_file.empty();
+  if (auto keys = WithDefaultKey(options.api_keys, options.api_key)) {
+    api_keys_.Replace(std::move(*keys));
+  } else {
+    std::fprintf(stderr, "tessera serve: API keys: %s; every request is refused\n",
+                 keys.status().message().c_str());
+  }
   metrics_ = std::make_unique<ServerMetrics>(model_names_);
   endpoints_ = BuiltinEndpoints(options.web_ui);
   endpoints_.insert(endpoints_.end(), options.extra_endpoints.begin(),
@@ -262,7 +272,25 @@ HttpResponse ApiService::ProtocolError(int status, const std::string& code,
 
 // ---- protections that need only the head
 
-std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
+Status ApiService::ReloadApiKeys(std::string* message) {
+  if (options_.api_keys_file.empty()) {
+    *message = "no --api-keys file to reload; the keys stay as they are";
+    return InvalidArgument(*message);
+  }
+  auto keys = LoadApiKeysFile(options_.api_keys_file);
+  if (keys) keys = WithDefaultKey(std::move(*keys), options_.api_key);
+  if (!keys) {
+    *message = "the API keys were not reloaded (" + keys.status().message() + "); the " +
+               std::to_string(api_keys_.size()) + " keys loaded before stay in use";
+    return keys.status();
+  }
+  const size_t n = keys->size();
+  api_keys_.Replace(std::move(*keys));
+  *message = "reloaded " + std::to_string(n) + " API keys from " + options_.api_keys_file;
+  return Status::Ok();
+}
+
+std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
   Call call{head, nullptr, CorsHeaders(head), Clock::now()};
   auto refuse = [&](const ApiError& e, std::vector<HttpHeader> extra = {}) {
     HttpResponse r = JsonResponse(call, e.status, ErrorBody(e));
@@ -310,10 +338,12 @@ std::optional<HttpResponse> ApiService::Screen(const HttpRequest& head) {
         return refuse(e, {{"Retry-After", std::to_string(retry_after)}});
       }
     }
-    if (!options_.api_key.empty()) {
+    if (auth_required_) {
       const std::string_view auth = head.Header("Authorization");
       const auto token = BearerToken(auth);
-      if (!token || !ConstantTimeEquals(*token, options_.api_key)) {
+      std::optional<std::string> name = token ? api_keys_.Identify(*token) : std::nullopt;
+      if (name) head.api_key_name = std::move(*name);
+      if (!name) {
         ApiError e = InvalidField(
             "", auth.empty() ? "missing API key; send 'Authorization: Bearer <key>'"
                              : "incorrect API key (send 'Authorization: Bearer <key>')");
@@ -413,7 +443,7 @@ void ApiService::Completed(const HttpRequest& head, const std::string& request_i
   if (status == 499 && finish.empty()) finish = "client_disconnected";
   std::string route = "other";  // unknown paths share one label: clients cannot grow the set
   FindEndpoint(head.path, &route);
-  metrics_->Observe(route, status, rec, total_ms);
+  metrics_->Observe(route, status, head.api_key_name, rec, total_ms);
   std::string text;
   if (options_.access_log_json) {
     json line = {{"type", "access"},
@@ -423,6 +453,7 @@ void ApiService::Completed(const HttpRequest& head, const std::string& request_i
                  {"method", head.method},
                  {"path", head.path},
                  {"status", status},
+                 {"key", head.api_key_name.empty() ? json(nullptr) : json(head.api_key_name)},
                  {"model", rec.model},
                  {"prompt_tokens", rec.prompt_tokens},
                  {"completion_tokens", rec.completion_tokens},

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/api_keys.h"
 #include "server/endpoints.h"
 #include "server/guards.h"
 #include "server/http_exchange.h"
@@ -74,7 +75,10 @@ class ApiService final : public HttpHandler {
   // Joins the job threads (after the front end stopped and the worker was stopped).
   void Stop() { jobs_.Stop(); }
 
-  std::optional<HttpResponse> Screen(const HttpRequest& head) override;
+  std::optional<HttpResponse> Screen(HttpRequest& head) override;
+  // SIGHUP: reads the --api-keys file again; a file that fails to load or check leaves the keys
+  // in use as they were. The message says what happened, for the server's log.
+  Status ReloadApiKeys(std::string* message);
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
   HttpResponse ProtocolError(int status, const std::string& code,
                              const std::string& message) override;
@@ -155,6 +159,8 @@ class ApiService final : public HttpHandler {
   WorkerSupervisor supervisor_;
   AdmissionQueue admission_;
   RateLimiter rate_limiter_;
+  ApiKeyring api_keys_;
+  bool auth_required_ = false;  // a key (TESSERA_API_KEY, generated, or --api-keys) is set
   std::vector<std::string> model_names_;
   std::unique_ptr<ServerMetrics> metrics_;  // /metrics; fed by Completed()
   std::vector<ModelKind> model_kinds_;      // parallel to model_names_

@@ -3,7 +3,7 @@
 // which one request is answered (whole, or as a stream) from any thread.
 //
 //   class Hello : public HttpHandler {
-//     std::optional<HttpResponse> Screen(const HttpRequest& head) override {
+//     std::optional<HttpResponse> Screen(HttpRequest& head) override {
 //       return std::nullopt;  // or a 401/404/429 sent before the body is read
 //     }
 //     void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override {
@@ -40,6 +40,9 @@ struct HttpRequest {
   bool has_body = false;    // the head announced a body (Content-Length > 0 or chunked)
   std::string remote_addr;  // numeric
   int remote_port = 0;
+  // Set by HttpHandler::Screen: the name of the API key the request authenticated with (never
+  // the key); empty when it needed none.
+  std::string api_key_name;
 
   // The first field with this name (case-insensitive), or empty.
   std::string_view Header(std::string_view name) const;
@@ -109,8 +112,9 @@ class HttpHandler {
   virtual ~HttpHandler() = default;
   // Called on the event loop when a request's head is complete, before its body is read.
   // A response refuses the request without reading its body (auth, rate limit, unknown
-  // route, draining); the connection is then closed if a body was announced.
-  virtual std::optional<HttpResponse> Screen(const HttpRequest& head) = 0;
+  // route, draining); the connection is then closed if a body was announced. It may note who
+  // the request is (head.api_key_name); Handle and Completed see the same head.
+  virtual std::optional<HttpResponse> Screen(HttpRequest& head) = 0;
   // Called on the event loop with the whole request. Must not block: anything that waits
   // answers later, from another thread, through `exchange`.
   virtual void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) = 0;

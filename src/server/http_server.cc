@@ -39,6 +39,7 @@ int RunServer(const ServeOptions& options) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);   // reloads the --api-keys file (on the signal thread)
   sigaddset(&signals, SIGUSR1);  // internal: wakes the signal thread when the server stops
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
@@ -85,9 +86,21 @@ int RunServer(const ServeOptions& options) {
 
   std::atomic<bool> forced{false};
   std::thread drainer;
+  // The next signal other than SIGHUP; each SIGHUP meanwhile reloads the API keys here, on this
+  // ordinary thread (no work is done in a signal handler).
+  auto next_stop_signal = [&] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig != SIGHUP) return sig;
+      std::string message;
+      const bool reloaded = service.ReloadApiKeys(&message).ok();
+      std::fprintf(stderr, "tessera serve: SIGHUP: %s%s\n",
+                   reloaded ? "" : "refused: ", message.c_str());
+    }
+  };
   std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+    int sig = next_stop_signal();
     if (sig == SIGUSR1) return;
     std::fprintf(stderr,
                  "tessera serve: %s received; finishing in-flight requests (send it again "
@@ -99,7 +112,7 @@ int RunServer(const ServeOptions& options) {
       // The last answers may still be on their way out: let them be written, then stop.
       front_end.Shutdown(std::chrono::seconds(10));
     });
-    sigwait(&signals, &sig);
+    sig = next_stop_signal();
     if (sig == SIGUSR1) return;
     forced = true;
     std::fprintf(stderr, "tessera serve: %s received again; stopping now\n",

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "server/api_keys.h"
 #include "server/endpoints.h"
 #include "worker/worker.h"
 
@@ -39,7 +40,16 @@ struct ServeOptions {
   bool web_ui = true;
   // The access log: one JSON object per line ({"type":"access",...}) instead of a readable line.
   bool access_log_json = false;
-  std::string api_key;  // empty: no authentication (--no-auth)
+  // TESSERA_API_KEY or the generated key, named "default" (api_keys.h); empty: none.
+  std::string api_key;
+  // --api-keys FILE: named keys (api_keys.h), as loaded and checked before the server starts,
+  // and the file, read again on SIGHUP. No key here nor in api_key: no authentication
+  // (--no-auth).
+  std::string api_keys_file;
+  std::vector<ApiKey> api_keys;
+  // --shared-prefix-cache: requests of every key share one prefix-cache scope (a request's
+  // cache_salt still separates); by default each key's cached prefixes are its own.
+  bool shared_prefix_cache = false;
   // --no-auth: refuse to start unless every address the host resolves to is loopback.
   bool require_loopback = false;
   std::vector<std::string> allow_origins;
@@ -62,7 +72,8 @@ struct ServeOptions {
 
 // Runs until SIGTERM/SIGINT, then drains: new requests get 503, in-flight ones may finish
 // within the request timeout, then the worker is stopped (exit code 0). A second signal while
-// draining stops at once (exit code 1). Returns the exit code.
+// draining stops at once (exit code 1). SIGHUP reloads the --api-keys file. Returns the exit
+// code.
 int RunServer(const ServeOptions& options);
 
 }  // namespace tessera::server

@@ -39,4 +39,18 @@ inline std::optional<ApiError> ReadString(const nlohmann::ordered_json& body, co
   return std::nullopt;
 }
 
+// cache_salt (as vLLM's): a non-empty string of at most kMaxCacheSaltBytes bytes; requests with
+// different salts share no cached prefix, even under one API key (tenants sharing a key).
+inline std::optional<ApiError> ReadCacheSalt(const nlohmann::ordered_json& body, std::string* out) {
+  const nlohmann::ordered_json* v = Field(body, "cache_salt");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string() || v->get_ref<const std::string&>().empty() ||
+      v->get_ref<const std::string&>().size() > kMaxCacheSaltBytes) {
+    return InvalidField("cache_salt", "cache_salt must be a non-empty string of at most " +
+                                          std::to_string(kMaxCacheSaltBytes) + " bytes");
+  }
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
 }  // namespace tessera::server

@@ -59,11 +59,11 @@ std::string ServerMetrics::ModelLabel(const std::string& model) const {
   return std::find(models_.begin(), models_.end(), model) != models_.end() ? model : "";
 }
 
-void ServerMetrics::Observe(const std::string& route, int status, const AccessRecord& record,
-                            double total_ms) {
+void ServerMetrics::Observe(const std::string& route, int status, const std::string& key,
+                            const AccessRecord& record, double total_ms) {
   const std::string model = ModelLabel(record.model);
   std::lock_guard lock(mu_);
-  ++requests_[{route, status}];
+  ++requests_[{route, status, key}];
   latency_[route].Add(total_ms / 1000.0);
   if (model.empty()) return;
   if (record.scheduler.known) scheduler_[model] = record.scheduler;
@@ -98,10 +98,12 @@ std::string ServerMetrics::Render(const MetricsGauges& g) const {
   };
   std::lock_guard lock(mu_);
   Header(out, "tessera_http_requests_total", "counter",
-         "HTTP requests answered, by route and status.");
-  for (const auto& [key, n] : requests_) {
-    out += "tessera_http_requests_total{route=\"" + Escape(key.first) + "\",status=\"" +
-           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+         "HTTP requests answered, by route, status and API key name (none: no key).");
+  for (const auto& [labels, n] : requests_) {
+    const auto& [route, status, key] = labels;
+    out += "tessera_http_requests_total{route=\"" + Escape(route) + "\",status=\"" +
+           std::to_string(status) + "\"" + (key.empty() ? "" : ",key=\"" + Escape(key) + "\"") +
+           "} " + std::to_string(n) + "\n";
   }
   Header(out, "tessera_request_duration_seconds", "histogram",
          "Time from a request's arrival to the end of its answer, by route.");

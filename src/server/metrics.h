@@ -3,7 +3,7 @@
 // numbers as the access log); gauges are read when scraped.
 //
 //   ServerMetrics m({"tiny"});
-//   m.Observe("/v1/completions", 200, record, total_ms);   // from ApiService::Completed
+//   m.Observe("/v1/completions", 200, "alice", record, total_ms);  // ApiService::Completed
 //   std::string text = m.Render(gauges);                   // the /metrics body
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "server/http_exchange.h"
@@ -38,10 +39,12 @@ class ServerMetrics {
                                                       0.5,   1,    2.5,   5,    10,  30};
 
   // `route` is the endpoint table's label for the request (endpoints.h; "other" for a path no
-  // endpoint answers, so clients cannot grow the label set); `model` labels are kept only for
-  // served models.
+  // endpoint answers, so clients cannot grow the label set); `key` the name of the API key it
+  // authenticated with (empty: none), which only the operator's key files name; `model` labels
+  // are kept only for served models.
   explicit ServerMetrics(std::vector<std::string> models) : models_(std::move(models)) {}
-  void Observe(const std::string& route, int status, const AccessRecord& record, double total_ms);
+  void Observe(const std::string& route, int status, const std::string& key,
+               const AccessRecord& record, double total_ms);
   std::string Render(const MetricsGauges& gauges) const;
 
  private:
@@ -55,11 +58,11 @@ class ServerMetrics {
 
   const std::vector<std::string> models_;
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;           // (route, status)
-  std::map<std::string, uint64_t> prompt_tokens_, completion_tokens_;  // by model
-  std::map<std::string, Histogram> latency_;                           // by route
-  std::map<std::string, Histogram> ttft_, per_token_;                  // by model
-  std::map<std::string, AccessRecord::Scheduler> scheduler_;           // by model, last job's
+  std::map<std::tuple<std::string, int, std::string>, uint64_t> requests_;  // (route, status, key)
+  std::map<std::string, uint64_t> prompt_tokens_, completion_tokens_;       // by model
+  std::map<std::string, Histogram> latency_;                                // by route
+  std::map<std::string, Histogram> ttft_, per_token_;                       // by model
+  std::map<std::string, AccessRecord::Scheduler> scheduler_;                // by model, last job's
 };
 
 // The resident set size in bytes of this process (pid 0) or of process `pid` (0 when /proc

@@ -208,6 +208,7 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
   worker::ChatPayload chat;
   if (auto e = RefuseUnknownFields(body, kChatFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
+  if (auto e = ReadCacheSalt(body, &out.job.cache_scope.salt)) return *e;
   const ojson* messages = Field(body, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return InvalidField("messages",
@@ -267,6 +268,7 @@ std::variant<GenerationRequest, ApiError> ParseCompletionRequest(const ojson& bo
   worker::CompletionPayload completion;
   if (auto e = RefuseUnknownFields(body, kCompletionFields)) return *e;
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
+  if (auto e = ReadCacheSalt(body, &out.job.cache_scope.salt)) return *e;
   const ojson* prompt = Field(body, "prompt");
   if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
     prompt = &(*prompt)[0];

@@ -16,7 +16,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // What both generation endpoints implement, then each one's own fields.
-constexpr std::array<std::string_view, 16> kGenerationFieldList = {"model",
+constexpr std::array<std::string_view, 17> kGenerationFieldList = {"model",
                                                                    "max_tokens",
                                                                    "stop",
                                                                    "temperature",
@@ -31,7 +31,8 @@ constexpr std::array<std::string_view, 16> kGenerationFieldList = {"model",
                                                                    "stream_options",
                                                                    "n",
                                                                    "response_format",
-                                                                   "logit_bias"};
+                                                                   "logit_bias",
+                                                                   "cache_salt"};
 constexpr std::array<std::string_view, 7> kChatFieldList = {
     "messages", "max_completion_tokens", "logprobs",           "top_logprobs",
     "tools",    "tool_choice",           "parallel_tool_calls"};

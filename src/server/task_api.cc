@@ -16,19 +16,22 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // What each endpoint implements; any other non-null field is a 400 naming it.
-constexpr std::string_view kEmbeddingFields[] = {"model",      "input",       "encoding_format",
-                                                 "dimensions", "prompt_name", "user"};
+constexpr std::string_view kEmbeddingFields[] = {
+    "model", "input", "encoding_format", "dimensions", "prompt_name", "user", "cache_salt"};
 constexpr std::string_view kRerankFields[] = {"model",
                                               "query",
                                               "documents",
                                               "top_n",
                                               "instruction",
                                               "return_documents",
-                                              "max_chunks_per_doc"};
-constexpr std::string_view kModerationFields[] = {"model", "input", "messages", "strict"};
-constexpr std::string_view kSystemOneFields[] = {"model", "state", "questions"};
+                                              "max_chunks_per_doc",
+                                              "cache_salt"};
+constexpr std::string_view kModerationFields[] = {"model", "input", "messages", "strict",
+                                                  "cache_salt"};
+constexpr std::string_view kSystemOneFields[] = {"model", "state", "questions", "cache_salt"};
 constexpr std::string_view kClassifyFields[] = {
-    "model", "input", "use_activation", "truncate_prompt_tokens", "add_special_tokens", "user"};
+    "model", "input",     "use_activation", "truncate_prompt_tokens", "add_special_tokens",
+    "user",  "cache_salt"};
 
 std::span<const std::string_view> FieldsOf(TaskEndpoint e) {
   switch (e) {
@@ -511,6 +514,7 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, cons
     if (!model->is_string()) return InvalidField("model", "model must be a string");
     r.job.model = model->get<std::string>();
   }
+  if (auto salt_error = ReadCacheSalt(body, &r.job.cache_scope.salt)) return *salt_error;
   std::optional<ApiError> e;
   switch (endpoint) {
     case TaskEndpoint::kEmbeddings:

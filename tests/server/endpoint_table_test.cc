@@ -60,6 +60,8 @@ class EndpointTable : public ::testing::Test {
     return r;
   }
 
+  std::optional<HttpResponse> Screen(HttpRequest head) { return service_->Screen(head); }
+
   // Screens, handles and completes one request as the front end would; the answer.
   HttpResponse Call(std::string method, std::string path, std::string body) {
     HttpRequest head = Head(std::move(method), std::move(path), true);
@@ -80,11 +82,11 @@ class EndpointTable : public ::testing::Test {
 
 TEST_F(EndpointTable, AToyEndpointIsRoutedAuthenticatedCountedAndKindChecked) {
   // Authenticated like every API row: no key, no answer.
-  auto refused = service_->Screen(Head("POST", "/v1/toy", false));
+  auto refused = Screen(Head("POST", "/v1/toy", false));
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
   // Its method only.
-  auto wrong_method = service_->Screen(Head("GET", "/v1/toy", true));
+  auto wrong_method = Screen(Head("GET", "/v1/toy", true));
   ASSERT_TRUE(wrong_method);
   EXPECT_EQ(wrong_method->status, 405);
   // Routed to its handler, on a model of its kind (named, or the first one served).
@@ -106,23 +108,26 @@ TEST_F(EndpointTable, AToyEndpointIsRoutedAuthenticatedCountedAndKindChecked) {
   // Counted under its own label.
   HttpResponse metrics = Call("GET", "/metrics", "");
   ASSERT_EQ(metrics.status, 200);
-  EXPECT_NE(metrics.body.find("tessera_http_requests_total{route=\"/v1/toy\",status=\"200\"} 2"),
+  EXPECT_NE(metrics.body.find(
+                "tessera_http_requests_total{route=\"/v1/toy\",status=\"200\",key=\"default\"} 2"),
             std::string::npos)
       << metrics.body;
-  EXPECT_NE(metrics.body.find("tessera_http_requests_total{route=\"/v1/toy\",status=\"400\"} 1"),
+  EXPECT_NE(metrics.body.find(
+                "tessera_http_requests_total{route=\"/v1/toy\",status=\"400\",key=\"default\"} 1"),
             std::string::npos);
-  EXPECT_NE(metrics.body.find("tessera_http_requests_total{route=\"/v1/toy\",status=\"404\"} 1"),
+  EXPECT_NE(metrics.body.find(
+                "tessera_http_requests_total{route=\"/v1/toy\",status=\"404\",key=\"default\"} 1"),
             std::string::npos);
 }
 
 TEST_F(EndpointTable, BuiltInRowsKeepTheirMethodsAccessAndLabels) {
-  EXPECT_FALSE(service_->Screen(Head("GET", "/health", false)));  // open
-  EXPECT_FALSE(service_->Screen(Head("GET", "/", false)));        // the web page is open
-  EXPECT_EQ(service_->Screen(Head("GET", "/metrics", false))->status, 401);
-  EXPECT_EQ(service_->Screen(Head("GET", "/v1/models/org/name", false))->status, 401);
-  EXPECT_FALSE(service_->Screen(Head("GET", "/v1/models/org/name", true)));
-  EXPECT_EQ(service_->Screen(Head("GET", "/v1/completions", true))->status, 405);
-  EXPECT_EQ(service_->Screen(Head("POST", "/v1/nothing", true))->status, 404);
+  EXPECT_FALSE(Screen(Head("GET", "/health", false)));  // open
+  EXPECT_FALSE(Screen(Head("GET", "/", false)));        // the web page is open
+  EXPECT_EQ(Screen(Head("GET", "/metrics", false))->status, 401);
+  EXPECT_EQ(Screen(Head("GET", "/v1/models/org/name", false))->status, 401);
+  EXPECT_FALSE(Screen(Head("GET", "/v1/models/org/name", true)));
+  EXPECT_EQ(Screen(Head("GET", "/v1/completions", true))->status, 405);
+  EXPECT_EQ(Screen(Head("POST", "/v1/nothing", true))->status, 404);
   std::string label;
   for (const auto& [path, want] :
        std::vector<std::pair<std::string, std::string>>{{"/rerank", "/rerank"},

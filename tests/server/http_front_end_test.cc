@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 class TestHandler : public HttpHandler {
  public:
-  std::optional<HttpResponse> Screen(const HttpRequest& head) override {
+  std::optional<HttpResponse> Screen(HttpRequest& head) override {
     if (head.path == "/deny") return HttpResponse::Json(401, R"({"error":"denied"})");
     return std::nullopt;
   }

@@ -52,6 +52,29 @@ TEST(OpenAiApi, DefaultModelWhenOmitted) {
   EXPECT_EQ(std::get<GenerationRequest>(r).job.model, "default");
 }
 
+// cache_salt reaches the job's cache scope (the HTTP side adds the key's name at admission);
+// an empty, non-string or over-long one is a 400 naming it.
+TEST(OpenAiApi, CacheSaltReachesTheJobsScope) {
+  const json messages = {{{"role", "user"}, {"content", "x"}}};
+  auto r = Chat({{"messages", messages}, {"cache_salt", "tenant-7"}});
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
+  EXPECT_EQ(std::get<GenerationRequest>(r).job.cache_scope, (CacheScope{"", "tenant-7"}));
+  auto c = ParseCompletionRequest({{"prompt", "x"}, {"cache_salt", "s"}}, "m");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(c));
+  EXPECT_EQ(std::get<GenerationRequest>(c).job.cache_scope.salt, "s");
+  EXPECT_EQ(std::get<GenerationRequest>(Chat({{"messages", messages}, {"cache_salt", nullptr}}))
+                .job.cache_scope,
+            CacheScope{});
+  for (const json& bad : {json(""), json(5), json::array({"a"}), json(std::string(257, 's'))}) {
+    for (auto parsed : {Chat({{"messages", messages}, {"cache_salt", bad}}),
+                        ParseCompletionRequest({{"prompt", "x"}, {"cache_salt", bad}}, "m")}) {
+      ASSERT_TRUE(std::holds_alternative<ApiError>(parsed)) << bad.dump();
+      EXPECT_EQ(std::get<ApiError>(parsed).status, 400);
+      EXPECT_EQ(std::get<ApiError>(parsed).param, "cache_salt");
+    }
+  }
+}
+
 // Each out-of-range or ill-typed field is a 400 naming that field.
 TEST(OpenAiApi, BadFieldsNameTheField) {
   const json messages = {{{"role", "user"}, {"content", "x"}}};

@@ -34,6 +34,31 @@ TEST(TaskApi, ModerationInputPartsOfTheWrongShapeAreRefusedByName) {
       std::vector<std::string>{"hello"});
 }
 
+// Every task endpoint runs prompts through the prefix cache, so each takes cache_salt.
+TEST(TaskApi, EveryTaskEndpointTakesACacheSalt) {
+  const std::pair<TaskEndpoint, ojson> bodies[] = {
+      {TaskEndpoint::kEmbeddings, {{"input", "a"}}},
+      {TaskEndpoint::kRerank, {{"query", "q"}, {"documents", {"d"}}}},
+      {TaskEndpoint::kModerations, {{"input", "a"}}},
+      {TaskEndpoint::kClassify, {{"input", "a"}}},
+      {TaskEndpoint::kSystemOne,
+       {{"state", "s"},
+        {"questions",
+         {{"q", {{"type", "choice"}, {"instructions", "i"}, {"criteria", {"x", "y"}}}}}}}}};
+  for (auto [endpoint, body] : bodies) {
+    body["cache_salt"] = "tenant-7";
+    auto parsed = ParseTaskRequest(endpoint, body);
+    ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed))
+        << body.dump() << ": " << std::get<ApiError>(parsed).message;
+    EXPECT_EQ(std::get<TaskRequest>(parsed).job.cache_scope.salt, "tenant-7");
+    body["cache_salt"] = "";
+    parsed = ParseTaskRequest(endpoint, body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(parsed)) << body.dump();
+    EXPECT_EQ(std::get<ApiError>(parsed).status, 400);
+    EXPECT_EQ(std::get<ApiError>(parsed).param, "cache_salt");
+  }
+}
+
 worker::TaskItem Item(int32_t index, std::vector<float> values) {
   worker::TaskItem item;
   item.index = index;
