@@ -60,7 +60,7 @@ class MemoryTransport final : public hi::Transport {
 
 class EchoHandler final : public ts::HttpHandler {
  public:
-  std::optional<ts::HttpResponse> Screen(const ts::HttpRequest& head) override {
+  std::optional<ts::HttpResponse> Screen(ts::HttpRequest& head) override {
     if (head.path == "/screen") return ts::HttpResponse::Json(403, "{\"error\":\"screened\"}");
     return std::nullopt;
   }
