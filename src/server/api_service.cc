@@ -342,7 +342,6 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
       const std::string_view auth = head.Header("Authorization");
       const auto token = BearerToken(auth);
       std::optional<std::string> name = token ? api_keys_.Identify(*token) : std::nullopt;
-      if (name) head.api_key_name = std::move(*name);
       if (!name) {
         ApiError e = InvalidField(
             "", auth.empty() ? "missing API key; send 'Authorization: Bearer <key>'"
@@ -351,6 +350,7 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
         e.code = "invalid_api_key";
         return refuse(e, {{"WWW-Authenticate", "Bearer"}});
       }
+      head.api_key_name = std::move(*name);  // for the log, /metrics and the cache's scope
     }
   }
   if (endpoint == nullptr) {
