@@ -106,7 +106,7 @@ Expected<std::vector<ApiKey>> LoadApiKeysFile(const std::string& path) {
   } else if ((st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    problem = PermissionDenied(std::string("group or others may read or write it (mode ") + mode +
+    problem = PermissionDenied(std::string("group or others have access to it (mode ") + mode +
                                "); run chmod 600 " + path);
   } else if (static_cast<uint64_t>(st.st_size) > kMaxApiKeysFileBytes) {
     problem = InvalidArgument("larger than " + std::to_string(kMaxApiKeysFileBytes) + " bytes");

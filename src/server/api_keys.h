@@ -8,7 +8,7 @@
 // non-blank character is '#' are skipped; spaces and tabs around a line (and a CR before its
 // newline) are ignored. A name is 1-64 of [A-Za-z0-9_.-]; a key is 16-512 printable ASCII
 // characters without spaces. A name or a key given twice is an error naming both lines; the
-// file must hold at least one key, and must not be readable or writable by group or others
+// file must hold at least one key, and group and others must have no access to it
 // (chmod 600 FILE), as ssh asks of a private key. No message ever shows a key.
 //
 //   auto keys = LoadApiKeysFile("/etc/tessera/keys");        // Expected<std::vector<ApiKey>>
@@ -42,7 +42,7 @@ inline constexpr std::string_view kDefaultApiKeyName = "default";
 
 // The keys of a file's text; an error names the line ("line 3: ...") and what to do.
 Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text);
-// Reads and parses `path`, refusing a file group or others may read or write.
+// Reads and parses `path`, refusing a file group or others have any access to.
 Expected<std::vector<ApiKey>> LoadApiKeysFile(const std::string& path);
 // `keys` plus `default_key` (when not empty) under kDefaultApiKeyName; an error when a file
 // key has that name or the same key.
