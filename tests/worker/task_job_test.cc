@@ -86,7 +86,7 @@ struct Answer {
 };
 
 template <typename Payload>
-Answer RunTask(Served& s, const Payload& payload) {
+Answer RunTask(Served& s, const Payload& payload, const CacheScope& scope = {}) {
   Answer a;
   auto send = [&](const std::string& frame) {
     auto type = PeekMessageType(frame);
@@ -94,7 +94,9 @@ Answer RunTask(Served& s, const Payload& payload) {
     if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
   };
   a.refused = StepUntilEnded(s, [&](TaskJob::EndFn on_end) {
-    return TaskJob::Start(1, TaskRequest::Of(payload), *s.model, s.kind, send, on_end);
+    TaskRequest request = TaskRequest::Of(payload);
+    request.cache_scope = scope;
+    return TaskJob::Start(1, request, *s.model, s.kind, send, on_end);
   });
   return a;
 }
@@ -523,7 +525,8 @@ TEST_F(TaskJobTest, DecisionRefusals) {
   EXPECT_EQ(d.refused->kind, JobErrorKind::kContextLength);
 }
 
-Answer AskSystemOne(Served& s, const SystemOnePayload& request, int resume, size_t entries = 6) {
+Answer AskSystemOne(Served& s, const SystemOnePayload& request, int resume, size_t entries = 6,
+                    const CacheScope& scope = {}) {
   Answer a;
   auto send = [&](const std::string& frame) {
     auto type = PeekMessageType(frame);
@@ -531,7 +534,7 @@ Answer AskSystemOne(Served& s, const SystemOnePayload& request, int resume, size
     if (type && *type == MessageType::kJobError) a.error = *Decode<JobErrorMessage>(frame);
   };
   a.refused = StepUntilEnded(s, [&](SystemOneJob::EndFn on_end) {
-    return SystemOneJob::Start(1, request, {}, *s.model, {resume, entries}, send, on_end);
+    return SystemOneJob::Start(1, request, scope, *s.model, {resume, entries}, send, on_end);
   });
   return a;
 }
@@ -609,6 +612,39 @@ TEST_F(TaskJobTest, SystemOnePinsExtendedStatesUpToItsEntries) {
     state += " Then it rained.";  // extends the state
   }
   EXPECT_GE(s.model->scheduler().pinned_prefixes(), 1u);
+}
+
+// The job's cache scope reaches its sequences: System One's pinned states and an embedding's
+// cached prompt are reused under the scope that computed them, never under another.
+TEST_F(TaskJobTest, CachedPromptsAndPinnedStatesStayInTheirScope) {
+  const CacheScope alice{"alice", ""}, bob{"bob", ""};
+  Served s = Open(dir_->File("chat"), ModelKind::kChat, "cpu");
+  ASSERT_TRUE(s.model);
+  const std::string state =
+      "The boy rowed across the river to the market where his mother sold bread, and the miller "
+      "waved to him from the bridge while the baker counted the loaves for the evening.";
+  Answer first = AskSystemOne(s, SystemOneRequest(state), 2, 6, alice);
+  Answer probe = AskSystemOne(s, SystemOneRequest(state), 2, 6, bob);
+  Answer again = AskSystemOne(s, SystemOneRequest(state), 2, 6, alice);
+  ASSERT_TRUE(first.result && probe.result && again.result);
+  // Bob reuses only what his own request computed (the state once for its questions), exactly
+  // as alice's first request did on an empty cache; alice's repeat reuses her pinned state.
+  EXPECT_EQ(probe.result->cached_tokens, first.result->cached_tokens);
+  EXPECT_GT(again.result->cached_tokens, first.result->cached_tokens);
+  EXPECT_EQ(probe.result->items[0].values, first.result->items[0].values);
+
+  Served e = Open(dir_->File("embed"), ModelKind::kEmbed, "cpu");
+  ASSERT_TRUE(e.model);
+  EmbedPayload embed;
+  embed.inputs.texts = {state + " " + state};
+  Answer a1 = RunTask(e, embed, alice);
+  Answer b1 = RunTask(e, embed, bob);
+  Answer a2 = RunTask(e, embed, alice);
+  ASSERT_TRUE(a1.result && b1.result && a2.result);
+  EXPECT_EQ(a1.result->cached_tokens, 0);
+  EXPECT_EQ(b1.result->cached_tokens, 0);
+  EXPECT_GT(a2.result->cached_tokens, 32);
+  EXPECT_EQ(a2.result->items[0].values, b1.result->items[0].values);
 }
 
 }  // namespace
