@@ -1,7 +1,5 @@
 #include "server/guards.h"
 
-#include "format/json_util.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -162,10 +160,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned>(x ^ y);
   }
   return diff == 0;
-}
-
-int JsonNestingDepth(std::string_view text, int limit) {
-  return static_cast<int>(ScanJsonDepth(text, static_cast<size_t>(std::max(limit, 0))).deepest);
 }
 
 }  // namespace tessera::server

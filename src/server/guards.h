@@ -1,7 +1,6 @@
 // The server's protections that do not need HTTP: the admission queue (a bounded number of
 // running and waiting requests, with a Retry-After from the measured drain rate when full), a
-// per-client sliding window rate limit, constant-time key comparison and a JSON nesting check that
-// runs before any parser sees the body.
+// per-client sliding window rate limit and constant-time key comparison.
 //
 //   AdmissionQueue queue(/*max_active=*/1, /*max_queued=*/2);
 //   AdmissionQueue::Entry e = queue.Enter();
@@ -87,9 +86,5 @@ class RateLimiter {
 
 // Equality whose running time depends only on the lengths, not on where the strings differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
-
-// The deepest nesting of [ and { in a JSON text (brackets inside strings do not count).
-// Stops counting once past `limit`, returning limit + 1.
-int JsonNestingDepth(std::string_view text, int limit);
 
 }  // namespace tessera::server

@@ -28,6 +28,18 @@ constexpr size_t kMaxLingerBytes = 1 << 20;
 constexpr size_t kMaxUnsentBytes = 8u << 20;
 constexpr size_t kReadChunk = 16 * 1024;
 
+// Whether a Transfer-Encoding value names the chunked coding alone (RFC 9112: a list of
+// case-insensitive codings; Beast has already refused a repeated header).
+bool OnlyChunked(std::string_view value) {
+  int codings = 0;
+  bool chunked = false;
+  for (const auto& coding : http::token_list(value)) {
+    ++codings;
+    chunked = beast::iequals(coding, "chunked");
+  }
+  return codings == 1 && chunked;
+}
+
 class PlainTransport final : public Transport {
  public:
   explicit PlainTransport(tcp::socket s) : socket_(std::move(s)) {}
@@ -314,7 +326,10 @@ bool Connection::OnHead() {
     return false;
   }
   const bool has_te = msg.count(http::field::transfer_encoding) > 0;
-  if (has_te && (!parser_->chunked() || msg.version() == 10)) {
+  // Beast reads any list that ends in chunked as chunked ("gzip, chunked"); a coding before it
+  // would have to be undone, which the server does not do, so only "chunked" alone passes.
+  if (has_te && (!parser_->chunked() || msg.version() == 10 ||
+                 !OnlyChunked(msg[http::field::transfer_encoding]))) {
     ProtocolReply(msg.version() == 10 ? 400 : 501, "unsupported_transfer_encoding",
                   "only the chunked transfer coding (HTTP/1.1) is accepted for request bodies");
     return false;

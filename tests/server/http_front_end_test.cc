@@ -251,6 +251,13 @@ TEST_F(FrontEndTest, LimitsAndFraming) {
             std::vector<int>{400});
   EXPECT_EQ(Statuses(Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n")),
             std::vector<int>{501});
+  // A coding before chunked would have to be undone: refused, not read as plain chunked.
+  EXPECT_EQ(Statuses(Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, "
+                              "chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")),
+            std::vector<int>{501});
+  EXPECT_EQ(Statuses(Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: CHUNKED"
+                              "\r\n\r\n3\r\nabc\r\n0\r\n\r\n")),
+            std::vector<int>{200});
   EXPECT_EQ(Statuses(Exchange("GET /echo HTTP/1.1\r\n\r\n")), std::vector<int>{400});  // no Host
   std::string many = "GET /echo HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 150; ++i) many += "X-" + std::to_string(i) + ": y\r\n";
