@@ -265,9 +265,11 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   // stream, before the whole answer: until then a job whose worker was lost under it may run
   // again (RunAgain). A second run keeps the seed the first one drew, so its answer is the
   // one the first would have given.
+  bool seed_kept = false;  // the second run's seed is the one the first drew, not the client's
   for (bool first_run = true;; first_run = false) {
     if (!first_run && outcome.started && outcome.started->sampling.seed_was_generated) {
       KeepSeed(request.job, outcome.started->sampling.seed);
+      seed_kept = true;
     }
     outcome = JobOutcome{};
     outcome.choices.resize(static_cast<size_t>(request.options().n));
@@ -283,6 +285,7 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
     if (!RunAgain(*job, request.job, &error))
       return SendJobError(call, error, outcome, meta.queue_ms);
   }
+  if (seed_kept && outcome.started) outcome.started->sampling.seed_was_generated = true;
   if (!request.stream) {
     call.exchange->Note([&](AccessRecord& r) { FillRecord(r, outcome, meta.queue_ms); });
     json body = chat ? ChatCompletionBody(meta, outcome) : TextCompletionBody(meta, outcome);

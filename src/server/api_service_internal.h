@@ -223,9 +223,7 @@ struct ApiService::ActiveJob {
         while (auto ev = channel->Wait(limit)) {
           if (ev->worker_died) break;
           auto type = worker::PeekMessageType(ev->frame);
-          if (type &&
-              (*type == worker::MessageType::kDone || *type == worker::MessageType::kJobError))
-            break;
+          if (type && EndsJob(*type)) break;
         }
       }
       service->supervisor_.Release(job_id);

@@ -1,11 +1,7 @@
 #include "server/job_routes.h"
 
-#include "worker/protocol.h"
-
 namespace tessera::server {
-namespace {
 
-// The messages after which the worker sends nothing more about a job.
 bool EndsJob(worker::MessageType type) {
   switch (type) {
     case worker::MessageType::kDone:
@@ -18,8 +14,6 @@ bool EndsJob(worker::MessageType type) {
       return false;
   }
 }
-
-}  // namespace
 
 void JobChannel::Push(WorkerEvent event) {
   {

@@ -25,9 +25,15 @@
 #include <optional>
 #include <string>
 
+#include "worker/protocol.h"
+
 namespace tessera::server {
 
 using Clock = std::chrono::steady_clock;
+
+// The messages after which the worker sends nothing more about a job (Done, JobError, Tokens,
+// Text, TaskResult).
+bool EndsJob(worker::MessageType type);
 
 // Why the worker went away, as one job that waited on it sees it.
 enum class WorkerLoss : uint8_t {

@@ -135,9 +135,12 @@ void WorkerSupervisor::Watchdog() {
       ready_ = false;
       ::kill(pid_, SIGKILL);
     }
-    // Wake at the next bound, or when a cancel or the worker's death changes them.
+    // Wake at the next bound, or when a cancel or the worker's death changes them. A worker
+    // already killed (or dead and not yet reaped) has nothing to time until its death clears
+    // the routes.
+    const bool awaiting_death = hung_job_ || pid_ <= 0;
     const std::optional<Clock::time_point> next =
-        hung_job_ ? std::nullopt : routes_.NextCancelBound();
+        awaiting_death ? std::nullopt : routes_.NextCancelBound();
     if (next) {
       cv_.wait_until(lock, *next);
     } else {

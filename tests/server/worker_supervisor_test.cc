@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "server/worker_supervisor.h"
 #include "worker/protocol.h"
@@ -38,6 +39,28 @@ std::string DeltaFrame(uint64_t job_id) {
 // The next event already in `channel` (never waits).
 std::optional<WorkerEvent> Next(JobChannel& channel) {
   return channel.Wait(Clock::now());
+}
+
+TEST(JobRoutes, EveryAnswerEndsItsJobAndNothingElseDoes) {
+  using worker::MessageType;
+  for (MessageType t : {MessageType::kDone, MessageType::kJobError, MessageType::kTokens,
+                        MessageType::kText, MessageType::kTaskResult}) {
+    EXPECT_TRUE(EndsJob(t)) << static_cast<int>(t);
+  }
+  for (MessageType t : {MessageType::kStarted, MessageType::kDelta, MessageType::kReady}) {
+    EXPECT_FALSE(EndsJob(t)) << static_cast<int>(t);
+  }
+}
+
+TEST(JobRoutes, ATaskResultAcknowledgesACancel) {
+  JobRoutes routes(seconds(30));
+  routes.Add(1, std::make_shared<JobChannel>());
+  const Clock::time_point t0 = Clock::now();
+  ASSERT_TRUE(routes.Cancel(1, t0));
+  worker::TaskResultMessage result;
+  result.job_id = 1;
+  routes.Deliver(worker::Encode(result));  // it finished before the cancel was read
+  EXPECT_FALSE(routes.Overdue(t0 + seconds(3600)));
 }
 
 TEST(JobRoutes, MessagesReachTheirJobAndAnEndRemovesIt) {
@@ -103,20 +126,24 @@ TEST(JobRoutes, AReleasedJobThatWasNotCancelledIsForgotten) {
   EXPECT_EQ(routes.jobs_in_worker(), 0u);
 }
 
-TEST(JobRoutes, TheHungJobIsTheCauseAndTheOthersAreBystanders) {
+// Jobs 1 and 2 in the worker when it goes: how the loss concerns each.
+std::pair<WorkerLoss, WorkerLoss> LossesOfTwoJobs(bool server_stopping,
+                                                  std::optional<uint64_t> hung_job) {
   JobRoutes routes(seconds(30));
-  auto hung = std::make_shared<JobChannel>();
-  auto other = std::make_shared<JobChannel>();
-  routes.Add(1, hung);
-  routes.Add(2, other);
-  routes.WorkerGone(false, 1);
-  auto h = Next(*hung);
-  auto o = Next(*other);
-  ASSERT_TRUE(h && o);
-  EXPECT_TRUE(h->worker_died && o->worker_died);
-  EXPECT_EQ(h->loss, WorkerLoss::kCause);
-  EXPECT_EQ(o->loss, WorkerLoss::kBystander);
+  auto a = std::make_shared<JobChannel>();
+  auto b = std::make_shared<JobChannel>();
+  routes.Add(1, a);
+  routes.Add(2, b);
+  routes.WorkerGone(server_stopping, hung_job);
   EXPECT_EQ(routes.jobs_in_worker(), 0u);
+  auto ea = Next(*a);
+  auto eb = Next(*b);
+  EXPECT_TRUE(ea && ea->worker_died && eb && eb->worker_died);
+  return {ea ? ea->loss : WorkerLoss::kBystander, eb ? eb->loss : WorkerLoss::kBystander};
+}
+
+TEST(JobRoutes, TheHungJobIsTheCauseAndTheOthersAreBystanders) {
+  EXPECT_EQ(LossesOfTwoJobs(false, 1), std::pair(WorkerLoss::kCause, WorkerLoss::kBystander));
 }
 
 TEST(JobRoutes, ACrashWithOneJobIsThatJobsDoing) {
@@ -130,25 +157,13 @@ TEST(JobRoutes, ACrashWithOneJobIsThatJobsDoing) {
 }
 
 TEST(JobRoutes, ACrashWithSeveralJobsLeavesEachABystander) {
-  JobRoutes routes(seconds(30));
-  auto a = std::make_shared<JobChannel>();
-  auto b = std::make_shared<JobChannel>();
-  routes.Add(1, a);
-  routes.Add(2, b);
-  routes.WorkerGone(false, std::nullopt);
-  EXPECT_EQ(Next(*a)->loss, WorkerLoss::kBystander);
-  EXPECT_EQ(Next(*b)->loss, WorkerLoss::kBystander);
+  EXPECT_EQ(LossesOfTwoJobs(false, std::nullopt),
+            std::pair(WorkerLoss::kBystander, WorkerLoss::kBystander));
 }
 
 TEST(JobRoutes, AServerStopConcernsEveryJobAlike) {
-  JobRoutes routes(seconds(30));
-  auto a = std::make_shared<JobChannel>();
-  auto b = std::make_shared<JobChannel>();
-  routes.Add(1, a);
-  routes.Add(2, b);
-  routes.WorkerGone(true, 1);
-  EXPECT_EQ(Next(*a)->loss, WorkerLoss::kServerStopping);
-  EXPECT_EQ(Next(*b)->loss, WorkerLoss::kServerStopping);
+  EXPECT_EQ(LossesOfTwoJobs(true, 1),
+            std::pair(WorkerLoss::kServerStopping, WorkerLoss::kServerStopping));
 }
 
 // A stand-in worker: announces Ready on fd 3, then sleeps, reading nothing (a hung step).
