@@ -1,7 +1,8 @@
 // Hostile-load group `deadline` (issue #43, item 3): a request past --request-timeout is
-// answered 504 `timeout` (or an SSE error event) and only its job is cancelled. Two models are
-// resident; a long completion on `slow`, streamed and not, hits a 3 s deadline while
-// bystanders stream from `stories` back to back. The worker is not restarted (same pid,
+// answered 504 `timeout` (or an SSE error event) and only its job is cancelled. Three models
+// are resident; a long completion on `slow`, streamed and not, and a 2,048-document rerank
+// (the tiny model declared a reranker) hit a 3 s deadline while bystanders stream from
+// `stories` back to back. The worker is not restarted (same pid,
 // worker_restarts 0, /metrics restarts 0), every bystander ends with [DONE] and none sees
 // worker_crashed, and `slow` answers again at once (its cancelled job left the worker).
 // (A hung step, the worker killed past --hang-timeout and its bystander run again, needs a
@@ -18,13 +19,17 @@ const TIMEOUT_S = 3;
 export default async function deadline(ctx) {
   const srv = await startServer(ctx, 'deadline', [
     '--model', `slow=${ctx.model('slow')}`, '--model', `stories=${ctx.stories}`,
-    '--max-loaded-models', '2', '--max-active', '4', '--max-queued', '4',
+    '--model', `rr=${ctx.model('tiny')}`, '--kind', 'rr=rerank',
+    '--max-loaded-models', '3', '--max-active', '4', '--max-queued', '4',
     '--request-timeout', String(TIMEOUT_S), '--rate-limit', '100000',
   ], { readySeconds: 120 });
-  // Load `stories` beside the prewarmed `slow` before any clock starts.
+  // Load `stories` and `rr` beside the prewarmed `slow` before any clock starts.
   const warm = await request(srv.port, 'POST', '/v1/completions',
                              { key, body: { model: 'stories', prompt: 'Once', max_tokens: 2 } });
-  check('deadline: stories answers before the test', warm.status === 200, `${warm.status} ${warm.text}`);
+  const warmRerank = await request(srv.port, 'POST', '/v1/rerank',
+                                   { key, body: { model: 'rr', query: 'mill', documents: ['a mill', 'a boat'] } });
+  check('deadline: stories and rr answer before the test', warm.status === 200 && warmRerank.status === 200,
+        `${warm.status} ${warm.text?.slice(0, 200)} / ${warmRerank.status} ${warmRerank.text?.slice(0, 200)}`);
   const workers = childPids(srv.pid);
   check('deadline: one worker process', workers.length === 1, `children ${workers}`);
 
@@ -34,6 +39,11 @@ export default async function deadline(ctx) {
   const whole = request(srv.port, 'POST', '/v1/completions', { key, body: long(false), timeoutMs: 60000 })
     .then((r) => { wholeMs = now() - t0; return r; });
   const streamed = sseRequest(srv.port, '/v1/completions', long(true), { key });
+  // 2,048 documents of about 140 tokens (the tiny model's context is 256): ~196 KB.
+  const documents = Array.from({ length: 2048 }, (_, i) => `the mill by the river grinds wheat number ${i} `.repeat(2));
+  let rerankMs = 0;
+  const rerank = request(srv.port, 'POST', '/v1/rerank', { key, body: { model: 'rr', query: 'where is the mill?', documents }, timeoutMs: 60000 })
+    .then((r) => { rerankMs = now() - t0; return r; });
 
   // Bystander streams on the other model, one after another, until past the deadline. Short
   // ones: until the worker interleaves models by step time, `slow` slows them down, and each
@@ -50,6 +60,7 @@ export default async function deadline(ctx) {
   }
   const w = await whole;
   await streamed.until((x) => x.ended, 30000);
+  const rr = await rerank;
   const streamErr = streamed.events.find((e) => e && e.error);
 
   note(`non-streamed slow job: ${w.status} ${w.json?.error?.code} after ${wholeMs} ms (--request-timeout ${TIMEOUT_S})`);
@@ -57,6 +68,10 @@ export default async function deadline(ctx) {
         `${w.status} ${w.text?.slice(0, 300)}`);
   check('deadline: ... no sooner than its deadline, within 2 s after it',
         wholeMs >= TIMEOUT_S * 1000 - 50 && wholeMs < TIMEOUT_S * 1000 + 2000, `${wholeMs} ms`);
+  note(`2,048-document rerank: ${rr.status} ${rr.json?.error?.code} after ${rerankMs} ms`);
+  check('deadline: the 2,048-document rerank gets 504 timeout within 2 s after its deadline',
+        rr.status === 504 && rr.json?.error?.code === 'timeout' && rerankMs < TIMEOUT_S * 1000 + 2000,
+        `${rr.status} ${rr.text?.slice(0, 300)} after ${rerankMs} ms`);
   check('deadline: the long stream ends with an error event, code timeout, and no [DONE]',
         streamErr?.error?.code === 'timeout' && !streamed.events.includes('[DONE]'),
         streamErr ? JSON.stringify(streamErr.error) : `events ${streamed.events.length}`);
@@ -84,8 +99,8 @@ export default async function deadline(ctx) {
   check('deadline: tessera_worker_restarts_total 0', /^tessera_worker_restarts_total 0$/m.test(metrics.text || ''),
         (metrics.text || '').split('\n').find((l) => l.startsWith('tessera_worker_restarts_total')));
 
-  // Both cancelled jobs left the worker: slow answers a short request within its deadline,
-  // and no kill followed (the watchdog's line would say so).
+  // The cancelled jobs left the worker: slow and rr answer short requests within their
+  // deadline, and no kill followed (the watchdog's line would say so).
   const t1 = now();
   const after = await pollUntil(async () => {
     const r = await request(srv.port, 'POST', '/v1/completions',
@@ -94,6 +109,8 @@ export default async function deadline(ctx) {
   }, 20000, 100);
   note(`slow after the deadlines: ${after ? `200 in ${now() - t1} ms` : 'no 200 within 20 s'}`);
   check('deadline: slow answers again after its cancelled jobs', !!after);
+  const rrAfter = await request(srv.port, 'POST', '/v1/rerank', { key, body: { model: 'rr', query: 'mill', documents: ['a mill', 'a boat'] } });
+  check('deadline: rr answers again after its cancelled rerank', rrAfter.status === 200, `${rrAfter.status} ${rrAfter.text?.slice(0, 200)}`);
   check('deadline: the server never killed the worker', !/killing the worker|inference worker killed/.test(srv.err),
         srv.err.split('\n').filter((l) => /kill/.test(l)).join(' | '));
 }
