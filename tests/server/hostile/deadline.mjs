@@ -5,12 +5,15 @@
 // `stories` back to back. The worker is not restarted (same pid,
 // worker_restarts 0, /metrics restarts 0), every bystander ends with [DONE] and none sees
 // worker_crashed, and `slow` answers again at once (its cancelled job left the worker).
+// Then the bystanders of a crash: two non-streamed requests in a worker killed with SIGKILL
+// both run again on the new worker and answer what they would have (200, the greedy text of
+// a run without the kill); a request alone in a killed worker is its cause and gets 502.
 // (A hung step, the worker killed past --hang-timeout and its bystander run again, needs a
 // fault inside the worker: tests/server/js/npu_e2e_test.mjs, through tessera_with_npu_faults.)
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  API_KEY as key, check, childPids, contentChunks, note, now, pollUntil, request, sseRequest,
+  API_KEY as key, check, childPids, contentChunks, delay, note, now, pollUntil, request, sseRequest,
   startServer,
 } from '../js/hostile_http_lib.mjs';
 
@@ -113,4 +116,48 @@ export default async function deadline(ctx) {
   check('deadline: rr answers again after its cancelled rerank', rrAfter.status === 200, `${rrAfter.status} ${rrAfter.text?.slice(0, 200)}`);
   check('deadline: the server never killed the worker', !/killing the worker|inference worker killed/.test(srv.err),
         srv.err.split('\n').filter((l) => /kill/.test(l)).join(' | '));
+
+  await crashBystanders(ctx);
+}
+
+async function crashBystanders(ctx) {
+  const srv = await startServer(ctx, 'deadline-crash', [
+    '--model', `slow=${ctx.model('slow')}`, '--max-active', '2', '--rate-limit', '100000',
+  ], { readySeconds: 120 });
+  const prompts = ['Once upon a time', 'The river'];
+  const complete = (prompt) => request(srv.port, 'POST', '/v1/completions', {
+    key, body: { model: 'slow', prompt, max_tokens: 48, temperature: 0 }, timeoutMs: 90000 });
+  const running = (n) => pollUntil(async () => (await request(srv.port, 'GET', '/ready')).json?.active === n, 10000, 20);
+  const killWorker = () => {
+    const [worker] = childPids(srv.pid);
+    if (worker) process.kill(worker, 'SIGKILL');
+    return worker;
+  };
+  const reference = await Promise.all(prompts.map(complete));
+  check('crash: the reference answers', reference.every((r) => r.status === 200), reference.map((r) => r.status).join());
+
+  // Two jobs in the worker; SIGKILL it while they generate.
+  const pending = prompts.map(complete);
+  check('crash: both requests are running', await running(2));
+  await delay(300);  // submitted and generating (48 tokens take seconds on `slow`)
+  const killed = killWorker();
+  const answers = await Promise.all(pending);
+  note(`crash bystanders: ${answers.map((r) => `${r.status} in ${r.ms} ms`).join(', ')} (worker ${killed} killed)`);
+  check('crash: both bystanders of the kill answer 200', answers.every((r) => r.status === 200),
+        answers.map((r) => `${r.status} ${r.text?.slice(0, 200)}`).join(' | '));
+  check('crash: ... with the text of a run without the kill (greedy)',
+        answers.every((r, i) => r.json?.choices?.[0]?.text === reference[i].json?.choices?.[0]?.text),
+        answers.map((r, i) => `${JSON.stringify(r.json?.choices?.[0]?.text)} vs ${JSON.stringify(reference[i].json?.choices?.[0]?.text)}`).join(' | '));
+  check('crash: ... each ran again once (the server says so)',
+        (srv.err.match(/running it again on the restarted worker/g) || []).length === 2, srv.err.slice(-1500));
+
+  // Alone in the worker when it dies, a request is taken for its cause: 502, not run again.
+  const lone = complete(prompts[0]);
+  check('crash: a lone request is running', await running(1));
+  await delay(300);
+  killWorker();
+  const r = await lone;
+  check('crash: the request alone in a killed worker gets 502 worker_crashed', r.status === 502 && r.json?.error?.code === 'worker_crashed',
+        `${r.status} ${r.text?.slice(0, 300)}`);
+  check('crash: ... and did not run again', (srv.err.match(/running it again on the restarted worker/g) || []).length === 2);
 }
