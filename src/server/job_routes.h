@@ -88,6 +88,7 @@ class JobRoutes {
   void WorkerGone(bool server_stopping, std::optional<uint64_t> hung_job);
 
   size_t jobs_in_worker() const { return jobs_.size(); }
+  bool Holds(uint64_t job_id) const { return jobs_.count(job_id) != 0; }
 
  private:
   struct Route {

@@ -93,6 +93,15 @@ Status WorkerSupervisor::Submit(const worker::JobRequest& job,
     fd = fd_;
   }
   std::lock_guard<std::mutex> write_lock(write_mu_);
+  {
+    // The worker may have died since: its descriptor is closed (the number maybe reused by the
+    // next worker's) and the job was told. A route still held on the same descriptor means
+    // the same worker, as routes are cleared before a new worker starts.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ != fd || !routes_.Holds(job.job_id)) {
+      return Cancelled("the inference worker stopped before the job was sent");
+    }
+  }
   Status st = worker::WriteFrame(fd, worker::Encode(job));
   if (!st.ok()) Release(job.job_id);
   return st;

@@ -86,7 +86,7 @@ class WorkerSupervisor {
   Options options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::mutex write_mu_;  // one frame at a time on the socket
+  std::mutex write_mu_;  // one frame at a time on the socket; taken before mu_, never after
   std::thread monitor_;
   std::thread watchdog_;
   bool started_ = false;
