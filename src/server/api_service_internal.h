@@ -110,8 +110,8 @@ inline ApiError WorkerLost(WorkerLoss loss) {
 inline ApiError DeadlinePassed() {
   return ServerError(504, "timeout",
                      "the request took longer than the server's request timeout (--request-"
-                     "timeout) and was cancelled; ask for less (max_tokens, fewer inputs) or "
-                     "raise the timeout");
+                     "timeout) and was cancelled; ask for less (max_tokens, fewer inputs), or "
+                     "ask the operator for a longer timeout");
 }
 
 inline ApiError WorkerUnavailable() {
@@ -200,7 +200,8 @@ struct ApiService::ActiveJob {
   bool submitted = false;
   bool finished = false;     // a terminal message arrived (or the worker died)
   bool client_gone = false;  // the client went away while it waited
-  // The worker went away under it (`loss` says how), and whether it already ran again.
+  // How the loss of its worker concerned it, if its worker went away under it; and how
+  // often it ran again (RunAgain: at most once).
   std::optional<WorkerLoss> worker_lost;
   int retries = 0;
   bool chat = false;  // which endpoint (names the param of a too-long prompt)
