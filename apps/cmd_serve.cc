@@ -215,7 +215,14 @@ void AddServeFlags(CliArgs& args) {
                "bf16 weights: round prompt activations to bf16 for bf16 dot products (AVX-512 "
                "BF16; faster prefill, less exact)");
   args.AddInt("request-timeout",
-              "seconds a request may take before it is cut and the worker restarted", 120);
+              "seconds a request may take before it is answered 504 and its job cancelled "
+              "(the worker and its other jobs go on)",
+              120);
+  args.AddInt("hang-timeout",
+              "seconds a cancelled job may take to stop (it stops at its next step); past it "
+              "one step has hung and the worker is killed and restarted, its other jobs run "
+              "again where nothing was sent yet",
+              30);
   args.AddInt("socket-timeout",
               "seconds for a whole request (head and body) to arrive, and for a stalled write",
               120);
@@ -276,9 +283,9 @@ Status CheckServeFlags(const CliArgs& args) {
     int64_t lo, hi;
   };
   for (const Bound& b :
-       {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
-        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096}, Bound{"parallel", 0, 256},
-        Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
+       {Bound{"request-timeout", 1, 86400}, Bound{"hang-timeout", 1, 3600},
+        Bound{"socket-timeout", 1, 3600}, Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096},
+        Bound{"parallel", 0, 256}, Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
         Bound{"max-body-bytes", 1024, 64 << 20}, Bound{"max-loaded-models", 1, 64},
         Bound{"context", 0, 1 << 20}, Bound{"http-threads", 1, 64},
         Bound{"keep-alive-timeout", 1, 3600}, Bound{"header-timeout", 1, 3600},
@@ -353,6 +360,7 @@ void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
   options->host = args.GetString("host");
   options->port = static_cast<int>(args.GetInt("port"));
   options->request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
+  options->hang_timeout_s = static_cast<int>(args.GetInt("hang-timeout"));
   options->socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
   // Requests run together up to the slots (the worker's scheduler batches them); the worker
   // may choose fewer slots for a large model's KV cache, and then queues the rest FCFS.

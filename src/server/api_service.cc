@@ -110,7 +110,8 @@ void JobThreads::Stop() {
 
 ApiService::ApiService(const ServeOptions& options)
     : options_(options),
-      supervisor_({options.executable, options.worker_args}),
+      supervisor_(
+          {options.executable, options.worker_args, std::chrono::seconds(options.hang_timeout_s)}),
       admission_(options.max_active, options.max_queued),
       rate_limiter_(options.rate_limit_per_minute),
       // Every admitted job (running or queued) has its thread; Enter() bounds how many.

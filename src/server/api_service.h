@@ -146,6 +146,9 @@ class ApiService final : public HttpHandler {
   std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,
                                    double* queue_ms, ApiError* error,
                                    std::vector<HttpHeader>* extra);
+  bool SubmitToWorker(ActiveJob& active, worker::JobRequest& job, ApiError* error,
+                      std::vector<HttpHeader>* extra);
+  bool RunAgain(ActiveJob& active, worker::JobRequest& job, ApiError* error);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
   Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, worker::DeltaMessage* delta);
   void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta,

@@ -7,7 +7,9 @@
 set(SERVER_HOSTILE_LOAD_DIR ${CMAKE_CURRENT_LIST_DIR})
 # GROUP:TIMEOUT (seconds). run.mjs gives up on a group 10 s before its timeout.
 set(SERVER_HOSTILE_LOAD_GROUPS
-    json_bodies:120)
+    json_bodies:120  # huge JSON objects refused in linear time
+    deadline:120     # a deadline cancels only its job
+)
 foreach(entry IN LISTS SERVER_HOSTILE_LOAD_GROUPS)
   string(REPLACE ":" ";" entry_parts "${entry}")
   list(GET entry_parts 0 group)
