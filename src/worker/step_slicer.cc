@@ -27,7 +27,9 @@ std::optional<int64_t> StepRowLimit(size_t index, std::span<const ModelLoad> loa
   if (!slice_ms) return std::nullopt;
   const StepCost& own = loads[index].cost;
   if (!own.measured || own.ms_per_row <= 0) return 1;
-  const double rows = std::floor(*slice_ms / own.ms_per_row);
+  // Rounded up: from a small step (where fixed costs make the cost per row high) the next is
+  // a little larger, so the steps grow to the slice instead of staying small.
+  const double rows = std::ceil(*slice_ms / own.ms_per_row);
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(rows, 1e9)));
 }
 

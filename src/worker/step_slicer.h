@@ -42,7 +42,8 @@ struct ModelLoad {
 
 // The most rows model `index`'s next step may run: nullopt (no limit) unless another model with
 // work is decoding; then what the model's cost per row fits in the shortest recent step of such
-// a model, at least 1 (the scheduler still runs every decode row and one small prompt chunk).
+// a model (rounded up), at least 1 (the scheduler still runs every decode row and one small
+// prompt chunk).
 // A model not measured yet gets 1: its first steps are small and grow as its cost is learnt.
 std::optional<int64_t> StepRowLimit(size_t index, std::span<const ModelLoad> loads);
 

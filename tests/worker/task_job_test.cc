@@ -383,6 +383,125 @@ TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {
   EXPECT_NE(a.refused->message.find("classification head"), std::string::npos);
 }
 
+// A big task job in blocks: Start builds only the first kTaskInputsPerTurn prompts and submits
+// nothing; the rest are built a block per turn and nothing runs before all are checked; then
+// the job never has more than the model's slots in the scheduler; its answer is every input's,
+// in order, equal to each input run alone.
+TEST_F(TaskJobTest, ABigJobIsBuiltAndSubmittedInBlocks) {
+  Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
+  ASSERT_TRUE(s.model);
+  EmbedPayload r;
+  for (int i = 0; i < 3 * static_cast<int>(kTaskInputsPerTurn) + 5; ++i) {
+    r.inputs.texts.push_back("input number " + std::to_string(i) + " about a mill");
+  }
+  std::optional<TaskResultMessage> result;
+  bool ended = false;
+  auto started = TaskJob::Start(
+      1, TaskRequest::Of(r), *s.model, s.kind,
+      [&](const std::string& frame) {
+        if (auto t = PeekMessageType(frame); t && *t == MessageType::kTaskResult)
+          result = *Decode<TaskResultMessage>(frame);
+      },
+      [&](uint64_t) { ended = true; });
+  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
+  TaskJob& job = *std::get<0>(started);
+  Scheduler& sched = s.model->scheduler();
+  EXPECT_FALSE(sched.HasWork());
+  EXPECT_TRUE(job.HasPendingWork());
+  int turns_before_submitting = 0;
+  for (; !sched.HasWork() && turns_before_submitting < 10; ++turns_before_submitting) {
+    job.AfterStep();
+  }
+  // Start built the first block; each turn one more, the last turn submits too.
+  const size_t blocks = (r.inputs.texts.size() + kTaskInputsPerTurn - 1) / kTaskInputsPerTurn;
+  EXPECT_EQ(turns_before_submitting, static_cast<int>(blocks) - 1);
+  for (int i = 0; i < 10000 && !ended; ++i) {
+    EXPECT_LE(sched.running() + sched.waiting(), s.model->slots());
+    ASSERT_TRUE(sched.Step().ok());
+    if (!ended) job.AfterStep();
+  }
+  ASSERT_TRUE(ended);
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->items.size(), r.inputs.texts.size());
+  for (size_t i = 0; i < r.inputs.texts.size(); i += 13) {
+    EmbedPayload one;
+    one.inputs.texts = {r.inputs.texts[i]};
+    Answer alone = RunTask(s, one);
+    ASSERT_TRUE(alone.result);
+    EXPECT_EQ(result->items[i].index, static_cast<int32_t>(i));
+    EXPECT_EQ(result->items[i].values, alone.result->items[0].values) << "input " << i;
+  }
+}
+
+// An input over its limit in a later block: the job answers a JobError naming it, and nothing
+// was submitted.
+TEST_F(TaskJobTest, AnInvalidInputInALaterBlockIsRefusedBeforeAnythingRuns) {
+  Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
+  ASSERT_TRUE(s.model);
+  EmbedPayload r;
+  r.inputs.max_input_tokens = 64;
+  for (size_t i = 0; i < 2 * kTaskInputsPerTurn; ++i) r.inputs.texts.push_back("fine");
+  const size_t bad = kTaskInputsPerTurn + 3;
+  r.inputs.texts[bad] = std::string(3000, 'q');
+  std::optional<JobErrorMessage> error;
+  bool ended = false;
+  auto started = TaskJob::Start(
+      1, TaskRequest::Of(r), *s.model, s.kind,
+      [&](const std::string& frame) {
+        if (auto t = PeekMessageType(frame); t && *t == MessageType::kJobError)
+          error = *Decode<JobErrorMessage>(frame);
+      },
+      [&](uint64_t) { ended = true; });
+  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
+  for (int i = 0; i < 10 && !ended; ++i) {
+    std::get<0>(started)->AfterStep();
+    EXPECT_FALSE(s.model->scheduler().HasWork());
+  }
+  ASSERT_TRUE(ended);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->kind, JobErrorKind::kInvalidRequest);
+  EXPECT_EQ(error->field, "input[" + std::to_string(bad) + "]");
+}
+
+// A Cancel stops a big job at its next step: while it builds prompts (nothing ran) and while
+// it runs (no more is submitted; what is in the scheduler ends at the next step). Either way
+// the job answers a cancelled Done and leaves nothing in the scheduler.
+TEST_F(TaskJobTest, ACancelEndsABigJobAtTheNextStep) {
+  Served s = Open(dir_->File("chat"), ModelKind::kRerank, "reference");
+  ASSERT_TRUE(s.model);
+  RerankPayload r;
+  r.query = "where is the mill?";
+  for (int i = 0; i < 200; ++i) r.documents.texts.push_back("document " + std::to_string(i));
+  const int building_turns = static_cast<int>((200 - 1) / kTaskInputsPerTurn);
+  for (int cancel_after_turns : {1, building_turns + 5}) {
+    std::optional<DoneMessage> done;
+    bool ended = false;
+    auto started = TaskJob::Start(
+        1, TaskRequest::Of(r), *s.model, s.kind,
+        [&](const std::string& frame) {
+          if (auto t = PeekMessageType(frame); t && *t == MessageType::kDone)
+            done = *Decode<DoneMessage>(frame);
+        },
+        [&](uint64_t) { ended = true; });
+    ASSERT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
+    TaskJob& job = *std::get<0>(started);
+    Scheduler& sched = s.model->scheduler();
+    for (int turn = 0; turn < cancel_after_turns; ++turn) {
+      ASSERT_TRUE(sched.Step().ok());
+      job.AfterStep();
+    }
+    EXPECT_EQ(sched.HasWork(), cancel_after_turns > 1) << cancel_after_turns;
+    job.Cancel();
+    ASSERT_TRUE(sched.Step().ok());
+    if (!ended) job.AfterStep();
+    EXPECT_TRUE(ended) << cancel_after_turns;
+    ASSERT_TRUE(done) << cancel_after_turns;
+    EXPECT_EQ(done->finish_reason, FinishReason::kCancelled);
+    EXPECT_FALSE(sched.HasWork());
+    EXPECT_FALSE(job.HasPendingWork());
+  }
+}
+
 // What a decision job sent: its Started, one Delta and Done (or a refusal / error).
 struct Decided {
   std::optional<StartedMessage> started;
