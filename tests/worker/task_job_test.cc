@@ -383,6 +383,34 @@ TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {
   EXPECT_NE(a.refused->message.find("classification head"), std::string::npos);
 }
 
+// A task job started by hand (the test turns it), with what it sent and whether it ended.
+struct HandJob {
+  std::unique_ptr<TaskJob> job;
+  std::optional<TaskResultMessage> result;
+  std::optional<JobErrorMessage> error;
+  std::optional<DoneMessage> done;
+  bool ended = false;
+};
+
+template <typename Payload>
+std::unique_ptr<HandJob> StartByHand(Served& s, const Payload& payload) {
+  auto h = std::make_unique<HandJob>();
+  HandJob* out = h.get();
+  auto started = TaskJob::Start(
+      1, TaskRequest::Of(payload), *s.model, s.kind,
+      [out](const std::string& frame) {
+        auto type = PeekMessageType(frame);
+        if (type && *type == MessageType::kTaskResult)
+          out->result = *Decode<TaskResultMessage>(frame);
+        if (type && *type == MessageType::kJobError) out->error = *Decode<JobErrorMessage>(frame);
+        if (type && *type == MessageType::kDone) out->done = *Decode<DoneMessage>(frame);
+      },
+      [out](uint64_t) { out->ended = true; });
+  EXPECT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
+  if (auto* job = std::get_if<std::unique_ptr<TaskJob>>(&started)) h->job = std::move(*job);
+  return h;
+}
+
 // A big task job in blocks: Start builds only the first kTaskInputsPerTurn prompts and submits
 // nothing; the rest are built a block per turn and nothing runs before all are checked; then
 // the job never has more than the model's slots in the scheduler; its answer is every input's,
@@ -394,17 +422,10 @@ TEST_F(TaskJobTest, ABigJobIsBuiltAndSubmittedInBlocks) {
   for (int i = 0; i < 3 * static_cast<int>(kTaskInputsPerTurn) + 5; ++i) {
     r.inputs.texts.push_back("input number " + std::to_string(i) + " about a mill");
   }
-  std::optional<TaskResultMessage> result;
-  bool ended = false;
-  auto started = TaskJob::Start(
-      1, TaskRequest::Of(r), *s.model, s.kind,
-      [&](const std::string& frame) {
-        if (auto t = PeekMessageType(frame); t && *t == MessageType::kTaskResult)
-          result = *Decode<TaskResultMessage>(frame);
-      },
-      [&](uint64_t) { ended = true; });
-  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
-  TaskJob& job = *std::get<0>(started);
+  auto h = StartByHand(s, r);
+  ASSERT_TRUE(h->job);
+  TaskJob& job = *h->job;
+  const bool& ended = h->ended;
   Scheduler& sched = s.model->scheduler();
   EXPECT_FALSE(sched.HasWork());
   EXPECT_TRUE(job.HasPendingWork());
@@ -421,6 +442,7 @@ TEST_F(TaskJobTest, ABigJobIsBuiltAndSubmittedInBlocks) {
     if (!ended) job.AfterStep();
   }
   ASSERT_TRUE(ended);
+  const std::optional<TaskResultMessage>& result = h->result;
   ASSERT_TRUE(result);
   ASSERT_EQ(result->items.size(), r.inputs.texts.size());
   for (size_t i = 0; i < r.inputs.texts.size(); i += 13) {
@@ -443,24 +465,16 @@ TEST_F(TaskJobTest, AnInvalidInputInALaterBlockIsRefusedBeforeAnythingRuns) {
   for (size_t i = 0; i < 2 * kTaskInputsPerTurn; ++i) r.inputs.texts.push_back("fine");
   const size_t bad = kTaskInputsPerTurn + 3;
   r.inputs.texts[bad] = std::string(3000, 'q');
-  std::optional<JobErrorMessage> error;
-  bool ended = false;
-  auto started = TaskJob::Start(
-      1, TaskRequest::Of(r), *s.model, s.kind,
-      [&](const std::string& frame) {
-        if (auto t = PeekMessageType(frame); t && *t == MessageType::kJobError)
-          error = *Decode<JobErrorMessage>(frame);
-      },
-      [&](uint64_t) { ended = true; });
-  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
-  for (int i = 0; i < 10 && !ended; ++i) {
-    std::get<0>(started)->AfterStep();
+  auto h = StartByHand(s, r);
+  ASSERT_TRUE(h->job);
+  for (int i = 0; i < 10 && !h->ended; ++i) {
+    h->job->AfterStep();
     EXPECT_FALSE(s.model->scheduler().HasWork());
   }
-  ASSERT_TRUE(ended);
-  ASSERT_TRUE(error);
-  EXPECT_EQ(error->kind, JobErrorKind::kInvalidRequest);
-  EXPECT_EQ(error->field, "input[" + std::to_string(bad) + "]");
+  ASSERT_TRUE(h->ended);
+  ASSERT_TRUE(h->error);
+  EXPECT_EQ(h->error->kind, JobErrorKind::kInvalidRequest);
+  EXPECT_EQ(h->error->field, "input[" + std::to_string(bad) + "]");
 }
 
 // A Cancel stops a big job at its next step: while it builds prompts (nothing ran) and while
@@ -474,17 +488,11 @@ TEST_F(TaskJobTest, ACancelEndsABigJobAtTheNextStep) {
   for (int i = 0; i < 200; ++i) r.documents.texts.push_back("document " + std::to_string(i));
   const int building_turns = static_cast<int>((200 - 1) / kTaskInputsPerTurn);
   for (int cancel_after_turns : {1, building_turns + 5}) {
-    std::optional<DoneMessage> done;
-    bool ended = false;
-    auto started = TaskJob::Start(
-        1, TaskRequest::Of(r), *s.model, s.kind,
-        [&](const std::string& frame) {
-          if (auto t = PeekMessageType(frame); t && *t == MessageType::kDone)
-            done = *Decode<DoneMessage>(frame);
-        },
-        [&](uint64_t) { ended = true; });
-    ASSERT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
-    TaskJob& job = *std::get<0>(started);
+    auto h = StartByHand(s, r);
+    ASSERT_TRUE(h->job);
+    TaskJob& job = *h->job;
+    const bool& ended = h->ended;
+    const std::optional<DoneMessage>& done = h->done;
     Scheduler& sched = s.model->scheduler();
     for (int turn = 0; turn < cancel_after_turns; ++turn) {
       ASSERT_TRUE(sched.Step().ok());
