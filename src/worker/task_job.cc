@@ -223,11 +223,17 @@ std::optional<JobFailure> TaskJob::Prepare(size_t most) {
   return std::nullopt;
 }
 
+size_t TaskJob::InFlight() const {
+  // One slot stays free for other jobs (a chat's prompt starts at the next step), unless the
+  // model has only one.
+  return static_cast<size_t>(std::max(1, model_->slots() - 1));
+}
+
 bool TaskJob::HasPendingWork() const {
   if (ended_) return false;
   if (cancelled_ || group_->failed()) return group_->open();  // AfterStep closes the group
   if (units_.size() < count_) return true;                    // prompts to build
-  const size_t room = static_cast<size_t>(model_->slots());
+  const size_t room = InFlight();
   if (categories_due_) return true;
   if (categories_ && categories_->open()) {
     return categories_submitted_ < units_.size() && categories_->pending() < room;
@@ -264,7 +270,7 @@ void TaskJob::AfterStep() {
 
 void TaskJob::SubmitMore() {
   SequenceGroup& group = categories_ ? *categories_ : *group_;
-  const size_t room = static_cast<size_t>(model_->slots());
+  const size_t room = InFlight();
   while (!cancelled_ && !group.failed() && group.pending() < room) {
     if (categories_) {
       if (categories_submitted_ >= units_.size()) break;

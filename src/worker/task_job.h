@@ -71,8 +71,8 @@ class TaskJob final : public WorkerJob {
   // No sequence is submitted after it; those in the scheduler end at its next step.
   void Cancel() override;
   // Builds the next block of prompts, or submits prepared sequences while the job has fewer
-  // than the model's slots in its scheduler (so a job of thousands of inputs holds at most
-  // that many places in the FCFS queue, and another job's sequence waits behind at most those).
+  // than InFlight() in its scheduler (so a job of thousands of inputs holds at most that many
+  // places in the FCFS queue, and another job's sequence finds a free slot).
   // Moderation's second stage is submitted the same way: once the labels are scored, the
   // guard's categories are generated after "Safety: <label>\nCategories:".
   void AfterStep() override;
@@ -86,6 +86,7 @@ class TaskJob final : public WorkerJob {
   // Submits prepared units (or categories) while fewer than the slots are in the scheduler;
   // a refusal there cancels what runs and ends the job with it.
   void SubmitMore();
+  size_t InFlight() const;  // the most sequences the job keeps in the scheduler: slots - 1
   Status SubmitUnit(Unit& unit);
   void SubmitCategories();
   void OnFinish(const SequenceResult& r);
