@@ -209,7 +209,10 @@ void AddServeFlags(CliArgs& args) {
   AddPlacementOptions(args, "layers per backend for every model");
   args.AddInt("context",
               "positions per sequence (default: the model's, at most 4096 without --kv-memory)", 0);
-  args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
+  args.AddInt("max-loaded-models",
+              "models resident at once (least recently used is unloaded; resident models take "
+              "turns step by step, a request for one not loaded waits until a loaded one is idle)",
+              1);
   args.AddFlag("no-prewarm", "do not load the default model before the first request");
   args.AddFlag("bf16-activations",
                "bf16 weights: round prompt activations to bf16 for bf16 dot products (AVX-512 "
@@ -479,6 +482,14 @@ int RunServeCommand(int argc, char** argv) {
                                                   : "";
     std::fprintf(stderr, "tessera serve: model '%s' (%s%s)\n", m.name.c_str(),
                  std::string(ModelKindName(m.kind)).c_str(), syntax.c_str());
+  }
+  if (static_cast<int64_t>(options.models.size()) > args.GetInt("max-loaded-models")) {
+    // The worker interleaves only resident models; the operator should know the others wait.
+    std::fprintf(stderr,
+                 "tessera serve: %zu models, at most %lld resident at once "
+                 "(--max-loaded-models): a request for one not loaded waits until a loaded "
+                 "one is idle\n",
+                 options.models.size(), static_cast<long long>(args.GetInt("max-loaded-models")));
   }
   FillHttpOptions(args, &options);
   options.executable = SelfExecutable();

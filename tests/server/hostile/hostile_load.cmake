@@ -9,6 +9,7 @@ set(SERVER_HOSTILE_LOAD_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(SERVER_HOSTILE_LOAD_GROUPS
     json_bodies:120  # huge JSON objects refused in linear time
     deadline:120     # a deadline cancels only its job
+    fair_models:120  # a big job on one model beside another model's stream
 )
 foreach(entry IN LISTS SERVER_HOSTILE_LOAD_GROUPS)
   string(REPLACE ":" ";" entry_parts "${entry}")
