@@ -274,7 +274,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     });
   };
   if (!open || job.client_gone || ex.client_gone()) {
-    note_finish("client_disconnected");  // ~ActiveJob cancels the generation
+    // ~ActiveJob cancels the generation. A client cut for not reading is told apart.
+    note_finish(ex.client_stalled() ? "client_stalled" : "client_disconnected");
     ex.EndStream();
     return;
   }
