@@ -31,7 +31,7 @@ constexpr size_t kMaxLingerBytes = 1 << 20;
 // more only while less than this is waiting to go on the wire; what is in flight is not
 // limited, so throughput is not). Without it the kernel buffers megabytes of a client that
 // does not read, and a stalled write shows only after they are full.
-constexpr int kKernelUnsentBytes = 64 * 1024;
+constexpr int kKernelUnsentBytes = 16 * 1024;
 constexpr size_t kReadChunk = 16 * 1024;
 
 class PlainTransport final : public Transport {

@@ -7,6 +7,8 @@
 set(SERVER_HOSTILE_LOAD_DIR ${CMAKE_CURRENT_LIST_DIR})
 # GROUP:TIMEOUT (seconds). run.mjs gives up on a group 10 s before its timeout.
 set(SERVER_HOSTILE_LOAD_GROUPS)
+list(APPEND SERVER_HOSTILE_LOAD_GROUPS burst:90)       # 60 streams past --max-active 4 --max-queued 4
+list(APPEND SERVER_HOSTILE_LOAD_GROUPS nonreaders:90)  # 8 streams that never read, --stall-timeout 2
 foreach(entry IN LISTS SERVER_HOSTILE_LOAD_GROUPS)
   string(REPLACE ":" ";" entry_parts "${entry}")
   list(GET entry_parts 0 group)
