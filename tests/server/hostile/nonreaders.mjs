@@ -10,7 +10,10 @@ import { API_KEY, accessLines, check, delay, httpRequest, note, now, pollUntil, 
 
 const CLIENTS = 8;
 const STALL_S = 2;
-const CUT_MARGIN_MS = 1000;    // past the stall timeout: the timer, the 50 ms sampling here
+// Past the stall timeout: once the client's receive buffer is full the server's writes still
+// progress into the kernel's 16 KiB unsent share (8 or so tokens' chunks at the generation
+// rate, ~0.3 s here, more on a loaded machine), then the 50 ms sampling here.
+const CUT_MARGIN_MS = 1500;
 const FREE_MARGIN_MS = 1000;   // from a cut to its place being free: the job's 50 ms check, the cancel
 const BOUND_MS = 40000;        // every non-reader cut and the polite client answered within this
 
