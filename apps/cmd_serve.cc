@@ -226,9 +226,11 @@ void AddServeFlags(CliArgs& args) {
               "one step has hung and the worker is killed and restarted, its other jobs run "
               "again where nothing was sent yet",
               30);
-  args.AddInt("socket-timeout",
-              "seconds for a whole request (head and body) to arrive, and for a stalled write",
-              120);
+  args.AddInt("socket-timeout", "seconds for a whole request (head and body) to arrive", 120);
+  args.AddInt("stall-timeout",
+              "seconds a client may leave our writes without progress (not reading) before it "
+              "is cut and its request cancelled",
+              10);
   args.AddInt("header-timeout", "seconds for a request's head to arrive", 10);
   args.AddInt("parallel",
               "sequence slots per model, decoded together (0: chosen from the cores and memory, "
@@ -287,7 +289,8 @@ Status CheckServeFlags(const CliArgs& args) {
   };
   for (const Bound& b :
        {Bound{"request-timeout", 1, 86400}, Bound{"hang-timeout", 1, 3600},
-        Bound{"socket-timeout", 1, 3600}, Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096},
+        Bound{"socket-timeout", 1, 3600}, Bound{"stall-timeout", 1, 3600},
+        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096},
         Bound{"parallel", 0, 256}, Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
         Bound{"max-body-bytes", 1024, 64 << 20}, Bound{"max-loaded-models", 1, 64},
         Bound{"context", 0, 1 << 20}, Bound{"http-threads", 1, 64},
@@ -365,6 +368,7 @@ void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
   options->request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
   options->hang_timeout_s = static_cast<int>(args.GetInt("hang-timeout"));
   options->socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
+  options->stall_timeout_s = static_cast<int>(args.GetInt("stall-timeout"));
   // Requests run together up to the slots (the worker's scheduler batches them); the worker
   // may choose fewer slots for a large model's KV cache, and then queues the rest FCFS.
   int slots = static_cast<int>(args.GetInt("parallel"));

@@ -15,11 +15,11 @@ using namespace api_internal;  // NOLINT: this service's own helpers
 // ---- on the event loop: join the queue (a full queue is a 429 at once and costs no thread);
 // the body is parsed on the job thread, so a large one never stalls the event loop.
 
-std::optional<uint64_t> ApiService::EnterQueue(Call& call, bool busy_is_503) {
+std::optional<uint64_t> ApiService::EnterQueue(Call& call) {
   AdmissionQueue::Entry entry = admission_.Enter();
   if (!entry.admitted) {
-    SendError(call, busy_is_503 ? EngineBusy(entry.retry_after_s) : QueueFull(entry.retry_after_s),
-              0, {{"Retry-After", std::to_string(entry.retry_after_s)}});
+    SendError(call, QueueFull(entry.retry_after_s), 0,
+              {{"Retry-After", std::to_string(entry.retry_after_s)}});
     return std::nullopt;
   }
   return entry.ticket;
@@ -333,7 +333,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     });
   };
   if (!open || job.client_gone || ex.client_gone()) {
-    note_finish("client_disconnected");  // ~ActiveJob cancels the generation
+    // ~ActiveJob cancels the generation. A client cut for not reading is told apart.
+    note_finish(ex.client_stalled() ? "client_stalled" : "client_disconnected");
     ex.EndStream();
     return;
   }

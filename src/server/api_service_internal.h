@@ -118,14 +118,7 @@ inline ApiError WorkerUnavailable() {
   return ServerError(503, "worker_unavailable", "the inference worker is not ready; retry shortly");
 }
 
-// The task endpoints' answer past the queue (what TEI and vLLM clients expect of a busy engine).
-inline ApiError EngineBusy(int retry_after_s) {
-  return ServerError(503, "engine_busy",
-                     "the engine is busy (every slot is running and the queue is full); retry "
-                     "after " +
-                         std::to_string(retry_after_s) + " s");
-}
-
+// Every endpoint's answer past the admission queue (TEI answers an overloaded queue 429 too).
 inline ApiError QueueFull(int retry_after_s) {
   ApiError e = ServerError(429, "queue_full",
                            "the server is busy (the queue is full); retry after " +

@@ -8,8 +8,8 @@ namespace tessera::server {
 AdmissionQueue::Entry AdmissionQueue::Enter() {
   std::lock_guard<std::mutex> lock(mu_);
   Entry e;
-  const int in_line = static_cast<int>(waiting_.size());
-  if (active_ >= max_active_ && in_line >= max_queued_) {
+  const int held = active_ + static_cast<int>(waiting_.size());
+  if (held >= max_active_ + max_queued_) {
     e.retry_after_s = RetryAfterLocked();
     return e;
   }
@@ -93,6 +93,11 @@ int AdmissionQueue::active() const {
 int AdmissionQueue::waiting() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(waiting_.size());
+}
+
+AdmissionQueue::Load AdmissionQueue::load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {active_, static_cast<int>(waiting_.size())};
 }
 
 double AdmissionQueue::DrainPerSecondLocked() const {

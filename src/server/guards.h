@@ -34,7 +34,10 @@ class AdmissionQueue {
   AdmissionQueue(int max_active, int max_queued)
       : max_active_(max_active), max_queued_(max_queued) {}
 
-  // Joins the queue, or refuses when max_active are running and max_queued are waiting.
+  // Joins the queue, or refuses when max_active + max_queued tickets are already held. A
+  // ticket counts from the moment Enter() returns it (waiting until WaitTurn moves it to the
+  // running ones), so running + waiting never exceeds the bound at any arrival rate, even
+  // while the job threads that will wait for those tickets are still starting.
   Entry Enter();
   // Waits until this ticket may run (first in line and a free slot). On deadline the ticket
   // leaves the queue and false is returned.
@@ -52,6 +55,13 @@ class AdmissionQueue {
   bool WaitIdle(Clock::time_point deadline);
   int active() const;
   int waiting() const;
+  // Both counts read under one lock (active() and waiting() read apart may see a ticket
+  // that moved or left between them).
+  struct Load {
+    int active = 0;
+    int waiting = 0;
+  };
+  Load load() const;
   // Jobs finished per second, measured over the last finishes (0: none recently).
   double drain_per_second() const;
 

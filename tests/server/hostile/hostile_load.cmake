@@ -10,6 +10,8 @@ set(SERVER_HOSTILE_LOAD_GROUPS
     json_bodies:120  # huge JSON objects refused in linear time
     deadline:120     # a deadline cancels only its job
     fair_models:120  # a big job on one model beside another model's stream
+    burst:90         # 60 streams past --max-active 4 --max-queued 4
+    nonreaders:90    # 8 streams that never read, --stall-timeout 2
 )
 foreach(entry IN LISTS SERVER_HOSTILE_LOAD_GROUPS)
   string(REPLACE ":" ";" entry_parts "${entry}")
