@@ -209,16 +209,28 @@ void AddServeFlags(CliArgs& args) {
   AddPlacementOptions(args, "layers per backend for every model");
   args.AddInt("context",
               "positions per sequence (default: the model's, at most 4096 without --kv-memory)", 0);
-  args.AddInt("max-loaded-models", "models resident at once (least recently used is unloaded)", 1);
+  args.AddInt("max-loaded-models",
+              "models resident at once (least recently used is unloaded; resident models take "
+              "turns step by step, a request for one not loaded waits until a loaded one is idle)",
+              1);
   args.AddFlag("no-prewarm", "do not load the default model before the first request");
   args.AddFlag("bf16-activations",
                "bf16 weights: round prompt activations to bf16 for bf16 dot products (AVX-512 "
                "BF16; faster prefill, less exact)");
   args.AddInt("request-timeout",
-              "seconds a request may take before it is cut and the worker restarted", 120);
-  args.AddInt("socket-timeout",
-              "seconds for a whole request (head and body) to arrive, and for a stalled write",
+              "seconds a request may take before it is answered 504 and its job cancelled "
+              "(the worker and its other jobs go on)",
               120);
+  args.AddInt("hang-timeout",
+              "seconds a cancelled job may take to stop (it stops at its next step); past it "
+              "one step has hung and the worker is killed and restarted, its other jobs run "
+              "again where nothing was sent yet",
+              30);
+  args.AddInt("socket-timeout", "seconds for a whole request (head and body) to arrive", 120);
+  args.AddInt("stall-timeout",
+              "seconds a client may leave our writes without progress (not reading) before it "
+              "is cut and its request cancelled",
+              10);
   args.AddInt("header-timeout", "seconds for a request's head to arrive", 10);
   args.AddInt("parallel",
               "sequence slots per model, decoded together (0: chosen from the cores and memory, "
@@ -283,9 +295,10 @@ Status CheckServeFlags(const CliArgs& args) {
     int64_t lo, hi;
   };
   for (const Bound& b :
-       {Bound{"request-timeout", 1, 86400}, Bound{"socket-timeout", 1, 3600},
-        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096}, Bound{"parallel", 0, 256},
-        Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
+       {Bound{"request-timeout", 1, 86400}, Bound{"hang-timeout", 1, 3600},
+        Bound{"socket-timeout", 1, 3600}, Bound{"stall-timeout", 1, 3600},
+        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096},
+        Bound{"parallel", 0, 256}, Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
         Bound{"max-body-bytes", 1024, 64 << 20}, Bound{"max-loaded-models", 1, 64},
         Bound{"context", 0, 1 << 20}, Bound{"http-threads", 1, 64},
         Bound{"keep-alive-timeout", 1, 3600}, Bound{"header-timeout", 1, 3600},
@@ -393,7 +406,9 @@ void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
   options->host = args.GetString("host");
   options->port = static_cast<int>(args.GetInt("port"));
   options->request_timeout_s = static_cast<int>(args.GetInt("request-timeout"));
+  options->hang_timeout_s = static_cast<int>(args.GetInt("hang-timeout"));
   options->socket_timeout_s = static_cast<int>(args.GetInt("socket-timeout"));
+  options->stall_timeout_s = static_cast<int>(args.GetInt("stall-timeout"));
   // Requests run together up to the slots (the worker's scheduler batches them); the worker
   // may choose fewer slots for a large model's KV cache, and then queues the rest FCFS.
   int slots = static_cast<int>(args.GetInt("parallel"));
@@ -501,6 +516,14 @@ int RunServeCommand(int argc, char** argv) {
                                                   : "";
     std::fprintf(stderr, "tessera serve: model '%s' (%s%s)\n", m.name.c_str(),
                  std::string(ModelKindName(m.kind)).c_str(), syntax.c_str());
+  }
+  if (static_cast<int64_t>(options.models.size()) > args.GetInt("max-loaded-models")) {
+    // The worker interleaves only resident models; the operator should know the others wait.
+    std::fprintf(stderr,
+                 "tessera serve: %zu models, at most %lld resident at once "
+                 "(--max-loaded-models): a request for one not loaded waits until a loaded "
+                 "one is idle\n",
+                 options.models.size(), static_cast<long long>(args.GetInt("max-loaded-models")));
   }
   FillHttpOptions(args, &options);
   if (Status st = FillAuthOptions(args, &options); !st.ok()) return ReportError("serve", st);

@@ -4,6 +4,7 @@
 
 #include "base/mapped_file.h"
 #include "format/json_util.h"
+#include "format/ordered_json.h"
 
 namespace tessera {
 
@@ -178,12 +179,9 @@ Expected<nlohmann::ordered_json> MessagesForTemplate(const nlohmann::ordered_jso
       if (args == holder.end() || !args->is_string()) continue;
       // Copying a parsed value recurses (MakeChatContext copies the messages), so arguments
       // nested deeper than a template could use stay a string rather than overflow the stack.
-      if (NestsDeeperThan(args->get_ref<const std::string&>(), kMaxToolArgumentsDepth)) {
-        continue;
-      }
-      ordered_json parsed =
-          ordered_json::parse(args->get_ref<const std::string&>(), nullptr, false);
-      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+      auto parsed = ParseOrderedJson(args->get_ref<const std::string&>(),
+                                     JsonParseLimits{.max_depth = kMaxToolArgumentsDepth});
+      if (parsed && parsed->is_object()) *args = std::move(*parsed);
     }
   }
   return out;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/json_util.h"
+#include "format/ordered_json.h"
 
 namespace tessera {
 
@@ -29,11 +30,10 @@ std::string CompactJson(const ordered_json& j) {
 
 // A JSON value of at most max_depth, or a discarded value.
 ordered_json ParseBounded(std::string_view text, size_t max_depth) {
-  // dump() recurses, so nesting is bounded before anything is parsed.
-  if (NestsDeeperThan(text, max_depth)) {
-    return ordered_json(ordered_json::value_t::discarded);
-  }
-  return ordered_json::parse(text, nullptr, false);
+  // dump() recurses, so nesting is bounded as the text is parsed.
+  auto parsed = ParseOrderedJson(text, JsonParseLimits{.max_depth = max_depth});
+  if (!parsed) return ordered_json(ordered_json::value_t::discarded);
+  return std::move(*parsed);
 }
 
 // {"name": "f", "arguments"|"parameters": {...} or "<json object>"} → name and compact

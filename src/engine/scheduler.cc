@@ -597,11 +597,36 @@ void Scheduler::TakeToken(int index, std::span<float> logits) {
   if (s.pos >= exec_.max_seq()) return Finish(index, StopReason::kContext);
 }
 
-Status Scheduler::Step() {
+int Scheduler::decoding() const {
+  int n = 0;
+  for (const Slot& slot : slots_)
+    if (slot.seq && slot.seq->pos >= slot.seq->prompt_len) ++n;
+  return n;
+}
+
+void Scheduler::DropCancelledWaiting() {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (!(*it)->cancelled) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Sequence> gone = std::move(*it);
+    it = waiting_.erase(it);
+    gone->result.stop_reason = StopReason::kCancelled;
+    if (!gone->admitted_once) gone->result.queue_ms = MsBetween(gone->submitted, Clock::now());
+    if (gone->req.on_finish) gone->req.on_finish(gone->result);
+  }
+}
+
+Status Scheduler::Step(std::optional<int64_t> max_rows) {
+  last_step_rows_ = 0;
+  last_step_decode_rows_ = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].seq && slots_[i].seq->cancelled)
       Finish(static_cast<int>(i), StopReason::kCancelled);
   }
+  // A cancelled job's queued sequences end now, not when they would have reached the head.
+  DropCancelledWaiting();
   Admit();
   // Decoding sequences get the blocks for their next position, oldest first (a dry pool
   // preempts the newest).
@@ -621,6 +646,8 @@ Status Scheduler::Step() {
   inputs_.clear();
   input_slot_.clear();
   int64_t budget = exec_.max_batch_tokens();
+  // A row limit cuts prompt chunks only: the decode rows below always run.
+  int64_t prompt_rows_left = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Sequence* s = slots_[i].seq.get();
     if (s == nullptr || !s->RunsOneToken()) continue;
@@ -630,6 +657,10 @@ Status Scheduler::Step() {
     input_slot_.push_back(static_cast<int>(i));
     --budget;
   }
+  last_step_decode_rows_ = static_cast<int64_t>(inputs_.size());
+  if (max_rows) {
+    prompt_rows_left = std::max(kMinPromptChunkRows, *max_rows - last_step_decode_rows_);
+  }
   order.erase(std::remove_if(order.begin(), order.end(),
                              [&](int i) {
                                const Sequence* s = slots_[static_cast<size_t>(i)].seq.get();
@@ -638,11 +669,16 @@ Status Scheduler::Step() {
               order.end());
   for (int i : order) {
     const Sequence& s = *slots_[static_cast<size_t>(i)].seq;
-    const int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
+    int64_t chunk = inputs_.empty() ? options_.chunk_tokens : options_.busy_chunk_tokens;
+    if (max_rows) {
+      chunk = std::min(chunk, prompt_rows_left);
+      if (chunk < kMinPromptChunkRows && s.RunEnd() - s.pos > chunk) break;  // no room left
+    }
     int64_t n = NextPromptRows(s.RunEnd() - s.pos, chunk);
     // A chunk ends at the next cut (two rows at least, so it runs as prompt rows).
     if (const int64_t cut = NextCut(s); cut - s.pos >= 2 && cut < s.pos + n) n = cut - s.pos;
     if (n > budget) break;
+    prompt_rows_left -= n;
     inputs_.push_back({i, s.pos,
                        std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.pos),
                                                                   static_cast<size_t>(n)),
@@ -651,6 +687,8 @@ Status Scheduler::Step() {
     budget -= n;
   }
   if (inputs_.empty()) return Status::Ok();
+  for (const ModelExecutor::StepInput& in : inputs_)
+    last_step_rows_ += static_cast<int64_t>(in.tokens.size());
   // Logits are needed by the inputs that end their sequence's tokens, unless all of those
   // only want the final hidden row; that row is computed when a prompt asking for it ends.
   bool need_logits = false, need_hidden = false;

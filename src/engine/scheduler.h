@@ -49,6 +49,9 @@ namespace tessera {
 // Prompt tokens per scheduler step of a prefill (Scheduler::Options::chunk_tokens), also what
 // an executor's step budget is sized for beside its slots' decode tokens.
 inline constexpr int64_t kPrefillChunkTokens = 256;
+// The smallest prompt chunk a step's row limit (Scheduler::Step) cuts a prompt to: at least
+// three rows, so NextPromptRows never leaves a lone last row and chunking changes no result.
+inline constexpr int64_t kMinPromptChunkRows = 8;
 
 struct SequenceResult {
   Status status;  // not ok: the engine failed this sequence (its tokens so far stand)
@@ -137,8 +140,17 @@ class Scheduler {
 
   bool HasWork() const { return !waiting_.empty() || running_ > 0; }
   // One forward batch; an engine error fails the sequences of that batch (each is finished
-  // with the error) and is also returned.
-  Status Step();
+  // with the error) and is also returned. `max_rows` bounds the batch (the worker's time slice
+  // while other models wait, worker/step_slicer.h): every decoding sequence still gets its
+  // token, and the oldest prompt a chunk of at least kMinPromptChunkRows; other prompt chunks
+  // fit in what is left. Without it the executor's whole budget is used. A cancelled sequence
+  // leaves the queue at the next step wherever it waits in it.
+  Status Step(std::optional<int64_t> max_rows = std::nullopt);
+  // Rows (tokens) the last Step() ran, and how many of them were decode rows.
+  int64_t last_step_rows() const { return last_step_rows_; }
+  int64_t last_step_decode_rows() const { return last_step_decode_rows_; }
+  // Running sequences past their prompt (a token of theirs is awaited at every step).
+  int decoding() const;
 
   int slots() const { return static_cast<int>(slots_.size()); }
   int running() const { return running_; }
@@ -156,6 +168,7 @@ class Scheduler {
   };
 
   void Admit();
+  void DropCancelledWaiting();  // finishes every cancelled sequence still in the queue
   int ChooseSlot(const Sequence& s) const;
   // Where `s` starts in slot `index` (models with per-slot state): a longer prefix (up to
   // `limit`) copied from a busy slot's state, else `own` (what the slot itself resumes).
@@ -210,6 +223,8 @@ class Scheduler {
   std::deque<std::vector<int32_t>> pinned_;  // PinPrefix entries (their blocks), oldest first
   void ReleasePins(size_t keep);
   int64_t preemptions_ = 0;
+  int64_t last_step_rows_ = 0;
+  int64_t last_step_decode_rows_ = 0;
   int running_ = 0;
   uint64_t next_id_ = 1;
   uint64_t clock_ = 0;

@@ -2,6 +2,7 @@
 // run on a job thread that waits for the worker and answers through the exchange.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "server/api_service.h"
@@ -14,11 +15,11 @@ using namespace api_internal;  // NOLINT: this service's own helpers
 // ---- on the event loop: join the queue (a full queue is a 429 at once and costs no thread);
 // the body is parsed on the job thread, so a large one never stalls the event loop.
 
-std::optional<uint64_t> ApiService::EnterQueue(Call& call, bool busy_is_503) {
+std::optional<uint64_t> ApiService::EnterQueue(Call& call) {
   AdmissionQueue::Entry entry = admission_.Enter();
   if (!entry.admitted) {
-    SendError(call, busy_is_503 ? EngineBusy(entry.retry_after_s) : QueueFull(entry.retry_after_s),
-              0, {{"Retry-After", std::to_string(entry.retry_after_s)}});
+    SendError(call, QueueFull(entry.retry_after_s), 0,
+              {{"Retry-After", std::to_string(entry.retry_after_s)}});
     return std::nullopt;
   }
   return entry.ticket;
@@ -104,41 +105,76 @@ std::unique_ptr<ApiService::ActiveJob> ApiService::Admit(Call& call, worker::Job
   active->admitted_at = Clock::now();
   active->deadline = deadline;
   active->exchange = call.exchange;
-  while (!supervisor_.WaitReady(std::min(deadline, Clock::now() + kClientCheckInterval))) {
-    if (supervisor_.state() == WorkerState::kFailed) {
-      *error = ServerError(503, "model_load_failed",
-                           "the server could not load its default model; the operator must fix "
-                           "the model or the flags (the reason is in the server log)");
-      return nullptr;
-    }
-    if (Clock::now() >= deadline || supervisor_.state() == WorkerState::kStopped) {
-      *error = WorkerUnavailable();
-      extra->push_back({"Retry-After", "2"});
-      return nullptr;
-    }
-    if (exchange.client_gone()) {
-      *error = ClientGone();
-      return nullptr;
-    }
-  }
   // The prefix cache's scope: the key's name (with the request's cache_salt), unless every key
-  // shares one cache (--shared-prefix-cache).
+  // shares one cache (--shared-prefix-cache). A job run again keeps it.
   job.cache_scope.tenant = options_.shared_prefix_cache ? "" : call.request.api_key_name;
-  job.job_id = ++job_counter_;
-  active->job_id = job.job_id;
-  active->submitted_at = Clock::now();
-  if (!supervisor_.Submit(job, active->channel).ok()) {
-    *error = WorkerUnavailable();
-    extra->push_back({"Retry-After", "2"});
-    return nullptr;
-  }
-  active->submitted = true;
+  if (!SubmitToWorker(*active, job, error, extra)) return nullptr;
   return active;
 }
 
-// The job's next message. Null when the deadline passed (the worker is then killed: the only
-// way to stop a stuck kernel) or the client left (~ActiveJob cancels the job); `error` says
-// which.
+// Waits (until the job's deadline) for a ready worker and sends it the job under a new id.
+bool ApiService::SubmitToWorker(ActiveJob& active, worker::JobRequest& job, ApiError* error,
+                                std::vector<HttpHeader>* extra) {
+  while (!supervisor_.WaitReady(std::min(active.deadline, Clock::now() + kClientCheckInterval))) {
+    const WorkerState state = supervisor_.state();
+    if (state == WorkerState::kFailed) {
+      *error = ServerError(503, "model_load_failed",
+                           "the server could not load its default model; the operator must fix "
+                           "the model or the flags (the reason is in the server log)");
+      return false;
+    }
+    if (state == WorkerState::kStopped) {
+      *error = WorkerLost(WorkerLoss::kServerStopping);
+      return false;
+    }
+    if (Clock::now() >= active.deadline) {
+      *error = WorkerUnavailable();
+      extra->push_back({"Retry-After", "2"});
+      return false;
+    }
+    if (active.exchange->client_gone()) {
+      *error = ClientGone();
+      return false;
+    }
+  }
+  job.job_id = ++job_counter_;
+  active.job_id = job.job_id;
+  active.submitted_at = Clock::now();
+  if (!supervisor_.Submit(job, active.channel).ok()) {
+    *error = WorkerUnavailable();
+    extra->push_back({"Retry-After", "2"});
+    return false;
+  }
+  active.submitted = true;
+  return true;
+}
+
+// A job whose worker was lost under it runs again, once, on the restarted worker, when it was
+// a bystander of the loss (not the job that hung or crashed it, not a server stop) and its
+// client has been sent nothing yet (the caller's to know). On false `error` keeps what to
+// answer, or says why the second run could not start.
+bool ApiService::RunAgain(ActiveJob& active, worker::JobRequest& job, ApiError* error) {
+  if (active.worker_lost != WorkerLoss::kBystander || active.retries > 0 ||
+      Clock::now() >= active.deadline) {
+    return false;
+  }
+  ++active.retries;
+  supervisor_.Release(active.job_id);
+  active.channel = std::make_shared<JobChannel>();
+  active.submitted = false;
+  active.finished = false;
+  active.worker_lost.reset();
+  std::fprintf(stderr,
+               "tessera serve: request %s: the inference worker was lost while it waited "
+               "(nothing was sent to its client yet); running it again on the restarted worker\n",
+               active.exchange->request_id().c_str());
+  std::vector<HttpHeader> unused;  // the first answer's headers are not sent on this path
+  return SubmitToWorker(active, job, error, &unused);
+}
+
+// The job's next message. Null when the deadline passed or the client left; either way
+// ~ActiveJob cancels the job (only its job: the worker is killed only if the cancel goes
+// unacknowledged past --hang-timeout). `error` says which.
 std::optional<WorkerEvent> ApiService::WaitEvent(ActiveJob& job, ApiError* error) {
   while (true) {
     if (job.exchange->client_gone()) {
@@ -149,8 +185,6 @@ std::optional<WorkerEvent> ApiService::WaitEvent(ActiveJob& job, ApiError* error
     const auto until = std::min(job.deadline, Clock::now() + kClientCheckInterval);
     if (auto ev = job.channel->Wait(until)) return ev;
     if (Clock::now() >= job.deadline) {
-      supervisor_.KillWorker();
-      job.finished = true;
       *error = DeadlinePassed();
       return std::nullopt;
     }
@@ -166,7 +200,8 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
   if (!ev) return Step::kFailed;
   if (ev->worker_died) {
     job.finished = true;
-    *error = WorkerDied();
+    job.worker_lost = ev->loss;
+    *error = WorkerLost(ev->loss);
     return Step::kFailed;
   }
   auto type = worker::PeekMessageType(ev->frame);
@@ -205,6 +240,17 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
   }
 }
 
+// Pins a generation job's sampling seed to `seed` (the one its first run drew).
+static void KeepSeed(worker::JobRequest& job, uint64_t seed) {
+  std::visit(
+      [&](auto& payload) {
+        if constexpr (requires { payload.options.sampling.seed; }) {
+          payload.options.sampling.seed = static_cast<int64_t>(seed);
+        }
+      },
+      job.payload);
+}
+
 void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat) {
   ResponseMeta meta;
   meta.id = (chat ? "chatcmpl-" : "cmpl-") + call.exchange->request_id();
@@ -218,19 +264,32 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
   job->chat = chat;
   JobOutcome outcome;
-  outcome.choices.resize(static_cast<size_t>(request.options().n));
-  // Wait for Started (or an error) first, so a request the worker refuses (a prompt longer
-  // than the context) still gets its 4xx status rather than a 200 stream.
-  while (!outcome.started) {
-    Step step = NextEvent(*job, outcome, &error, nullptr);
-    if (step == Step::kFailed) return SendJobError(call, error, outcome, meta.queue_ms);
-    if (step == Step::kDone) break;
-  }
-  if (!request.stream) {
-    Step step = Step::kProgress;
-    while (!outcome.done && (step = NextEvent(*job, outcome, &error, nullptr)) == Step::kProgress) {
+  // Nothing reaches the client before Started (a stream's headers wait for it) nor, without
+  // stream, before the whole answer: until then a job whose worker was lost under it may run
+  // again (RunAgain). A second run keeps the seed the first one drew, so its answer is the
+  // one the first would have given.
+  bool seed_kept = false;  // the second run's seed is the one the first drew, not the client's
+  for (bool first_run = true;; first_run = false) {
+    if (!first_run && outcome.started && outcome.started->sampling.seed_was_generated) {
+      KeepSeed(request.job, outcome.started->sampling.seed);
+      seed_kept = true;
     }
-    if (step == Step::kFailed) return SendJobError(call, error, outcome, meta.queue_ms);
+    outcome = JobOutcome{};
+    outcome.choices.resize(static_cast<size_t>(request.options().n));
+    // Wait for Started (or an error) first, so a request the worker refuses (a prompt longer
+    // than the context) still gets its 4xx status rather than a 200 stream.
+    Step step = Step::kProgress;
+    while (!outcome.started && step == Step::kProgress)
+      step = NextEvent(*job, outcome, &error, nullptr);
+    while (!request.stream && !outcome.done && step == Step::kProgress) {
+      step = NextEvent(*job, outcome, &error, nullptr);
+    }
+    if (step != Step::kFailed) break;
+    if (!RunAgain(*job, request.job, &error))
+      return SendJobError(call, error, outcome, meta.queue_ms);
+  }
+  if (seed_kept && outcome.started) outcome.started->sampling.seed_was_generated = true;
+  if (!request.stream) {
     call.exchange->Note([&](AccessRecord& r) { FillRecord(r, outcome, meta.queue_ms); });
     json body = chat ? ChatCompletionBody(meta, outcome) : TextCompletionBody(meta, outcome);
     AddPlacementStats(body["x_tessera_stats"], meta.model);
@@ -277,7 +336,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
     });
   };
   if (!open || job.client_gone || ex.client_gone()) {
-    note_finish("client_disconnected");  // ~ActiveJob cancels the generation
+    // ~ActiveJob cancels the generation. A client cut for not reading is told apart.
+    note_finish(ex.client_stalled() ? "client_stalled" : "client_disconnected");
     ex.EndStream();
     return;
   }
@@ -330,7 +390,13 @@ std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
     auto ev = WaitEvent(*job, &error);
     if (!ev) return error;
     job->finished = ev->worker_died;
-    if (ev->worker_died) return WorkerDied();
+    if (ev->worker_died) {
+      // An answer comes whole: until it does, the client has seen nothing.
+      job->worker_lost = ev->loss;
+      error = WorkerLost(ev->loss);
+      if (RunAgain(*job, request, &error)) continue;
+      return error;
+    }
     auto type = worker::PeekMessageType(ev->frame);
     if (!type || *type == worker::MessageType::kStarted || *type == worker::MessageType::kDelta)
       continue;

@@ -111,7 +111,8 @@ void JobThreads::Stop() {
 
 ApiService::ApiService(const ServeOptions& options)
     : options_(options),
-      supervisor_({options.executable, options.worker_args}),
+      supervisor_(
+          {options.executable, options.worker_args, std::chrono::seconds(options.hang_timeout_s)}),
       admission_(options.max_active, options.max_queued),
       rate_limiter_(options.rate_limit_per_minute),
       // Every admitted job (running or queued) has its thread; Enter() bounds how many.
@@ -147,9 +148,10 @@ ApiService::~ApiService() {
 }
 
 json ApiService::ServerStats(double queue_wait_ms) const {
+  const AdmissionQueue::Load load = admission_.load();
   return {{"queue_wait_ms", queue_wait_ms},
-          {"active", admission_.active()},
-          {"queued", admission_.waiting()},
+          {"active", load.active},
+          {"queued", load.waiting},
           {"worker_state", WorkerStateName(supervisor_.state())},
           {"worker_restarts", supervisor_.restarts()},
           {"npu_device", NpuDeviceJson()},
@@ -396,19 +398,21 @@ void ApiService::Health(Call& call) {
 void ApiService::Ready(Call& call) {
   const bool ready = supervisor_.ready() && !draining_;
   // Queue occupancy lets a client (and the tests) see load before it is refused.
+  const AdmissionQueue::Load load = admission_.load();
   SendJson(call, ready ? 200 : 503,
            {{"status", draining_ ? std::string("draining")
                                  : std::string(WorkerStateName(supervisor_.state()))},
-            {"active", admission_.active()},
-            {"queued", admission_.waiting()},
+            {"active", load.active},
+            {"queued", load.waiting},
             {"placements", options_.placements},
             {"npu_device", NpuDeviceJson()}});
 }
 
 void ApiService::Metrics(Call& call) {
   MetricsGauges g;
-  g.active = admission_.active();
-  g.queued = admission_.waiting();
+  const AdmissionQueue::Load load = admission_.load();
+  g.active = load.active;
+  g.queued = load.waiting;
   g.worker_restarts = supervisor_.restarts();
   g.worker_ready = supervisor_.ready();
   g.placements = options_.placements;

@@ -118,9 +118,8 @@ class ApiService final : public HttpHandler {
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;
 
-  // A ticket if the queue has room; else the 429 is sent here.
-  // `busy_is_503`: refuse as the task endpoints do (503 engine_busy), not 429 queue_full.
-  std::optional<uint64_t> EnterQueue(Call& call, bool busy_is_503 = false);
+  // A ticket if the queue has room; else the 429 queue_full (every endpoint) is sent here.
+  std::optional<uint64_t> EnterQueue(Call& call);
   void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
   void TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint, TaskEndpoint task);
@@ -150,6 +149,9 @@ class ApiService final : public HttpHandler {
   std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,
                                    double* queue_ms, ApiError* error,
                                    std::vector<HttpHeader>* extra);
+  bool SubmitToWorker(ActiveJob& active, worker::JobRequest& job, ApiError* error,
+                      std::vector<HttpHeader>* extra);
+  bool RunAgain(ActiveJob& active, worker::JobRequest& job, ApiError* error);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
   Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, worker::DeltaMessage* delta);
   void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta,

@@ -97,23 +97,28 @@ inline ApiError WorkerDied() {
                      "restarted, retry shortly");
 }
 
+// What a job whose worker went away is answered, by how the loss concerns it.
+inline ApiError WorkerLost(WorkerLoss loss) {
+  if (loss == WorkerLoss::kServerStopping) {
+    return ServerError(503, "shutting_down",
+                       "the server is stopping and cut this request short; send it again once "
+                       "the server is back (or to another instance)");
+  }
+  return WorkerDied();
+}
+
 inline ApiError DeadlinePassed() {
   return ServerError(504, "timeout",
-                     "the request took longer than the server's request timeout and was stopped");
+                     "the request took longer than the server's request timeout (--request-"
+                     "timeout) and was cancelled; ask for less (max_tokens, fewer inputs), or "
+                     "ask the operator for a longer timeout");
 }
 
 inline ApiError WorkerUnavailable() {
   return ServerError(503, "worker_unavailable", "the inference worker is not ready; retry shortly");
 }
 
-// The task endpoints' answer past the queue (what TEI and vLLM clients expect of a busy engine).
-inline ApiError EngineBusy(int retry_after_s) {
-  return ServerError(503, "engine_busy",
-                     "the engine is busy (every slot is running and the queue is full); retry "
-                     "after " +
-                         std::to_string(retry_after_s) + " s");
-}
-
+// Every endpoint's answer past the admission queue (TEI answers an overloaded queue 429 too).
 inline ApiError QueueFull(int retry_after_s) {
   ApiError e = ServerError(429, "queue_full",
                            "the server is busy (the queue is full); retry after " +
@@ -124,7 +129,8 @@ inline ApiError QueueFull(int retry_after_s) {
 
 // The ways a request can be cut short, as the access log names them.
 inline bool AbnormalEnd(const ApiError& e) {
-  return e.code == "client_disconnected" || e.code == "worker_crashed" || e.code == "timeout";
+  return e.code == "client_disconnected" || e.code == "worker_crashed" || e.code == "timeout" ||
+         e.code == "shutting_down";
 }
 
 // "/v1/models/{id}": the id, percent-decoded (ids such as org/name may come encoded).
@@ -187,7 +193,11 @@ struct ApiService::ActiveJob {
   bool submitted = false;
   bool finished = false;     // a terminal message arrived (or the worker died)
   bool client_gone = false;  // the client went away while it waited
-  bool chat = false;         // which endpoint (names the param of a too-long prompt)
+  // How the loss of its worker concerned it, if its worker went away under it; and how
+  // often it ran again (RunAgain: at most once).
+  std::optional<WorkerLoss> worker_lost;
+  int retries = 0;
+  bool chat = false;  // which endpoint (names the param of a too-long prompt)
   Clock::time_point admitted_at;
   Clock::time_point submitted_at;
   Clock::time_point deadline;
@@ -198,15 +208,16 @@ struct ApiService::ActiveJob {
     if (service == nullptr) return;
     if (submitted) {
       if (!finished) {
-        // Cancel and wait (bounded) for the worker to stop, so the next job starts clean.
+        // Cancel and wait for the worker to stop, so the next job starts clean. It stops at its
+        // next step; past the hang timeout the supervisor kills the worker, which ends it too
+        // (the second's margin lets that death arrive).
         service->supervisor_.Cancel(job_id);
-        const auto limit = std::min(deadline, Clock::now() + std::chrono::seconds(10));
+        const auto limit =
+            Clock::now() + std::chrono::seconds(service->options_.hang_timeout_s + 1);
         while (auto ev = channel->Wait(limit)) {
           if (ev->worker_died) break;
           auto type = worker::PeekMessageType(ev->frame);
-          if (type &&
-              (*type == worker::MessageType::kDone || *type == worker::MessageType::kJobError))
-            break;
+          if (type && EndsJob(*type)) break;
         }
       }
       service->supervisor_.Release(job_id);

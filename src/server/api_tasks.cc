@@ -1,6 +1,7 @@
 // ApiService's task endpoints (embeddings, rerank, moderations, classify): parsed and routed to
 // a model of the endpoint's kind, admitted through the same queue as generation (a batch of
-// many inputs waits its turn; a full queue is a 429 with Retry-After), and answered whole when
+// many inputs waits its turn; a full queue is a 429 queue_full with Retry-After, as for
+// generation), and answered whole when
 // the worker's TaskResultMessage arrives.
 #include "server/api_service.h"
 
@@ -21,7 +22,7 @@ std::optional<ModelKind> ApiService::KindOf(const std::string& name) const {
 
 void ApiService::TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint,
                              TaskEndpoint task) {
-  const std::optional<uint64_t> ticket = EnterQueue(*call, /*busy_is_503=*/true);
+  const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
   // endpoints_ lives as long as the service, which outlives its job threads.
   jobs_.Post([this, call, ticket = *ticket, &endpoint, task] {

@@ -1,7 +1,5 @@
 #include "server/guards.h"
 
-#include "format/json_util.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -10,8 +8,8 @@ namespace tessera::server {
 AdmissionQueue::Entry AdmissionQueue::Enter() {
   std::lock_guard<std::mutex> lock(mu_);
   Entry e;
-  const int in_line = static_cast<int>(waiting_.size());
-  if (active_ >= max_active_ && in_line >= max_queued_) {
+  const int held = active_ + static_cast<int>(waiting_.size());
+  if (held >= max_active_ + max_queued_) {
     e.retry_after_s = RetryAfterLocked();
     return e;
   }
@@ -97,6 +95,11 @@ int AdmissionQueue::waiting() const {
   return static_cast<int>(waiting_.size());
 }
 
+AdmissionQueue::Load AdmissionQueue::load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {active_, static_cast<int>(waiting_.size())};
+}
+
 double AdmissionQueue::DrainPerSecondLocked() const {
   // Jobs finished per second over the recent finishes, while they are recent (a rate measured
   // minutes ago says nothing about now).
@@ -162,10 +165,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned>(x ^ y);
   }
   return diff == 0;
-}
-
-int JsonNestingDepth(std::string_view text, int limit) {
-  return static_cast<int>(ScanJsonDepth(text, static_cast<size_t>(std::max(limit, 0))).deepest);
 }
 
 }  // namespace tessera::server

@@ -1,7 +1,6 @@
 // The server's protections that do not need HTTP: the admission queue (a bounded number of
 // running and waiting requests, with a Retry-After from the measured drain rate when full), a
-// per-client sliding window rate limit, constant-time key comparison and a JSON nesting check that
-// runs before any parser sees the body.
+// per-client sliding window rate limit and constant-time key comparison.
 //
 //   AdmissionQueue queue(/*max_active=*/1, /*max_queued=*/2);
 //   AdmissionQueue::Entry e = queue.Enter();
@@ -35,7 +34,10 @@ class AdmissionQueue {
   AdmissionQueue(int max_active, int max_queued)
       : max_active_(max_active), max_queued_(max_queued) {}
 
-  // Joins the queue, or refuses when max_active are running and max_queued are waiting.
+  // Joins the queue, or refuses when max_active + max_queued tickets are already held. A
+  // ticket counts from the moment Enter() returns it (waiting until WaitTurn moves it to the
+  // running ones), so running + waiting never exceeds the bound at any arrival rate, even
+  // while the job threads that will wait for those tickets are still starting.
   Entry Enter();
   // Waits until this ticket may run (first in line and a free slot). On deadline the ticket
   // leaves the queue and false is returned.
@@ -53,6 +55,13 @@ class AdmissionQueue {
   bool WaitIdle(Clock::time_point deadline);
   int active() const;
   int waiting() const;
+  // Both counts read under one lock (active() and waiting() read apart may see a ticket
+  // that moved or left between them).
+  struct Load {
+    int active = 0;
+    int waiting = 0;
+  };
+  Load load() const;
   // Jobs finished per second, measured over the last finishes (0: none recently).
   double drain_per_second() const;
 
@@ -87,9 +96,5 @@ class RateLimiter {
 
 // Equality whose running time depends only on the lengths, not on where the strings differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
-
-// The deepest nesting of [ and { in a JSON text (brackets inside strings do not count).
-// Stops counting once past `limit`, returning limit + 1.
-int JsonNestingDepth(std::string_view text, int limit);
 
 }  // namespace tessera::server

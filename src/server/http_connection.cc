@@ -1,5 +1,8 @@
 #include "server/http_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <algorithm>
@@ -24,9 +27,24 @@ constexpr size_t kMaxBufferedWhileAnswering = 64 * 1024;
 // answer, not a reset) for at most this long and this much.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kMaxLingerBytes = 1 << 20;
-// A client that does not read a stream: beyond this much unsent data it counts as gone.
-constexpr size_t kMaxUnsentBytes = 8u << 20;
+// The kernel's share of a connection's unsent output (TCP_NOTSENT_LOWAT: the socket takes
+// more only while less than this is waiting to go on the wire; what is in flight is not
+// limited, so throughput is not). Without it the kernel buffers megabytes of a client that
+// does not read, and a stalled write shows only after they are full.
+constexpr int kKernelUnsentBytes = 16 * 1024;
 constexpr size_t kReadChunk = 16 * 1024;
+
+// Whether a Transfer-Encoding value names the chunked coding alone (RFC 9112: a list of
+// case-insensitive codings; Beast has already refused a repeated header).
+bool OnlyChunked(std::string_view value) {
+  int codings = 0;
+  bool chunked = false;
+  for (const auto& coding : http::token_list(value)) {
+    ++codings;
+    chunked = beast::iequals(coding, "chunked");
+  }
+  return codings == 1 && chunked;
+}
 
 class PlainTransport final : public Transport {
  public:
@@ -38,8 +56,8 @@ class PlainTransport final : public Transport {
   void ReadSome(asio::mutable_buffer b, IoHandler h) override {
     socket_.async_read_some(b, std::move(h));
   }
-  void Write(asio::const_buffer b, IoHandler h) override {
-    asio::async_write(socket_, b, std::move(h));
+  void WriteSome(asio::const_buffer b, IoHandler h) override {
+    socket_.async_write_some(b, std::move(h));
   }
   void Shutdown(Done done) override {
     error_code ec;
@@ -62,8 +80,8 @@ class TlsTransport final : public Transport {
   void ReadSome(asio::mutable_buffer b, IoHandler h) override {
     stream_.async_read_some(b, std::move(h));
   }
-  void Write(asio::const_buffer b, IoHandler h) override {
-    asio::async_write(stream_, b, std::move(h));
+  void WriteSome(asio::const_buffer b, IoHandler h) override {
+    stream_.async_write_some(b, std::move(h));
   }
   void Shutdown(Done done) override { stream_.async_shutdown(std::move(done)); }
   bool tls() const override { return true; }
@@ -124,6 +142,7 @@ class ExchangeImpl final : public HttpExchange {
     asio::post(conn_->strand(), [c = conn_, s = state_] { c->SendStreamEnd(s); });
   }
   bool client_gone() const override { return state_->gone; }
+  bool client_stalled() const override { return state_->stalled; }
   void Note(const std::function<void(AccessRecord&)>& edit) override {
     std::lock_guard<std::mutex> lock(state_->record_mu);
     edit(state_->record);
@@ -189,6 +208,10 @@ void Connection::Register() {
 void Connection::Start() {
   Register();
   if (shared_->stopping) return CloseNow();
+  // Best effort: a kernel without the option buffers more, and the stall shows later.
+  const int lowat = kKernelUnsentBytes;
+  ::setsockopt(transport_->socket().native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat,
+               sizeof lowat);
   state_ = State::kHandshake;
   if (transport_->tls()) {
     ArmReadTimer(Clock::now() + std::chrono::seconds(shared_->options.header_timeout_s));
@@ -314,7 +337,10 @@ bool Connection::OnHead() {
     return false;
   }
   const bool has_te = msg.count(http::field::transfer_encoding) > 0;
-  if (has_te && (!parser_->chunked() || msg.version() == 10)) {
+  // Beast reads any list that ends in chunked as chunked ("gzip, chunked"); a coding before it
+  // would have to be undone, which the server does not do, so only "chunked" alone passes.
+  if (has_te && (!parser_->chunked() || msg.version() == 10 ||
+                 !OnlyChunked(msg[http::field::transfer_encoding]))) {
     ProtocolReply(msg.version() == 10 ? 400 : 501, "unsupported_transfer_encoding",
                   "only the chunked transfer coding (HTTP/1.1) is accepted for request bodies");
     return false;
@@ -506,34 +532,57 @@ void Connection::Queue(std::string bytes) {
   DoWrite();
 }
 
+// Writes what is queued, some at a time: each completion is progress, and a write that makes
+// none for the stall timeout cuts the client. Nothing outside the strand ever waits for it.
 void Connection::DoWrite() {
-  if (writing_) return;
-  if (pending_.empty()) return AfterResponse();
+  if (writing_ || state_ == State::kClosed) return;
+  if (inflight_done_ == inflight_.size()) {
+    if (pending_.empty()) return AfterResponse();
+    inflight_.swap(pending_);
+    pending_.clear();
+    inflight_done_ = 0;
+  }
   writing_ = true;
-  inflight_.swap(pending_);
-  pending_.clear();
-  write_timer_.expires_after(std::chrono::seconds(shared_->options.socket_timeout_s));
-  write_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-    if (ec == asio::error::operation_aborted || !self->writing_) return;
-    if (self->write_timer_.expiry() > Clock::now()) return;
-    self->MarkGone();  // the client stopped reading
-    self->CloseNow();
-  });
-  transport_->Write(
-      asio::buffer(inflight_),
-      [self = shared_from_this()](const error_code& ec, size_t) { self->OnWrite(ec, 0); });
+  ArmStallTimer();
+  transport_->WriteSome(
+      asio::buffer(inflight_.data() + inflight_done_, inflight_.size() - inflight_done_),
+      [self = shared_from_this()](const error_code& ec, size_t n) { self->OnWrite(ec, n); });
 }
 
-void Connection::OnWrite(const error_code& ec, size_t) {
+void Connection::ArmStallTimer() {
+  write_timer_.expires_after(std::chrono::seconds(shared_->options.stall_timeout_s));
+  write_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+    if (ec == asio::error::operation_aborted || !self->writing_) return;
+    if (self->write_timer_.expiry() > Clock::now()) return;  // re-armed meanwhile
+    self->CutStalled();
+  });
+}
+
+void Connection::OnWrite(const error_code& ec, size_t n) {
   writing_ = false;
   write_timer_.cancel();
-  inflight_.clear();
   if (state_ == State::kClosed) return;
   if (ec) {
     MarkGone();
     return CloseNow();
   }
+  inflight_done_ += n;
+  if (inflight_done_ == inflight_.size()) {
+    inflight_.clear();
+    inflight_done_ = 0;
+  }
   DoWrite();
+}
+
+void Connection::CutStalled() {
+  if (state_ == State::kClosed) return;
+  if (current_) current_->stalled = true;
+  MarkGone();
+  // An abortive close (RST, as nginx's reset_timedout_connection): the unsent output is
+  // dropped at once instead of waiting in the kernel for a reader that does not come.
+  error_code ignored;
+  transport_->socket().set_option(asio::socket_base::linger(true, 0), ignored);
+  CloseNow();
 }
 
 // Everything queued has been written: log a finished exchange, then go on.
@@ -574,15 +623,14 @@ void Connection::SendStreamHead(const std::shared_ptr<ExchangeState>& ex, int st
 
 void Connection::SendStreamData(const std::shared_ptr<ExchangeState>& ex, std::string data) {
   if (ex != current_ || state_ == State::kClosed || data.empty()) return;
-  if (pending_.size() > kMaxUnsentBytes) {
-    MarkGone();
-    return CloseNow();
-  }
   if (chunked_out_) {
     char size[32];
     std::snprintf(size, sizeof size, "%zx\r\n", data.size());
     data = size + data + "\r\n";
   }
+  // A client that lets this much of a stream pile up is not reading: cut it now rather than
+  // after the stall timeout.
+  if (Unsent() + data.size() > shared_->options.max_unsent_stream_bytes) return CutStalled();
   Queue(std::move(data));
 }
 

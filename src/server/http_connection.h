@@ -47,7 +47,8 @@ class Transport {
   virtual tcp::socket& socket() = 0;
   virtual void Handshake(Done done) = 0;
   virtual void ReadSome(asio::mutable_buffer buffer, IoHandler handler) = 0;
-  virtual void Write(asio::const_buffer buffer, IoHandler handler) = 0;
+  // Completes once some of `buffer` was written (the progress the stall timeout watches).
+  virtual void WriteSome(asio::const_buffer buffer, IoHandler handler) = 0;
   // Ends our sending side (TCP FIN, or TLS close_notify) so the client sees a clean end.
   virtual void Shutdown(Done done) = 0;
   virtual bool tls() const = 0;
@@ -97,6 +98,7 @@ struct ExchangeState {
   HttpRequest head;  // without the body
   Clock::time_point start;
   std::atomic<bool> gone{false};
+  std::atomic<bool> stalled{false};  // gone because it did not read (set before `gone`)
   std::mutex record_mu;
   AccessRecord record;
   // Touched on the connection's strand only.
@@ -160,6 +162,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             const std::string& content_type, std::optional<size_t> length,
                             bool chunked, bool close) const;
   void MarkGone();
+  // Cuts a client that does not read: the request is gone (stalled), the connection closed.
+  void CutStalled();
+  // Output queued in the process and not yet taken by the kernel.
+  size_t Unsent() const { return pending_.size() + inflight_.size() - inflight_done_; }
+  void ArmStallTimer();
   void Log(ExchangeState& ex);
   void BeginClose();
   void Linger();
@@ -187,10 +194,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool chunked_out_ = false;  // the current response is a chunked stream
   bool close_after_ = false;  // the current response ends the connection
 
-  std::string pending_;   // bytes queued behind the write in flight
-  std::string inflight_;  // the write in flight
+  std::string pending_;       // bytes queued behind the write in flight
+  std::string inflight_;      // the buffer being written
+  size_t inflight_done_ = 0;  // of inflight_, written so far
   bool writing_ = false;
-  asio::steady_timer write_timer_;
+  asio::steady_timer write_timer_;  // the stall timeout of the write in flight
   size_t lingered_ = 0;
 };
 

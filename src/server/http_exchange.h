@@ -99,10 +99,13 @@ class HttpExchange {
   // Queues bytes of the stream; false once the client is gone (nothing more will be sent).
   virtual bool StreamWrite(std::string data) = 0;
   virtual void EndStream() = 0;
-  // True once the client closed or reset the connection, a write failed or stalled past the
-  // socket timeout. A half-close (the client shut down its sending side) counts as gone, as
-  // in Go's net/http and nginx.
+  // True once the client closed or reset the connection, a write failed, or the front end cut
+  // a client that did not read (client_stalled). A half-close (the client shut down its
+  // sending side) counts as gone, as in Go's net/http and nginx.
   virtual bool client_gone() const = 0;
+  // True when the client is gone because it stopped reading: no write progress for the stall
+  // timeout, or a stream's unsent output past its bound.
+  virtual bool client_stalled() const { return false; }
   // Edits the access-log record of this request (under a lock).
   virtual void Note(const std::function<void(AccessRecord&)>& edit) = 0;
 };

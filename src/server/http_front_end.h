@@ -6,7 +6,12 @@
 //   * the body, for every transfer coding: 413 as soon as the declared or received size passes
 //     the limit, without reading the rest, then the connection closes;
 //   * a deadline for the whole request (head and body) from its first byte, so a trickle is
-//     cut; a write that makes no progress for the socket timeout closes the connection;
+//     cut;
+//   * what a client leaves unread: the kernel holds little of a connection's unsent output
+//     (TCP_NOTSENT_LOWAT), a stream's unsent output past max_unsent_stream_bytes cuts the
+//     client, and so does a write that makes no progress for stall_timeout_s; the request is
+//     then gone (HttpExchange::client_gone, client_stalled), so its job stops and frees its
+//     place at once, while nothing on the job's side ever waits for the socket;
 //   * open connections in total and per client address, idle keep-alive time.
 // Framing follows RFC 9112: conflicting or duplicate lengths are 400 and close; a response
 // sent without reading the announced body closes the connection; pipelined requests are
@@ -39,9 +44,13 @@ struct HttpFrontEndOptions {
   bool require_loopback = false;   // refuse to start unless every bound address is loopback
   std::string tls_cert;            // both set: HTTPS only
   std::string tls_key;
-  int threads = 1;               // event-loop threads
-  int header_timeout_s = 10;     // the whole request head, from its first byte
-  int socket_timeout_s = 120;    // the whole request (head + body); a stalled write
+  int threads = 1;             // event-loop threads
+  int header_timeout_s = 10;   // the whole request head, from its first byte
+  int socket_timeout_s = 120;  // the whole request (head + body)
+  int stall_timeout_s = 10;    // a write without progress this long cuts the client
+  // A stream's output queued in the process and not yet taken by the kernel; past it the
+  // client (which is not reading) is cut.
+  size_t max_unsent_stream_bytes = 256 * 1024;
   int keep_alive_timeout_s = 2;  // idle between requests (and before the first one)
   size_t max_header_bytes = 16 * 1024;
   size_t max_header_fields = 100;

@@ -55,6 +55,7 @@ int RunServer(const ServeOptions& options) {
   fo.threads = std::max(1, options.http_threads);
   fo.header_timeout_s = std::min(options.header_timeout_s, options.socket_timeout_s);
   fo.socket_timeout_s = options.socket_timeout_s;
+  fo.stall_timeout_s = options.stall_timeout_s;
   fo.keep_alive_timeout_s = options.keep_alive_timeout_s;
   fo.max_body_bytes = options.max_body_bytes;
   fo.max_connections = options.max_connections;

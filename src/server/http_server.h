@@ -58,7 +58,11 @@ struct ServeOptions {
   int rate_limit_per_minute = 30;  // 0: off
   size_t max_body_bytes = 1u << 20;
   int request_timeout_s = 120;
-  int socket_timeout_s = 120;  // the whole request (head + body); a write without progress
+  // A cancelled job (deadline, hang-up) must stop within this, else the worker is hung and
+  // is killed (WorkerSupervisor::Options::hang_timeout).
+  int hang_timeout_s = 30;
+  int socket_timeout_s = 120;  // the whole request (head + body)
+  int stall_timeout_s = 10;    // a write without progress this long cuts the client
   int header_timeout_s = 10;   // the whole request head
   std::string tls_cert;        // both set: HTTPS
   std::string tls_key;

@@ -31,15 +31,10 @@ json ErrorBody(const ApiError& error) {
 }
 
 std::variant<ojson, ApiError> ParseJsonBody(const std::string& body) {
-  if (JsonNestingDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return InvalidField(
-        "", "the JSON body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  }
-  ojson parsed = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded())
-    return InvalidField("", "the body is not valid JSON; send a JSON object");
-  if (!parsed.is_object()) return InvalidField("", "the body must be a JSON object");
-  return parsed;
+  auto parsed = ParseOrderedJson(body, kRequestJsonLimits, "the body");
+  if (!parsed) return InvalidField("", parsed.status().message());
+  if (!parsed->is_object()) return InvalidField("", "the body must be a JSON object");
+  return std::move(*parsed);
 }
 
 namespace {
@@ -111,6 +106,10 @@ std::optional<ApiError> ReadGenerationFields(const ojson& body, bool chat, Gener
       }
       job.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<double>());
     }
+  }
+  if (Field(body, "max_tokens") != nullptr && Field(body, "max_completion_tokens") != nullptr) {
+    return InvalidField("max_tokens",
+                        "send max_completion_tokens or max_tokens (its older name), not both");
   }
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
     std::optional<int64_t> v;

@@ -17,11 +17,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/ordered_json.h"
 #include "worker/protocol.h"
 
 namespace tessera::server {
 
 inline constexpr int kMaxJsonDepth = 32;
+// A request body, and any JSON inside its strings (tool call arguments), parses in time linear
+// in its size within these limits (docs/server.md, "Protections").
+inline constexpr size_t kMaxJsonObjectMembers = 4096;
+inline constexpr JsonParseLimits kRequestJsonLimits{kMaxJsonDepth, kMaxJsonObjectMembers};
 inline constexpr size_t kMaxMessages = 2048;
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopStringBytes = 256;

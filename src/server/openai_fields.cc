@@ -257,11 +257,12 @@ std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string&
         return InvalidField(at, at + " must be {id, type: \"function\", function: {name, "
                                      "arguments (a JSON string)}}");
       }
-      // The body's own depth limit does not look inside strings; the template parses these.
-      if (NestsDeeperThan((*fn)["arguments"].get_ref<const std::string&>(), kMaxJsonDepth)) {
-        return InvalidField(at + ".function.arguments",
-                            at + ".function.arguments nests deeper than " +
-                                std::to_string(kMaxJsonDepth) + " levels");
+      // The body's own limits do not look inside strings, and the template parses these: a
+      // text past them is refused (a text that is not JSON stays a string).
+      auto arguments = ParseOrderedJson((*fn)["arguments"].get_ref<const std::string&>(),
+                                        kRequestJsonLimits, at + ".function.arguments");
+      if (!arguments && arguments.status().code() == ErrorCode::kResourceExhausted) {
+        return InvalidField(at + ".function.arguments", arguments.status().message());
       }
     }
     out->tool_calls = calls->dump();

@@ -12,27 +12,12 @@
 
 namespace tessera::server {
 
-void JobChannel::Push(WorkerEvent event) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back(std::move(event));
-  }
-  cv_.notify_all();
-}
-
-std::optional<WorkerEvent> JobChannel::Wait(Clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
-  WorkerEvent ev = std::move(events_.front());
-  events_.pop_front();
-  return ev;
-}
-
 void WorkerSupervisor::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (started_) return;
   started_ = true;
   monitor_ = std::thread([this] { Monitor(); });
+  watchdog_ = std::thread([this] { Watchdog(); });
 }
 
 void WorkerSupervisor::Stop() {
@@ -46,6 +31,7 @@ void WorkerSupervisor::Stop() {
   }
   cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 bool WorkerSupervisor::ready() const {
@@ -87,6 +73,11 @@ int WorkerSupervisor::restarts() const {
   return restarts_;
 }
 
+int WorkerSupervisor::hang_kills() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hang_kills_;
+}
+
 pid_t WorkerSupervisor::worker_pid() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pid_;
@@ -98,10 +89,19 @@ Status WorkerSupervisor::Submit(const worker::JobRequest& job,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ready_ || fd_ < 0) return Cancelled("the inference worker is not ready");
-    channels_[job.job_id] = std::move(channel);
+    routes_.Add(job.job_id, std::move(channel));
     fd = fd_;
   }
   std::lock_guard<std::mutex> write_lock(write_mu_);
+  {
+    // The worker may have died since: its descriptor is closed (the number maybe reused by the
+    // next worker's) and the job was told. A route still held on the same descriptor means
+    // the same worker, as routes are cleared before a new worker starts.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ != fd || !routes_.Holds(job.job_id)) {
+      return Cancelled("the inference worker stopped before the job was sent");
+    }
+  }
   Status st = worker::WriteFrame(fd, worker::Encode(job));
   if (!st.ok()) Release(job.job_id);
   return st;
@@ -111,23 +111,51 @@ void WorkerSupervisor::Cancel(uint64_t job_id) {
   int fd;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A job that already ended, or whose worker is gone, needs no cancel.
+    if (fd_ < 0 || !routes_.Cancel(job_id, Clock::now())) return;
     fd = fd_;
   }
-  if (fd < 0) return;
+  cv_.notify_all();  // the watchdog has a new bound
   std::lock_guard<std::mutex> write_lock(write_mu_);
-  (void)worker::WriteFrame(
-      fd, worker::Encode(worker::CancelRequest{job_id}));  // a dead worker needs no cancel
+  // A failed write means the worker is dying: its death ends the job.
+  (void)worker::WriteFrame(fd, worker::Encode(worker::CancelRequest{job_id}));
 }
 
 void WorkerSupervisor::Release(uint64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  channels_.erase(job_id);
+  routes_.Release(job_id);
 }
 
-void WorkerSupervisor::KillWorker() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ready_ = false;
-  if (pid_ > 0) ::kill(pid_, SIGKILL);
+// Kills the worker when a cancelled job outlives its hang bound: one step has run longer than
+// --hang-timeout, and a step cannot be interrupted any other way. The monitor restarts it.
+void WorkerSupervisor::Watchdog() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (const std::optional<uint64_t> hung = routes_.Overdue(Clock::now());
+        hung && pid_ > 0 && !hung_job_) {
+      const double bound_s = std::chrono::duration<double>(options_.hang_timeout).count();
+      std::fprintf(stderr,
+                   "tessera serve: the inference worker did not stop job %llu within "
+                   "--hang-timeout %.3g s of its cancel: a step is hung; killing the worker "
+                   "(its other jobs run again on the new one where nothing was sent yet)\n",
+                   static_cast<unsigned long long>(*hung), bound_s);
+      hung_job_ = *hung;
+      ++hang_kills_;
+      ready_ = false;
+      ::kill(pid_, SIGKILL);
+    }
+    // Wake at the next bound, or when a cancel or the worker's death changes them. A worker
+    // already killed (or dead and not yet reaped) has nothing to time until its death clears
+    // the routes.
+    const bool awaiting_death = hung_job_ || pid_ <= 0;
+    const std::optional<Clock::time_point> next =
+        awaiting_death ? std::nullopt : routes_.NextCancelBound();
+    if (next) {
+      cv_.wait_until(lock, *next);
+    } else {
+      cv_.wait(lock);
+    }
+  }
 }
 
 bool WorkerSupervisor::Spawn(int* fd, pid_t* pid) {
@@ -172,7 +200,7 @@ bool WorkerSupervisor::Spawn(int* fd, pid_t* pid) {
   return true;
 }
 
-void WorkerSupervisor::Dispatch(const std::string& frame) {
+void WorkerSupervisor::Dispatch(std::string frame) {
   auto type = worker::PeekMessageType(frame);
   if (!type) return;
   if (*type == worker::MessageType::kReady) {
@@ -184,18 +212,11 @@ void WorkerSupervisor::Dispatch(const std::string& frame) {
     cv_.notify_all();
     return;
   }
-  // Every job message starts with the u64 job id right after the type byte.
-  if (frame.size() < 9) return;
-  uint64_t job_id = 0;
-  for (int i = 0; i < 8; ++i)
-    job_id |= static_cast<uint64_t>(static_cast<uint8_t>(frame[1 + i])) << (8 * i);
-  std::shared_ptr<JobChannel> channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = channels_.find(job_id);
-    if (it != channels_.end()) channel = it->second;
+    routes_.Deliver(std::move(frame));
   }
-  if (channel) channel->Push({false, frame});
+  cv_.notify_all();  // a job's end may have cleared the watchdog's next bound
 }
 
 void WorkerSupervisor::Monitor() {
@@ -232,17 +253,15 @@ void WorkerSupervisor::Monitor() {
           type && *type == worker::MessageType::kReady) {
         backoff = std::chrono::milliseconds(100);
       }
-      Dispatch(*frame);
+      Dispatch(std::move(*frame));
     }
     // The worker is gone (or broke the protocol, which is treated the same way).
-    std::map<uint64_t, std::shared_ptr<JobChannel>> orphans;
     {
       std::lock_guard<std::mutex> lock(mu_);
       ready_ = false;
       ::kill(pid, SIGKILL);
       fd_ = -1;
       pid_ = -1;
-      orphans.swap(channels_);
     }
     {
       // Wait for the write lock so no Submit is writing to the descriptor being closed.
@@ -268,8 +287,8 @@ void WorkerSupervisor::Monitor() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         failed_ = true;
+        routes_.WorkerGone(false, std::nullopt);
       }
-      for (auto& [id, channel] : orphans) channel->Push({true, ""});
       cv_.notify_all();
       return;
     }
@@ -282,7 +301,11 @@ void WorkerSupervisor::Monitor() {
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
       }
     }
-    for (auto& [id, channel] : orphans) channel->Push({true, ""});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      routes_.WorkerGone(stopping, hung_job_);
+      hung_job_.reset();
+    }
     cv_.notify_all();
   }
 }

@@ -1,8 +1,10 @@
 // Starts the inference worker (`tessera worker`, fork + exec over a socketpair), reads what it
 // sends, routes each message to the waiting request by job id, and restarts the worker when
 // it dies, with a growing pause between attempts. A request whose worker dies gets a
-// `worker_died` event, so it can end cleanly. ready() is true only between the worker's Ready
-// message and its death.
+// `worker_died` event saying how the loss concerns it (WorkerLoss), so it can end cleanly or
+// run again. ready() is true only between the worker's Ready message and its death.
+// A watchdog kills the worker when a cancelled job is not let go of within `hang_timeout`
+// (a step is hung: JobRoutes); nothing else kills it while the server runs.
 //
 //   WorkerSupervisor sup({"/proc/self/exe path", {"--model", "stories=/m/stories260k"}});
 //   sup.Start();
@@ -28,29 +30,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "server/job_routes.h"
 #include "worker/protocol.h"
 
 namespace tessera::server {
-
-using Clock = std::chrono::steady_clock;
-
-struct WorkerEvent {
-  bool worker_died = false;  // the worker exited or was killed; nothing more will come
-  std::string frame;         // otherwise one message from the worker
-};
-
-// Where the supervisor delivers one job's messages.
-class JobChannel {
- public:
-  void Push(WorkerEvent event);
-  // The next event, or nullopt once `deadline` passes with none.
-  std::optional<WorkerEvent> Wait(Clock::time_point deadline);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<WorkerEvent> events_;
-};
 
 // The worker's life as /ready reports it (WorkerStateName gives the text).
 enum class WorkerState : uint8_t {
@@ -67,13 +50,17 @@ class WorkerSupervisor {
   struct Options {
     std::string executable;                // the tessera binary
     std::vector<std::string> worker_args;  // after `tessera worker --fd N`
+    // How long a cancelled job may take to stop before the worker counts as hung (--hang-timeout).
+    Clock::duration hang_timeout = std::chrono::seconds(30);
   };
 
-  explicit WorkerSupervisor(Options options) : options_(std::move(options)) {}
+  explicit WorkerSupervisor(Options options)
+      : options_(std::move(options)), routes_(options_.hang_timeout) {}
   ~WorkerSupervisor() { Stop(); }
 
   void Start();
-  // Stops restarting, kills the worker and joins the monitor thread. Idempotent.
+  // Stops restarting, kills the worker and joins the monitor and watchdog threads; waiting
+  // jobs get WorkerLoss::kServerStopping. Idempotent.
   void Stop();
 
   bool ready() const;
@@ -81,25 +68,27 @@ class WorkerSupervisor {
   // Blocks until ready() or the deadline; returns ready().
   bool WaitReady(Clock::time_point deadline);
   int restarts() const;
+  int hang_kills() const;    // workers killed because a cancelled job did not stop in time
   pid_t worker_pid() const;  // -1 while no worker runs
 
   // Sends a job and routes its messages to `channel` until Release(job_id).
   Status Submit(const worker::JobRequest& job, std::shared_ptr<JobChannel> channel);
+  // Asks the worker to stop the job (once; later calls do nothing) and starts its hang clock.
   void Cancel(uint64_t job_id);
   void Release(uint64_t job_id);
-  // SIGKILLs the worker (a request deadline passed); the monitor restarts it.
-  void KillWorker();
 
  private:
   void Monitor();
   bool Spawn(int* fd, pid_t* pid);
-  void Dispatch(const std::string& frame);
+  void Dispatch(std::string frame);
+  void Watchdog();
 
   Options options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::mutex write_mu_;  // one frame at a time on the socket
+  std::mutex write_mu_;  // one frame at a time on the socket; taken before mu_, never after
   std::thread monitor_;
+  std::thread watchdog_;
   bool started_ = false;
   bool stopping_ = false;
   bool ready_ = false;
@@ -108,7 +97,9 @@ class WorkerSupervisor {
   int fd_ = -1;
   pid_t pid_ = -1;
   int restarts_ = 0;
-  std::map<uint64_t, std::shared_ptr<JobChannel>> channels_;
+  int hang_kills_ = 0;
+  std::optional<uint64_t> hung_job_;  // the job the watchdog killed the current worker over
+  JobRoutes routes_;
 };
 
 }  // namespace tessera::server

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "chat/tool_calls.h"
+#include "format/ordered_json.h"
 #include "worker/tool_constraint.h"
 
 namespace tessera::worker {
@@ -19,9 +20,9 @@ Expected<ojson> TemplateMessages(const std::vector<ChatMessage>& messages) {
   for (const ChatMessage& msg : messages) {
     ojson m = {{"role", msg.role}, {"content", msg.content}};
     if (!msg.tool_calls.empty()) {
-      ojson calls = ojson::parse(msg.tool_calls, nullptr, false);
-      if (calls.is_discarded()) return InvalidArgument("messages: tool_calls is not JSON");
-      m["tool_calls"] = std::move(calls);
+      auto calls = ParseOrderedJson(msg.tool_calls, {}, "messages: tool_calls");
+      if (!calls) return InvalidArgument(calls.status().message());
+      m["tool_calls"] = std::move(*calls);
     }
     if (!msg.tool_call_id.empty()) m["tool_call_id"] = msg.tool_call_id;
     if (!msg.name.empty()) m["name"] = msg.name;
@@ -210,9 +211,9 @@ std::variant<std::unique_ptr<GenerationJob>, JobFailure> GenerationJob::Start(
       grammar = JsonObjectGrammar();
       break;
     case ResponseFormatKind::kJsonSchema: {
-      const ojson schema = ojson::parse(o.response_format.schema, nullptr, false);
-      if (schema.is_discarded()) return invalid("response_format", "the schema is not JSON");
-      auto compiled = CompileJsonSchema(schema);
+      auto schema = ParseOrderedJson(o.response_format.schema, {}, "the schema");
+      if (!schema) return invalid("response_format", schema.status().message());
+      auto compiled = CompileJsonSchema(*schema);
       if (!compiled) return invalid("response_format", compiled.status().message());
       grammar = *compiled;
       break;

@@ -40,6 +40,9 @@ class WorkerJob {
   // Called by the worker after each scheduler step, outside the scheduler's callbacks: where
   // a job submits its next stage (a sequence must not be submitted from inside on_finish).
   virtual void AfterStep() {}
+  // Work the job does outside its scheduler (e.g. a task job still building prompts): the
+  // worker keeps turning its loop, and calling AfterStep, while any job has some.
+  virtual bool HasPendingWork() const { return false; }
 };
 
 // A job-level failure: the kind decides the HTTP status, the message is shown to the client.

@@ -32,6 +32,18 @@ class SequenceGroup {
   }
   size_t pending() const { return pending_; }
 
+  // More sequences will be added after some have ended (a job submitting in blocks): until
+  // Close(), the group does not end when nothing is pending.
+  void Open() { open_ = true; }
+  bool open() const { return open_; }
+  // No more will be added; true when nothing is pending (the job answers now).
+  bool Close() {
+    open_ = false;
+    if (ended_ || pending_ > 0) return false;
+    ended_ = true;
+    return true;
+  }
+
   // One of the sequences ended; true when it was the last (the job answers now). Ignores
   // anything after that.
   bool Ended(const SequenceResult& r) {
@@ -40,10 +52,12 @@ class SequenceGroup {
     if (r.stop_reason == StopReason::kCancelled && r.status.ok()) cancelled_ = true;
     queue_ms_ = std::max(queue_ms_, r.queue_ms);
     computed_tokens_ += r.timings.prefill_tokens;
-    if (--pending_ > 0) return false;
+    if (--pending_ > 0 || open_) return false;
     ended_ = true;
     return true;
   }
+  // A sequence failed or was cancelled, or a refusal is decided: the job submits no more.
+  bool failed() const { return cancelled_ || refused_.has_value() || !error_.ok(); }
 
   void CancelAll() {
     cancelled_ = true;
@@ -53,7 +67,7 @@ class SequenceGroup {
   // Some sequences could not be submitted after others were: those are cancelled and the job
   // answers `refusal` once they have ended. False when none was submitted (refuse at once).
   bool RefuseAfterStart(JobFailure refusal) {
-    if (pending_ == 0) return false;
+    if (pending_ == 0 && !open_) return false;
     refused_ = std::move(refusal);
     for (uint64_t id : ids_) scheduler_->Cancel(id);
     return true;
@@ -93,6 +107,7 @@ class SequenceGroup {
   std::vector<uint64_t> ids_;
   size_t pending_ = 0;
   bool ended_ = false;
+  bool open_ = false;
   bool cancelled_ = false;
   Status error_;
   std::optional<JobFailure> refused_;

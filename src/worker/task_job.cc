@@ -81,6 +81,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
   job->group_.emplace(model.scheduler());
+  job->group_->Open();  // its sequences are submitted a block at a time
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
@@ -89,9 +90,6 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
   if (count == 0) return invalid("input", "there is nothing to run (an empty list)");
 
   // Per-kind preparation shared by every input.
-  std::string embed_prompt;
-  YesNoIds yes_no;
-  std::vector<std::vector<int32_t>> guard_labels;
   switch (request.kind) {
     case TaskKind::kEmbed:
       if (request.dimensions > model.checkpoint().config.hidden_size) {
@@ -110,7 +108,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
                                               (names.empty() ? "" : " (it has: " + names + ")"));
           }
         } else {
-          embed_prompt = it->second;
+          job->embed_prompt_ = it->second;
         }
       }
       break;
@@ -123,151 +121,226 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
     case TaskKind::kRerank: {
       auto ids = RerankAnswerIds(model);
       if (!ids) return JobFailure{JobErrorKind::kInternal, ids.status().message()};
-      yes_no = *ids;
+      job->yes_no_ = *ids;
       break;
     }
     case TaskKind::kModerate: {
       auto ids = GuardLabelIds(model);
       if (!ids) return JobFailure{JobErrorKind::kInternal, ids.status().message()};
-      guard_labels = std::move(*ids);
+      job->guard_labels_ = std::move(*ids);
       for (const char* label : kGuardLabels) job->labels_.push_back(label);
       break;
     }
   }
 
-  // Every prompt is built and checked before anything is submitted.
   // Hidden-row tasks run the prompt alone; the others also run what they score after it.
   size_t scored = request.kind == TaskKind::kRerank ? 1 : 0;
-  for (const auto& label : guard_labels) scored = std::max(scored, label.size());
+  for (const auto& label : job->guard_labels_) scored = std::max(scored, label.size());
   const int64_t room = model.context() - static_cast<int64_t>(scored);
-  const int64_t limit =
+  job->limit_ =
       request.inputs.max_input_tokens > 0 ? std::min(request.inputs.max_input_tokens, room) : room;
   const bool messages = request.kind == TaskKind::kModerate && !request.messages.empty();
-  for (size_t i = 0; i < (messages ? 1 : count); ++i) {
+  job->count_ = messages ? 1 : count;
+  job->inputs_ = request.inputs;
+  job->messages_ = request.messages;
+  job->query_ = request.query;
+  job->instruction_ = request.instruction;
+  job->truncate_prompt_tokens_ = request.truncate_prompt_tokens;
+  job->use_activation_ = request.use_activation;
+  job->add_special_tokens_ = request.add_special_tokens;
+  job->dimensions_ = request.dimensions;
+  job->normalize_ = kind.normalize || request.dimensions > 0;
+  // The first block now, so a small request is refused (or not) before Start returns; the
+  // rest a block per turn (AfterStep). Nothing is submitted before every prompt is built.
+  if (auto failure = job->Prepare(kTaskInputsPerTurn)) return *failure;
+  return job;
+}
+
+std::optional<JobFailure> TaskJob::Prepare(size_t most) {
+  const LoadedModel& model = *model_;
+  const bool from_ids = !inputs_.ids.empty();
+  const bool messages = kind_ == TaskKind::kModerate && !messages_.empty();
+  for (size_t n = 0; n < most && units_.size() < count_; ++n) {
+    const size_t i = units_.size();
     auto unit = std::make_unique<Unit>();
     unit->item.index = static_cast<int32_t>(i);
     Expected<std::vector<int32_t>> ids = std::vector<int32_t>{};
     const std::string field =
-        (request.kind == TaskKind::kRerank ? "documents[" : "input[") + std::to_string(i) + "]";
-    switch (request.kind) {
+        (kind_ == TaskKind::kRerank ? "documents[" : "input[") + std::to_string(i) + "]";
+    switch (kind_) {
       case TaskKind::kEmbed:
-        ids = from_ids ? EmbeddingIdsFromTokens(model, request.inputs.ids[i])
-                       : EmbeddingIds(model, request.inputs.texts[i], embed_prompt);
+        ids = from_ids ? EmbeddingIdsFromTokens(model, inputs_.ids[i])
+                       : EmbeddingIds(model, inputs_.texts[i], embed_prompt_);
         break;
       case TaskKind::kClassify:
         if (from_ids) {
-          ids = request.inputs.ids[i];
+          ids = inputs_.ids[i];
           for (int32_t id : *ids) {
             if (id < 0 || id >= model.checkpoint().config.vocab_size) {
-              return invalid(field,
-                             "token id " + std::to_string(id) + " is outside the vocabulary");
+              return InvalidRequest(
+                  field, "token id " + std::to_string(id) + " is outside the vocabulary");
             }
           }
         } else {
-          ids = model.EncodeText(request.inputs.texts[i], request.add_special_tokens);
+          ids = model.EncodeText(inputs_.texts[i], add_special_tokens_);
         }
-        if (ids && request.truncate_prompt_tokens > 0 &&
-            static_cast<int64_t>(ids->size()) > request.truncate_prompt_tokens) {
-          ids->erase(ids->begin(), ids->end() - request.truncate_prompt_tokens);  // keep the end
+        if (ids && truncate_prompt_tokens_ > 0 &&
+            static_cast<int64_t>(ids->size()) > truncate_prompt_tokens_) {
+          ids->erase(ids->begin(), ids->end() - truncate_prompt_tokens_);  // keep the end
         }
         break;
       case TaskKind::kRerank:
-        ids = RerankIds(model, request.query, request.inputs.texts[i], request.instruction);
-        unit->yes_no = yes_no;
+        ids = RerankIds(model, query_, inputs_.texts[i], instruction_);
+        unit->yes_no = yes_no_;
         break;
       case TaskKind::kModerate: {
         nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
         if (messages) {
-          for (const ChatMessage& m : request.messages) {
+          for (const ChatMessage& m : messages_) {
             conversation.push_back({{"role", m.role}, {"content", m.content}});
           }
         } else {
-          conversation.push_back({{"role", "user"}, {"content", request.inputs.texts[i]}});
+          conversation.push_back({{"role", "user"}, {"content", inputs_.texts[i]}});
         }
         ids = GuardPrefixIds(model, conversation);
-        unit->scores = std::make_shared<OptionScores>(guard_labels.size());
+        unit->scores = std::make_shared<OptionScores>(guard_labels_.size());
         break;
       }
       default:
         break;
     }
-    if (!ids) return invalid(field, ids.status().message());
-    if (ids->empty()) return invalid(field, "the input is empty (no tokens)");
-    const int64_t n = static_cast<int64_t>(ids->size());
-    if (n > limit) {
-      return invalid(field, std::string("the ") + KindNoun(request.kind) + " has " +
-                                std::to_string(n) + " tokens, more than the limit of " +
-                                std::to_string(limit) + "; shorten it or split it");
+    if (!ids) return InvalidRequest(field, ids.status().message());
+    if (ids->empty()) return InvalidRequest(field, "the input is empty (no tokens)");
+    const int64_t tokens = static_cast<int64_t>(ids->size());
+    if (tokens > limit_) {
+      return InvalidRequest(field, std::string("the ") + KindNoun(kind_) + " has " +
+                                       std::to_string(tokens) + " tokens, more than the limit of " +
+                                       std::to_string(limit_) + "; shorten it or split it");
     }
     unit->prompt = std::move(*ids);
-    unit->item.tokens = n;
-    job->units_.push_back(std::move(unit));
+    unit->item.tokens = tokens;
+    units_.push_back(std::move(unit));
   }
+  return std::nullopt;
+}
 
-  // Submit: one sequence per input; the guard's labels through option scoring.
-  TaskJob* self = job.get();
-  Scheduler& sched = model.scheduler();
-  const int64_t dimensions = request.dimensions;
-  const bool normalize = kind.normalize || dimensions > 0;
-  const bool activation = request.use_activation;
-  auto on_finish = [self](const SequenceResult& r) { self->OnFinish(r); };
-  for (auto& owned : job->units_) {
-    Unit* unit = owned.get();
-    Status submitted;
-    if (request.kind == TaskKind::kModerate) {
-      OptionScoring scoring = SubmitOptionScoring(sched, unit->prompt, guard_labels, unit->scores,
-                                                  on_finish, request.cache_scope);
-      for (uint64_t id : scoring.ids) job->group_->Added(id);
-      submitted = scoring.status;
-    } else {
-      SequenceRequest r;
-      r.prompt_ids = unit->prompt;
-      r.on_finish = on_finish;
-      r.cache_scope = request.cache_scope;
-      if (request.kind == TaskKind::kEmbed) {
-        r.max_new_tokens = 0;
-        r.on_final_hidden = [unit, dimensions, normalize](std::span<const float> row) {
-          unit->item.values = PoolEmbedding(row, dimensions, normalize);
-        };
-      } else if (request.kind == TaskKind::kClassify) {
-        r.max_new_tokens = 0;
-        r.on_final_hidden = [self, unit, activation](std::span<const float> row) {
-          auto logits = ScoreHeadLogits(self->model_->checkpoint(), row);
-          if (!logits) {
-            self->head_error_ = logits.status();
-            return;
-          }
-          const std::vector<double> out = activation ? Softmax(*logits) : *logits;
-          unit->item.values.assign(out.begin(), out.end());
-          const size_t best = static_cast<size_t>(std::max_element(logits->begin(), logits->end()) -
-                                                  logits->begin());
-          if (best < self->labels_.size()) unit->item.label = self->labels_[best];
-        };
-      } else {  // rerank: the next token's row
-        r.max_new_tokens = 1;
-        r.on_logits = [unit](std::span<const float> logits) {
-          unit->item.values = {static_cast<float>(YesProbability(logits, unit->yes_no))};
-        };
-      }
-      auto id = sched.Submit(std::move(r));
-      if (id) job->group_->Added(*id);
-      submitted = id.status();
-    }
-    if (!submitted.ok()) {
-      // Checked above, so only the pool's size can refuse it now. What was submitted is
-      // cancelled, and the job answers with the refusal once those sequences have ended (their
-      // callbacks hold it).
-      JobFailure refusal{JobErrorKind::kContextLength, submitted.message()};
-      if (!job->group_->RefuseAfterStart(refusal)) return refusal;
-      return job;
-    }
+size_t TaskJob::InFlight() const {
+  // One slot stays free for other jobs (a chat's prompt starts at the next step), unless the
+  // model has only one.
+  return static_cast<size_t>(std::max(1, model_->slots() - 1));
+}
+
+bool TaskJob::HasPendingWork() const {
+  if (ended_) return false;
+  if (cancelled_ || group_->failed()) return group_->open();  // AfterStep closes the group
+  if (units_.size() < count_) return true;                    // prompts to build
+  const size_t room = InFlight();
+  if (categories_due_) return true;
+  if (categories_ && categories_->open()) {
+    return categories_submitted_ < units_.size() && categories_->pending() < room;
   }
-  return job;
+  return submitted_ < units_.size() && group_->pending() < room;
 }
 
 void TaskJob::Cancel() {
+  cancelled_ = true;
   group_->CancelAll();
   if (categories_) categories_->CancelAll();
+}
+
+void TaskJob::AfterStep() {
+  if (ended_) return;
+  if (!cancelled_ && units_.size() < count_) {
+    if (auto failure = Prepare(kTaskInputsPerTurn)) {
+      // Nothing was submitted yet: the refusal is the job's answer.
+      send_(Encode(JobErrorMessage{job_id_, failure->kind, failure->message, failure->prompt_tokens,
+                                   failure->field}));
+      ended_ = true;
+      on_end_(job_id_);
+      return;
+    }
+    if (units_.size() < count_) return;
+  }
+  if (categories_due_) {
+    categories_due_ = false;
+    categories_.emplace(model_->scheduler());
+    categories_->Open();
+  }
+  SubmitMore();
+}
+
+void TaskJob::SubmitMore() {
+  SequenceGroup& group = categories_ ? *categories_ : *group_;
+  const size_t room = InFlight();
+  while (!cancelled_ && !group.failed() && group.pending() < room) {
+    if (categories_) {
+      if (categories_submitted_ >= units_.size()) break;
+      SubmitCategories();
+      continue;
+    }
+    if (submitted_ >= units_.size()) break;
+    Unit& unit = *units_[submitted_++];
+    if (Status st = SubmitUnit(unit); !st.ok()) {
+      // Checked when built, so only the pool's size can refuse it now. What was submitted is
+      // cancelled, and the job answers with the refusal once those sequences have ended.
+      group.RefuseAfterStart({JobErrorKind::kContextLength, st.message()});
+    }
+  }
+  const bool all_in =
+      categories_ ? categories_submitted_ >= units_.size() : submitted_ >= units_.size();
+  if (group.open() && (all_in || cancelled_ || group.failed()) && group.Close()) {
+    if (!categories_ && kind_ == TaskKind::kModerate && !group_->EndFrame(job_id_)) {
+      categories_due_ = true;  // every label scored (the last ended before this turn)
+      return;
+    }
+    End();
+  }
+}
+
+Status TaskJob::SubmitUnit(Unit& unit_ref) {
+  Unit* unit = &unit_ref;
+  TaskJob* self = this;
+  Scheduler& sched = model_->scheduler();
+  auto on_finish = [self](const SequenceResult& r) { self->OnFinish(r); };
+  if (kind_ == TaskKind::kModerate) {
+    OptionScoring scoring = SubmitOptionScoring(sched, unit->prompt, guard_labels_, unit->scores,
+                                                on_finish, cache_scope_);
+    for (uint64_t id : scoring.ids) group_->Added(id);
+    return scoring.status;
+  }
+  SequenceRequest r;
+  r.prompt_ids = unit->prompt;
+  r.on_finish = on_finish;
+  r.cache_scope = cache_scope_;
+  if (kind_ == TaskKind::kEmbed) {
+    r.max_new_tokens = 0;
+    r.on_final_hidden = [unit, dimensions = dimensions_,
+                         normalize = normalize_](std::span<const float> row) {
+      unit->item.values = PoolEmbedding(row, dimensions, normalize);
+    };
+  } else if (kind_ == TaskKind::kClassify) {
+    r.max_new_tokens = 0;
+    r.on_final_hidden = [self, unit](std::span<const float> row) {
+      auto logits = ScoreHeadLogits(self->model_->checkpoint(), row);
+      if (!logits) {
+        self->head_error_ = logits.status();
+        return;
+      }
+      const std::vector<double> out = self->use_activation_ ? Softmax(*logits) : *logits;
+      unit->item.values.assign(out.begin(), out.end());
+      const size_t best =
+          static_cast<size_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+      if (best < self->labels_.size()) unit->item.label = self->labels_[best];
+    };
+  } else {  // rerank: the next token's row
+    r.max_new_tokens = 1;
+    r.on_logits = [unit](std::span<const float> logits) {
+      unit->item.values = {static_cast<float>(YesProbability(logits, unit->yes_no))};
+    };
+  }
+  auto id = sched.Submit(std::move(r));
+  if (id) group_->Added(*id);
+  return id.status();
 }
 
 void TaskJob::OnFinish(const SequenceResult& r) {
@@ -276,55 +349,49 @@ void TaskJob::OnFinish(const SequenceResult& r) {
     categories_due_ = true;  // AfterStep submits them, outside the scheduler's callback
     return;
   }
-  Answer();
-  on_end_(job_id_);
+  End();
 }
 
-void TaskJob::AfterStep() {
-  if (!categories_due_) return;
-  categories_due_ = false;
-  Scheduler& sched = model_->scheduler();
-  categories_.emplace(sched);
-  std::vector<int32_t> stops = model_->stop_ids();
+void TaskJob::SubmitCategories() {
+  Unit* unit = units_[categories_submitted_++].get();
+  const std::vector<double> p = Softmax(unit->scores->logprob);
+  unit->item.values.assign(p.begin(), p.end());
+  const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+  unit->item.label = labels_[best];
+  auto tail = GuardCategoriesPromptTail(*model_, unit->item.label);
+  if (!tail) return;
+  SequenceRequest r;
+  r.prompt_ids = unit->prompt;
+  r.prompt_ids.insert(r.prompt_ids.end(), tail->begin(), tail->end());
+  if (static_cast<int64_t>(r.prompt_ids.size()) + kMaxGuardCategoryTokens > model_->context()) {
+    return;  // no room to generate them: none are reported
+  }
+  r.max_new_tokens = kMaxGuardCategoryTokens;
+  r.cache_scope = cache_scope_;
+  r.stop_ids = model_->stop_ids();
   if (auto newline = model_->EncodeText("\n", false); newline && newline->size() == 1) {
-    stops.push_back((*newline)[0]);  // the categories are one line
+    r.stop_ids.push_back((*newline)[0]);  // the categories are one line
   }
-  for (auto& owned : units_) {
-    Unit* unit = owned.get();
-    const std::vector<double> p = Softmax(unit->scores->logprob);
-    unit->item.values.assign(p.begin(), p.end());
-    const size_t best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    unit->item.label = labels_[best];
-    auto tail = GuardCategoriesPromptTail(*model_, unit->item.label);
-    if (!tail) continue;
-    SequenceRequest r;
-    r.prompt_ids = unit->prompt;
-    r.prompt_ids.insert(r.prompt_ids.end(), tail->begin(), tail->end());
-    if (static_cast<int64_t>(r.prompt_ids.size()) + kMaxGuardCategoryTokens > model_->context()) {
-      continue;  // no room to generate them: none are reported
+  r.on_token = [unit](int32_t id) {
+    unit->category_ids.push_back(id);
+    return true;
+  };
+  r.on_finish = [this, unit](const SequenceResult& result) {
+    if (result.status.ok()) {
+      auto text = model_->tokenizer().Decode(unit->category_ids, /*skip_special_tokens=*/true);
+      if (text) unit->item.categories = ParseGuardCategories(*text);
     }
-    r.max_new_tokens = kMaxGuardCategoryTokens;
-    r.stop_ids = stops;
-    r.cache_scope = cache_scope_;
-    r.on_token = [unit](int32_t id) {
-      unit->category_ids.push_back(id);
-      return true;
-    };
-    r.on_finish = [this, unit](const SequenceResult& result) {
-      if (result.status.ok()) {
-        auto text = model_->tokenizer().Decode(unit->category_ids, /*skip_special_tokens=*/true);
-        if (text) unit->item.categories = ParseGuardCategories(*text);
-      }
-      if (!categories_->Ended(result)) return;
-      Answer();
-      on_end_(job_id_);
-    };
-    if (auto id = sched.Submit(std::move(r))) categories_->Added(*id);
-  }
-  if (categories_->pending() == 0) {  // nothing could run: answer with the labels alone
-    Answer();
-    on_end_(job_id_);
-  }
+    if (!categories_->Ended(result)) return;
+    End();
+  };
+  if (auto id = model_->scheduler().Submit(std::move(r))) categories_->Added(*id);
+}
+
+void TaskJob::End() {
+  if (ended_) return;
+  ended_ = true;
+  Answer();
+  on_end_(job_id_);
 }
 
 void TaskJob::Answer() {

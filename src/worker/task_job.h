@@ -18,6 +18,7 @@
 
 #include "format/model_kind.h"
 #include "runtime/loaded_model.h"
+#include "runtime/task_prompts.h"
 #include "worker/generation_job.h"
 #include "worker/protocol.h"
 #include "worker/sequence_group.h"
@@ -46,40 +47,80 @@ struct TaskRequest {
   static TaskRequest Of(const ModeratePayload& p);
 };
 
+// Inputs a task job tokenizes and checks per worker loop turn (the first block in Start), so a
+// request of thousands of documents neither stalls other models while it is read nor runs
+// before all of it has been checked.
+// Four take about as long as a decode step of a small model (~0.2 ms for 400-character texts).
+inline constexpr size_t kTaskInputsPerTurn = 4;
+
 class TaskJob final : public WorkerJob {
  public:
   using SendFn = std::function<void(const std::string& frame)>;
   using EndFn = std::function<void(uint64_t job_id)>;
 
-  // Builds every input's prompt (refusing the job, before anything runs, when one is invalid
-  // or over its limit) and submits the sequences. A refusal's message reads "field: what is
-  // wrong" (e.g. "input[3]: ..."), so the HTTP side can name the field.
+  // Checks the request and builds the first block of prompts (refusing the job, before
+  // anything runs, when one is invalid or over its limit); AfterStep builds the rest a block
+  // per turn, then submits them. A refusal's message reads "field: what is wrong" (e.g.
+  // "input[3]: ..."), so the HTTP side can name the field; one found after Start is sent as
+  // the job's JobError, still before anything ran.
   static std::variant<std::unique_ptr<TaskJob>, JobFailure> Start(uint64_t job_id,
                                                                   const TaskRequest& request,
                                                                   LoadedModel& model,
                                                                   const ModelKindInfo& kind,
                                                                   SendFn send, EndFn on_end);
   ~TaskJob() override;
+  // No sequence is submitted after it; those in the scheduler end at its next step.
   void Cancel() override;
-  // Moderation's second stage: once the labels are scored, the guard's categories are
-  // generated after "Safety: <label>\nCategories:".
+  // Builds the next block of prompts, or submits prepared sequences while the job has fewer
+  // than InFlight() in its scheduler (so a job of thousands of inputs holds at most that many
+  // places in the FCFS queue, and another job's sequence finds a free slot).
+  // Moderation's second stage is submitted the same way: once the labels are scored, the
+  // guard's categories are generated after "Safety: <label>\nCategories:".
   void AfterStep() override;
+  bool HasPendingWork() const override;
 
  private:
   struct Unit;
   TaskJob() = default;
+  // Builds the prompts of inputs [units_.size(), units_.size() + most); a failure names the input.
+  std::optional<JobFailure> Prepare(size_t most);
+  // Submits prepared units (or categories) while fewer than the slots are in the scheduler;
+  // a refusal there cancels what runs and ends the job with it.
+  void SubmitMore();
+  size_t InFlight() const;  // the most sequences the job keeps in the scheduler: slots - 1
+  Status SubmitUnit(Unit& unit);
+  void SubmitCategories();
   void OnFinish(const SequenceResult& r);
   void Answer();
+  void End();  // Answer once, then on_end
 
   uint64_t job_id_ = 0;
   TaskKind kind_ = TaskKind::kEmbed;
-  CacheScope cache_scope_{};  // also of the categories' sequences
+  CacheScope cache_scope_{};  // of every sequence it submits
   LoadedModel* model_ = nullptr;
-  std::vector<std::unique_ptr<Unit>> units_;  // one per input
+  // The request, kept: its inputs are read a block per turn.
+  TaskInputs inputs_;
+  std::vector<ChatMessage> messages_;
+  std::string query_, instruction_;
+  int32_t truncate_prompt_tokens_ = -1;
+  bool use_activation_ = true;
+  bool add_special_tokens_ = true;
+  int64_t dimensions_ = 0;
+  bool normalize_ = false;
+  size_t count_ = 0;                                // units to build
+  int64_t limit_ = 0;                               // tokens an input may have
+  std::string embed_prompt_;                        // embed: the prompt's text
+  YesNoIds yes_no_;                                 // rerank
+  std::vector<std::vector<int32_t>> guard_labels_;  // moderate
+  std::vector<std::unique_ptr<Unit>> units_;        // one per input, built so far
+  size_t submitted_ = 0;                            // units whose sequences were submitted
   std::vector<std::string> labels_;
   std::optional<SequenceGroup> group_;
-  Status head_error_;                        // the score head could not be read
+  Status head_error_;  // the score head could not be read
+  bool cancelled_ = false;
+  bool ended_ = false;
   bool categories_due_ = false;              // labels scored; their categories come next
+  size_t categories_submitted_ = 0;          // units whose category generation was submitted
   std::optional<SequenceGroup> categories_;  // the category generations
   SendFn send_;
   EndFn on_end_;

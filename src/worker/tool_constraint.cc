@@ -4,6 +4,7 @@
 #include <optional>
 #include <string_view>
 
+#include "format/ordered_json.h"
 #include "grammar/tool_call_schema.h"
 
 namespace tessera::worker {
@@ -113,11 +114,10 @@ std::variant<ToolCallPlan, JobFailure> PlanToolCalls(const ChatPayload& chat,
   // The definitions as the client wrote them: the template renders them, key order included.
   plan.tools = ojson::array();
   for (size_t i = 0; i < chat.tools.size(); ++i) {
-    ojson tool = ojson::parse(chat.tools[i].definition, nullptr, false);
-    if (tool.is_discarded()) {
-      return InvalidRequest("tools", "tools[" + std::to_string(i) + "] is not JSON");
-    }
-    plan.tools.push_back(std::move(tool));
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    auto tool = ParseOrderedJson(chat.tools[i].definition, {}, at);
+    if (!tool) return InvalidRequest("tools", tool.status().message());
+    plan.tools.push_back(std::move(*tool));
   }
   if (!ToolsWellFormed(plan.tools)) {
     return InvalidRequest("tools", "expected an array of {\"function\": {\"name\": <string>}}");

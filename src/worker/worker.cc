@@ -18,6 +18,7 @@
 #include "worker/decision_job.h"
 #include "worker/generation_job.h"
 #include "worker/protocol.h"
+#include "worker/step_slicer.h"
 #include "worker/systemone_job.h"
 #include "worker/task_job.h"
 
@@ -35,6 +36,7 @@ struct ResidentModel {
   std::shared_ptr<const TokenVocabulary> vocabulary;  // built on first constrained job
   int active_jobs = 0;
   uint64_t last_used = 0;
+  StepCost step_cost{};  // measured, for the time slices of StepRowLimit
 };
 
 class Worker {
@@ -59,8 +61,10 @@ class Worker {
     }
     if (!WriteFrame(fd_, Encode(ReadyMessage{options_.models.front().name})).ok()) return 0;
     // The loop: take every frame waiting on the socket (blocking only when there is nothing
-    // to run), then one scheduler step per model with work. Jobs join and leave the running
-    // batch between steps; a Cancel takes effect at the next step.
+    // to run), then one scheduler step per model with work, each cut to its time slice while
+    // another model decodes (StepModels), then each job's own turn (AfterStep: a task job
+    // builds or submits its next block). Jobs join and leave the running batch between steps;
+    // a Cancel takes effect at the next step.
     while (!closed_) {
       const bool busy = HasWork();
       pollfd p{fd_, POLLIN, 0};
@@ -73,21 +77,7 @@ class Worker {
         ready = ::poll(&p, 1, 0);
       }
       if (ready < 0 && errno != EINTR) return 1;
-      for (auto& m : resident_) {
-        if (!m->model->scheduler().HasWork()) continue;
-        if (Status st = m->model->scheduler().Step(); !st.ok()) {
-          // The sequences of that batch were failed (each job got its error).
-          std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
-          if (st.code() == ErrorCode::kDeviceLost) {
-            // Nothing runs on a lost NPU again in this process: exit, and the server starts a
-            // new worker (which opens the device afresh, or fails to load and says why).
-            std::fprintf(stderr,
-                         "tessera worker: the NPU was lost; exiting so the server "
-                         "restarts the worker\n");
-            return kWorkerExitNpuLost;
-          }
-        }
-      }
+      if (int exit_code = StepModels(); exit_code != 0) return exit_code;
       for (auto& [id, running] : jobs_) running.job->AfterStep();
       ReapEnded();
       RetryDeferred();
@@ -109,7 +99,41 @@ class Worker {
   bool HasWork() const {
     for (const auto& m : resident_)
       if (m->model->scheduler().HasWork()) return true;
+    for (const auto& [id, running] : jobs_)
+      if (running.job->HasPendingWork()) return true;
     return false;
+  }
+
+  // One round: a step of each model with work, each cut to its time slice while another model
+  // is decoding (StepRowLimit, step_slicer.h). Returns an exit code, 0 to go on.
+  int StepModels() {
+    loads_.clear();
+    for (const auto& m : resident_) {
+      const Scheduler& sched = m->model->scheduler();
+      loads_.push_back({sched.HasWork(), sched.decoding() > 0, m->step_cost});
+    }
+    for (size_t i = 0; i < resident_.size(); ++i) {
+      if (!loads_[i].has_work) continue;
+      ResidentModel& m = *resident_[i];
+      Scheduler& sched = m.model->scheduler();
+      const auto t0 = std::chrono::steady_clock::now();
+      Status st = sched.Step(StepRowLimit(i, loads_));
+      m.step_cost.Record(sched.last_step_rows(), MsSince(t0));
+      loads_[i].cost = m.step_cost;
+      loads_[i].decoding = sched.decoding() > 0;
+      if (st.ok()) continue;
+      // The sequences of that batch were failed (each job got its error).
+      std::fprintf(stderr, "tessera worker: step failed: %s\n", st.message().c_str());
+      if (st.code() == ErrorCode::kDeviceLost) {
+        // Nothing runs on a lost NPU again in this process: exit, and the server starts a
+        // new worker (which opens the device afresh, or fails to load and says why).
+        std::fprintf(stderr,
+                     "tessera worker: the NPU was lost; exiting so the server "
+                     "restarts the worker\n");
+        return kWorkerExitNpuLost;
+      }
+    }
+    return 0;
   }
 
   // False on a frame that cannot be a job request (the protocol is broken).
@@ -375,6 +399,7 @@ class Worker {
   int fd_;
   const WorkerOptions& options_;
   std::vector<std::unique_ptr<ResidentModel>> resident_;
+  std::vector<ModelLoad> loads_;  // StepModels' scratch, one per resident model
   std::map<uint64_t, RunningJob> jobs_;
   std::vector<uint64_t> ended_;      // jobs that sent their end, to delete
   std::deque<JobRequest> deferred_;  // jobs for a model that cannot be loaded until one is idle

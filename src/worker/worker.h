@@ -2,8 +2,9 @@
 // sends it over a socket (worker_protocol.h). It loads models on demand under a residency
 // limit with least-recently-used eviction, prewarms each one before it serves, renders chat
 // templates, tokenizes, generates, applies stop strings and reports logprobs. Generation jobs
-// run together in each model's scheduler (continuous batching over the model's slots); a
-// Cancel takes effect at the next step. The HTTP process
+// run together in each model's scheduler (continuous batching over the model's slots);
+// resident models take turns, a step each, cut to a time slice while another model streams
+// (step_slicer.h); a Cancel takes effect at the next step. The HTTP process
 // starts it as `tessera worker --fd N ...` and restarts it when it dies.
 //
 //   WorkerOptions options;

@@ -3,7 +3,8 @@
 // intact; a long prompt arriving mid-stream delays the running streams by one chunk per step
 // at most (every step still carries their decode tokens); FCFS admission past the slots; the
 // prefix cache (shared KV blocks) reuses a shared prefix and changes no result; a small block
-// pool preempts and resumes.
+// pool preempts and resumes; steps cut to a row limit change no result; cancelled queued
+// sequences end at the next step.
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -215,6 +216,72 @@ TEST_F(SchedulerTest, ALongPromptDelaysOthersByOneChunkPerStep) {
   ASSERT_EQ(token_steps.size(), 40u);
   for (size_t k = 1; k < token_steps.size(); ++k) EXPECT_EQ(token_steps[k], token_steps[k - 1] + 1);
   EXPECT_EQ(long_first_token_step, 3 + 12);  // 13 chunk steps, the first token at the last
+}
+
+// The worker's time slices (Step's row limit): however small each step's limit, every running
+// stream gets its token in every step, a step runs no more than the limit (or its decode rows
+// and one kMinPromptChunkRows chunk), and every sequence gives the tokens it gives unlimited.
+TEST_F(SchedulerTest, RowLimitedStepsKeepEveryTokenAndEveryStream) {
+  auto exec = Load(kSlots, kSlots + 64);
+  ASSERT_TRUE(exec);
+  std::map<int, std::vector<int32_t>> unlimited, limited;
+  for (bool limit : {false, true}) {
+    Scheduler sched(*exec, {.chunk_tokens = 64, .reuse_prefixes = false});
+    std::map<int, std::vector<int32_t>>& out = limit ? limited : unlimited;
+    for (int i = 0; i < kSlots; ++i) {
+      SequenceRequest r = Request(i, 16);
+      r.on_finish = [&, i](const SequenceResult& res) {
+        EXPECT_TRUE(res.status.ok());
+        out[i] = res.generated_ids;
+      };
+      ASSERT_TRUE(sched.Submit(std::move(r)));
+    }
+    const int64_t limits[] = {1, 3, 9, 2, 40, 12};
+    for (int step = 0; step < 2000 && sched.HasWork(); ++step) {
+      const int64_t most = limits[step % 6];
+      const int decoding = sched.decoding();
+      ASSERT_TRUE(sched.Step(limit ? std::optional<int64_t>(most) : std::nullopt).ok());
+      EXPECT_GE(sched.last_step_decode_rows(), decoding) << "step " << step;
+      if (limit) {
+        EXPECT_LE(sched.last_step_rows(),
+                  std::max(most, sched.last_step_decode_rows() + kMinPromptChunkRows))
+            << "step " << step;
+      }
+    }
+    ASSERT_FALSE(sched.HasWork());
+  }
+  for (int i = 0; i < kSlots; ++i) {
+    EXPECT_EQ(unlimited[i].size(), 16u) << i;
+    EXPECT_EQ(limited[i], unlimited[i]) << "sequence " << i;
+  }
+}
+
+// A cancelled job's queued sequences end at the next step, also behind one that still waits.
+TEST_F(SchedulerTest, CancelledQueuedSequencesEndAtTheNextStep) {
+  auto exec = Load(2, 2 + 32);
+  ASSERT_TRUE(exec);
+  Scheduler sched(*exec, {.chunk_tokens = 32, .reuse_prefixes = false});
+  std::map<int, StopReason> ended;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    SequenceRequest r = Request(2, 30);
+    r.on_finish = [&, i](const SequenceResult& res) { ended[i] = res.stop_reason; };
+    auto id = sched.Submit(std::move(r));
+    ASSERT_TRUE(id);
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(sched.Step().ok());  // 0 and 1 run; 2..5 wait
+  ASSERT_EQ(sched.waiting(), 4);
+  sched.Cancel(ids[3]);
+  sched.Cancel(ids[5]);
+  ASSERT_TRUE(sched.Step().ok());
+  EXPECT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended[3], StopReason::kCancelled);
+  EXPECT_EQ(ended[5], StopReason::kCancelled);
+  EXPECT_EQ(sched.waiting(), 2);  // 2 and 4 still wait, in order
+  Drain(sched);
+  EXPECT_EQ(ended[2], StopReason::kLength);
+  EXPECT_EQ(ended[4], StopReason::kLength);
 }
 
 // Runs one greedy prompt for 6 tokens to its end.

@@ -35,6 +35,120 @@ TEST(AdmissionQueue, OneActiveTwoQueuedThenFull) {
   EXPECT_TRUE(q.WaitIdle(deadline));
 }
 
+// A ticket counts from Enter(): tickets that have not reached WaitTurn yet (their job threads
+// are still starting) fill the bound as running ones do.
+TEST(AdmissionQueue, EveryTicketCountsFromEnter) {
+  AdmissionQueue q(/*max_active=*/4, /*max_queued=*/4);
+  std::vector<AdmissionQueue::Entry> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(q.Enter());
+    ASSERT_TRUE(held.back().admitted) << i;
+  }
+  EXPECT_EQ(q.active(), 0);  // none has started; all eight wait
+  EXPECT_EQ(q.waiting(), 8);
+  const AdmissionQueue::Entry ninth = q.Enter();
+  EXPECT_FALSE(ninth.admitted);
+  EXPECT_GE(ninth.retry_after_s, 1);
+  // Some start: the total stays the bound.
+  const auto deadline = AdmissionQueue::Clock::now() + std::chrono::seconds(10);
+  ASSERT_TRUE(q.WaitTurn(held[0].ticket, deadline));
+  ASSERT_TRUE(q.WaitTurn(held[1].ticket, deadline));
+  EXPECT_EQ(q.load().active, 2);
+  EXPECT_EQ(q.load().waiting, 6);
+  EXPECT_FALSE(q.Enter().admitted);
+  // A place given back (withdrawn or finished) is one place for one newcomer.
+  q.Withdraw(held[7].ticket);
+  held.pop_back();
+  const AdmissionQueue::Entry again = q.Enter();
+  EXPECT_TRUE(again.admitted);
+  EXPECT_FALSE(q.Enter().admitted);
+  q.Leave(held[0].ticket, 0.1);
+  EXPECT_TRUE(q.Enter().admitted);
+  EXPECT_FALSE(q.Enter().admitted);
+}
+
+// Many threads arriving at once: exactly max_active + max_queued get in while nobody leaves,
+// and under churn (enter, run or withdraw, leave) the held tickets never pass the bound.
+TEST(AdmissionQueue, ConcurrentArrivalsNeverPassTheBound) {
+  constexpr int kActive = 4, kQueued = 4, kThreads = 32;
+  AdmissionQueue q(kActive, kQueued);
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool go = false;
+  std::atomic<int> admitted{0}, refused{0};
+  std::vector<uint64_t> tickets(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        ++arrived;
+        cv.notify_all();
+        cv.wait(lock, [&] { return go; });
+      }
+      const AdmissionQueue::Entry e = q.Enter();
+      if (e.admitted) {
+        tickets[static_cast<size_t>(i)] = e.ticket;
+        ++admitted;
+      } else {
+        ++refused;
+      }
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return arrived == kThreads; });
+    go = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : threads) t.join();
+  threads.clear();
+  EXPECT_EQ(admitted.load(), kActive + kQueued);
+  EXPECT_EQ(refused.load(), kThreads - kActive - kQueued);
+  EXPECT_EQ(q.waiting(), kActive + kQueued);
+  for (uint64_t t : tickets)
+    if (t != 0) q.Withdraw(t);
+  ASSERT_EQ(q.waiting(), 0);
+
+  // Churn. `held` is raised after Enter() admits and lowered before the ticket is given back,
+  // so it never counts more tickets than the queue holds: it may never pass the bound.
+  std::atomic<int> held{0}, most{0}, over{0}, ran{0};
+  const auto deadline = AdmissionQueue::Clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < 200; ++round) {
+        const AdmissionQueue::Entry e = q.Enter();
+        if (!e.admitted) continue;
+        const int now_held = ++held;
+        int seen = most.load();
+        while (now_held > seen && !most.compare_exchange_weak(seen, now_held)) {
+        }
+        const AdmissionQueue::Load load = q.load();
+        if (now_held > kActive + kQueued || load.active + load.waiting > kActive + kQueued ||
+            load.active > kActive) {
+          ++over;
+        }
+        if ((i + round) % 3 == 0) {
+          --held;
+          q.Withdraw(e.ticket);
+        } else if (q.WaitTurn(e.ticket, deadline)) {
+          ++ran;
+          --held;
+          q.Leave(e.ticket, 0);
+        } else {
+          --held;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(over.load(), 0);
+  EXPECT_LE(most.load(), kActive + kQueued);
+  EXPECT_GT(ran.load(), 0);
+  EXPECT_TRUE(q.WaitIdle(AdmissionQueue::Clock::now() + std::chrono::seconds(10)));
+}
+
 TEST(AdmissionQueue, WaitersRunInArrivalOrder) {
   AdmissionQueue q(1, 8);
   auto deadline = AdmissionQueue::Clock::now() + std::chrono::seconds(10);
@@ -123,12 +237,6 @@ TEST(ConstantTimeEquals, ComparesContentAndLength) {
   EXPECT_FALSE(ConstantTimeEquals("secret", "secret2"));
   EXPECT_FALSE(ConstantTimeEquals("", "x"));
   EXPECT_TRUE(ConstantTimeEquals("", ""));
-}
-
-TEST(JsonNestingDepth, CountsOutsideStrings) {
-  EXPECT_EQ(JsonNestingDepth(R"({"a":[1,{"b":2}]})", 10), 3);
-  EXPECT_EQ(JsonNestingDepth(R"({"a":"[[[[\"{{{"})", 10), 1);
-  EXPECT_EQ(JsonNestingDepth(std::string(1000, '['), 32), 33);
 }
 
 }  // namespace

@@ -114,6 +114,14 @@ class FrontEndTest : public ::testing::Test {
     }
   }
 
+  // Sends GET /late on `fd` and begins its stream; null if the request never arrived.
+  std::shared_ptr<HttpExchange> BeginLateStream(int fd) {
+    SendAll(fd, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::shared_ptr<HttpExchange> late = handler_.WaitLate();
+    if (late) late->BeginStream(200, {}, "text/plain");
+    return late;
+  }
+
   // Everything the server sends until it closes, or until `seconds` pass.
   static std::string ReadUntilClose(int fd, double seconds = 5) {
     return ReadUntil(fd, "", seconds);
@@ -251,6 +259,13 @@ TEST_F(FrontEndTest, LimitsAndFraming) {
             std::vector<int>{400});
   EXPECT_EQ(Statuses(Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n")),
             std::vector<int>{501});
+  // A coding before chunked would have to be undone: refused, not read as plain chunked.
+  EXPECT_EQ(Statuses(Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, "
+                              "chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")),
+            std::vector<int>{501});
+  EXPECT_EQ(Statuses(Exchange("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: CHUNKED"
+                              "\r\n\r\n3\r\nabc\r\n0\r\n\r\n")),
+            std::vector<int>{200});
   EXPECT_EQ(Statuses(Exchange("GET /echo HTTP/1.1\r\n\r\n")), std::vector<int>{400});  // no Host
   std::string many = "GET /echo HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 150; ++i) many += "X-" + std::to_string(i) + ": y\r\n";
@@ -319,6 +334,69 @@ TEST_F(FrontEndTest, ShutdownLetsTheAnswerInProgressBeWrittenThenCloses) {
   EXPECT_NE(out.find("end\r\n0\r\n\r\n<closed>"), std::string::npos) << out.substr(0, 200);
   ::close(busy);
   ::close(idle);
+}
+
+// A client that does not read: a receive buffer of a few KiB, and nothing read. Waits (at
+// most `seconds`) until the server ends the connection; true if it did.
+class NonReader {
+ public:
+  explicit NonReader(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int small = 4096;  // set before connect: the window the server sees stays small
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  ~NonReader() { ::close(fd_); }
+  int fd() const { return fd_; }
+  bool WaitCut(int seconds) const {
+    pollfd p{fd_, POLLRDHUP, 0};
+    return ::poll(&p, 1, seconds * 1000) == 1 && (p.revents & (POLLHUP | POLLERR | POLLRDHUP));
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+TEST_F(FrontEndTest, AStreamTheClientDoesNotReadIsCutPastItsUnsentBound) {
+  HttpFrontEndOptions o;
+  o.stall_timeout_s = 3600;  // only the bound can cut it here
+  StartServer(o);
+  NonReader client(fe_->port());
+  std::shared_ptr<HttpExchange> late = BeginLateStream(client.fd());
+  ASSERT_NE(late, nullptr);
+  // The writer never waits for the socket: 4 MiB go out of this loop at once, far more than
+  // the kernel and the bound take together.
+  const std::string piece(16 * 1024, 'x');
+  size_t written = 0;
+  while (!late->client_gone() && written < (4u << 20)) {
+    late->StreamWrite(piece);
+    written += piece.size();
+  }
+  EXPECT_TRUE(client.WaitCut(10)) << "the connection of a client that never reads stayed open";
+  EXPECT_TRUE(late->client_gone());
+  EXPECT_TRUE(late->client_stalled());
+  EXPECT_FALSE(late->StreamWrite("more"));
+  late->EndStream();
+}
+
+TEST_F(FrontEndTest, AWriteWithoutProgressForTheStallTimeoutCutsTheClient) {
+  HttpFrontEndOptions o;
+  o.stall_timeout_s = 1;
+  o.max_unsent_stream_bytes = 64u << 20;  // only the stall timeout can cut it here
+  StartServer(o);
+  NonReader client(fe_->port());
+  std::shared_ptr<HttpExchange> late = BeginLateStream(client.fd());
+  ASSERT_NE(late, nullptr);
+  // More than the kernel takes for a client that does not read; then nothing more.
+  EXPECT_TRUE(late->StreamWrite(std::string(1u << 20, 'x')));
+  EXPECT_TRUE(client.WaitCut(10)) << "a write without progress was not cut";
+  EXPECT_TRUE(late->client_gone());
+  EXPECT_TRUE(late->client_stalled());
+  late->EndStream();
 }
 
 TEST_F(FrontEndTest, AnExchangeDroppedUnansweredIsAnswered500) {

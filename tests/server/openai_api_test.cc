@@ -120,6 +120,43 @@ TEST(OpenAiApi, BadFieldsNameTheField) {
   }
 }
 
+TEST(OpenAiApi, RefusesBothTokenLimits) {
+  // max_tokens is max_completion_tokens' older name: with both, which one counts is a guess.
+  json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+               {"max_tokens", 5},
+               {"max_completion_tokens", 6}};
+  auto r = Chat(body);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).param, "max_tokens");
+  EXPECT_NE(std::get<ApiError>(r).message.find("not both"), std::string::npos);
+  body.erase("max_completion_tokens");
+  EXPECT_TRUE(std::holds_alternative<GenerationRequest>(Chat(body)));
+}
+
+TEST(OpenAiApi, ToolCallArgumentsWithinTheBodyLimits) {
+  // Arguments are JSON inside a string, which the chat template parses: the body's limits hold
+  // there too, and a text that is not JSON stays a string.
+  auto with_arguments = [](const std::string& arguments) {
+    json call = {{"id", "c1"},
+                 {"type", "function"},
+                 {"function", {{"name", "f"}, {"arguments", arguments}}}};
+    return Chat({{"messages",
+                  {{{"role", "user"}, {"content", "x"}},
+                   {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}}}}});
+  };
+  EXPECT_TRUE(std::holds_alternative<GenerationRequest>(with_arguments("{\"a\": 1}")));
+  EXPECT_TRUE(std::holds_alternative<GenerationRequest>(with_arguments("not json")));
+  std::string wide = "{";
+  for (size_t i = 0; i <= kMaxJsonObjectMembers; ++i)
+    wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+  auto r = with_arguments(wide + "}");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_EQ(std::get<ApiError>(r).param, "messages[1].tool_calls[0].function.arguments");
+  auto deep = with_arguments(std::string(40, '[') + std::string(40, ']'));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(deep));
+  EXPECT_NE(std::get<ApiError>(deep).message.find("nested deeper than 32"), std::string::npos);
+}
+
 TEST(OpenAiApi, BadMessages) {
   EXPECT_TRUE(std::holds_alternative<ApiError>(Chat({{"messages", json::array()}})));
   EXPECT_TRUE(std::holds_alternative<ApiError>(
@@ -135,6 +172,19 @@ TEST(OpenAiApi, JsonBodyLimits) {
   EXPECT_TRUE(std::holds_alternative<ApiError>(
       ParseJsonBody(std::string(100, '[') + std::string(100, ']'))));
   EXPECT_TRUE(std::holds_alternative<nlohmann::ordered_json>(ParseJsonBody("{\"a\": [1]}")));
+  // Members per object: at the limit parsed, one more refused with the limit named.
+  auto object_of = [](size_t members) {
+    std::string text = "{\"messages\": [], \"metadata\": {";
+    for (size_t i = 0; i < members; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    return text + "}}";
+  };
+  EXPECT_TRUE(std::holds_alternative<nlohmann::ordered_json>(
+      ParseJsonBody(object_of(kMaxJsonObjectMembers))));
+  auto wide = ParseJsonBody(object_of(kMaxJsonObjectMembers + 1));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(wide));
+  EXPECT_EQ(
+      std::get<ApiError>(wide).message,
+      "the body has an object of more than " + std::to_string(kMaxJsonObjectMembers) + " members");
 }
 
 TEST(OpenAiApi, ErrorShape) {

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace tessera::test {
 
@@ -18,9 +19,11 @@ Expected<InjectedFault> ParseInjectedFault(std::string_view text) {
     f.kind = InjectedFault::kDeviceLost;
   } else if (kind == "nothing") {
     f.kind = InjectedFault::kCompletedNothingWritten;
+  } else if (kind == "hang") {
+    f.kind = InjectedFault::kHang;
   } else {
     return InvalidArgument("fault '" + std::string(text) +
-                           "': expected timeout|abort|lost|nothing@<chain index>");
+                           "': expected timeout|abort|lost|nothing|hang@<chain index>");
   }
   if (at == std::string_view::npos) return f;
   const std::string_view n = text.substr(at + 1);
@@ -96,6 +99,10 @@ Expected<ChainResult> FaultInjectingDevice::RunChain(std::span<const Run> runs,
     }
   }
   if (!fault) return inner_->RunChain(runs, timeout);
+  if (fault->kind == InjectedFault::kHang) {
+    // A kernel that never completes and a driver that never gives up on it.
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   if (fault->kind == InjectedFault::kCompletedNothingWritten) {
     ChainResult result;
     result.runs_completed = static_cast<int64_t>(runs.size());

@@ -1,8 +1,9 @@
 // Test support: an XdnaDevice that passes every call to another device and fires one-shot
 // faults on the chains a test names: a chain that times out or aborts part way, one that
-// reports completion without running anything (FACTS 2.2's warning), or a lost device after
-// which every call fails. For the xdna backend's fault handling; the product has no faults to
-// inject, its fake device included.
+// reports completion without running anything (FACTS 2.2's warning), a lost device after
+// which every call fails, or a chain that never returns (a hung step: the server's
+// --hang-timeout kills its worker). For the xdna backend's fault handling; the product has no
+// faults to inject, its fake device included.
 //
 //   FaultInjectingDevice dev(std::make_unique<FakeXdnaDevice>(XdnaGeneration::kXdna1));
 //   dev.InjectFault({InjectedFault::kTimeout, dev.chains_run() + 3});  // the 4th chain from now
@@ -27,11 +28,12 @@ struct InjectedFault {
     kAbort,                    // the chain stops half way; ERT_CMD_STATE_ABORT
     kDeviceLost,               // the chain stops half way; this and every later call fails
     kCompletedNothingWritten,  // reports completion, runs nothing
+    kHang,                     // never returns (ignores its timeout); the process must be killed
   };
   Kind kind = kTimeout;
   int64_t at_chain = 0;  // fires on the chain with this index (0: the first chain run)
 };
-// "timeout@5", "abort@0", "lost@2", "nothing@1".
+// "timeout@5", "abort@0", "lost@2", "nothing@1", "hang@6".
 Expected<InjectedFault> ParseInjectedFault(std::string_view text);
 
 class FaultInjectingDevice final : public XdnaDevice {

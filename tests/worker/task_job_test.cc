@@ -385,6 +385,133 @@ TEST_F(TaskJobTest, InvalidInputsAreRefusedNamingTheField) {
   EXPECT_NE(a.refused->message.find("classification head"), std::string::npos);
 }
 
+// A task job started by hand (the test turns it), with what it sent and whether it ended.
+struct HandJob {
+  std::unique_ptr<TaskJob> job;
+  std::optional<TaskResultMessage> result;
+  std::optional<JobErrorMessage> error;
+  std::optional<DoneMessage> done;
+  bool ended = false;
+};
+
+template <typename Payload>
+std::unique_ptr<HandJob> StartByHand(Served& s, const Payload& payload) {
+  auto h = std::make_unique<HandJob>();
+  HandJob* out = h.get();
+  auto started = TaskJob::Start(
+      1, TaskRequest::Of(payload), *s.model, s.kind,
+      [out](const std::string& frame) {
+        auto type = PeekMessageType(frame);
+        if (type && *type == MessageType::kTaskResult)
+          out->result = *Decode<TaskResultMessage>(frame);
+        if (type && *type == MessageType::kJobError) out->error = *Decode<JobErrorMessage>(frame);
+        if (type && *type == MessageType::kDone) out->done = *Decode<DoneMessage>(frame);
+      },
+      [out](uint64_t) { out->ended = true; });
+  EXPECT_TRUE(std::holds_alternative<std::unique_ptr<TaskJob>>(started));
+  if (auto* job = std::get_if<std::unique_ptr<TaskJob>>(&started)) h->job = std::move(*job);
+  return h;
+}
+
+// A big task job in blocks: Start builds only the first kTaskInputsPerTurn prompts and submits
+// nothing; the rest are built a block per turn and nothing runs before all are checked; then
+// the job never has more than the model's slots less one in the scheduler; its answer is every
+// input's, in order, equal to each input run alone.
+TEST_F(TaskJobTest, ABigJobIsBuiltAndSubmittedInBlocks) {
+  Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
+  ASSERT_TRUE(s.model);
+  EmbedPayload r;
+  for (int i = 0; i < 3 * static_cast<int>(kTaskInputsPerTurn) + 5; ++i) {
+    r.inputs.texts.push_back("input number " + std::to_string(i) + " about a mill");
+  }
+  auto h = StartByHand(s, r);
+  ASSERT_TRUE(h->job);
+  TaskJob& job = *h->job;
+  const bool& ended = h->ended;
+  Scheduler& sched = s.model->scheduler();
+  EXPECT_FALSE(sched.HasWork());
+  EXPECT_TRUE(job.HasPendingWork());
+  int turns_before_submitting = 0;
+  for (; !sched.HasWork() && turns_before_submitting < 10; ++turns_before_submitting) {
+    job.AfterStep();
+  }
+  // Start built the first block; each turn one more, the last turn submits too.
+  const size_t blocks = (r.inputs.texts.size() + kTaskInputsPerTurn - 1) / kTaskInputsPerTurn;
+  EXPECT_EQ(turns_before_submitting, static_cast<int>(blocks) - 1);
+  for (int i = 0; i < 10000 && !ended; ++i) {
+    EXPECT_LE(sched.running() + sched.waiting(), s.model->slots() - 1);  // one slot stays free
+    ASSERT_TRUE(sched.Step().ok());
+    if (!ended) job.AfterStep();
+  }
+  ASSERT_TRUE(ended);
+  const std::optional<TaskResultMessage>& result = h->result;
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->items.size(), r.inputs.texts.size());
+  for (size_t i = 0; i < r.inputs.texts.size(); i += 13) {
+    EmbedPayload one;
+    one.inputs.texts = {r.inputs.texts[i]};
+    Answer alone = RunTask(s, one);
+    ASSERT_TRUE(alone.result);
+    EXPECT_EQ(result->items[i].index, static_cast<int32_t>(i));
+    EXPECT_EQ(result->items[i].values, alone.result->items[0].values) << "input " << i;
+  }
+}
+
+// An input over its limit in a later block: the job answers a JobError naming it, and nothing
+// was submitted.
+TEST_F(TaskJobTest, AnInvalidInputInALaterBlockIsRefusedBeforeAnythingRuns) {
+  Served s = Open(dir_->File("embed"), ModelKind::kEmbed, "reference");
+  ASSERT_TRUE(s.model);
+  EmbedPayload r;
+  r.inputs.max_input_tokens = 64;
+  for (size_t i = 0; i < 2 * kTaskInputsPerTurn; ++i) r.inputs.texts.push_back("fine");
+  const size_t bad = kTaskInputsPerTurn + 3;
+  r.inputs.texts[bad] = std::string(3000, 'q');
+  auto h = StartByHand(s, r);
+  ASSERT_TRUE(h->job);
+  for (int i = 0; i < 10 && !h->ended; ++i) {
+    h->job->AfterStep();
+    EXPECT_FALSE(s.model->scheduler().HasWork());
+  }
+  ASSERT_TRUE(h->ended);
+  ASSERT_TRUE(h->error);
+  EXPECT_EQ(h->error->kind, JobErrorKind::kInvalidRequest);
+  EXPECT_EQ(h->error->field, "input[" + std::to_string(bad) + "]");
+}
+
+// A Cancel stops a big job at its next step: while it builds prompts (nothing ran) and while
+// it runs (no more is submitted; what is in the scheduler ends at the next step). Either way
+// the job answers a cancelled Done and leaves nothing in the scheduler.
+TEST_F(TaskJobTest, ACancelEndsABigJobAtTheNextStep) {
+  Served s = Open(dir_->File("chat"), ModelKind::kRerank, "reference");
+  ASSERT_TRUE(s.model);
+  RerankPayload r;
+  r.query = "where is the mill?";
+  for (int i = 0; i < 200; ++i) r.documents.texts.push_back("document " + std::to_string(i));
+  const int building_turns = static_cast<int>((200 - 1) / kTaskInputsPerTurn);
+  for (int cancel_after_turns : {1, building_turns + 5}) {
+    auto h = StartByHand(s, r);
+    ASSERT_TRUE(h->job);
+    TaskJob& job = *h->job;
+    const bool& ended = h->ended;
+    const std::optional<DoneMessage>& done = h->done;
+    Scheduler& sched = s.model->scheduler();
+    for (int turn = 0; turn < cancel_after_turns; ++turn) {
+      ASSERT_TRUE(sched.Step().ok());
+      job.AfterStep();
+    }
+    EXPECT_EQ(sched.HasWork(), cancel_after_turns > 1) << cancel_after_turns;
+    job.Cancel();
+    ASSERT_TRUE(sched.Step().ok());
+    if (!ended) job.AfterStep();
+    EXPECT_TRUE(ended) << cancel_after_turns;
+    ASSERT_TRUE(done) << cancel_after_turns;
+    EXPECT_EQ(done->finish_reason, FinishReason::kCancelled);
+    EXPECT_FALSE(sched.HasWork());
+    EXPECT_FALSE(job.HasPendingWork());
+  }
+}
+
 // What a decision job sent: its Started, one Delta and Done (or a refusal / error).
 struct Decided {
   std::optional<StartedMessage> started;

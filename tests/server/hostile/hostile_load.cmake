@@ -6,8 +6,14 @@
 # Their latency figures need the machine to themselves: RUN_SERIAL.
 set(SERVER_HOSTILE_LOAD_DIR ${CMAKE_CURRENT_LIST_DIR})
 # GROUP:TIMEOUT (seconds). run.mjs gives up on a group 10 s before its timeout.
-set(SERVER_HOSTILE_LOAD_GROUPS)
-list(APPEND SERVER_HOSTILE_LOAD_GROUPS cache_probe:120)
+set(SERVER_HOSTILE_LOAD_GROUPS
+    json_bodies:120  # huge JSON objects refused in linear time
+    deadline:120     # a deadline cancels only its job
+    fair_models:120  # a big job on one model beside another model's stream
+    burst:90         # 60 streams past --max-active 4 --max-queued 4
+    nonreaders:90    # 8 streams that never read, --stall-timeout 2
+    cache_probe:120  # another key's cached_tokens is 0; API key file and reload
+)
 foreach(entry IN LISTS SERVER_HOSTILE_LOAD_GROUPS)
   string(REPLACE ":" ";" entry_parts "${entry}")
   list(GET entry_parts 0 group)

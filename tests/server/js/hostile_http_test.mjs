@@ -671,6 +671,12 @@ async function compat(ctx) {
       const ms = now() - t0;
       note(`second SIGTERM: ${exited ? `exit ${srv.exitCode ?? srv.exitSignal} after ${ms} ms` : 'still running after 2 s'}`);
       check('compat: a second SIGTERM while draining makes the server exit within 2 s', exited, `still running ${ms} ms later`);
+      // The stream is cut because the server stops, not because a worker crashed.
+      await s.until((x) => x.ended, 3000);
+      const err = s.events.find((e) => e && e.error);
+      note(`second SIGTERM: the stream ended with ${err ? `error ${err.error.code}: ${err.error.message}` : 'no error event (the connection closed first)'}`);
+      check('compat: ... the cut stream never says worker_crashed (its error, if it got one, is shutting_down)',
+            !err || err.error.code === 'shutting_down', err && JSON.stringify(err.error));
     } finally {
       s.destroy();
     }

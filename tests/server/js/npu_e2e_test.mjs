@@ -3,7 +3,8 @@
 // kernels, and every log line, /ready and the stats say so. Through the official openai
 // package: greedy answers with the first layer, and with every layer, on the "NPU" equal the
 // cpu-only server's; a command timeout injected mid-decode is recovered without changing a
-// token; a lost device restarts the worker; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
+// token; a lost device restarts the worker; a hung chain gets the worker killed past
+// --hang-timeout and a request waiting in it runs again; bad NPU flags, and an NPU that fails doctor's checks, stop `serve` before it listens.
 // The product has no fault injection: the timeout is injected by WITH_FAULTS, a test program
 // running tessera's own commands whose --npu-device also takes ",fault=KIND@CHAIN"
 // (tests/support/npu_device_with_faults.cc); tessera itself refuses that option.
@@ -126,6 +127,54 @@ await check('a lost NPU mid-decode: the request fails, the worker is restarted, 
     // The new worker's device has run no chain yet: 2 tokens fit before its 7th.
     const next = await complete(2);
     assert.equal(next.choices?.[0]?.finish_reason, 'length', JSON.stringify(next));
+  } finally {
+    npu.child.kill('SIGTERM');
+  }
+});
+
+await check('a hung NPU chain: the worker is killed past --hang-timeout, a waiting request runs again', async () => {
+  // hang@6: the 7th chain never returns (a step that overruns). The stream below stops after
+  // its first tokens; a non-streamed request sent then waits in the hung worker's socket. The
+  // stream's client leaves, its job is cancelled, the cancel goes unacknowledged for 2 s: the
+  // worker is killed and the waiting request, which sent its client nothing, runs again on
+  // the new worker (whose device has run no chain yet: 2 tokens fit before its 7th).
+  const npu = await serve(['--model', `tiny=${work}/tiny`, '--npu-percent', '100', '--hang-timeout', '2', '--max-active', '2',
+                           '--npu-device', 'fake:xdna1,fault=hang@6'], {}, withFaults);
+  try {
+    const pidBefore = spawnSync('pgrep', ['-P', String(npu.child.pid)], { encoding: 'utf8' }).stdout.trim();
+    const controller = new AbortController();
+    const stream = await fetch(`${npu.base}/v1/completions`, {
+      method: 'POST', signal: controller.signal,
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'tiny', prompt: prompts[0], max_tokens: 16, temperature: 0, stream: true }) });
+    // Read until no chunk came for a second: the step hangs.
+    const reader = stream.body.getReader();
+    let received = '';
+    for (;;) {
+      const next = await Promise.race([reader.read(), new Promise((r) => setTimeout(() => r(null), 1000))]);
+      if (next === null) break;
+      assert.ok(!next.done, `the stream ended instead of hanging: ${received}`);
+      received += new TextDecoder().decode(next.value);
+    }
+    assert.match(received, /"text"/);
+    const waiting = fetch(`${npu.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'tiny', prompt: prompts[0], max_tokens: 2, temperature: 0 }) });
+    await new Promise((r) => setTimeout(r, 300));  // let it reach the worker's socket
+    const t0 = Date.now();
+    controller.abort();
+    const r = await waiting;
+    const body = await r.json();
+    console.log(`note: the waiting request answered ${r.status} ${Date.now() - t0} ms after the hung stream's client left (--hang-timeout 2)`);
+    assert.equal(r.status, 200, JSON.stringify(body));
+    assert.equal(body.choices[0].finish_reason, 'length');
+    assert.ok(expected[0].startsWith(body.choices[0].text), `${body.choices[0].text} vs ${expected[0]}`);
+    assert.match(npu.log.text, /did not stop job \d+ within --hang-timeout 2 s of its cancel: a step is hung; killing the worker/);
+    assert.match(npu.log.text, /running it again on the restarted worker/);
+    const ready = await (await fetch(`${npu.base}/ready`)).json();
+    assert.equal(ready.x_tessera_stats.worker_restarts, 1, JSON.stringify(ready));
+    const pidAfter = spawnSync('pgrep', ['-P', String(npu.child.pid)], { encoding: 'utf8' }).stdout.trim();
+    assert.notEqual(pidAfter, pidBefore);
   } finally {
     npu.child.kill('SIGTERM');
   }

@@ -357,7 +357,7 @@ test('System One: the docs example by name answers by name, in order, as the lis
   }
 });
 
-test('past the queue a task request is 503 engine_busy with Retry-After; queued ones wait', async () => {
+test('past the queue a task request is 429 queue_full with Retry-After (as generation); queued ones wait', async () => {
   // One running job (a long chat stream on the slow model) and one queued task; the next task
   // is refused at once.
   const busy = await startServer(tessera, ['--model', `slow=${work}/slow`, '--model', `emb=${work}/embed`,
@@ -385,9 +385,9 @@ test('past the queue a task request is 503 engine_busy with Retry-After; queued 
     const res = await fetch(`${at}/v1/rerank`, { method: 'POST',
       headers: { 'Content-Type': 'application/json', Authorization: 'Bearer task-key' },
       body: JSON.stringify({ query: 'q', documents: ['a'] }) });
-    assert.equal(res.status, 503);
+    assert.equal(res.status, 429);
     assert.ok(Number(res.headers.get('retry-after')) >= 1);
-    assert.equal((await res.json()).error.code, 'engine_busy');
+    assert.equal((await res.json()).error.code, 'queue_full');
     controller.abort();  // the running stream ends; the queued embedding runs
     const done = await queued;
     assert.equal(done.status, 200);
