@@ -294,17 +294,26 @@ Status CheckServeFlags(const CliArgs& args) {
     const char* flag;
     int64_t lo, hi;
   };
-  for (const Bound& b :
-       {Bound{"request-timeout", 1, 86400}, Bound{"hang-timeout", 1, 3600},
-        Bound{"socket-timeout", 1, 3600}, Bound{"stall-timeout", 1, 3600},
-        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096},
-        Bound{"parallel", 0, 256}, Bound{"kv-memory", 0, 1 << 24}, Bound{"rate-limit", 0, 1000000},
-        Bound{"max-body-bytes", 1024, 64 << 20}, Bound{"max-loaded-models", 1, 64},
-        Bound{"context", 0, 1 << 20}, Bound{"http-threads", 1, 64},
-        Bound{"keep-alive-timeout", 1, 3600}, Bound{"header-timeout", 1, 3600},
-        Bound{"max-connections", 1, 1000000}, Bound{"max-connections-per-client", 1, 1000000},
-        Bound{"systemone-pinned-states", 1, 1024}, Bound{"npu-queue", 1, 1 << 20},
-        Bound{"npu-queue-timeout-ms", 1, int64_t{86400} * 1000}}) {
+  for (const Bound& b : {Bound{"request-timeout", 1, 86400},
+                         Bound{"hang-timeout", 1, 3600},
+                         Bound{"socket-timeout", 1, 3600},
+                         Bound{"stall-timeout", 1, 3600},
+                         Bound{"max-active", 0, 256},
+                         Bound{"max-queued", 0, 4096},
+                         Bound{"parallel", 0, 256},
+                         Bound{"kv-memory", 0, 1 << 24},
+                         Bound{"rate-limit", 0, 1000000},
+                         Bound{"max-body-bytes", 1024, 64 << 20},
+                         Bound{"max-loaded-models", 1, 64},
+                         Bound{"context", 0, 1 << 20},
+                         Bound{"http-threads", 1, 64},
+                         Bound{"keep-alive-timeout", 1, 3600},
+                         Bound{"header-timeout", 1, 3600},
+                         Bound{"max-connections", 1, 1000000},
+                         Bound{"max-connections-per-client", 1, 1000000},
+                         Bound{"systemone-pinned-states", 1, 1024},
+                         Bound{"npu-queue", 1, 1 << 20},
+                         Bound{"npu-queue-timeout-ms", 1, int64_t{86400} * 1000}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
       return InvalidArgument("--" + std::string(b.flag) + " must be between " +
@@ -388,8 +397,9 @@ Status FillAuthOptions(const CliArgs& args, server::ServeOptions* options) {
     if (auto all = server::WithDefaultKey(options->api_keys, options->api_key); !all) {
       return all.status().WithContext("--api-keys " + options->api_keys_file);
     }
-    std::fprintf(stderr, "tessera serve: %zu API keys from %s%s (SIGHUP reloads it)\n",
-                 options->api_keys.size(), options->api_keys_file.c_str(),
+    std::fprintf(stderr, "tessera serve: %zu API key%s from %s%s (SIGHUP reloads it)\n",
+                 options->api_keys.size(), options->api_keys.size() == 1 ? "" : "s",
+                 options->api_keys_file.c_str(),
                  env_key ? ", and TESSERA_API_KEY as 'default'" : "");
     return Status::Ok();
   }

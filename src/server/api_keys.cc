@@ -47,7 +47,8 @@ Status LineError(size_t line, const std::string& what) {
 Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
   std::vector<ApiKey> keys;
   std::map<std::string, size_t> name_line;
-  std::vector<size_t> key_line;  // parallel to keys
+  std::map<std::string, size_t> key_index;  // each key's place in `keys` (a set: linear time)
+  std::vector<size_t> key_line;             // parallel to keys
   size_t line_no = 0;
   while (!text.empty()) {
     ++line_no;
@@ -76,14 +77,14 @@ Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
       return LineError(line_no, "the name '" + std::string(name) + "' is also on line " +
                                     std::to_string(seen->second) + "; names must be unique");
     }
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (keys[i].key == key) {
-        return LineError(line_no, "the key of '" + std::string(name) + "' is the key of '" +
-                                      keys[i].name + "' (line " + std::to_string(key_line[i]) +
-                                      "); every name needs its own key");
-      }
+    if (auto seen = key_index.find(std::string(key)); seen != key_index.end()) {
+      const size_t i = seen->second;
+      return LineError(line_no, "the key of '" + std::string(name) + "' is the key of '" +
+                                    keys[i].name + "' (line " + std::to_string(key_line[i]) +
+                                    "); every name needs its own key");
     }
     name_line.emplace(std::string(name), line_no);
+    key_index.emplace(std::string(key), keys.size());
     key_line.push_back(line_no);
     keys.push_back({std::string(name), std::string(key)});
   }

@@ -288,7 +288,8 @@ Status ApiService::ReloadApiKeys(std::string* message) {
   }
   const size_t n = keys->size();
   api_keys_.Replace(std::move(*keys));
-  *message = "reloaded " + std::to_string(n) + " API keys from " + options_.api_keys_file;
+  *message = "reloaded " + std::to_string(n) + (n == 1 ? " API key" : " API keys") + " from " +
+             options_.api_keys_file;
   return Status::Ok();
 }
 
