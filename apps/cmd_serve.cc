@@ -256,7 +256,9 @@ void AddServeFlags(CliArgs& args) {
   args.AddInt("systemone-pinned-states", "states kept with --systemone-reuse pinned (1-1024)", 6);
   args.AddInt("max-active", "requests running at once (0: --parallel's slots)", 0);
   args.AddInt("max-queued", "requests waiting before 429 (0: twice the slots)", 0);
-  args.AddInt("rate-limit", "requests per minute per client (0: off)", 30);
+  args.AddInt("rate-limit",
+              "requests per minute per client (0: off; default: off when every address of "
+              "--host is loopback, else 30)");
   args.AddInt("max-body-bytes", "largest request body", 1 << 20);
   args.AddFlag("no-auth",
                "serve without an API key (only when every address of --host is loopback)");
@@ -294,31 +296,25 @@ Status CheckServeFlags(const CliArgs& args) {
     const char* flag;
     int64_t lo, hi;
   };
-  for (const Bound& b : {Bound{"request-timeout", 1, 86400},
-                         Bound{"hang-timeout", 1, 3600},
-                         Bound{"socket-timeout", 1, 3600},
-                         Bound{"stall-timeout", 1, 3600},
-                         Bound{"max-active", 0, 256},
-                         Bound{"max-queued", 0, 4096},
-                         Bound{"parallel", 0, 256},
-                         Bound{"kv-memory", 0, 1 << 24},
-                         Bound{"rate-limit", 0, 1000000},
-                         Bound{"max-body-bytes", 1024, 64 << 20},
-                         Bound{"max-loaded-models", 1, 64},
-                         Bound{"context", 0, 1 << 20},
-                         Bound{"http-threads", 1, 64},
-                         Bound{"keep-alive-timeout", 1, 3600},
-                         Bound{"header-timeout", 1, 3600},
-                         Bound{"max-connections", 1, 1000000},
-                         Bound{"max-connections-per-client", 1, 1000000},
-                         Bound{"systemone-pinned-states", 1, 1024},
-                         Bound{"npu-queue", 1, 1 << 20},
-                         Bound{"npu-queue-timeout-ms", 1, int64_t{86400} * 1000}}) {
+  for (const Bound& b :
+       {Bound{"request-timeout", 1, 86400}, Bound{"hang-timeout", 1, 3600},
+        Bound{"socket-timeout", 1, 3600}, Bound{"stall-timeout", 1, 3600},
+        Bound{"max-active", 0, 256}, Bound{"max-queued", 0, 4096}, Bound{"parallel", 0, 256},
+        Bound{"kv-memory", 0, 1 << 24}, Bound{"max-body-bytes", 1024, 64 << 20},
+        Bound{"max-loaded-models", 1, 64}, Bound{"context", 0, 1 << 20},
+        Bound{"http-threads", 1, 64}, Bound{"keep-alive-timeout", 1, 3600},
+        Bound{"header-timeout", 1, 3600}, Bound{"max-connections", 1, 1000000},
+        Bound{"max-connections-per-client", 1, 1000000}, Bound{"systemone-pinned-states", 1, 1024},
+        Bound{"npu-queue", 1, 1 << 20}, Bound{"npu-queue-timeout-ms", 1, int64_t{86400} * 1000}}) {
     const int64_t v = args.GetInt(b.flag);
     if (v < b.lo || v > b.hi) {
       return InvalidArgument("--" + std::string(b.flag) + " must be between " +
                              std::to_string(b.lo) + " and " + std::to_string(b.hi));
     }
+  }
+  if (args.Has("rate-limit")) {
+    if (const int64_t v = args.GetInt("rate-limit"); v < 0 || v > 1000000)
+      return InvalidArgument("--rate-limit must be between 0 and 1000000");
   }
   if (auto kv = ParseKvCacheType(args.GetString("kv-cache")); !kv) return kv.status();
   if (auto isa = CpuIsaFromArgs(args); !isa) return isa.status();
@@ -430,7 +426,8 @@ void FillHttpOptions(const CliArgs& args, server::ServeOptions* options) {
       args.GetInt("max-active") > 0 ? static_cast<int>(args.GetInt("max-active")) : slots;
   options->max_queued =
       args.GetInt("max-queued") > 0 ? static_cast<int>(args.GetInt("max-queued")) : 2 * slots;
-  options->rate_limit_per_minute = static_cast<int>(args.GetInt("rate-limit"));
+  options->rate_limit_per_minute =
+      args.Has("rate-limit") ? static_cast<int>(args.GetInt("rate-limit")) : server::kRateLimitAuto;
   options->max_body_bytes = static_cast<size_t>(args.GetInt("max-body-bytes"));
   options->http_threads = static_cast<int>(args.GetInt("http-threads"));
   options->keep_alive_timeout_s = static_cast<int>(args.GetInt("keep-alive-timeout"));

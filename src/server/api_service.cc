@@ -114,7 +114,9 @@ ApiService::ApiService(const ServeOptions& options)
       supervisor_(
           {options.executable, options.worker_args, std::chrono::seconds(options.hang_timeout_s)}),
       admission_(options.max_active, options.max_queued),
-      rate_limiter_(options.rate_limit_per_minute),
+      rate_limiter_(options.rate_limit_per_minute == kRateLimitAuto
+                        ? kDefaultRateLimitPerMinute
+                        : options.rate_limit_per_minute),
       // Every admitted job (running or queued) has its thread; Enter() bounds how many.
       jobs_(options.max_active + options.max_queued) {
   for (const worker::ModelEntry& m : options.models) {
@@ -328,13 +330,12 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
     if (head.method == "GET" || head.method == "HEAD") return std::nullopt;
   } else {
     if (draining_) return refuse(ServerError(503, "shutting_down", "the server is shutting down"));
-    if (options_.rate_limit_per_minute > 0) {
+    {
       int retry_after = 0;
       if (!rate_limiter_.Allow(head.remote_addr, &retry_after)) {
-        ApiError e =
-            InvalidField("", "rate limit of " + std::to_string(options_.rate_limit_per_minute) +
-                                 " requests per minute exceeded; retry after " +
-                                 std::to_string(retry_after) + " s");
+        ApiError e = InvalidField("", "rate limit of " + std::to_string(rate_limiter_.limit()) +
+                                          " requests per minute exceeded; retry after " +
+                                          std::to_string(retry_after) + " s");
         e.status = 429;
         e.type = "rate_limit_error";
         e.code = "rate_limit_exceeded";

@@ -70,6 +70,10 @@ class ApiService final : public HttpHandler {
   ~ApiService() override;
 
   WorkerSupervisor& supervisor() { return supervisor_; }
+  // The per-client rate limit in use (0: off); set before serving when it was left to the
+  // listening addresses (ServeOptions::rate_limit_per_minute).
+  void SetRateLimit(int per_minute) { rate_limiter_.set_limit(per_minute); }
+  int rate_limit() const { return rate_limiter_.limit(); }
   AdmissionQueue& admission() { return admission_; }
   void StartDraining() { draining_ = true; }
   // Joins the job threads (after the front end stopped and the worker was stopped).
@@ -153,6 +157,7 @@ class ApiService final : public HttpHandler {
                       std::vector<HttpHeader>* extra);
   bool RunAgain(ActiveJob& active, worker::JobRequest& job, ApiError* error);
   std::optional<WorkerEvent> WaitEvent(ActiveJob& job, ApiError* error);
+
   Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, worker::DeltaMessage* delta);
   void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta,
                     bool chat, bool include_usage);

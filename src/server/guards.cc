@@ -130,11 +130,22 @@ double AdmissionQueue::drain_per_second() const {
   return DrainPerSecondLocked();
 }
 
+void RateLimiter::set_limit(int limit_per_minute) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_ = limit_per_minute;
+}
+
+int RateLimiter::limit() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limit_;
+}
+
 bool RateLimiter::Allow(const std::string& client, int* retry_after_s) {
   using namespace std::chrono;
   const auto now = steady_clock::now();
   const auto window = minutes(1);
   std::lock_guard<std::mutex> lock(mu_);
+  if (limit_ <= 0) return true;
   // Forget idle clients now and then so the map cannot grow without bound.
   if (seen_.size() > 4096) {
     for (auto it = seen_.begin(); it != seen_.end();) {

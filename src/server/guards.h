@@ -81,16 +81,19 @@ class AdmissionQueue {
   std::deque<Clock::time_point> finished_at_;  // the last kDrainWindow finishes
 };
 
-// At most `limit` requests per client in any 60-second window.
+// At most `limit` requests per client in any 60-second window (0 or less: no limit).
 class RateLimiter {
  public:
   explicit RateLimiter(int limit_per_minute) : limit_(limit_per_minute) {}
   // True if the request may proceed (and counts it); else *retry_after_s says when it could.
   bool Allow(const std::string& client, int* retry_after_s);
+  // Set once the server knows where it listens (the default depends on it), before serving.
+  void set_limit(int limit_per_minute);
+  int limit() const;
 
  private:
-  const int limit_;
-  std::mutex mu_;
+  int limit_;
+  mutable std::mutex mu_;
   std::map<std::string, std::deque<std::chrono::steady_clock::time_point>> seen_;
 };
 

@@ -123,6 +123,7 @@ class FrontEndImpl final : public HttpFrontEnd {
       }
       if (port == 0) port = acceptor->local_endpoint().port();
       addresses_.push_back(ep.address().to_string());
+      if (!Unmapped(ep.address()).is_loopback()) loopback_only_ = false;
       acceptors_.push_back(std::move(acceptor));
     }
     if (acceptors_.empty()) {
@@ -139,6 +140,7 @@ class FrontEndImpl final : public HttpFrontEnd {
 
   int port() const override { return port_; }
   std::vector<std::string> addresses() const override { return addresses_; }
+  bool loopback_only() const override { return loopback_only_; }
 
   void Run() override {
     std::vector<std::thread> extra;
@@ -266,6 +268,7 @@ class FrontEndImpl final : public HttpFrontEnd {
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;
   std::vector<std::unique_ptr<asio::steady_timer>> retry_;
   std::vector<std::string> addresses_;
+  bool loopback_only_ = true;
   int port_ = 0;
   std::atomic<bool> stopped_{false};
 };

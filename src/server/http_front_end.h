@@ -77,6 +77,8 @@ class HttpFrontEnd {
   // The port bound (the same on every address) and the addresses, numeric.
   virtual int port() const = 0;
   virtual std::vector<std::string> addresses() const = 0;
+  // Whether every address bound is loopback (only this machine can connect).
+  virtual bool loopback_only() const = 0;
   // Runs the event loop on options.threads threads (this one included) until Stop().
   virtual void Run() = 0;
   // Stops accepting, closes every connection and ends Run(). Safe from any thread.

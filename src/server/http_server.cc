@@ -73,6 +73,19 @@ int RunServer(const ServeOptions& options) {
     return 1;
   }
   HttpFrontEnd& front_end = **created;
+  if (options.rate_limit_per_minute == kRateLimitAuto) {
+    // One user's machine: a limit per client would only break their scripts and agents.
+    service.SetRateLimit(front_end.loopback_only() ? 0 : kDefaultRateLimitPerMinute);
+  }
+  if (service.rate_limit() > 0) {
+    std::fprintf(stderr,
+                 "tessera serve: at most %d requests per minute per client (--rate-limit)\n",
+                 service.rate_limit());
+  } else {
+    std::fprintf(stderr, "tessera serve: no per-client rate limit (%s; --rate-limit N sets one)\n",
+                 options.rate_limit_per_minute == 0 ? "--rate-limit 0"
+                                                    : "listening on loopback addresses only");
+  }
   service.supervisor().Start();
   std::printf("tessera serve: listening on %s://%s:%d (",
               options.tls_cert.empty() ? "http" : "https", options.host.c_str(), front_end.port());

@@ -23,6 +23,9 @@
 
 namespace tessera::server {
 
+inline constexpr int kRateLimitAuto = -1;
+inline constexpr int kDefaultRateLimitPerMinute = 30;
+
 struct ServeOptions {
   std::string host = "127.0.0.1";          // a name: every address it resolves to is bound
   int port = 8000;                         // 0: any free port (printed at start)
@@ -55,7 +58,9 @@ struct ServeOptions {
   std::vector<std::string> allow_origins;
   int max_active = 1;
   int max_queued = 2;
-  int rate_limit_per_minute = 30;  // 0: off
+  // Requests per minute per client; 0: off; kRateLimitAuto: off when every address the server
+  // listens on is loopback (one user's machine), else kDefaultRateLimitPerMinute.
+  int rate_limit_per_minute = kRateLimitAuto;
   size_t max_body_bytes = 1u << 20;
   int request_timeout_s = 120;
   // A cancelled job (deadline, hang-up) must stop within this, else the worker is hung and

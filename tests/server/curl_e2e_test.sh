@@ -262,6 +262,23 @@ check "text access log: a request's path cannot split the line" 1 \
   "$(grep -c '^access .* GET /no%250Asuch%2520path 404 ' "$LOG_ERR")"
 stop_server
 
+# Default flags: no per-client limit when the server listens on loopback only (one user's
+# machine: scripts, agents and benchmarks run unthrottled), 30 a minute when it listens on
+# other addresses too.
+start_server ratelimit-loopback --model "tiny=$TINY" --no-auth
+wait_ready 60
+codes=$(for i in $(seq 200); do status_of "$BASE/v1/models"; echo; done | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
+check "200 requests in a minute to a loopback server with default flags" "200:200 " "$codes"
+check "the log says there is no per-client limit and why" 1 \
+  "$(grep -c 'no per-client rate limit (listening on loopback addresses only' "$LOG_ERR")"
+stop_server
+start_server ratelimit-any --model "tiny=$TINY" --host 0.0.0.0
+wait_ready 60
+codes=$(for i in $(seq 40); do status_of "$BASE/v1/models" "${AUTH[@]}"; echo; done | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
+check "listening on 0.0.0.0 with default flags: 30 a minute, then 429" "200:30 429:10 " "$codes"
+check "the log states the limit" 1 "$(grep -c 'at most 30 requests per minute per client' "$LOG_ERR")"
+stop_server
+
 start_server ratelimit --model "tiny=$TINY" --no-auth --rate-limit 5
 wait_ready 60
 for i in 1 2 3 4 5; do status_of "$BASE/v1/models" > /dev/null; done

@@ -231,6 +231,17 @@ TEST(RateLimiter, CountsPerClient) {
   EXPECT_TRUE(r.Allow("b", &retry));
 }
 
+TEST(RateLimiter, ZeroIsNoLimitAndTheLimitCanBeSetBeforeServing) {
+  RateLimiter r(0);
+  int retry = 0;
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(r.Allow("a", &retry));
+  r.set_limit(2);  // the server listens on other addresses than loopback
+  EXPECT_EQ(r.limit(), 2);
+  EXPECT_TRUE(r.Allow("b", &retry));
+  EXPECT_TRUE(r.Allow("b", &retry));
+  EXPECT_FALSE(r.Allow("b", &retry));
+}
+
 TEST(ConstantTimeEquals, ComparesContentAndLength) {
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));

@@ -25,7 +25,8 @@ start_server() {
   PORT=""
   local deadline=$((SECONDS + 30))
   while [ -z "$PORT" ] && [ $SECONDS -lt $deadline ]; do
-    PORT=$(sed -n 's/.*listening on https\{0,1\}:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$LOG_OUT")
+    # Any --host (127.0.0.1 by default, 0.0.0.0 too); clients use 127.0.0.1 either way.
+    PORT=$(sed -n 's/.*listening on https\{0,1\}:\/\/[^ ]*:\([0-9]*\) (.*/\1/p' "$LOG_OUT")
     if ! kill -0 "$SERVER_PID" 2> /dev/null; then break; fi
     [ -z "$PORT" ] && sleep 0.05
   done
