@@ -128,6 +128,13 @@ Status ReadLabels(const nlohmann::json& cfg, ModelKindInfo* info) {
 
 }  // namespace
 
+std::string AModelOfKind(ModelKind kind) {
+  const std::string_view name = ModelKindName(kind);
+  const bool vowel =
+      !name.empty() && std::string_view("aeiou").find(name.front()) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + std::string(name) + " model";
+}
+
 std::string_view ModelKindName(ModelKind kind) {
   switch (kind) {
     case ModelKind::kChat:

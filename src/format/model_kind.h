@@ -24,6 +24,8 @@ namespace tessera {
 enum class ModelKind : uint8_t { kChat, kEmbed, kRerank, kGuard, kClassify, kDecide };
 
 std::string_view ModelKindName(ModelKind kind);  // "chat", "embed", ...
+// The kind in a sentence, with its article: "a chat model", "an embed model".
+std::string AModelOfKind(ModelKind kind);
 std::optional<ModelKind> ParseModelKind(std::string_view name);
 
 struct ModelKindInfo {

@@ -67,9 +67,8 @@ std::variant<std::string, ApiError> ApiService::ModelFor(const Endpoint& e,
   const std::optional<ModelKind> kind = KindOf(name);
   if (!kind) return ModelNotFound(name);
   if (std::find(e.model_kinds.begin(), e.model_kinds.end(), *kind) == e.model_kinds.end()) {
-    return InvalidField("model", "'" + name + "' is a " + std::string(ModelKindName(*kind)) +
-                                     " model; this endpoint needs a " +
-                                     std::string(ModelKindName(want)) + " model");
+    return InvalidField("model", "'" + name + "' is " + AModelOfKind(*kind) +
+                                     "; this endpoint needs " + AModelOfKind(want));
   }
   return name;
 }

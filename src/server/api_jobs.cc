@@ -48,8 +48,8 @@ void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
       const std::optional<ModelKind> kind = KindOf(r->job.model);
       if (kind == ModelKind::kEmbed || kind == ModelKind::kClassify) {
         parsed = InvalidField("model",
-                              "'" + r->job.model + "' is an " + std::string(ModelKindName(*kind)) +
-                                  " model, which does not generate text; use " +
+                              "'" + r->job.model + "' is " + AModelOfKind(*kind) +
+                                  ", which does not generate text; use " +
                                   (*kind == ModelKind::kEmbed ? "/v1/embeddings" : "/classify"));
       }
     }

@@ -330,9 +330,8 @@ class Worker {
   std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const SystemOnePayload& p,
                                 double) {
     if (m.kind.kind != ModelKind::kChat && m.kind.kind != ModelKind::kDecide) {
-      return InvalidRequest("model", "'" + m.name + "' is a " +
-                                         std::string(ModelKindName(m.kind.kind)) +
-                                         " model; System One needs a chat or decide model");
+      return InvalidRequest("model", "'" + m.name + "' is " + AModelOfKind(m.kind.kind) +
+                                         "; System One needs a chat or decide model");
     }
     SystemOneOptions options{options_.systemone_resume, options_.systemone_entries};
     return Track(
@@ -348,10 +347,8 @@ class Worker {
     // The server routes by kind; this is the worker's own check of what it was sent.
     const ModelKind needed = TaskModelKind(task.kind);
     if (m.kind.kind != needed) {
-      return InvalidRequest("model", "'" + m.name + "' is a " +
-                                         std::string(ModelKindName(m.kind.kind)) +
-                                         " model; this endpoint needs a " +
-                                         std::string(ModelKindName(needed)) + " model");
+      return InvalidRequest("model", "'" + m.name + "' is " + AModelOfKind(m.kind.kind) +
+                                         "; this endpoint needs " + AModelOfKind(needed));
     }
     return Track(m, job.job_id,
                  TaskJob::Start(job.job_id, task, *m.model, m.kind, Sender(), Ender()));
@@ -444,9 +441,9 @@ Status ResolveModelKinds(std::vector<ModelEntry>& models,
     const bool to_causal = *kind == ModelKind::kChat || *kind == ModelKind::kRerank ||
                            *kind == ModelKind::kGuard || *kind == ModelKind::kDecide;
     if (*kind != it->kind && !(causal && to_causal)) {
-      return InvalidArgument("--kind '" + spec + "': the checkpoint of '" + name + "' is a " +
-                             std::string(ModelKindName(it->kind)) +
-                             " model; it cannot be served as " + std::string(ModelKindName(*kind)) +
+      return InvalidArgument("--kind '" + spec + "': the checkpoint of '" + name + "' is " +
+                             AModelOfKind(it->kind) + "; it cannot be served as " +
+                             std::string(ModelKindName(*kind)) +
                              " (only a causal LM may be declared rerank, guard or decide)");
     }
     it->kind = *kind;

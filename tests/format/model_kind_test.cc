@@ -123,3 +123,16 @@ TEST(ModelKind, MissingConfigIsAnError) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(ModelKindName, InASentenceWithItsArticle) {
+  EXPECT_EQ(AModelOfKind(ModelKind::kChat), "a chat model");
+  EXPECT_EQ(AModelOfKind(ModelKind::kEmbed), "an embed model");
+  EXPECT_EQ(AModelOfKind(ModelKind::kClassify), "a classify model");
+  EXPECT_EQ(AModelOfKind(ModelKind::kGuard), "a guard model");
+}
+
+}  // namespace
+}  // namespace tessera

@@ -101,7 +101,7 @@ TEST_F(EndpointTable, AToyEndpointIsRoutedAuthenticatedCountedAndKindChecked) {
   // Refused for a model of another kind, and for one not served.
   HttpResponse wrong_kind = Call("POST", "/v1/toy", R"({"model": "chat"})");
   EXPECT_EQ(wrong_kind.status, 400) << wrong_kind.body;
-  EXPECT_NE(wrong_kind.body.find("'chat' is a chat model; this endpoint needs a embed model"),
+  EXPECT_NE(wrong_kind.body.find("'chat' is a chat model; this endpoint needs an embed model"),
             std::string::npos)
       << wrong_kind.body;
   EXPECT_EQ(Call("POST", "/v1/toy", R"({"model": "nope"})").status, 404);
