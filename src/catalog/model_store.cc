@@ -59,11 +59,12 @@ std::string CheckpointDtype(const std::string& dir) {
   return "-";
 }
 
-// Bytes of the regular files in `dir` (following symlinks, so hub-cache blobs count).
+// Bytes of the regular files in `dir` and below (following symlinks to files, so hub-cache
+// blobs count; sentence-transformers models keep files in subfolders).
 uint64_t DirectoryBytes(const std::string& dir) {
   uint64_t total = 0;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
     std::error_code file_ec;
     if (entry.is_regular_file(file_ec)) {
       uintmax_t size = fs::file_size(entry.path(), file_ec);
@@ -92,6 +93,19 @@ std::string RepoOfHubCacheFolder(const std::string& folder) {
 bool IsCheckpointDir(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir + "/config.json", ec);
+}
+
+// The name under which `resolve`, `generate` and `rm` find the store folder `folder`: its own
+// name when that is a catalog id, "Org/Name" for "Org--Name"; "" when no name reaches it (a
+// folder made by hand, or a repository pulled before the catalog named it, which is now
+// stored under the catalog id).
+std::string NameOfStoreFolder(const Catalog& catalog, const std::string& folder) {
+  std::string candidate = folder;
+  if (const size_t sep = folder.find("--"); sep != std::string::npos) {
+    candidate = folder.substr(0, sep) + "/" + folder.substr(sep + 2);
+  }
+  auto spec = ParseModelRef(candidate, catalog);
+  return spec && spec->store_name == folder ? candidate : "";
 }
 
 }  // namespace
@@ -224,6 +238,8 @@ const char* ModelLocationName(ModelLocation location) {
       return "hf-cache";
     case ModelLocation::kPath:
       return "path";
+    case ModelLocation::kFirstUsePackage:
+      return "package";
   }
   return "?";
 }
@@ -263,6 +279,25 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
                   std::string(name_or_path) + "`");
 }
 
+namespace {
+
+// `name` when it resolves to `dir`, else name@commit when that does, else `dir` itself (a
+// path, which every command that takes a model accepts). A hub-cache snapshot that is not the
+// one `main` points to, or one shadowed by a stored copy, needs more than its name.
+std::string NameResolvingTo(const std::string& name, const std::string& commit,
+                            const std::string& dir, const Catalog& catalog) {
+  for (const std::string& candidate : {name, name + "@" + commit}) {
+    auto resolved = ResolveModel(candidate, catalog);
+    if (resolved &&
+        fs::path(resolved->dir).lexically_normal() == fs::path(dir).lexically_normal()) {
+      return candidate;
+    }
+  }
+  return dir;
+}
+
+}  // namespace
+
 Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog, bool rehash) {
   std::vector<InstalledModel> models;
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
@@ -274,8 +309,10 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     const std::string name = path.filename().string();
     if (name.starts_with(".") || !IsCheckpointDir(path.string())) continue;  // staging etc.
     InstalledModel m;
-    m.name = name;
     m.dir = path.string();
+    // Listed by a name every other command accepts, else by its path (also accepted).
+    m.name = NameOfStoreFolder(catalog, name);
+    if (m.name.empty()) m.name = m.dir;
     m.location = ModelLocation::kStore;
     m.dtype = CheckpointDtype(m.dir);
     m.size_bytes = DirectoryBytes(m.dir);
@@ -317,16 +354,37 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       if (!IsCheckpointDir(snapshot.string())) continue;
       InstalledModel m;
       const CatalogEntry* e = catalog.FindByRepo(repo);
-      m.name = e != nullptr ? e->id : repo;
-      m.purpose = e != nullptr ? e->purpose : "-";
       m.dir = snapshot.string();
+      m.commit = snapshot.filename().string();
+      m.name = NameResolvingTo(e != nullptr ? e->id : repo, m.commit, m.dir, catalog);
+      m.purpose = e != nullptr ? e->purpose : "-";
       m.location = ModelLocation::kHubCache;
       m.dtype = CheckpointDtype(m.dir);
       m.size_bytes = DirectoryBytes(m.dir);
       m.verification = "unverified";
-      m.commit = snapshot.filename().string();
       models.push_back(std::move(m));
     }
+  }
+  // Packages converted on first use from read-only sources (package_cache.h); a package
+  // written beside its source is not found here.
+  std::vector<fs::path> packages;
+  for (const auto& entry : fs::directory_iterator(fs::path(models_dir) / ".packages", ec)) {
+    packages.push_back(entry.path());
+  }
+  std::sort(packages.begin(), packages.end());
+  for (const auto& path : packages) {
+    if (path.filename().string().starts_with(".") || !IsPackageDir(path.string())) continue;
+    InstalledModel m;
+    m.dir = path.string();
+    m.name = m.dir;
+    m.location = ModelLocation::kFirstUsePackage;
+    m.size_bytes = DirectoryBytes(m.dir);
+    auto package = VerifyPackage(m.dir);
+    m.verification = package ? "verified" : "changed: " + package.status().message();
+    m.dtype = package ? package->dtype : CheckpointDtype(m.dir);
+    if (package) m.commit = package->source_commit;
+    m.purpose = package ? PurposeOf(catalog, "", package->source_repo) : "-";
+    models.push_back(std::move(m));
   }
   return models;
 }

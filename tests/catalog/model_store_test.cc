@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "base/sha256.h"
@@ -99,6 +100,54 @@ TEST_F(ModelStoreTest, HubCacheSnapshotIsFoundAndUsedInPlace) {
   ASSERT_FALSE(removed);
   EXPECT_NE(removed.status().message().find("Hugging Face cache"), std::string::npos);
   EXPECT_TRUE(fs::exists(snapshot + "/config.json"));
+}
+
+// Every name `tessera list` prints is accepted by resolve (and so by generate, chat and rm,
+// which parse names the same way) and leads back to the folder listed.
+TEST_F(ModelStoreTest, EveryListedNameResolvesToItsFolder) {
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  // ORG/REPO pulls are stored as "Org--Name"; a catalog id under its id; a folder made by
+  // hand whose name no command accepts; a repository now in the catalog stored before it was.
+  for (const char* folder : {"demo--q25-synth", "qwen3-0.6b", "my model", "Qwen--Qwen3-4B-x",
+                             "Qwen--Qwen3-Embedding-4B"}) {
+    fs::create_directories(models_ + "/" + folder);
+    ASSERT_TRUE(WriteSyntheticModel(models_ + "/" + folder, spec).ok()) << folder;
+  }
+  // A hub cache snapshot main points to, and one shadowed by the stored qwen3-0.6b.
+  const std::string cached = MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
+  // A first-use package of a read-only source.
+  const std::string package = models_ + "/.packages/src-0123abcd-f32";
+  fs::create_directories(models_ + "/.packages");
+  ASSERT_TRUE(
+      ConvertToPackage(models_ + "/qwen3-0.6b", package, {.weights = WeightFormat::kF32}).ok());
+
+  auto listed = ListInstalledModels(*catalog_, /*rehash=*/false);
+  ASSERT_TRUE(listed) << listed.status().message();
+  std::map<std::string, std::string> name_of_dir;
+  for (const InstalledModel& m : *listed) {
+    SCOPED_TRACE(m.name);
+    name_of_dir[m.dir] = m.name;
+    EXPECT_TRUE(LooksLikePath(m.name) || m.name.find("--") == std::string::npos);
+    auto resolved = ResolveModel(m.name, *catalog_);
+    ASSERT_TRUE(resolved) << resolved.status().message();
+    EXPECT_EQ(fs::path(resolved->dir).lexically_normal(), fs::path(m.dir).lexically_normal());
+    EXPECT_GT(m.size_bytes, 0u);
+  }
+  EXPECT_EQ(name_of_dir[models_ + "/demo--q25-synth"], "demo/q25-synth");
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-4B-x"], "Qwen/Qwen3-4B-x");
+  EXPECT_EQ(name_of_dir[models_ + "/qwen3-0.6b"], "qwen3-0.6b");
+  // No name reaches these: listed by path, which every command taking a model accepts.
+  EXPECT_EQ(name_of_dir[models_ + "/my model"], models_ + "/my model");
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-Embedding-4B"],
+            models_ + "/Qwen--Qwen3-Embedding-4B");
+  // The stored copy comes first, so the cached snapshot needs its commit.
+  EXPECT_EQ(name_of_dir[cached], std::string("qwen3-0.6b@") + kCommit);
+  ASSERT_EQ(name_of_dir.count(package), 1u);
+  EXPECT_EQ(name_of_dir[package], package);
+  // rm accepts a listed store name.
+  ASSERT_TRUE(RemoveStoredModel("demo/q25-synth", *catalog_));
+  EXPECT_FALSE(fs::exists(models_ + "/demo--q25-synth"));
 }
 
 TEST_F(ModelStoreTest, HostileRefsAreRefused) {
