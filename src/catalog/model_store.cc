@@ -95,17 +95,36 @@ bool IsCheckpointDir(const std::string& dir) {
   return fs::is_regular_file(dir + "/config.json", ec);
 }
 
-// The name under which `resolve`, `generate` and `rm` find the store folder `folder`: its own
-// name when that is a catalog id, "Org/Name" for "Org--Name"; "" when no name reaches it (a
-// folder made by hand, or a repository pulled before the catalog named it, which is now
-// stored under the catalog id).
-std::string NameOfStoreFolder(const Catalog& catalog, const std::string& folder) {
+// The store folders a name may live in, in the order resolution tries them: its store name,
+// then, for a repository the catalog names, "Org--Name", where `pull ORG/REPO` put it before
+// the catalog knew the repository (so adding a catalog entry does not orphan earlier pulls).
+std::vector<std::string> StoreFoldersOf(const ModelRef& spec) {
+  std::vector<std::string> folders{spec.store_name};
+  const size_t slash = spec.repo.find('/');
+  if (slash != std::string::npos) {
+    std::string by_repo = spec.repo.substr(0, slash) + "--" + spec.repo.substr(slash + 1);
+    if (by_repo != spec.store_name) folders.push_back(std::move(by_repo));
+  }
+  return folders;
+}
+
+// The name under which `resolve`, `generate` and `rm` find the store folder `folder` of
+// `models_dir`: its own name when that is a catalog id, "Org/Name" for "Org--Name"; "" when no
+// name reaches it (a folder made by hand, or an "Org--Name" copy shadowed by a copy under the
+// catalog id).
+std::string NameOfStoreFolder(const Catalog& catalog, const std::string& models_dir,
+                              const std::string& folder) {
   std::string candidate = folder;
   if (const size_t sep = folder.find("--"); sep != std::string::npos) {
     candidate = folder.substr(0, sep) + "/" + folder.substr(sep + 2);
   }
   auto spec = ParseModelRef(candidate, catalog);
-  return spec && spec->store_name == folder ? candidate : "";
+  if (!spec) return "";
+  for (const std::string& tried : StoreFoldersOf(*spec)) {
+    if (tried == folder) return candidate;
+    if (IsCheckpointDir(models_dir + "/" + tried)) return "";  // found first
+  }
+  return "";
 }
 
 }  // namespace
@@ -259,15 +278,16 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
   }
   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
-  const std::string stored = models_dir + "/" + spec.store_name;
-  if (IsCheckpointDir(stored)) {
+  for (const std::string& folder : StoreFoldersOf(spec)) {
+    const std::string stored = models_dir + "/" + folder;
+    if (!IsCheckpointDir(stored)) continue;
     // With an explicit revision, the stored copy counts only if it is that revision.
     auto lock = ReadLockFile(stored);
     bool matches = !spec.revision_given ||
                    (lock && (lock->revision == spec.revision || lock->commit == spec.revision));
     if (matches) {
       if (IsPackageDir(stored)) TS_RETURN_IF_ERROR(VerifyPackage(stored).status());
-      return ResolvedModel{spec.store_name, stored, ModelLocation::kStore};
+      return ResolvedModel{folder, stored, ModelLocation::kStore};
     }
   }
   TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
@@ -311,7 +331,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     InstalledModel m;
     m.dir = path.string();
     // Listed by a name every other command accepts, else by its path (also accepted).
-    m.name = NameOfStoreFolder(catalog, name);
+    m.name = NameOfStoreFolder(catalog, models_dir, name);
     if (m.name.empty()) m.name = m.dir;
     m.location = ModelLocation::kStore;
     m.dtype = CheckpointDtype(m.dir);
@@ -412,8 +432,14 @@ Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& ca
     return InvalidArgument("rm takes a name without @REVISION; a model is stored once");
   }
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
-  const std::string dir = models_dir + "/" + spec.store_name;
+  std::string dir = models_dir + "/" + spec.store_name;
   std::error_code ec;
+  for (const std::string& folder : StoreFoldersOf(spec)) {
+    if (fs::is_directory(models_dir + "/" + folder, ec)) {
+      dir = models_dir + "/" + folder;
+      break;
+    }
+  }
   if (!fs::is_directory(dir, ec)) {
     TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
     if (FindHubCacheSnapshot(hub_cache, spec.repo, spec.revision)) {

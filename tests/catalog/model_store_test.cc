@@ -108,9 +108,11 @@ TEST_F(ModelStoreTest, EveryListedNameResolvesToItsFolder) {
   SyntheticModelSpec spec;
   spec.vocab = 512;
   // ORG/REPO pulls are stored as "Org--Name"; a catalog id under its id; a folder made by
-  // hand whose name no command accepts; a repository now in the catalog stored before it was.
-  for (const char* folder : {"demo--q25-synth", "qwen3-0.6b", "my model", "Qwen--Qwen3-4B-x",
-                             "Qwen--Qwen3-Embedding-4B"}) {
+  // hand whose name no command accepts; repositories now in the catalog pulled before it named
+  // them, one of them also pulled since (under its id, which comes first).
+  for (const char* folder :
+       {"demo--q25-synth", "qwen3-0.6b", "my model", "Qwen--Qwen3-4B-x", "Qwen--Qwen3-Embedding-4B",
+        "Qwen--Qwen3-Reranker-4B", "qwen3-reranker-4b"}) {
     fs::create_directories(models_ + "/" + folder);
     ASSERT_TRUE(WriteSyntheticModel(models_ + "/" + folder, spec).ok()) << folder;
   }
@@ -137,17 +139,24 @@ TEST_F(ModelStoreTest, EveryListedNameResolvesToItsFolder) {
   EXPECT_EQ(name_of_dir[models_ + "/demo--q25-synth"], "demo/q25-synth");
   EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-4B-x"], "Qwen/Qwen3-4B-x");
   EXPECT_EQ(name_of_dir[models_ + "/qwen3-0.6b"], "qwen3-0.6b");
+  // A pull from before the catalog named the repository is still found by both names.
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-Embedding-4B"], "Qwen/Qwen3-Embedding-4B");
+  EXPECT_EQ(ResolveModel("qwen3-embedding-4b", *catalog_)->dir,
+            models_ + "/Qwen--Qwen3-Embedding-4B");
+  EXPECT_EQ(name_of_dir[models_ + "/qwen3-reranker-4b"], "qwen3-reranker-4b");
   // No name reaches these: listed by path, which every command taking a model accepts.
   EXPECT_EQ(name_of_dir[models_ + "/my model"], models_ + "/my model");
-  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-Embedding-4B"],
-            models_ + "/Qwen--Qwen3-Embedding-4B");
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-Reranker-4B"],
+            models_ + "/Qwen--Qwen3-Reranker-4B");
   // The stored copy comes first, so the cached snapshot needs its commit.
   EXPECT_EQ(name_of_dir[cached], std::string("qwen3-0.6b@") + kCommit);
   ASSERT_EQ(name_of_dir.count(package), 1u);
   EXPECT_EQ(name_of_dir[package], package);
-  // rm accepts a listed store name.
+  // rm accepts a listed store name, and finds the older copy's folder too.
   ASSERT_TRUE(RemoveStoredModel("demo/q25-synth", *catalog_));
   EXPECT_FALSE(fs::exists(models_ + "/demo--q25-synth"));
+  ASSERT_TRUE(RemoveStoredModel("Qwen/Qwen3-Embedding-4B", *catalog_));
+  EXPECT_FALSE(fs::exists(models_ + "/Qwen--Qwen3-Embedding-4B"));
 }
 
 TEST_F(ModelStoreTest, HostileRefsAreRefused) {
