@@ -315,6 +315,29 @@ TEST_F(PullTest, ProgressBarOnATerminalPlainLinesOtherwise) {
   ExpectInstalled(kCommitA, files_);
 }
 
+// `list --catalog` says in words what each entry pins, and why not, then the entries' notes.
+TEST_F(PullTest, CatalogListingSaysWhatIsPinned) {
+  auto r = Tessera({"list", "--catalog"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("(unverified)"), std::string::npos) << r.out;
+  for (const char* id : {"qwen3-0.6b", "decider-0.8b", "gemma-3-1b-it", "qwen3guard-gen-4b"}) {
+    const size_t at = r.out.find(std::string("\n") + id + " ");
+    ASSERT_NE(at, std::string::npos) << id;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find("follows main; not pinned (catalog written offline)"), std::string::npos)
+        << line;
+  }
+  EXPECT_NE(r.out.find("notes:\n  smollm2-135m-sft: "), std::string::npos) << r.out;
+  r = Tessera({"list", "--catalog", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 16u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["pin"], "follows main; not pinned (catalog written offline)") << row.dump();
+    EXPECT_EQ(row["unverified_reason"], "catalog written offline") << row.dump();
+  }
+}
+
 TEST_F(PullTest, BadNamesAreRefusedBeforeAnyRequest) {
   for (const char* bad : {"../x", "/abs/path", "", "a/b/c", "test-org/..", "x@..", "-rf"}) {
     auto r = Tessera({"pull", bad});
