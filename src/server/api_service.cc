@@ -130,7 +130,8 @@ ApiService::ApiService(const ServeOptions& options)
   if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
   // Checked before the server started (cmd_serve.cc); should the two ever disagree, no key is
   // accepted rather than fewer checks made.
-  auth_required_ = !options.api_key.empty() || !options.api_keys_file.empty();
+  auth_required_ = !options.api_key.empty() || !options.api_keys_file.empty() ||
+                   !options.saved_api_key_file.empty();
   if (auto keys = WithDefaultKey(options.api_keys, options.api_key)) {
     api_keys_.Replace(std::move(*keys));
   } else {
@@ -275,6 +276,10 @@ HttpResponse ApiService::ProtocolError(int status, const std::string& code,
 }
 
 // ---- protections that need only the head
+
+void ApiService::UseSavedApiKey(const std::string& key) {
+  api_keys_.Replace({{std::string(kDefaultApiKeyName), key}});
+}
 
 Status ApiService::ReloadApiKeys(std::string* message) {
   if (options_.api_keys_file.empty()) {
