@@ -189,7 +189,8 @@ void AddServeFlags(CliArgs& args) {
   args.AddString("models-dir", "a folder of checkpoint folders, each served under its name");
   args.AddList("kind",
                "NAME=KIND: what a served causal LM is (rerank, guard or decide; embedding and "
-               "classifier checkpoints are recognised) (repeatable)");
+               "classifier checkpoints are recognised, and one without a chat template is a "
+               "completion model) (repeatable)");
   args.AddList("tool-call-syntax",
                "[NAME=]SYNTAX: how a served model writes tool calls, for a checkpoint the "
                "catalog does not know: " +

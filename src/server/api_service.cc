@@ -122,12 +122,16 @@ ApiService::ApiService(const ServeOptions& options)
   for (const worker::ModelEntry& m : options.models) {
     model_names_.push_back(m.name);
     model_kinds_.push_back(m.kind);
-    if (default_chat_model_.empty() &&
-        (m.kind == ModelKind::kChat || m.kind == ModelKind::kDecide)) {
-      default_chat_model_ = m.name;
+    const bool chat = m.kind == ModelKind::kChat || m.kind == ModelKind::kDecide;
+    if (default_chat_model_.empty() && chat) default_chat_model_ = m.name;
+    if (default_completion_model_.empty() && (chat || m.kind == ModelKind::kCompletion)) {
+      default_completion_model_ = m.name;
     }
   }
   if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
+  if (default_completion_model_.empty() && !model_names_.empty()) {
+    default_completion_model_ = model_names_[0];
+  }
   // Checked before the server started (cmd_serve.cc); should the two ever disagree, no key is
   // accepted rather than fewer checks made.
   auth_required_ = !options.api_key.empty() || !options.api_keys_file.empty() ||

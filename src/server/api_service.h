@@ -175,6 +175,8 @@ class ApiService final : public HttpHandler {
   std::unique_ptr<ServerMetrics> metrics_;  // /metrics; fed by Completed()
   std::vector<ModelKind> model_kinds_;      // parallel to model_names_
   std::string default_chat_model_;          // the first chat (or decide) model, else the first
+  // The first model that continues a prompt (chat, decide or completion), else the first.
+  std::string default_completion_model_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> job_counter_{0};
   int64_t created_ = 0;
