@@ -48,7 +48,7 @@
         message = j.error.message + (j.error.code ? ` (${j.error.code})` : '');
       }
     } catch { /* not JSON: keep the status text */ }
-    if (res.status === 401) message += localStorage.getItem(KEY) ? ` — ${KEY_REFUSED}` : ' — enter the server\'s API key above';
+    if (res.status === 401) message += localStorage.getItem(KEY) ? ` — ${KEY_REFUSED}` : ` — enter the server's API key above (${KEY_HELP})`;
     return new Error(`HTTP ${res.status}: ${message}`);
   }
 
