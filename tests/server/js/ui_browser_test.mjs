@@ -135,12 +135,22 @@ try {
     assert.match((await res.json()).error.message, /'stories' is a completion model: it has no chat template .*use \/v1\/completions/);
   });
 
-  await check('reload: the key is remembered, nothing asked, requests work', async () => {
+  await check('reload and a new tab: the key is remembered, nothing asked, requests work', async () => {
     await page.reload();
     await pickerFilled();
     assert.equal(await page.isHidden('#api-key'), true);
     assert.equal(await page.isHidden('#error'), true);
     assert.deepEqual(await chatPicker(), ['tiny', 'slow', 'html', 'stories (disabled)']);
+    // Another tab of the same origin (sessionStorage would not carry the key there).
+    const tab = await context.newPage();
+    try {
+      await tab.goto(`${base}/`);
+      await tab.waitForFunction(() => document.querySelectorAll('#chat-model option').length === 4, null, { timeout: 10000 });
+      assert.equal(await tab.isHidden('#api-key'), true);
+      assert.equal(await tab.isHidden('#error'), true);
+    } finally {
+      await tab.close();
+    }
   });
 
   await check('tiny: the streamed reply equals the API greedy answer; figures shown', async () => {
