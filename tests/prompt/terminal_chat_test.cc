@@ -336,10 +336,12 @@ TEST(TerminalChat, HistoryIsTrimmedToTheContextWithANotice) {
 TEST(TerminalChat, ErrorsAreOneLineWithTheRightExitCode) {
   test::TempDir tmp;
   MakeChatModel(tmp.path());
-  auto no_template = test::RunTessera(
-      {"chat", "--model", test::SharedDir() + "/models/stories260k", "--prompt", "hi"});
-  EXPECT_EQ(no_template.exit_code, 1);
-  EXPECT_NE(no_template.err.find("no chat template"), std::string::npos) << no_template.err;
+  // A model without a chat template takes no system message (completion mode, below).
+  auto no_template = test::RunTessera({"chat", "--model", test::SharedDir() + "/models/stories260k",
+                                       "--system", "Be brief.", "--prompt", "hi"});
+  EXPECT_EQ(no_template.exit_code, 2);
+  EXPECT_NE(no_template.err.find("has no chat template, so --system"), std::string::npos)
+      << no_template.err;
   struct Case {
     const char* flag;
     const char* value;
@@ -358,6 +360,27 @@ TEST(TerminalChat, ErrorsAreOneLineWithTheRightExitCode) {
       {"chat", "--model", tmp.path(), "--context", "32", "--prompt", std::string(400, 'a')});
   EXPECT_NE(too_long.exit_code, 0);
   EXPECT_NE(too_long.err.find("budget"), std::string::npos) << too_long.err;
+}
+
+// Without a chat template (stories260k), each line is continued as plain text; with no
+// --model and nothing installed, the built-in copy of stories260k is the model, said on stderr.
+TEST(TerminalChat, CompletionModeOnTheBuiltInDemoModel) {
+  test::TempDir store;
+  test::TempDir hub;
+  auto r = test::RunProcess(
+      {"/usr/bin/env", "TESSERA_MODELS=" + store.path(), "HF_HUB_CACHE=" + hub.path(),
+       test::TesseraBinary(), "chat", "--max-tokens", "8"},
+      "Once upon a time\n/exit\n", 60000);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("using the built-in demo model stories260k"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no chat template: completion mode"), std::string::npos) << r.err;
+  // The greedy continuation of llama2.c's stories260K (as in ../shared's reference).
+  EXPECT_NE(r.out.find(", there was a little girl"), std::string::npos) << r.out;
+  // The same name resolves to the same files with a model installed beside it.
+  auto named = test::RunProcess({"/usr/bin/env", "TESSERA_MODELS=" + store.path(),
+                                 test::TesseraBinary(), "resolve", "stories260k"},
+                                "", 60000);
+  EXPECT_EQ(named.out, store.path() + "/.builtin/stories260k\tbuilt-in\n") << named.err;
 }
 
 }  // namespace
