@@ -60,6 +60,10 @@ TEST_PACKAGES=(
   # drops the previous one from the mirror at each release, so an exact version cannot be
   # installed for long: the glob admits any 1xx build (tested with 156.0.8078.114-1~deb12u1).
   "chromium=1*"
+  # The quick start's test (quickstart_e2e): chat under a terminal multiplexer, and the
+  # tracked files copied with git.
+  "tmux=3.3a*"
+  "git=1:2.39*"
   # libFuzzer (its runtime is in libclang-rt-14-dev) for scripts/fuzz.sh and the fuzz gate.
   "clang-14=1:14.0.6*"
   "libclang-rt-14-dev=1:14.0.6*"
