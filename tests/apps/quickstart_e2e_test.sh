@@ -29,6 +29,8 @@ mkdir -p "$WORK"/{home,config,data,cache,models,hf}
 COPY=$WORK/tessera
 mkdir -p "$COPY"
 # The tracked files, as a clone has them.
+git -C "$SOURCE" rev-parse --git-dir >/dev/null 2>&1 ||
+  fail "$SOURCE is not a git checkout: this test copies its tracked files (git ls-files)"
 git -C "$SOURCE" ls-files -z | tar -C "$SOURCE" --null -T - -cf - | tar -C "$COPY" -xf -
 [[ -e "$COPY/../shared" ]] && fail "$COPY/../shared exists"
 [[ -f "$COPY/models/stories260k/model.safetensors" ]] || fail "the demo model is not tracked"
