@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -376,11 +377,37 @@ TEST(TerminalChat, CompletionModeOnTheBuiltInDemoModel) {
   EXPECT_NE(r.err.find("no chat template: completion mode"), std::string::npos) << r.err;
   // The greedy continuation of llama2.c's stories260K (as in ../shared's reference).
   EXPECT_NE(r.out.find(", there was a little girl"), std::string::npos) << r.out;
-  // The same name resolves to the same files with a model installed beside it.
+  // The name resolves to the files written out in the store's hidden folder.
   auto named = test::RunProcess({"/usr/bin/env", "TESSERA_MODELS=" + store.path(),
                                  test::TesseraBinary(), "resolve", "stories260k"},
                                 "", 60000);
   EXPECT_EQ(named.out, store.path() + "/.builtin/stories260k\tbuilt-in\n") << named.err;
+}
+
+// Without --model: the one installed model (said on stderr); with several, the user names one.
+TEST(TerminalChat, WithoutModelTheOneInstalledModelOrAChoice) {
+  test::TempDir store;
+  test::TempDir hub;
+  std::filesystem::create_directories(store.File("smollm2-135m-instruct"));
+  MakeChatModel(store.File("smollm2-135m-instruct"));
+  auto chat = [&] {
+    return test::RunProcess(
+        {"/usr/bin/env", "TESSERA_MODELS=" + store.path(), "HF_HUB_CACHE=" + hub.path(),
+         test::TesseraBinary(), "chat", "--max-tokens", "4", "--prompt", "Hi"},
+        "", 60000);
+  };
+  auto one = chat();
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("using smollm2-135m-instruct, the one installed model"), std::string::npos)
+      << one.err;
+  std::filesystem::create_directories(store.File("qwen3-0.6b"));
+  MakeChatModel(store.File("qwen3-0.6b"));
+  auto two = chat();
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_NE(two.err.find("2 are installed (qwen3-0.6b, smollm2-135m-instruct); name one with "
+                         "--model NAME"),
+            std::string::npos)
+      << two.err;
 }
 
 }  // namespace
