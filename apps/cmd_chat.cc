@@ -420,8 +420,6 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "tessera chat: sampling seed %llu\n",
                  static_cast<unsigned long long>(resolved->seed));
   }
-  // Room kept for the reply when trimming the history: the reply budget, but never more than
-  // half the context so that a long --max-tokens still leaves space for the conversation.
   if (completion_mode) {
     if (!max_tokens) max_tokens = kCompletionModeMaxTokens;
     std::fprintf(stderr,
@@ -430,6 +428,8 @@ int Run(int argc, char** argv) {
                  "%lld tokens unless --max-tokens says otherwise)\n",
                  model_name->c_str(), static_cast<long long>(*max_tokens));
   }
+  // Room kept for the reply when trimming the history: the reply budget, but never more than
+  // half the context so that a long --max-tokens still leaves space for the conversation.
   const int64_t reply_reserve = std::min(max_tokens.value_or(m.context()), m.context() / 2);
 
   ChatSession session(m, max_tokens, sampling, args.GetList("stop"), std::move(kwargs),
