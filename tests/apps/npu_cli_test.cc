@@ -75,8 +75,9 @@ TEST(NpuCli, DoctorWithoutAnNpuReportsTheCpuBackendAndExitsZero) {
   test::TempDir tmp;
   const fs::path root = tmp.File("root");
   Write(root / "proc/cmdline", "ro quiet\n");
-  Write(root / "proc/meminfo", "MemTotal:       16303780 kB\nMemFree:  100 kB\n"
-                               "MemAvailable:    8151890 kB\n");
+  Write(root / "proc/meminfo",
+        "MemTotal:       16303780 kB\nMemFree:  100 kB\n"
+        "MemAvailable:    8151890 kB\n");
   auto r = test::RunTessera({"doctor", "--root", root.string(), "--json"}, "", 60000);
   ASSERT_EQ(r.signal, 0) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -99,10 +100,10 @@ TEST(NpuCli, DoctorWithoutAnNpuReportsTheCpuBackendAndExitsZero) {
 
   auto text = test::RunTessera({"doctor", "--root", root.string()}, "", 60000);
   EXPECT_EQ(text.exit_code, 0) << text.out;
-  EXPECT_EQ(text.out.rfind("CPU backend: ready\n  isa       " +
-                               std::string(CpuIsaName(DetectCpuIsa())) + ": ",
-                           0),
-            0u)
+  EXPECT_EQ(
+      text.out.rfind(
+          "CPU backend: ready\n  isa       " + std::string(CpuIsaName(DetectCpuIsa())) + ": ", 0),
+      0u)
       << text.out;
   EXPECT_NE(text.out.find("0 failed, 0 warnings (no NPU in use: the CPU backend runs every layer)"),
             std::string::npos)
