@@ -163,7 +163,13 @@ Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models,
     if (auto bytes = DirectoryBytes(m.dir)) d.model_bytes = std::max(d.model_bytes, *bytes);
   }
   const DoctorReport report = RunDoctor(d);
-  if (!report.ok() || report.devices.empty()) {
+  if (report.devices.empty()) {
+    std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
+    return InvalidArgument(
+        "no supported NPU on this machine (npu_present above), so no layers can be placed on "
+        "one; serve without --npu-layers (or with --placement cpu) to run on the CPU backend");
+  }
+  if (!report.ok()) {
     std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
     return InvalidArgument(
         "the NPU fails the checks above, so no layers are placed on it; apply the fixes (run "
