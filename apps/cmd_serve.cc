@@ -15,6 +15,7 @@
 #include "backend/xdna/doctor.h"
 #include "base/environment.h"
 #include "base/mapped_file.h"
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_names.h"
 #include "catalog/model_store.h"
@@ -368,6 +369,13 @@ Status CollectServedModels(const CliArgs& args, server::ServeOptions* out) {
     if (!stored) return stored.status();
     for (const ModelEntry& m : *stored) {
       if (Status st = add_model(m); !st.ok()) return st;
+    }
+    if (stored->empty()) {
+      // Nothing installed: the built-in demo model, so that the page and the API answer.
+      auto builtin = ResolveServedModel(kBuiltinModelName);
+      if (!builtin) return builtin.status();
+      std::fprintf(stderr, "tessera serve: %s\n", kBuiltinModelNotice);
+      if (Status st = add_model(*builtin); !st.ok()) return st;
     }
   }
   if (options.models.empty()) {
