@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "cli_args.h"
@@ -117,6 +118,11 @@ int RunRmCommand(int argc, char** argv) {
     return 0;
   }
   if (!has_name) return ReportError("rm", InvalidArgument("which model? usage: tessera rm NAME"));
+  if (name == kBuiltinModelName) {
+    return ReportError("rm", InvalidArgument(std::string(kBuiltinModelName) +
+                                             " is the built-in demo model, carried in the "
+                                             "binary: there is nothing to remove"));
+  }
   auto catalog = BuiltinCatalog();
   if (!catalog) return ReportError("rm", catalog.status());
   auto removed = RemoveStoredModel(name, **catalog);

@@ -14,6 +14,7 @@
 #include "backend/xdna/doctor.h"
 #include "base/environment.h"
 #include "base/mapped_file.h"
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_names.h"
 #include "catalog/model_store.h"
@@ -162,7 +163,13 @@ Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models,
     if (auto bytes = DirectoryBytes(m.dir)) d.model_bytes = std::max(d.model_bytes, *bytes);
   }
   const DoctorReport report = RunDoctor(d);
-  if (!report.ok() || report.devices.empty()) {
+  if (report.devices.empty()) {
+    std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
+    return InvalidArgument(
+        "no supported NPU on this machine (npu_present above), so no layers can be placed on "
+        "one; serve without --npu-layers (or with --placement cpu) to run on the CPU backend");
+  }
+  if (!report.ok()) {
     std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
     return InvalidArgument(
         "the NPU fails the checks above, so no layers are placed on it; apply the fixes (run "
@@ -358,6 +365,13 @@ Status CollectServedModels(const CliArgs& args, server::ServeOptions* out) {
     if (!stored) return stored.status();
     for (const ModelEntry& m : *stored) {
       if (Status st = add_model(m); !st.ok()) return st;
+    }
+    if (stored->empty()) {
+      // Nothing installed: the built-in demo model, so that the page and the API answer.
+      auto builtin = ResolveServedModel(kBuiltinModelName);
+      if (!builtin) return builtin.status();
+      std::fprintf(stderr, "tessera serve: %s\n", kBuiltinModelNotice);
+      if (Status st = add_model(*builtin); !st.ok()) return st;
     }
   }
   if (options.models.empty()) {

@@ -14,6 +14,7 @@
 
 #include "base/environment.h"
 #include "base/sha256.h"
+#include "catalog/builtin_model.h"
 #include "catalog/package.h"
 #include "format/json_util.h"
 
@@ -224,6 +225,8 @@ const char* ModelLocationName(ModelLocation location) {
       return "hf-cache";
     case ModelLocation::kPath:
       return "path";
+    case ModelLocation::kBuiltin:
+      return "built-in";
   }
   return "?";
 }
@@ -240,6 +243,10 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     // A package is used only once every byte is verified.
     if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
     return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
+  }
+  if (name_or_path == kBuiltinModelName) {
+    TS_ASSIGN_OR_RETURN(std::string dir, MaterializeBuiltinModel());
+    return ResolvedModel{kBuiltinModelName, dir, ModelLocation::kBuiltin};
   }
   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
