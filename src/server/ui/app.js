@@ -143,7 +143,7 @@
       const prev = sel.value || (id === 'chat-model' ? settings.model : '');
       const ok = models.filter((m) => !m.kind || fits(m.kind));
       const options = ok.map((m) => el('option', { value: m.id }, m.id));
-      if (!ok.length) options.push(el('option', { value: '' }, '(none served)'));
+      if (!ok.length) options.push(el('option', { value: '' }, id === 'chat-model' ? '(no chat model served)' : '(none served)'));
       if (id === 'chat-model') {
         for (const name of completionOnly) {
           options.push(el('option', { value: name, disabled: '' }, `${name} (no chat template)`));
@@ -152,10 +152,15 @@
       sel.replaceChildren(...options);
       if (ok.some((m) => m.id === prev)) sel.value = prev;
     }
-    const note = $('chat-model-note');
-    note.textContent = completionOnly.map((name) => `${name} has no chat template: use /v1/completions (Tasks → Completion).`).join(' ');
-    note.hidden = !completionOnly.length;
+    $('chat-model-why').textContent = completionOnly.map((name) => `${name} has no chat template: use /v1/completions (Tasks → Completion).`).join(' ');
+    $('chat-model-note').hidden = !completionOnly.length;
   }
+  $('open-completion').addEventListener('click', () => {
+    selectTab($('tab-tasks'));
+    const first = completionOnly.find((name) => [...$('cmp-model').options].some((o) => o.value === name));
+    if (first) $('cmp-model').value = first;
+    $('cmp-prompt').focus();
+  });
   const showModels = (r) => fillPickers(r.data.map((m) => ({ id: m.id, kind: m.x_tessera_kind })));
 
   async function loadModels() {
@@ -390,7 +395,7 @@
     let params;
     try {
       if (!model) {
-        throw new Error(completionOnly.length ? `no chat model is served: ${$('chat-model-note').textContent}`
+        throw new Error(completionOnly.length ? `no chat model is served: ${$('chat-model-why').textContent}`
           : 'no chat model is served (or the list is not loaded yet: Refresh models)');
       }
       params = sampling();

@@ -118,7 +118,7 @@ try {
     assert.deepEqual(await chatPicker(), ['tiny', 'slow', 'html', 'stories (disabled)']);
     assert.deepEqual(await page.$$eval('#emb-model option', (o) => o.map((x) => x.value)), ['emb']);
     assert.deepEqual(await page.$$eval('#cmp-model option', (o) => o.map((x) => x.value)), ['tiny', 'slow', 'html', 'stories']);
-    assert.equal(await page.textContent('#chat-model-note'), 'stories has no chat template: use /v1/completions (Tasks → Completion).');
+    assert.equal(await page.textContent('#chat-model-why'), 'stories has no chat template: use /v1/completions (Tasks → Completion).');
     assert.equal(await page.isVisible('#chat-model-note'), true);
     assert.equal(await page.isHidden('#error'), true);
     // Kept for this origin; the entry is hidden and Forget key shown.
@@ -309,7 +309,12 @@ try {
 
   await check('Tasks: a completion on stories equals the API answer', async () => {
     await page.evaluate(() => { document.getElementById('temperature').value = '0'; });
-    await page.selectOption('#cmp-model', 'stories');
+    // The chat panel's note opens the Completion card on the completion model.
+    await page.click('#tab-chat');
+    await page.click('#open-completion');
+    assert.equal(await page.isVisible('#task-cmp'), true);
+    assert.equal(await page.inputValue('#cmp-model'), 'stories');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'cmp-prompt');
     await page.fill('#cmp-prompt', 'Once upon a time');
     await page.fill('#cmp-max', '16');
     await page.click('#cmp-run');
