@@ -85,6 +85,19 @@ Expected<bool> SaveNewKey(const std::string& path, const std::string& key) {
   return InvalidArgument(Errno("cannot save the key as " + path));
 }
 
+// A new key saved at `path` (missing directories made 0700); created false (and no key) when
+// another process saved its key there first.
+Expected<SavedApiKey> CreateKeyFile(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    TS_RETURN_IF_ERROR(MakePrivateDirs(path.substr(0, slash)));
+  }
+  TS_ASSIGN_OR_RETURN(std::string key, NewKey());
+  TS_ASSIGN_OR_RETURN(bool saved, SaveNewKey(path, key));
+  if (!saved) return SavedApiKey{};
+  return SavedApiKey{std::move(key), true};
+}
+
 // The key in the file's text: one line, blanks around it ignored.
 Expected<std::string> KeyOfText(const std::string& path, std::string_view text) {
   constexpr std::string_view kBlanks = " \t\r\n";
@@ -126,13 +139,14 @@ Expected<SavedApiKey> LoadOrCreateSavedApiKey(const std::string& path) {
       return Status(text.status().code(),
                     "the saved API key " + path + ": " + text.status().message());
     }
-    const size_t slash = path.rfind('/');
-    if (slash != std::string::npos && slash > 0) {
-      TS_RETURN_IF_ERROR(MakePrivateDirs(path.substr(0, slash)));
+    auto saved = CreateKeyFile(path);
+    if (!saved) {
+      return Status(saved.status().code(),
+                    "cannot save a new API key: " + saved.status().message() +
+                        "; give a key with TESSERA_API_KEY or --api-keys FILE, or point "
+                        "XDG_CONFIG_HOME at a folder you can write");
     }
-    TS_ASSIGN_OR_RETURN(std::string key, NewKey());
-    TS_ASSIGN_OR_RETURN(bool saved, SaveNewKey(path, key));
-    if (saved) return SavedApiKey{std::move(key), true};
+    if (saved->created) return std::move(*saved);
     // Another server saved its key first: read that one (the next turn of the loop).
   }
   return Internal("the saved API key " + path + " appeared and vanished while being read");

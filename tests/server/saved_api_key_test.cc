@@ -135,6 +135,19 @@ TEST(SavedApiKey, AFileInTheWayOfTheDirectoryIsAnErrorNamingIt) {
       << saved.status().message();
 }
 
+TEST(SavedApiKey, AKeyThatCannotBeSavedSaysHowToGiveOne) {
+  // /proc takes no new directories, not even from root.
+  auto saved = LoadOrCreateSavedApiKey("/proc/tessera-test-config/tessera/api-key");
+  ASSERT_FALSE(saved);
+  const std::string m = saved.status().message();
+  EXPECT_NE(m.find("cannot save a new API key: cannot create the directory "
+                   "/proc/tessera-test-config"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("TESSERA_API_KEY or --api-keys FILE"), std::string::npos) << m;
+  EXPECT_NE(m.find("XDG_CONFIG_HOME"), std::string::npos) << m;
+}
+
 TEST(SavedApiKey, TheServiceAcceptsNoTokenUntilTheKeyIsSet) {
   ServeOptions options;
   options.models = {{"chat", "/nonexistent/chat", ModelKind::kChat}};
