@@ -449,7 +449,11 @@ void ApiService::ModelsList(Call& call) {
 void ApiService::OneModel(Call& call) {
   const std::string id = *ModelIdFromPath(call.request.path);
   if (!KnownModel(id)) return SendError(call, ModelNotFound(id));
-  SendJson(call, 200, ModelBody(id, created_));
+  nlohmann::json body = ModelBody(id, created_);
+  if (const std::optional<ModelKind> kind = KindOf(id)) {
+    body["x_tessera_kind"] = std::string(ModelKindName(*kind));  // as in the list
+  }
+  SendJson(call, 200, std::move(body));
 }
 
 void ApiService::Completed(const HttpRequest& head, const std::string& request_id, int status,

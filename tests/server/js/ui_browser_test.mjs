@@ -129,6 +129,7 @@ try {
     // The API says the same: stories is a completion model, and chat to it is a 400 saying what to do.
     const models = await (await fetch(`${base}/v1/models`, { headers: auth })).json();
     assert.equal(models.data.find((m) => m.id === 'stories').x_tessera_kind, 'completion');
+    assert.equal((await (await fetch(`${base}/v1/models/stories`, { headers: auth })).json()).x_tessera_kind, 'completion');
     const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: auth,
       body: JSON.stringify({ model: 'stories', messages: [{ role: 'user', content: 'hi' }] }) });
     assert.equal(res.status, 400);
