@@ -96,10 +96,10 @@ int RunListCommand(int argc, char** argv) {
         "--catalog` shows the names)\n");
     return 0;
   }
-  std::printf("%-28s %-8s %-9s %10s  %-11s %-9s %s\n", "NAME", "PURPOSE", "DTYPE", "SIZE",
+  std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", "NAME", "PURPOSE", "DTYPE", "SIZE",
               "VERIFIED", "WHERE", "DIR");
   for (const auto& m : *models) {
-    std::printf("%-28s %-8s %-9s %10s  %-11s %-9s %s\n", m.name.c_str(), m.purpose.c_str(),
+    std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", m.name.c_str(), m.purpose.c_str(),
                 m.dtype.c_str(), HumanSize(m.size_bytes).c_str(), m.verification.c_str(),
                 ModelLocationName(m.location), m.dir.c_str());
   }

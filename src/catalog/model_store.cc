@@ -17,6 +17,7 @@
 #include "catalog/builtin_model.h"
 #include "catalog/package.h"
 #include "format/json_util.h"
+#include "format/model_kind.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -74,10 +75,15 @@ uint64_t DirectoryBytes(const std::string& dir) {
   return total;
 }
 
-std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo) {
+// The catalog's purpose, else what the checkpoint says it is (DetectModelKind: a causal LM
+// without a chat template is "completion"), else "-".
+std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo,
+                      const std::string& dir) {
   const CatalogEntry* e = catalog.Find(name);
   if (e == nullptr && !repo.empty()) e = catalog.FindByRepo(repo);
-  return e == nullptr ? "-" : e->purpose;
+  if (e != nullptr) return e->purpose;
+  auto kind = DetectModelKind(dir);
+  return kind ? std::string(ModelKindName(kind->kind)) : "-";
 }
 
 // "models--Org--Name" (a hub cache folder) to "Org/Name"; "" for any other name.
@@ -305,7 +311,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       Status st = CheckAgainstLock(m.dir, *lock, rehash);
       m.verification = st.ok() ? "verified" : "changed: " + st.message();
     }
-    m.purpose = PurposeOf(catalog, name, repo);
+    m.purpose = PurposeOf(catalog, name, repo, m.dir);
     models.push_back(std::move(m));
   }
   TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
@@ -325,8 +331,8 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       InstalledModel m;
       const CatalogEntry* e = catalog.FindByRepo(repo);
       m.name = e != nullptr ? e->id : repo;
-      m.purpose = e != nullptr ? e->purpose : "-";
       m.dir = snapshot.string();
+      m.purpose = PurposeOf(catalog, m.name, repo, m.dir);
       m.location = ModelLocation::kHubCache;
       m.dtype = CheckpointDtype(m.dir);
       m.size_bytes = DirectoryBytes(m.dir);

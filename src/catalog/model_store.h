@@ -75,7 +75,7 @@ const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::st
 
 struct InstalledModel {
   std::string name;
-  std::string purpose;  // from the catalog, "-" when unknown
+  std::string purpose;  // from the catalog, else the checkpoint's kind, "-" when unknown
   std::string dtype;    // config.json torch_dtype, "-" when absent
   uint64_t size_bytes = 0;
   std::string verification;  // "verified", "unverified" (no lock) or "changed: <why>"

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "base/sha256.h"
@@ -182,6 +183,24 @@ TEST_F(ModelStoreTest, RemoveDeletesOnlyFromTheStore) {
   ASSERT_TRUE(removed) << removed.status().message();
   EXPECT_FALSE(fs::exists(models_ + "/my-org--tiny"));
   EXPECT_TRUE(fs::is_empty(models_));
+}
+
+// A model the catalog does not know is listed with what its checkpoint is: one without a chat
+// template as a completion model (serve offers it on /v1/completions only).
+TEST_F(ModelStoreTest, AModelOutsideTheCatalogIsListedByItsKind) {
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  for (const char* name : {"my-chat", "my-stories"}) {
+    fs::create_directories(models_ + "/" + name);
+    ASSERT_TRUE(WriteSyntheticModel(models_ + "/" + name, spec).ok());
+  }
+  test::WriteFile(models_ + "/my-stories/tokenizer_config.json", R"({"bos_token": "<s>"})");
+  auto listed = ListInstalledModels(*catalog_, /*rehash=*/false);
+  ASSERT_TRUE(listed) << listed.status().message();
+  std::map<std::string, std::string> purpose;
+  for (const InstalledModel& m : *listed) purpose[m.name] = m.purpose;
+  EXPECT_EQ(purpose["my-chat"], "chat");
+  EXPECT_EQ(purpose["my-stories"], "completion");
 }
 
 // What declares a loaded model's tool-call syntax: the catalog entry its folder was pulled as.
