@@ -2,6 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <vector>
+
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "catalog/package.h"
@@ -26,6 +30,24 @@ Expected<std::string> ResolveModelDir(const std::string& model_arg) {
   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
   TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModel(model_arg, *catalog));
   return resolved.dir;
+}
+
+Expected<std::string> DefaultChatModelName() {
+  TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
+  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> installed, ListInstalledModels(*catalog, false));
+  if (installed.empty()) {
+    std::fprintf(stderr, "tessera: %s\n", kBuiltinModelNotice);
+    return std::string(kBuiltinModelName);
+  }
+  if (installed.size() == 1) {
+    std::fprintf(stderr, "tessera: no model given: using %s, the one installed model\n",
+                 installed[0].name.c_str());
+    return installed[0].name;
+  }
+  std::string names;
+  for (const InstalledModel& m : installed) names += (names.empty() ? "" : ", ") + m.name;
+  return InvalidArgument("which model? " + std::to_string(installed.size()) + " are installed (" +
+                         names + "); name one with --model NAME");
 }
 
 }  // namespace tessera

@@ -14,8 +14,10 @@
 
 #include "base/environment.h"
 #include "base/sha256.h"
+#include "catalog/builtin_model.h"
 #include "catalog/package.h"
 #include "format/json_util.h"
+#include "format/model_kind.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -74,10 +76,15 @@ uint64_t DirectoryBytes(const std::string& dir) {
   return total;
 }
 
-std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo) {
+// The catalog's purpose, else what the checkpoint says it is (DetectModelKind: a causal LM
+// without a chat template is "completion"), else "-".
+std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo,
+                      const std::string& dir) {
   const CatalogEntry* e = catalog.Find(name);
   if (e == nullptr && !repo.empty()) e = catalog.FindByRepo(repo);
-  return e == nullptr ? "-" : e->purpose;
+  if (e != nullptr) return e->purpose;
+  auto kind = DetectModelKind(dir);
+  return kind ? std::string(ModelKindName(kind->kind)) : "-";
 }
 
 // "models--Org--Name" (a hub cache folder) to "Org/Name"; "" for any other name.
@@ -257,6 +264,8 @@ const char* ModelLocationName(ModelLocation location) {
       return "hf-cache";
     case ModelLocation::kPath:
       return "path";
+    case ModelLocation::kBuiltin:
+      return "built-in";
     case ModelLocation::kFirstUsePackage:
       return "package";
   }
@@ -275,6 +284,10 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     // A package is used only once every byte is verified.
     if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
     return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
+  }
+  if (name_or_path == kBuiltinModelName) {
+    TS_ASSIGN_OR_RETURN(std::string dir, MaterializeBuiltinModel());
+    return ResolvedModel{kBuiltinModelName, dir, ModelLocation::kBuiltin};
   }
   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
@@ -355,7 +368,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       Status st = CheckAgainstLock(m.dir, *lock, rehash);
       m.verification = st.ok() ? "verified" : "changed: " + st.message();
     }
-    m.purpose = PurposeOf(catalog, name, repo);
+    m.purpose = PurposeOf(catalog, name, repo, m.dir);
     models.push_back(std::move(m));
   }
   TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
@@ -377,7 +390,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       m.dir = snapshot.string();
       m.commit = snapshot.filename().string();
       m.name = NameResolvingTo(e != nullptr ? e->id : repo, m.commit, m.dir, catalog);
-      m.purpose = e != nullptr ? e->purpose : "-";
+      m.purpose = PurposeOf(catalog, e != nullptr ? e->id : repo, repo, m.dir);
       m.location = ModelLocation::kHubCache;
       m.dtype = CheckpointDtype(m.dir);
       m.size_bytes = DirectoryBytes(m.dir);
@@ -403,7 +416,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     m.verification = package ? "verified" : "changed: " + package.status().message();
     m.dtype = package ? package->dtype : CheckpointDtype(m.dir);
     if (package) m.commit = package->source_commit;
-    m.purpose = package ? PurposeOf(catalog, "", package->source_repo) : "-";
+    m.purpose = PurposeOf(catalog, "", package ? package->source_repo : "", m.dir);
     models.push_back(std::move(m));
   }
   return models;
