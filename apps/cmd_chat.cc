@@ -164,7 +164,10 @@ class ChatSession {
     Reset();
   }
 
+  // A new conversation: /stats then describes it, not the previous one.
   void Reset() {
+    stats_ = ReplyStats{};
+    context_used_ = 0;
     history_ = ordered_json::array();
     if (!system_.empty()) history_.push_back({{"role", "system"}, {"content", system_}});
   }
@@ -248,10 +251,11 @@ class ChatSession {
                     stats_.generated, t.decode_tok_s);
       out += line;
     } else {
-      out += "no reply yet\n";
+      out += "no reply yet in this conversation\n";
     }
-    std::snprintf(line, sizeof(line), "context: %zu of %lld tokens\npeak rss: %.1f MB\n",
-                  context_used_, static_cast<long long>(model_.context()), peak_rss_mb);
+    std::snprintf(line, sizeof(line),
+                  "context: %zu of %lld tokens\npeak rss: %.1f MB (since start)\n", context_used_,
+                  static_cast<long long>(model_.context()), peak_rss_mb);
     out += line;
     return out;
   }
@@ -272,7 +276,8 @@ class ChatSession {
 constexpr const char* kHelp =
     "commands:\n"
     "  /reset   start a new conversation (keeps --system)\n"
-    "  /stats   timings of the last reply, context use, peak memory\n"
+    "  /stats   the last reply's timings and the context use of this conversation (both\n"
+    "           cleared by /reset), peak memory since start\n"
     "  /help    this list\n"
     "  /exit    quit (Ctrl-D too)\n"
     "Ctrl-C stops a reply; at the prompt it clears the line.\n";

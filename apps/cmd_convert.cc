@@ -1,4 +1,4 @@
-// tessera convert SRC DST [--dtype bf16|int8|int4|f32|auto]: a checkpoint into a verified
+// tessera convert SRC DST [--dtype auto|bf16|int8|int4|f32]: a checkpoint into a verified
 // runtime package of packed CPU panels (src/catalog/package.h), written to staging and
 // swapped in atomically.
 #include <chrono>
@@ -15,8 +15,11 @@ namespace tessera {
 
 int RunConvertCommand(int argc, char** argv) {
   CliArgs args("convert SRC DST");
-  args.AddString("dtype", "weight format of the packed matrices: bf16, int8, int4, f32 or auto",
-                 false, "bf16");
+  // auto by default: an F32 checkpoint is never silently rounded to bf16.
+  args.AddString("dtype",
+                 "weight format of the packed matrices: auto (the checkpoint's own: F32 stays "
+                 "f32, BF16 and F16 become bf16), bf16, int8, int4 or f32",
+                 false, "auto");
   // SRC and DST come first; options follow.
   std::vector<std::string> positional;
   int first_option = 2;
@@ -38,7 +41,7 @@ int RunConvertCommand(int argc, char** argv) {
   }
   if (positional.size() != 2) {
     return ReportError("convert", InvalidArgument("usage: tessera convert SRC DST [--dtype "
-                                                  "bf16|int8|int4|f32|auto]"));
+                                                  "auto|bf16|int8|int4|f32]"));
   }
   PackageOptions options;
   const std::string dtype = args.GetString("dtype");
@@ -51,8 +54,13 @@ int RunConvertCommand(int argc, char** argv) {
     return ReportError("convert", st);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  // Says the format it chose when asked for auto.
+  auto package = VerifyPackage(positional[1]);
+  if (!package) return ReportError("convert", package.status());
+  const std::string chosen =
+      *format == WeightFormat::kAuto ? package->dtype + ", the checkpoint's own (auto)" : dtype;
   std::printf("converted %s into %s (%s) in %.2f s\n", positional[0].c_str(), positional[1].c_str(),
-              dtype.c_str(), seconds);
+              chosen.c_str(), seconds);
   return 0;
 }
 

@@ -53,24 +53,35 @@ int RunListCommand(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   if (args.GetFlag("catalog")) {
     for (const auto& e : (*catalog)->entries()) {
-      rows.push_back({{"name", e.id},
-                      {"repo", e.repo},
-                      {"revision", e.revision},
-                      {"verified", e.verified},
-                      {"purpose", e.purpose},
-                      {"architecture", e.architecture},
-                      {"defaults", e.defaults}});
+      nlohmann::json row = {{"name", e.id},
+                            {"repo", e.repo},
+                            {"revision", e.revision},
+                            {"verified", e.verified},
+                            {"pin", DescribePin(e)},
+                            {"purpose", e.purpose},
+                            {"architecture", e.architecture},
+                            {"defaults", e.defaults}};
+      if (!e.unverified_reason.empty()) row["unverified_reason"] = e.unverified_reason;
+      if (e.tool_call_syntax) row["tool_call_syntax"] = ToolCallSyntaxName(*e.tool_call_syntax);
+      if (!e.note.empty()) row["note"] = e.note;
+      rows.push_back(std::move(row));
     }
     if (args.GetFlag("json")) {
       std::printf("%s\n",
                   rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       return 0;
     }
-    std::printf("%-24s %-9s %-7s %-36s %s\n", "NAME", "PURPOSE", "ARCH", "REPO", "REVISION");
+    std::printf("%-24s %-9s %-12s %-36s %s\n", "NAME", "PURPOSE", "ARCH", "REPO", "REVISION");
     for (const auto& e : (*catalog)->entries()) {
-      std::printf("%-24s %-9s %-7s %-36s %s%s\n", e.id.c_str(), e.purpose.c_str(),
-                  e.architecture.c_str(), e.repo.c_str(), e.revision.c_str(),
-                  e.verified ? "" : " (unverified)");
+      std::printf("%-24s %-9s %-12s %-36s %s\n", e.id.c_str(), e.purpose.c_str(),
+                  e.architecture.c_str(), e.repo.c_str(), DescribePin(e).c_str());
+    }
+    bool heading = false;
+    for (const auto& e : (*catalog)->entries()) {
+      if (e.note.empty()) continue;
+      if (!heading) std::printf("\nnotes:\n");
+      heading = true;
+      std::printf("  %s: %s\n", e.id.c_str(), e.note.c_str());
     }
     return 0;
   }

@@ -52,6 +52,14 @@ Expected<std::optional<ToolCallSyntax>> ToolCallSyntaxOf(const nlohmann::json& i
 
 }  // namespace
 
+std::string DescribePin(const CatalogEntry& entry) {
+  const std::string reason =
+      entry.unverified_reason.empty() ? "" : " (" + entry.unverified_reason + ")";
+  if (!IsCommitId(entry.revision)) return "follows " + entry.revision + "; not pinned" + reason;
+  if (entry.verified) return "pinned to " + entry.revision + " (checked)";
+  return "pinned to " + entry.revision + ", not checked" + reason;
+}
+
 const CatalogEntry* Catalog::Find(std::string_view id) const {
   for (const auto& e : entries_) {
     if (e.id == id) return &e;
@@ -86,9 +94,11 @@ Expected<Catalog> ParseCatalog(std::string_view json_text, std::string_view what
     TS_RETURN_IF_ERROR(ValidateCatalogId(e.id).WithContext(where));
     TS_RETURN_IF_ERROR(ValidateRepoId(e.repo).WithContext(where));
     TS_RETURN_IF_ERROR(ValidateRevision(e.revision).WithContext(where));
-    static const char* const kPurposes[] = {"chat", "embed", "rerank", "guard", "classify"};
+    static const char* const kPurposes[] = {"chat",  "embed",    "rerank",
+                                            "guard", "classify", "decide"};
     if (std::find(std::begin(kPurposes), std::end(kPurposes), e.purpose) == std::end(kPurposes)) {
-      return Corrupt(where + ": purpose must be chat, embed, rerank, guard or classify, got " +
+      return Corrupt(where +
+                     ": purpose must be chat, embed, rerank, guard, classify or decide, got " +
                      QuoteForMessage(e.purpose));
     }
     auto verified = item.find("verified");
@@ -96,6 +106,16 @@ Expected<Catalog> ParseCatalog(std::string_view json_text, std::string_view what
       return Corrupt(where + ": \"verified\" must be true or false");
     }
     e.verified = verified->get<bool>();
+    // A branch moves, so only a commit can have been checked.
+    if (e.verified && !IsCommitId(e.revision)) {
+      return Corrupt(where +
+                     ": \"verified\": true needs \"revision\" to be a 40-digit commit id, got " +
+                     QuoteForMessage(e.revision));
+    }
+    if (auto reason = item.find("unverified_reason"); reason != item.end()) {
+      if (!reason->is_string()) return Corrupt(where + ": \"unverified_reason\" must be a string");
+      e.unverified_reason = reason->get<std::string>();
+    }
     e.defaults = item.value("defaults", nlohmann::json::object());
     if (!e.defaults.is_object()) return Corrupt(where + ": \"defaults\" must be an object");
     if (item.contains("note") && item["note"].is_string()) e.note = item["note"];

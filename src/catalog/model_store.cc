@@ -61,11 +61,12 @@ std::string CheckpointDtype(const std::string& dir) {
   return "-";
 }
 
-// Bytes of the regular files in `dir` (following symlinks, so hub-cache blobs count).
+// Bytes of the regular files in `dir` and below (following symlinks to files, so hub-cache
+// blobs count; sentence-transformers models keep files in subfolders).
 uint64_t DirectoryBytes(const std::string& dir) {
   uint64_t total = 0;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
     std::error_code file_ec;
     if (entry.is_regular_file(file_ec)) {
       uintmax_t size = fs::file_size(entry.path(), file_ec);
@@ -99,6 +100,38 @@ std::string RepoOfHubCacheFolder(const std::string& folder) {
 bool IsCheckpointDir(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir + "/config.json", ec);
+}
+
+// The store folders a name may live in, in the order resolution tries them: its store name,
+// then, for a repository the catalog names, "Org--Name", where `pull ORG/REPO` put it before
+// the catalog knew the repository (so adding a catalog entry does not orphan earlier pulls).
+std::vector<std::string> StoreFoldersOf(const ModelRef& spec) {
+  std::vector<std::string> folders{spec.store_name};
+  const size_t slash = spec.repo.find('/');
+  if (slash != std::string::npos) {
+    std::string by_repo = spec.repo.substr(0, slash) + "--" + spec.repo.substr(slash + 1);
+    if (by_repo != spec.store_name) folders.push_back(std::move(by_repo));
+  }
+  return folders;
+}
+
+// The name under which `resolve`, `generate` and `rm` find the store folder `folder` of
+// `models_dir`: its own name when that is a catalog id, "Org/Name" for "Org--Name"; "" when no
+// name reaches it (a folder made by hand, or an "Org--Name" copy shadowed by a copy under the
+// catalog id).
+std::string NameOfStoreFolder(const Catalog& catalog, const std::string& models_dir,
+                              const std::string& folder) {
+  std::string candidate = folder;
+  if (const size_t sep = folder.find("--"); sep != std::string::npos) {
+    candidate = folder.substr(0, sep) + "/" + folder.substr(sep + 2);
+  }
+  auto spec = ParseModelRef(candidate, catalog);
+  if (!spec) return "";
+  for (const std::string& tried : StoreFoldersOf(*spec)) {
+    if (tried == folder) return candidate;
+    if (IsCheckpointDir(models_dir + "/" + tried)) return "";  // found first
+  }
+  return "";
 }
 
 }  // namespace
@@ -233,6 +266,8 @@ const char* ModelLocationName(ModelLocation location) {
       return "path";
     case ModelLocation::kBuiltin:
       return "built-in";
+    case ModelLocation::kFirstUsePackage:
+      return "package";
   }
   return "?";
 }
@@ -256,15 +291,16 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
   }
   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
-  const std::string stored = models_dir + "/" + spec.store_name;
-  if (IsCheckpointDir(stored)) {
+  for (const std::string& folder : StoreFoldersOf(spec)) {
+    const std::string stored = models_dir + "/" + folder;
+    if (!IsCheckpointDir(stored)) continue;
     // With an explicit revision, the stored copy counts only if it is that revision.
     auto lock = ReadLockFile(stored);
     bool matches = !spec.revision_given ||
                    (lock && (lock->revision == spec.revision || lock->commit == spec.revision));
     if (matches) {
       if (IsPackageDir(stored)) TS_RETURN_IF_ERROR(VerifyPackage(stored).status());
-      return ResolvedModel{spec.store_name, stored, ModelLocation::kStore};
+      return ResolvedModel{folder, stored, ModelLocation::kStore};
     }
   }
   TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
@@ -275,6 +311,25 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
                   models_dir + " and " + hub_cache + "); run `tessera pull " +
                   std::string(name_or_path) + "`");
 }
+
+namespace {
+
+// `name` when it resolves to `dir`, else name@commit when that does, else `dir` itself (a
+// path, which every command that takes a model accepts). A hub-cache snapshot that is not the
+// one `main` points to, or one shadowed by a stored copy, needs more than its name.
+std::string NameResolvingTo(const std::string& name, const std::string& commit,
+                            const std::string& dir, const Catalog& catalog) {
+  for (const std::string& candidate : {name, name + "@" + commit}) {
+    auto resolved = ResolveModel(candidate, catalog);
+    if (resolved &&
+        fs::path(resolved->dir).lexically_normal() == fs::path(dir).lexically_normal()) {
+      return candidate;
+    }
+  }
+  return dir;
+}
+
+}  // namespace
 
 Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog, bool rehash) {
   std::vector<InstalledModel> models;
@@ -287,8 +342,10 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     const std::string name = path.filename().string();
     if (name.starts_with(".") || !IsCheckpointDir(path.string())) continue;  // staging etc.
     InstalledModel m;
-    m.name = name;
     m.dir = path.string();
+    // Listed by a name every other command accepts, else by its path (also accepted).
+    m.name = NameOfStoreFolder(catalog, models_dir, name);
+    if (m.name.empty()) m.name = m.dir;
     m.location = ModelLocation::kStore;
     m.dtype = CheckpointDtype(m.dir);
     m.size_bytes = DirectoryBytes(m.dir);
@@ -330,16 +387,37 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       if (!IsCheckpointDir(snapshot.string())) continue;
       InstalledModel m;
       const CatalogEntry* e = catalog.FindByRepo(repo);
-      m.name = e != nullptr ? e->id : repo;
       m.dir = snapshot.string();
-      m.purpose = PurposeOf(catalog, m.name, repo, m.dir);
+      m.commit = snapshot.filename().string();
+      m.name = NameResolvingTo(e != nullptr ? e->id : repo, m.commit, m.dir, catalog);
+      m.purpose = PurposeOf(catalog, e != nullptr ? e->id : repo, repo, m.dir);
       m.location = ModelLocation::kHubCache;
       m.dtype = CheckpointDtype(m.dir);
       m.size_bytes = DirectoryBytes(m.dir);
       m.verification = "unverified";
-      m.commit = snapshot.filename().string();
       models.push_back(std::move(m));
     }
+  }
+  // Packages converted on first use from read-only sources (package_cache.h); a package
+  // written beside its source is not found here.
+  std::vector<fs::path> packages;
+  for (const auto& entry : fs::directory_iterator(fs::path(models_dir) / ".packages", ec)) {
+    packages.push_back(entry.path());
+  }
+  std::sort(packages.begin(), packages.end());
+  for (const auto& path : packages) {
+    if (path.filename().string().starts_with(".") || !IsPackageDir(path.string())) continue;
+    InstalledModel m;
+    m.dir = path.string();
+    m.name = m.dir;
+    m.location = ModelLocation::kFirstUsePackage;
+    m.size_bytes = DirectoryBytes(m.dir);
+    auto package = VerifyPackage(m.dir);
+    m.verification = package ? "verified" : "changed: " + package.status().message();
+    m.dtype = package ? package->dtype : CheckpointDtype(m.dir);
+    if (package) m.commit = package->source_commit;
+    m.purpose = PurposeOf(catalog, "", package ? package->source_repo : "", m.dir);
+    models.push_back(std::move(m));
   }
   return models;
 }
@@ -367,8 +445,14 @@ Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& ca
     return InvalidArgument("rm takes a name without @REVISION; a model is stored once");
   }
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
-  const std::string dir = models_dir + "/" + spec.store_name;
+  std::string dir = models_dir + "/" + spec.store_name;
   std::error_code ec;
+  for (const std::string& folder : StoreFoldersOf(spec)) {
+    if (fs::is_directory(models_dir + "/" + folder, ec)) {
+      dir = models_dir + "/" + folder;
+      break;
+    }
+  }
   if (!fs::is_directory(dir, ec)) {
     TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
     if (FindHubCacheSnapshot(hub_cache, spec.repo, spec.revision)) {

@@ -54,7 +54,8 @@ Expected<std::string> FindHubCacheSnapshot(const std::string& hub_cache, std::st
                                            std::string_view revision);
 
 // kBuiltin: the demo model carried in the binary (catalog/builtin_model.h).
-enum class ModelLocation { kStore, kHubCache, kPath, kBuiltin };
+// kFirstUsePackage: a package converted on first use under <models dir>/.packages.
+enum class ModelLocation { kStore, kHubCache, kPath, kBuiltin, kFirstUsePackage };
 const char* ModelLocationName(ModelLocation location);
 
 struct ResolvedModel {
@@ -74,7 +75,7 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
 const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::string& dir);
 
 struct InstalledModel {
-  std::string name;
+  std::string name;     // what resolve/generate/rm accept for it: a name, name@commit or the path
   std::string purpose;  // from the catalog, else the checkpoint's kind, "-" when unknown
   std::string dtype;    // config.json torch_dtype, "-" when absent
   uint64_t size_bytes = 0;
@@ -84,7 +85,9 @@ struct InstalledModel {
   std::string commit;  // from the lock or the snapshot name; may be empty
 };
 
-// Everything in the store and the hub cache. `rehash` re-checks sha256 of locked files.
+// Everything in the store, the hub cache and <models dir>/.packages, each with its disk use
+// (regular files below its folder, symlinks followed). `rehash` re-checks sha256 of locked
+// files.
 Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog, bool rehash);
 
 // Removes a model from tessera's store (never from the hub cache). Returns its directory.

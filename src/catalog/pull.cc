@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -537,6 +538,53 @@ bool IsNeededModelFile(const std::string& name) {
   return true;
 }
 
+namespace {
+
+// An flock on <models dir>/.pull-NAME.lock. The file is removed when the pull ends, so no empty
+// lock files stay behind. Safe with concurrent pulls because it is unlinked only by its holder,
+// while holding the lock, and a pull that gets the lock checks that the path still names the
+// file it locked (else it locked a file just unlinked, and tries again with a fresh one).
+class PullLock {
+ public:
+  static Expected<PullLock> Acquire(const std::string& path, const std::string& name) {
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      int fd = open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+      if (fd < 0) return IoError("cannot create " + path + ": " + std::strerror(errno));
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return ResourceExhausted("another `tessera pull " + name +
+                                 "` is running; wait for it to finish");
+      }
+      struct stat held {
+      }, named{};
+      if (fstat(fd, &held) == 0 && stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+          held.st_ino == named.st_ino) {
+        return PullLock(path, fd);
+      }
+      close(fd);  // the holder before us removed it: lock the new one
+    }
+    return IoError("cannot lock " + path + ": it keeps being replaced");
+  }
+  PullLock(PullLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+    other.fd_ = -1;
+  }
+  PullLock(const PullLock&) = delete;
+  PullLock& operator=(const PullLock&) = delete;
+  PullLock& operator=(PullLock&&) = delete;
+  ~PullLock() {
+    if (fd_ < 0) return;
+    unlink(path_.c_str());  // still holding the lock
+    close(fd_);
+  }
+
+ private:
+  PullLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
 PullOptions PullOptionsFromEnvironment() {
   PullOptions options;
   if (auto endpoint = ReadEnv(EnvVar::kHfEndpoint)) options.endpoint = *endpoint;
@@ -551,19 +599,10 @@ Expected<PullResult> PullModel(const ModelRef& spec, const std::string& models_d
   fs::create_directories(models_dir, ec);
   if (ec) return IoError("cannot create " + models_dir + ": " + ec.message());
 
-  // One pull per model at a time; the lock is released when the process ends.
-  const std::string flock_path = models_dir + "/.pull-" + spec.store_name + ".lock";
-  int flock_fd = open(flock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  if (flock_fd < 0) return IoError("cannot create " + flock_path + ": " + std::strerror(errno));
-  if (flock(flock_fd, LOCK_EX | LOCK_NB) != 0) {
-    close(flock_fd);
-    return ResourceExhausted("another `tessera pull " + spec.store_name +
-                             "` is running; wait for it to finish");
-  }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { close(fd); }
-  } closer{flock_fd};
+  // One pull per model at a time (released when the pull ends or the process dies).
+  TS_ASSIGN_OR_RETURN(
+      PullLock pull_lock,
+      PullLock::Acquire(models_dir + "/.pull-" + spec.store_name + ".lock", spec.store_name));
 
   TS_ASSIGN_OR_RETURN(RemoteRevision revision, FetchRevision(spec, options));
   PullResult result;

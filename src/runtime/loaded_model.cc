@@ -77,6 +77,11 @@ Expected<KvCacheType> KvCacheFor(const Checkpoint& ckpt, WeightFormat weights,
   return DefaultKvCache(resolved);
 }
 
+int64_t TaskKvPoolBlocks(int64_t context, int slots) {
+  const int64_t others = std::max(slots, 1) - 1;
+  return KvBlocksFor(context) + others * (KvBlocksFor(kPrefillChunkTokens) + 1);
+}
+
 int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per_slot,
                          std::string* why) {
   int slots = std::clamp(2 * std::max(cores, 1), 2, 8);
@@ -175,6 +180,14 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
       RecurrentStateBytes(spec) * static_cast<uint64_t>(kept);
   const uint64_t block_bytes = per_position * static_cast<uint64_t>(kKvBlockTokens);
   int64_t blocks = static_cast<int64_t>(slots) * KvBlocksFor(context);
+  std::string pool_rule =
+      budget > 0 ? ", from --kv-memory " + std::to_string(options.kv_memory_mib) + " MiB"
+                 : ", a whole context per slot";
+  if (budget == 0 && options.task_model) {
+    blocks = std::min(blocks, TaskKvPoolBlocks(context, slots));
+    pool_rule = ", a task model's: one whole context plus a " +
+                std::to_string(kPrefillChunkTokens) + "-position prompt chunk per other slot";
+  }
   if (budget > 0) {
     if (slot_state >= budget) {
       return ResourceExhausted("the per-slot state of " + std::to_string(slots) +
@@ -201,8 +214,7 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
         " positions (" + std::to_string((static_cast<uint64_t>(blocks) * block_bytes) >> 20) +
         " MiB, " + KvCacheTypeName(kv_cache) + ") shared by " + std::to_string(slots) +
         " slots; context " + std::to_string(context) + " positions (the model's limit is " +
-        std::to_string(model_max) + ")" +
-        (budget > 0 ? ", from --kv-memory " + std::to_string(options.kv_memory_mib) + " MiB" : ""));
+        std::to_string(model_max) + ")" + pool_rule);
   }
   exec_options.max_seq = context;
   exec_options.max_slots = slots;

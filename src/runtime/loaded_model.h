@@ -54,6 +54,11 @@ struct ModelLoadOptions {
   // the whole pool; a budget too small for the slots is refused at load with the flags to
   // change. The choice is logged.
   int64_t kv_memory_mib = 0;
+  // A task model (embed, rerank, classify, guard, decide): its sequences end with their prompt
+  // (a guard's with a few label tokens). Without kv_memory_mib its pool is TaskKvPoolBlocks,
+  // not every slot's whole context, since a step runs one prefill chunk of prompt rows however
+  // many prompts are resident (logged).
+  bool task_model = false;
   bool package_cache = true;  // a checkpoint given by path runs from its package
   bool prewarm = false;       // one forward pass at load, so the first request does not pay
   // --tool-call-syntax: how the model writes tool calls, for a checkpoint the catalog does not
@@ -73,6 +78,13 @@ Expected<KvCacheType> KvCacheFor(const Checkpoint& ckpt, WeightFormat weights,
 // more than a quarter of the machine's memory; `why` says how it was chosen.
 int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per_slot,
                          std::string* why);
+
+// A task model's KV pool without --kv-memory: one whole context (the longest input it takes)
+// plus, for each other slot, one prefill chunk (kPrefillChunkTokens) and the spare block
+// admission keeps per running sequence. Short inputs then fill every slot of a step; long
+// ones wait for blocks in turn (admission waits, nothing is refused), which costs no
+// throughput because a step's prompt rows are one chunk anyway.
+int64_t TaskKvPoolBlocks(int64_t context, int slots);
 
 class LoadedModel {
  public:

@@ -22,9 +22,11 @@ const Catalog& Builtin() {
 
 TEST(CatalogTest, BuiltinListsTheSupportedModelsUnverified) {
   const Catalog& catalog = Builtin();
-  for (const char* id : {"smollm2-135m-instruct", "smollm-135m-instruct", "smollm2-135m-sft",
-                         "qwen2.5-0.5b-instruct", "qwen3-0.6b", "qwen3-embedding-0.6b",
-                         "qwen3-reranker-0.6b", "qwen3guard-gen-0.6b"}) {
+  for (const char* id :
+       {"smollm2-135m-instruct", "smollm-135m-instruct", "smollm2-135m-sft",
+        "qwen2.5-0.5b-instruct", "qwen3-0.6b", "qwen3-embedding-0.6b", "qwen3-reranker-0.6b",
+        "qwen3guard-gen-0.6b", "decider-0.8b", "qwen3.5-2b", "minicpm5-2b", "gemma-3-1b-it",
+        "llama-3.2-1b-instruct", "qwen3-embedding-4b", "qwen3-reranker-4b", "qwen3guard-gen-4b"}) {
     const CatalogEntry* e = catalog.Find(id);
     ASSERT_NE(e, nullptr) << id;
     // Nothing could be checked offline: no pinned commits, nothing claimed verified.
@@ -32,12 +34,65 @@ TEST(CatalogTest, BuiltinListsTheSupportedModelsUnverified) {
     EXPECT_EQ(e->revision, "main") << id;
     EXPECT_TRUE(e->defaults.is_object()) << id;
   }
+  EXPECT_EQ(catalog.entries().size(), 16u);
+  EXPECT_EQ(catalog.Find("decider-0.8b")->purpose, "decide");
+  EXPECT_EQ(catalog.Find("decider-0.8b")->architecture, "qwen3_5_text");
+  EXPECT_EQ(catalog.Find("qwen3-embedding-4b")->purpose, "embed");
+  EXPECT_EQ(catalog.Find("qwen3-reranker-4b")->purpose, "rerank");
+  EXPECT_EQ(catalog.Find("qwen3guard-gen-4b")->purpose, "guard");
+  EXPECT_EQ(catalog.Find("llama-3.2-1b-instruct")->tool_call_syntax, ToolCallSyntax::kLlama3Json);
   EXPECT_EQ(catalog.Find("qwen3-embedding-0.6b")->purpose, "embed");
   EXPECT_EQ(catalog.Find("qwen3-reranker-0.6b")->purpose, "rerank");
   EXPECT_EQ(catalog.Find("qwen3guard-gen-0.6b")->purpose, "guard");
   EXPECT_EQ(catalog.Find("qwen2.5-0.5b-instruct")->architecture, "qwen2");
   EXPECT_EQ(catalog.FindByRepo("qwen/qwen3-0.6b")->id, "qwen3-0.6b");
   EXPECT_EQ(catalog.Find("gpt-9"), nullptr);
+}
+
+// Every entry: its id and repository are names the other commands accept (and lead back to
+// it), its context default is a positive integer, and what it does not pin says why.
+TEST(CatalogTest, EveryBuiltinEntryIsUsableAndSaysWhatItPins) {
+  const Catalog& catalog = Builtin();
+  for (const CatalogEntry& e : catalog.entries()) {
+    SCOPED_TRACE(e.id);
+    auto by_id = ParseModelRef(e.id, catalog);
+    ASSERT_TRUE(by_id) << by_id.status().message();
+    EXPECT_EQ(by_id->entry, &e);
+    EXPECT_EQ(by_id->store_name, e.id);
+    auto by_repo = ParseModelRef(e.repo, catalog);
+    ASSERT_TRUE(by_repo) << by_repo.status().message();
+    EXPECT_EQ(by_repo->entry, &e);
+    ASSERT_TRUE(e.defaults.contains("context"));
+    ASSERT_TRUE(e.defaults["context"].is_number_integer());
+    EXPECT_GT(e.defaults["context"].get<int64_t>(), 0);
+    EXPECT_TRUE(e.verified || !e.unverified_reason.empty());
+    EXPECT_EQ(DescribePin(e), "follows main; not pinned (catalog written offline)");
+  }
+}
+
+TEST(CatalogTest, PinsAreDescribedPlainlyAndOnlyCommitsCanBeVerified) {
+  CatalogEntry e;
+  e.revision = "main";
+  EXPECT_EQ(DescribePin(e), "follows main; not pinned");
+  e.unverified_reason = "catalog written offline";
+  EXPECT_EQ(DescribePin(e), "follows main; not pinned (catalog written offline)");
+  const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+  e.revision = commit;
+  EXPECT_EQ(DescribePin(e), "pinned to " + commit + ", not checked (catalog written offline)");
+  e.verified = true;
+  EXPECT_EQ(DescribePin(e), "pinned to " + commit + " (checked)");
+
+  const std::string head = R"({"models":[{"id":"a","repo":"o/a","architecture":"qwen3",)"
+                           R"("purpose":"decide",)";
+  auto pinned = ParseCatalog(head + R"("revision":")" + commit + R"(","verified":true}]})", "t");
+  ASSERT_TRUE(pinned) << pinned.status().message();
+  EXPECT_EQ(pinned->Find("a")->purpose, "decide");
+  // A branch moves: it cannot have been verified.
+  auto branch = ParseCatalog(head + R"("revision":"main","verified":true}]})", "t");
+  ASSERT_FALSE(branch);
+  EXPECT_NE(branch.status().message().find("40-digit commit"), std::string::npos);
+  EXPECT_FALSE(
+      ParseCatalog(head + R"("revision":"main","verified":false,"unverified_reason":7}]})", "t"));
 }
 
 TEST(CatalogTest, EveryChatEntryDeclaresTheToolCallSyntaxItsTemplateTeaches) {
@@ -53,8 +108,11 @@ TEST(CatalogTest, EveryChatEntryDeclaresTheToolCallSyntaxItsTemplateTeaches) {
     const char* id;
     const char* folder;
   };
+  // Qwen3.5-4B's template is the Qwen3.5 family's; MiniCPM-V 4.5's is the only MiniCPM
+  // template here (MiniCPM5-2B's own was not available offline; the entry says so).
   for (const Case& c :
-       {Case{"qwen2.5-0.5b-instruct", "Qwen2.5-1.5B-Instruct"}, Case{"qwen3-0.6b", "Qwen3-4B"}}) {
+       {Case{"qwen2.5-0.5b-instruct", "Qwen2.5-1.5B-Instruct"}, Case{"qwen3-0.6b", "Qwen3-4B"},
+        Case{"qwen3.5-2b", "Qwen3.5-4B"}, Case{"minicpm5-2b", "MiniCPM-V-4_5"}}) {
     SCOPED_TRACE(c.id);
     const CatalogEntry* e = catalog.Find(c.id);
     ASSERT_NE(e, nullptr);
@@ -64,6 +122,11 @@ TEST(CatalogTest, EveryChatEntryDeclaresTheToolCallSyntaxItsTemplateTeaches) {
     ASSERT_TRUE(e->tool_call_syntax.has_value());
     EXPECT_EQ(*e->tool_call_syntax, DetectToolCallSyntax(tmpl->source));
   }
+  // Gemma 3's template renders no tools, so the entry declares none.
+  auto gemma = LoadChatTemplateConfig(test::SharedDir() + "/tokenizers/gemma-3-1b-it");
+  ASSERT_TRUE(gemma) << gemma.status().message();
+  EXPECT_FALSE(gemma->renders_tools);
+  EXPECT_EQ(catalog.Find("gemma-3-1b-it")->tool_call_syntax, ToolCallSyntax::kNone);
 }
 
 TEST(CatalogTest, RefusesUnknownOrMissingToolCallSyntaxes) {

@@ -104,6 +104,63 @@ TEST_F(ModelStoreTest, HubCacheSnapshotIsFoundAndUsedInPlace) {
   EXPECT_TRUE(fs::exists(snapshot + "/config.json"));
 }
 
+// Every name `tessera list` prints is accepted by resolve (and so by generate, chat and rm,
+// which parse names the same way) and leads back to the folder listed.
+TEST_F(ModelStoreTest, EveryListedNameResolvesToItsFolder) {
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  // ORG/REPO pulls are stored as "Org--Name"; a catalog id under its id; a folder made by
+  // hand whose name no command accepts; repositories now in the catalog pulled before it named
+  // them, one of them also pulled since (under its id, which comes first).
+  for (const char* folder :
+       {"demo--q25-synth", "qwen3-0.6b", "my model", "Qwen--Qwen3-4B-x", "Qwen--Qwen3-Embedding-4B",
+        "Qwen--Qwen3-Reranker-4B", "qwen3-reranker-4b"}) {
+    fs::create_directories(models_ + "/" + folder);
+    ASSERT_TRUE(WriteSyntheticModel(models_ + "/" + folder, spec).ok()) << folder;
+  }
+  // A hub cache snapshot main points to, and one shadowed by the stored qwen3-0.6b.
+  const std::string cached = MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
+  // A first-use package of a read-only source.
+  const std::string package = models_ + "/.packages/src-0123abcd-f32";
+  fs::create_directories(models_ + "/.packages");
+  ASSERT_TRUE(
+      ConvertToPackage(models_ + "/qwen3-0.6b", package, {.weights = WeightFormat::kF32}).ok());
+
+  auto listed = ListInstalledModels(*catalog_, /*rehash=*/false);
+  ASSERT_TRUE(listed) << listed.status().message();
+  std::map<std::string, std::string> name_of_dir;
+  for (const InstalledModel& m : *listed) {
+    SCOPED_TRACE(m.name);
+    name_of_dir[m.dir] = m.name;
+    EXPECT_TRUE(LooksLikePath(m.name) || m.name.find("--") == std::string::npos);
+    auto resolved = ResolveModel(m.name, *catalog_);
+    ASSERT_TRUE(resolved) << resolved.status().message();
+    EXPECT_EQ(fs::path(resolved->dir).lexically_normal(), fs::path(m.dir).lexically_normal());
+    EXPECT_GT(m.size_bytes, 0u);
+  }
+  EXPECT_EQ(name_of_dir[models_ + "/demo--q25-synth"], "demo/q25-synth");
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-4B-x"], "Qwen/Qwen3-4B-x");
+  EXPECT_EQ(name_of_dir[models_ + "/qwen3-0.6b"], "qwen3-0.6b");
+  // A pull from before the catalog named the repository is still found by both names.
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-Embedding-4B"], "Qwen/Qwen3-Embedding-4B");
+  EXPECT_EQ(ResolveModel("qwen3-embedding-4b", *catalog_)->dir,
+            models_ + "/Qwen--Qwen3-Embedding-4B");
+  EXPECT_EQ(name_of_dir[models_ + "/qwen3-reranker-4b"], "qwen3-reranker-4b");
+  // No name reaches these: listed by path, which every command taking a model accepts.
+  EXPECT_EQ(name_of_dir[models_ + "/my model"], models_ + "/my model");
+  EXPECT_EQ(name_of_dir[models_ + "/Qwen--Qwen3-Reranker-4B"],
+            models_ + "/Qwen--Qwen3-Reranker-4B");
+  // The stored copy comes first, so the cached snapshot needs its commit.
+  EXPECT_EQ(name_of_dir[cached], std::string("qwen3-0.6b@") + kCommit);
+  ASSERT_EQ(name_of_dir.count(package), 1u);
+  EXPECT_EQ(name_of_dir[package], package);
+  // rm accepts a listed store name, and finds the older copy's folder too.
+  ASSERT_TRUE(RemoveStoredModel("demo/q25-synth", *catalog_));
+  EXPECT_FALSE(fs::exists(models_ + "/demo--q25-synth"));
+  ASSERT_TRUE(RemoveStoredModel("Qwen/Qwen3-Embedding-4B", *catalog_));
+  EXPECT_FALSE(fs::exists(models_ + "/Qwen--Qwen3-Embedding-4B"));
+}
+
 TEST_F(ModelStoreTest, HostileRefsAreRefused) {
   MakeHubCacheModel("models--Qwen--Qwen3-0.6B");
   test::WriteFile(hf_home_ + "/hub/models--Qwen--Qwen3-0.6B/refs/main", "../../../../etc");
@@ -198,7 +255,8 @@ TEST_F(ModelStoreTest, AModelOutsideTheCatalogIsListedByItsKind) {
   auto listed = ListInstalledModels(*catalog_, /*rehash=*/false);
   ASSERT_TRUE(listed) << listed.status().message();
   std::map<std::string, std::string> purpose;
-  for (const InstalledModel& m : *listed) purpose[m.name] = m.purpose;
+  // By folder: these are no catalog ids, so they are listed by path (EveryListedName...).
+  for (const InstalledModel& m : *listed) purpose[fs::path(m.dir).filename().string()] = m.purpose;
   EXPECT_EQ(purpose["my-chat"], "chat");
   EXPECT_EQ(purpose["my-stories"], "completion");
 }

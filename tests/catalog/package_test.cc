@@ -462,6 +462,17 @@ TEST_F(PackageTest, PathsThatAreNotUtf8AreHandled) {
   EXPECT_FALSE(fs::exists(tmp_.File("pkg2")));
 }
 
+// An F32 checkpoint converted with no --dtype stays f32 (it used to be rounded to bf16).
+TEST_F(PackageTest, ConvertKeepsAnF32CheckpointF32ByDefault) {
+  MakeSource(DType::kF32);
+  auto r = test::RunTessera({"convert", source_, package_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(VerifyPackage(package_)->dtype, "f32");
+  EXPECT_NE(r.out.find("(f32, the checkpoint's own (auto))"), std::string::npos) << r.out;
+  r = test::RunTessera({"convert", "--help"});
+  EXPECT_NE(r.out.find("F32 stays f32"), std::string::npos) << r.out;
+}
+
 TEST_F(PackageTest, ConvertCommandLine) {
   MakeSource(DType::kBF16);
   auto r = test::RunTessera({"convert", source_, package_, "--dtype", "int7"});
@@ -475,9 +486,12 @@ TEST_F(PackageTest, ConvertCommandLine) {
   EXPECT_EQ(VerifyPackage(tmp_.File("pkg-int4"))->dtype, "int4");
   r = test::RunTessera({"convert", source_});
   EXPECT_EQ(r.exit_code, 2);
+  // The default is auto: a BF16 checkpoint stays bf16, and the output says what was chosen.
   r = test::RunTessera({"convert", source_, package_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("converted"), std::string::npos);
+  EXPECT_NE(r.out.find("(bf16, the checkpoint's own (auto))"), std::string::npos) << r.out;
+  EXPECT_EQ(VerifyPackage(package_)->dtype, "bf16");
   r = test::RunTessera({"resolve", package_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // A package in the store is listed with its dtype and verification.
@@ -490,7 +504,8 @@ TEST_F(PackageTest, ConvertCommandLine) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto listed = nlohmann::json::parse(r.out);
   ASSERT_EQ(listed.size(), 1u) << r.out;
-  EXPECT_EQ(listed[0]["name"], "tiny-f32");
+  // "tiny-f32" is no catalog id, so no name reaches it: it is listed by its path.
+  EXPECT_EQ(listed[0]["name"], tmp_.File("models/tiny-f32"));
   EXPECT_EQ(listed[0]["dtype"], "f32");
   EXPECT_EQ(listed[0]["verification"], "verified");
   FlipByte(tmp_.File("models/tiny-f32/model.safetensors"), 1000);
@@ -600,13 +615,18 @@ TEST_F(PackageCacheTest, AReadOnlySourceIsCachedInTheModelsDirectory) {
   EXPECT_TRUE(cached[0].starts_with("my-finetune-")) << cached[0];
   EXPECT_TRUE(cached[0].ends_with("-tessera-int4")) << cached[0];
   EXPECT_NE(r.err.find(cached[0] + " (first use)"), std::string::npos) << r.err;
-  // The hidden folder is not listed as an installed model.
+  // Listed with its disk use, as a package named by its path (which resolve accepts).
   auto listed =
       test::RunProcess({"env", "TESSERA_MODELS=" + tmp_.File("models"),
                         "HF_HOME=" + tmp_.File("hf"), test::TesseraBinary(), "list", "--json"},
                        "");
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
-  EXPECT_EQ(nlohmann::json::parse(listed.out).size(), 0u) << listed.out;
+  auto rows = nlohmann::json::parse(listed.out);
+  ASSERT_EQ(rows.size(), 1u) << listed.out;
+  EXPECT_EQ(rows[0]["location"], "package");
+  EXPECT_EQ(rows[0]["name"], tmp_.File("models/.packages/" + cached[0]));
+  EXPECT_EQ(rows[0]["dtype"], "int4");
+  EXPECT_GT(rows[0]["size_bytes"].get<uint64_t>(), 0u);
 }
 
 TEST_F(PackageCacheTest, ADamagedCachedPackageIsReplacedNotUsed) {

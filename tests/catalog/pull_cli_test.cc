@@ -88,6 +88,14 @@ class PullTest : public ::testing::Test {
     }
   }
 
+  // The pull's lock file is removed when the pull ends, however it ends.
+  void ExpectNoPullLockLeft() {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(models_, ec)) {
+      EXPECT_FALSE(entry.path().filename().string().starts_with(".pull-")) << entry.path();
+    }
+  }
+
   test::TempDir tmp_;
   test::FakeHub hub_;
   std::map<std::string, std::string> files_;
@@ -106,6 +114,7 @@ TEST_F(PullTest, FullDownloadThenAlreadyCurrentThenForce) {
   EXPECT_FALSE(fs::exists(models_ + "/.staging-" + std::string(kStoreName)));
   EXPECT_EQ(ResolveRequests(), static_cast<int>(files_.size()));
   EXPECT_NE(r.err.find("verified " + std::string(kShard1)), std::string::npos) << r.err;
+  ExpectNoPullLockLeft();
 
   r = Tessera({"pull", kRepo});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -124,7 +133,7 @@ TEST_F(PullTest, FullDownloadThenAlreadyCurrentThenForce) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto listed = nlohmann::json::parse(r.out);
   ASSERT_EQ(listed.size(), 1u) << r.out;
-  EXPECT_EQ(listed[0]["name"], kStoreName);
+  EXPECT_EQ(listed[0]["name"], kRepo);  // the name `pull` took, which resolve and rm accept
   EXPECT_EQ(listed[0]["verification"], "verified");
   EXPECT_EQ(listed[0]["location"], "store");
   EXPECT_EQ(listed[0]["dtype"], "float32");
@@ -209,6 +218,7 @@ TEST_F(PullTest, NotFoundOnTheHub) {
   EXPECT_NE(r.err.find("tokenizer.json was not found on the hub (HTTP 404)"), std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(model_dir_));
+  ExpectNoPullLockLeft();
 }
 
 TEST_F(PullTest, GatedModelNeedsTheToken) {
@@ -277,6 +287,7 @@ TEST_F(PullTest, CtrlCKeepsThePreviousCopyAndTheNextPullResumes) {
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
   ExpectInstalled(kCommitA, files_);
+  ExpectNoPullLockLeft();
 
   hub_.StallAfter(kRepo, kShard1, std::string::npos);  // the hub recovers
   r = Tessera({"pull", kRepo});
@@ -302,6 +313,29 @@ TEST_F(PullTest, ProgressBarOnATerminalPlainLinesOtherwise) {
   EXPECT_NE(screen.find("[########################]"), std::string::npos) << screen;
   EXPECT_NE(screen.find("/s"), std::string::npos) << screen;
   ExpectInstalled(kCommitA, files_);
+}
+
+// `list --catalog` says in words what each entry pins, and why not, then the entries' notes.
+TEST_F(PullTest, CatalogListingSaysWhatIsPinned) {
+  auto r = Tessera({"list", "--catalog"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("(unverified)"), std::string::npos) << r.out;
+  for (const char* id : {"qwen3-0.6b", "decider-0.8b", "gemma-3-1b-it", "qwen3guard-gen-4b"}) {
+    const size_t at = r.out.find(std::string("\n") + id + " ");
+    ASSERT_NE(at, std::string::npos) << id;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find("follows main; not pinned (catalog written offline)"), std::string::npos)
+        << line;
+  }
+  EXPECT_NE(r.out.find("notes:\n  smollm2-135m-sft: "), std::string::npos) << r.out;
+  r = Tessera({"list", "--catalog", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 16u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["pin"], "follows main; not pinned (catalog written offline)") << row.dump();
+    EXPECT_EQ(row["unverified_reason"], "catalog written offline") << row.dump();
+  }
 }
 
 TEST_F(PullTest, BadNamesAreRefusedBeforeAnyRequest) {

@@ -248,6 +248,14 @@ TEST(TerminalChat, TwoTurnsStatsResetAndExit) {
   chat.Write("/reset\n");
   ASSERT_TRUE(chat.ReadUntil(kPromptMarker, at, 30)) << chat.output();
   EXPECT_NE(chat.output().find("[conversation cleared]", at), std::string::npos);
+  // /stats then describes the new, empty conversation, not the previous one's reply.
+  at = chat.mark();
+  chat.Write("/stats\n");
+  ASSERT_TRUE(chat.ReadUntil(kPromptMarker, at, 30)) << chat.output();
+  stats = chat.output().substr(at);
+  EXPECT_NE(stats.find("no reply yet in this conversation"), std::string::npos) << stats;
+  EXPECT_EQ(stats.find("ttft: "), std::string::npos) << stats;
+  EXPECT_EQ(number_after("context: "), 0) << stats;
   // After a reset the same first message gets the same greedy reply.
   at = chat.mark();
   chat.Write(first + "\n");

@@ -119,6 +119,36 @@ TEST(LoadedModel, KvMemoryBudgetSetsTheContextOrRefuses) {
       << tight.status().message();
 }
 
+TEST(LoadedModel, TaskModelsGetAPoolOfOneContextPlusAChunkPerOtherSlot) {
+  // One whole context plus, per other slot, a prefill chunk's blocks and the admission spare.
+  EXPECT_EQ(TaskKvPoolBlocks(4096, 4),
+            KvBlocksFor(4096) + 3 * (KvBlocksFor(kPrefillChunkTokens) + 1));
+  EXPECT_EQ(TaskKvPoolBlocks(4096, 1), KvBlocksFor(4096));
+  ModelLoadOptions o;
+  o.package_cache = false;
+  o.parallel = 4;
+  auto chat = LoadedModel::Open(StoriesDir(), o);
+  ASSERT_TRUE(chat) << chat.status().message();
+  o.task_model = true;
+  std::vector<std::string> log;
+  auto task = LoadedModel::Open(StoriesDir(), o, [&](const std::string& l) { log.push_back(l); });
+  ASSERT_TRUE(task) << task.status().message();
+  const int64_t context = (*task)->context();
+  EXPECT_EQ(context, (*chat)->context());  // the context a sequence may use is unchanged
+  EXPECT_EQ((*chat)->scheduler().kv_pool().blocks(), 4 * KvBlocksFor(context));
+  EXPECT_EQ((*task)->scheduler().kv_pool().blocks(), TaskKvPoolBlocks(context, 4));
+  EXPECT_LT((*task)->kv_bytes(), (*chat)->kv_bytes());
+  // The load log says which rule sized the pool.
+  bool said = false;
+  for (const auto& line : log) said = said || line.find("a task model's") != std::string::npos;
+  EXPECT_TRUE(said);
+  // An explicit budget is the operator's: the task rule does not apply.
+  o.kv_memory_mib = 4;
+  auto budgeted = LoadedModel::Open(StoriesDir(), o);
+  ASSERT_TRUE(budgeted) << budgeted.status().message();
+  EXPECT_GT((*budgeted)->scheduler().kv_pool().blocks(), TaskKvPoolBlocks(context, 4));
+}
+
 TEST(LoadedModel, DefaultSlotsFollowCoresAndMemory) {
   std::string why;
   EXPECT_EQ(DefaultParallelSlots(2, 24ull << 30, 100ull << 20, &why), 4);

@@ -339,6 +339,8 @@ test('System One: the docs example by name answers by name, in order, as the lis
   try {
     const at = `http://127.0.0.1:${decider.port}`;
     await waitReady(at, 60);
+    // Served as a decide model, its KV pool is a task model's, not every slot's whole context.
+    assert.match(decider.log.text, /KV pool: .*a task model's: one whole context/);
     const r = await post('/v1/systemone', example, at);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.model, example.model);
