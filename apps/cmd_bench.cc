@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/model_executor.h"
@@ -193,6 +194,10 @@ int Run(int argc, char** argv) {
   const int64_t slots =
       concurrency.empty() ? 1 : *std::max_element(concurrency.begin(), concurrency.end());
 
+  // What it is doing, phase by phase, on stderr: --json keeps stdout to the one object.
+  ProgressRenderer shown = ProgressRenderer::ForStderr();
+  const std::string loading = "loading " + args.GetString("model");
+  shown.Update({.phase = loading});
   auto t_load = Clock::now();
   auto ckpt = OpenCheckpoint(args.GetString("model"));
   if (!ckpt) return ReportError("bench", ckpt.status());
@@ -222,12 +227,20 @@ int Run(int argc, char** argv) {
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
   if (!exec) return ReportError("bench", exec.status());
   const double load_s = Seconds(t_load);
+  shown.Update({.phase = loading, .finished = true});
   const int64_t vocab = (*exec)->spec().vocab;
+  std::string length_list;
+  for (int64_t len : *lengths)
+    length_list += (length_list.empty() ? "" : ",") + std::to_string(len);
+  const std::string timing = "prefill at " + length_list + " tokens, decode of " +
+                             std::to_string(gen) + " tokens (repeats)";
+  const uint64_t repeats = static_cast<uint64_t>(repeat);
   std::vector<float> logits(static_cast<size_t>(vocab));
 
   std::map<int64_t, std::vector<double>> prefill;  // tok/s per length
   std::vector<double> decode, ttft;
   for (int64_t r = 0; r < repeat; ++r) {
+    shown.Update({.phase = timing, .done = static_cast<uint64_t>(r), .total = repeats});
     for (int64_t len : *lengths) {
       auto ids = PromptIds(len, vocab, static_cast<uint64_t>(r * 1000 + len));
       auto t0 = Clock::now();
@@ -244,6 +257,7 @@ int Run(int argc, char** argv) {
     ttft.push_back(result->timings.ttft_ms);
     if (result->timings.decode_tok_s > 0) decode.push_back(result->timings.decode_tok_s);
   }
+  shown.Update({.phase = timing, .done = repeats, .total = repeats, .finished = true});
   // Weights streamed per decoded token: every resident layer and the LM head (the
   // embedding row gathered per token is negligible).
   const double bytes_per_token = static_cast<double>((*exec)->resident_weight_bytes());
@@ -272,7 +286,11 @@ int Run(int argc, char** argv) {
   // The stream counts alternate within each repeat, so that the machine's drift over minutes
   // does not land on one of them: their ratios are measured side by side.
   std::vector<ConcurrencySamples> samples(concurrency.size());
-  for (int64_t r = 0; r < repeat; ++r) {
+  std::string stream_list;
+  for (int64_t c : concurrency) stream_list += (stream_list.empty() ? "" : ",") + std::to_string(c);
+  const std::string concurrent = "concurrent streams " + stream_list + " (repeats)";
+  for (int64_t r = 0; r < repeat && !concurrency.empty(); ++r) {
+    shown.Update({.phase = concurrent, .done = static_cast<uint64_t>(r), .total = repeats});
     for (size_t i = 0; i < concurrency.size(); ++i) {
       if (Status st = RunConcurrency(**exec, static_cast<int>(concurrency[i]), (*lengths)[0], gen,
                                      r, &samples[i]);
@@ -280,6 +298,9 @@ int Run(int argc, char** argv) {
         return ReportError("bench", st);
       }
     }
+  }
+  if (!concurrency.empty()) {
+    shown.Update({.phase = concurrent, .done = repeats, .total = repeats, .finished = true});
   }
   // Scaling against one stream: within a repeat the counts run back to back, seconds apart,
   // while the machine's speed drifts over minutes; so the ratio is taken within each repeat
