@@ -107,7 +107,11 @@ std::string ProgressRenderer::Describe(const ProgressEvent& e, Clock::time_point
   if (e.finished) {
     text += ": done";
     if (e.done > 0) text += ", " + FormatAmount(e.done, e.unit);
-    return text + " in " + Seconds(seconds);
+    text += " in " + Seconds(seconds);
+    if (e.unit == ProgressUnit::kBytes && e.done > 0 && seconds > 0) {
+      text += " (" + FormatBytes(static_cast<double>(e.done) / seconds) + "/s)";
+    }
+    return text;
   }
   const bool bar = style_ == ProgressStyle::kTerminal;
   if (e.total == 0) {

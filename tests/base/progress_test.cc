@@ -62,7 +62,7 @@ TEST(ProgressRendererTest, PlainLinesAtStartEveryTenthAndEnd) {
   ASSERT_EQ(lines.size(), 11u) << sink.out;  // 0%, 10% .. 90%, done
   EXPECT_EQ(lines[0], "packing: 0% (0 B / 1000.0 MiB)");
   EXPECT_EQ(lines[1].rfind("packing: 10% (100.0 MiB / 1000.0 MiB)", 0), 0u) << lines[1];
-  EXPECT_EQ(lines[10], "packing: done, 1000.0 MiB in 1.00 s");
+  EXPECT_EQ(lines[10], "packing: done, 1000.0 MiB in 1.00 s (1000.0 MiB/s)");
   EXPECT_FALSE(HasControlCharacters(sink.out)) << sink.out;
 }
 

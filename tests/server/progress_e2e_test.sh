@@ -27,7 +27,7 @@ else
 fi
 grep -q '^hashing the source: 0% (0 B / ' "$WORK/convert-pipe.txt" && pass "hashing: start line" ||
   fail "no hashing start line: $(cat "$WORK/convert-pipe.txt")"
-grep -q '^packing tensors: done, .* in [0-9.]* s$' "$WORK/convert-pipe.txt" &&
+grep -q '^packing tensors: done, .* in [0-9.]* s (.*/s)$' "$WORK/convert-pipe.txt" &&
   pass "packing: end line with its time" || fail "no packing end line: $(cat "$WORK/convert-pipe.txt")"
 
 # ------------------------------------------------------------------ convert under a terminal
