@@ -370,9 +370,11 @@ class Worker {
 
   // Embed, rerank, classify and moderate.
   template <typename Payload>
-  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const Payload& p, double) {
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const Payload& p,
+                                double load_ms) {
     TaskRequest task = TaskRequest::Of(p);
     task.cache_scope = job.cache_scope;
+    task.load_ms = load_ms;
     // The server routes by kind; this is the worker's own check of what it was sent.
     const ModelKind needed = TaskModelKind(task.kind);
     if (m.kind.kind != needed) {

@@ -7,9 +7,10 @@
 #  - the server's worker logs each model load (begin, phases, the end with its time) as text or
 #    JSON (--log-format), and the request that had a model loaded gets
 #    x_tessera_stats.model_load_ms while the next one to the same model does not.
-#   progress_e2e_test.sh TESSERA WORK TINY_MODEL STORIES_MODEL
-TESSERA=$1 WORK=$2 TINY=$3 STORIES=$4
+#   progress_e2e_test.sh TESSERA WORK TINY_MODEL STORIES_MODEL EMBED_MODEL
+TESSERA=$1 WORK=$2 TINY=$3 STORIES=$4 EMBED=$5
 WORK=$(realpath -m "$WORK") TINY=$(realpath -m "$TINY") STORIES=$(realpath -m "$STORIES")
+EMBED=$(realpath -m "$EMBED")
 rm -rf "$WORK" && mkdir -p "$WORK"
 . "$(dirname "$0")/server_lib.sh"
 SESSION=tessera-progress-$$
@@ -81,8 +82,8 @@ grep -q "^tessera worker: model 'tiny' prewarm (one forward pass): done in" "$LO
   pass "text log: a phase with its time" || fail "text log: no phase line: $(cat "$LOG_ERR")"
 stop_server
 
-start_server json --model "tiny=$TINY" --model "stories=$STORIES" --max-loaded-models 1 \
-  --no-auth --log-format json
+start_server json --model "tiny=$TINY" --model "stories=$STORIES" --model "embed=$EMBED" \
+  --max-loaded-models 1 --no-auth --log-format json
 wait_ready 60
 check "tiny (loaded at start) -> 200" 200 "$(complete tiny tiny-first)"
 check "a resident model: no model_load_ms" undefined "$(json_get "$WORK/tiny-first.json" 'typeof d.x_tessera_stats.model_load_ms')"
@@ -92,6 +93,16 @@ check "the request that loaded its model: model_load_ms > 0" true \
 check "stories again -> 200" 200 "$(complete stories stories-second)"
 check "the next request: no model_load_ms" undefined \
   "$(json_get "$WORK/stories-second.json" 'typeof d.x_tessera_stats.model_load_ms')"
+embed() {  # embed NAME: an embedding request, its body in $WORK/NAME.json; echoes the status
+  curl -s -o "$WORK/$1.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary '{"model":"embed","input":"Once"}' "$BASE/v1/embeddings"
+}
+check "embed (loaded now) -> 200" 200 "$(embed embed-first)"
+check "a task request that loaded its model: model_load_ms > 0" true \
+  "$(json_get "$WORK/embed-first.json" 'd.x_tessera_stats.model_load_ms > 0')"
+check "embed again -> 200" 200 "$(embed embed-second)"
+check "the next task request: no model_load_ms" undefined \
+  "$(json_get "$WORK/embed-second.json" 'typeof d.x_tessera_stats.model_load_ms')"
 grep '^{"type":"model_load"' "$LOG_ERR" > "$WORK/load-lines.json"
 check "json log: the stories load's end, with load_ms" true "$(node -e "
   const lines = require('fs').readFileSync('$WORK/load-lines.json', 'utf8').trim().split('\n').map(JSON.parse);
