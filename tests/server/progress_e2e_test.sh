@@ -87,22 +87,22 @@ start_server json --model "tiny=$TINY" --model "stories=$STORIES" --model "embed
 wait_ready 60
 check "tiny (loaded at start) -> 200" 200 "$(complete tiny tiny-first)"
 check "a resident model: no model_load_ms" undefined "$(json_get "$WORK/tiny-first.json" 'typeof d.x_tessera_stats.model_load_ms')"
-check "stories (loaded now) -> 200" 200 "$(complete stories stories-first)"
-check "the request that loaded its model: model_load_ms > 0" true \
-  "$(json_get "$WORK/stories-first.json" 'd.x_tessera_stats.model_load_ms > 0')"
-check "stories again -> 200" 200 "$(complete stories stories-second)"
-check "the next request: no model_load_ms" undefined \
-  "$(json_get "$WORK/stories-second.json" 'typeof d.x_tessera_stats.model_load_ms')"
-embed() {  # embed NAME: an embedding request, its body in $WORK/NAME.json; echoes the status
-  curl -s -o "$WORK/$1.json" -w '%{http_code}' -H 'Content-Type: application/json' \
-    --data-binary '{"model":"embed","input":"Once"}' "$BASE/v1/embeddings"
+embed() {  # embed MODEL NAME: an embedding request, its body in $WORK/NAME.json; the status
+  curl -s -o "$WORK/$2.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary "{\"model\":\"$1\",\"input\":\"Once\"}" "$BASE/v1/embeddings"
 }
-check "embed (loaded now) -> 200" 200 "$(embed embed-first)"
-check "a task request that loaded its model: model_load_ms > 0" true \
-  "$(json_get "$WORK/embed-first.json" 'd.x_tessera_stats.model_load_ms > 0')"
-check "embed again -> 200" 200 "$(embed embed-second)"
-check "the next task request: no model_load_ms" undefined \
-  "$(json_get "$WORK/embed-second.json" 'typeof d.x_tessera_stats.model_load_ms')"
+# loads_then_resident ASK MODEL: the request that had MODEL loaded carries model_load_ms > 0,
+# the next one to it none.
+loads_then_resident() {
+  check "$2 (loaded now) -> 200" 200 "$($1 "$2" "$2-first")"
+  check "$2: the request that loaded its model has model_load_ms > 0" true \
+    "$(json_get "$WORK/$2-first.json" 'd.x_tessera_stats.model_load_ms > 0')"
+  check "$2 again -> 200" 200 "$($1 "$2" "$2-second")"
+  check "$2: the next request has no model_load_ms" undefined \
+    "$(json_get "$WORK/$2-second.json" 'typeof d.x_tessera_stats.model_load_ms')"
+}
+loads_then_resident complete stories
+loads_then_resident embed embed
 grep '^{"type":"model_load"' "$LOG_ERR" > "$WORK/load-lines.json"
 check "json log: the stories load's end, with load_ms" true "$(node -e "
   const lines = require('fs').readFileSync('$WORK/load-lines.json', 'utf8').trim().split('\n').map(JSON.parse);
