@@ -196,15 +196,20 @@ int Run(int argc, char** argv) {
 
   // What it is doing, phase by phase, on stderr: --json keeps stdout to the one object.
   ProgressRenderer shown = ProgressRenderer::ForStderr();
+  // An error starts on a line of its own, below a bar being drawn.
+  auto fail = [&shown](const Status& st) {
+    shown.EndLine();
+    return ReportError("bench", st);
+  };
   const std::string loading = "loading " + args.GetString("model");
   shown.Update({.phase = loading});
   auto t_load = Clock::now();
   auto ckpt = OpenCheckpoint(args.GetString("model"));
-  if (!ckpt) return ReportError("bench", ckpt.status());
+  if (!ckpt) return fail(ckpt.status());
   auto placement_spec = PlacementFromArgs(args);
-  if (!placement_spec) return ReportError("bench", placement_spec.status());
+  if (!placement_spec) return fail(placement_spec.status());
   auto placement = ParsePlacement(*placement_spec, (*ckpt)->config.num_layers);
-  if (!placement) return ReportError("bench", placement.status());
+  if (!placement) return fail(placement.status());
   const int64_t max_len = *std::max_element(lengths->begin(), lengths->end());
   ModelExecutor::Options options;
   options.max_seq = std::max<int64_t>(max_len, (*lengths)[0] + gen) + 1;
@@ -214,18 +219,18 @@ int Run(int argc, char** argv) {
   options.backend.threads = static_cast<int>(threads);
   options.backend.bf16_activations = args.GetFlag("bf16-activations");
   auto cpu_isa = CpuIsaFromArgs(args);
-  if (!cpu_isa) return ReportError("bench", cpu_isa.status());
+  if (!cpu_isa) return fail(cpu_isa.status());
   options.backend.cpu_isa = *cpu_isa;
   auto npu = NpuOptionsFromArgs(args);
-  if (!npu) return ReportError("bench", npu.status());
+  if (!npu) return fail(npu.status());
   options.backend.npu = *npu;
   auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
-  if (!kv_cache) return ReportError("bench", kv_cache.status());
+  if (!kv_cache) return fail(kv_cache.status());
   auto resolved_kv = KvCacheFor(**ckpt, *dtype, *kv_cache);
-  if (!resolved_kv) return ReportError("bench", resolved_kv.status());
+  if (!resolved_kv) return fail(resolved_kv.status());
   options.backend.kv_cache = *resolved_kv;
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
-  if (!exec) return ReportError("bench", exec.status());
+  if (!exec) return fail(exec.status());
   const double load_s = Seconds(t_load);
   shown.Update({.phase = loading, .finished = true});
   const int64_t vocab = (*exec)->spec().vocab;
@@ -244,8 +249,7 @@ int Run(int argc, char** argv) {
     for (int64_t len : *lengths) {
       auto ids = PromptIds(len, vocab, static_cast<uint64_t>(r * 1000 + len));
       auto t0 = Clock::now();
-      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok())
-        return ReportError("bench", st);
+      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok()) return fail(st);
       prefill[len].push_back(static_cast<double>(len) / Seconds(t0));
     }
     // One greedy stream through the scheduler, as the product decodes (batches of one).
@@ -253,7 +257,7 @@ int Run(int argc, char** argv) {
     req.prompt_ids = PromptIds((*lengths)[0], vocab, static_cast<uint64_t>(r));
     req.max_new_tokens = gen;  // no stop ids: always the full count
     auto result = RunOneSequence(**exec, std::move(req), 0, {.reuse_prefixes = false});
-    if (!result) return ReportError("bench", result.status());
+    if (!result) return fail(result.status());
     ttft.push_back(result->timings.ttft_ms);
     if (result->timings.decode_tok_s > 0) decode.push_back(result->timings.decode_tok_s);
   }
@@ -295,7 +299,7 @@ int Run(int argc, char** argv) {
       if (Status st = RunConcurrency(**exec, static_cast<int>(concurrency[i]), (*lengths)[0], gen,
                                      r, &samples[i]);
           !st.ok()) {
-        return ReportError("bench", st);
+        return fail(st);
       }
     }
   }

@@ -51,6 +51,7 @@ int RunConvertCommand(int argc, char** argv) {
   options.progress = shown.Callback();
   auto begin = std::chrono::steady_clock::now();
   if (Status st = ConvertToPackage(positional[0], positional[1], options); !st.ok()) {
+    shown.EndLine();
     return ReportError("convert", st);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

@@ -77,6 +77,7 @@ int RunPullCommand(int argc, char** argv) {
                spec->revision.c_str(), options.endpoint.c_str());
   auto result = PullModel(*spec, *models_dir, options);
   if (!result) {
+    shown.EndLine();  // the error below a bar being drawn, not on its line
     ReportError("pull", result.status());
     return result.status().code() == ErrorCode::kCancelled ? 130 : 1;
   }

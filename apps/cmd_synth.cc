@@ -50,6 +50,7 @@ int RunSynthCommand(int argc, char** argv) {
   const std::string out = args.GetString("out");
   ProgressRenderer shown = ProgressRenderer::ForStderr();  // a bar on a terminal, else lines
   if (Status st = WriteSyntheticModel(out, *spec, shown.Callback()); !st.ok()) {
+    shown.EndLine();
     return ReportError("synth", st);
   }
   std::printf("wrote %s (%s, %s weights, seed %lld)\n", out.c_str(),

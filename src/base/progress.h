@@ -68,6 +68,9 @@ class ProgressRenderer {
   void Update(const ProgressEvent& event);
   // A line of its own (a note between updates): a bar being drawn is ended first.
   void Note(std::string_view line);
+  // Ends a bar being drawn (it stays as it was), so that what is written next (an error) starts
+  // on a line of its own.
+  void EndLine();
   // Forwards to Update; the renderer must outlive the callback's uses.
   ProgressCallback Callback();
 
@@ -76,7 +79,6 @@ class ProgressRenderer {
  private:
   void Begin(const ProgressEvent& event, Clock::time_point now);
   void Draw(const ProgressEvent& event, Clock::time_point now);
-  void EndLine();
   std::string Describe(const ProgressEvent& event, Clock::time_point now) const;
 
   ProgressStyle style_;
