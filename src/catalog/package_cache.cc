@@ -139,7 +139,7 @@ Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat
   options.progress = report.progress;
   if (report.log) {
     // Said before the wait, with the size: the package is about as large as the source again.
-    report.log("packaging " + source.dir + " (" +
+    report.log("packaging " + CanonicalDir(source.dir).string() + " (" +
                FormatBytes(static_cast<double>(FolderBytes(source.dir))) +
                ") for the cpu backend as " + std::string(WeightFormatName(format)) + " (" +
                result.reason + "); once, cached at " + path);
