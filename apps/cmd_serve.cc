@@ -272,8 +272,8 @@ void AddServeFlags(CliArgs& args) {
   args.AddFlag("metrics-public", "let GET /metrics be scraped without the API key");
   args.AddFlag("no-ui", "do not serve the built-in web page at /");
   args.AddString("log-format",
-                 "the access log on stderr: text (one readable line per request) or json (one "
-                 "JSON object per line, for log shippers)",
+                 "the access log and the worker's model-load lines on stderr: text (readable "
+                 "lines) or json (one JSON object per line, for log shippers)",
                  false, "text");
   args.AddList("allow-origin",
                "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
