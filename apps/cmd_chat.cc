@@ -1,4 +1,6 @@
 // tessera chat --model DIR: a multi-turn terminal chat with the model's chat template.
+// A model without one (the built-in stories260k) runs in completion mode: each line is a
+// plain-text prompt the model continues, without history.
 //
 //   tessera chat --model ./Qwen2.5-0.5B-Instruct --system "Be brief." --temperature 0.7
 //   you> Hello!
@@ -48,6 +50,9 @@ using nlohmann::ordered_json;
 
 constexpr const char* kCommand = "chat";
 constexpr const char* kPromptMarker = "you> ";
+// Completion mode's reply length when --max-tokens is not given: a model without a chat
+// template (stories260k never emits its EOS) would otherwise run to the end of its context.
+constexpr int64_t kCompletionModeMaxTokens = 200;
 
 // Set by SIGINT; checked between generated tokens and by the line reader.
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -169,6 +174,7 @@ class ChatSession {
   // prompt cache reuses the part of the new prompt the slot already holds.
   Status Turn(const std::string& user_text, bool* cancelled) {
     *cancelled = false;
+    if (!model_.has_chat_template()) return Complete(user_text, cancelled);
     ordered_json candidate = history_;
     candidate.push_back({{"role", "user"}, {"content", user_text}});
     const int64_t context = model_.context();
@@ -184,9 +190,24 @@ class ChatSession {
                    trimmed.dropped_messages, trimmed.dropped_messages == 1 ? "" : "s",
                    static_cast<long long>(context));
     }
-    const std::vector<int32_t>& ids = trimmed.prompt.ids;
+    TS_ASSIGN_OR_RETURN(SessionResult result, Stream(trimmed.prompt.ids, cancelled));
+    history_ = std::move(trimmed.messages);
+    history_.push_back({{"role", "assistant"}, {"content", result.text}});
+    return Status::Ok();
+  }
+
+  // Completion mode (a model without a chat template, e.g. the built-in stories260k): the
+  // line is a plain-text prompt the model continues; no history is kept.
+  Status Complete(const std::string& text, bool* cancelled) {
+    TS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, model_.EncodeText(text, /*add_special=*/true));
+    return Stream(std::move(ids), cancelled).status();
+  }
+
+  // Runs one prompt, streaming the reply to stdout, and records its stats.
+  Expected<SessionResult> Stream(std::vector<int32_t> ids, bool* cancelled) {
+    const size_t prompt_size = ids.size();
     Request request;
-    request.prompt = ids;
+    request.prompt = std::move(ids);
     request.sampling = sampling_;
     request.max_tokens = max_tokens_;
     request.stop = stop_;
@@ -197,21 +218,18 @@ class ChatSession {
     TS_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                         Session::Start(model_, std::move(request), print));
     Status st = RunUntilDone(model_.scheduler(), *session, [] { return !g_interrupted; });
-    const SessionResult& result = session->result();
+    SessionResult result = session->result();
     if (st.ok()) st = result.status;
     Print("\n");
     if (!st.ok()) return st;
-    const std::string& reply = result.text;
     *cancelled = result.finish == FinishReason::kCancelled;
     g_interrupted = 0;
     context_used_ =
-        ids.size() + (result.generated_ids.empty() ? 0 : result.generated_ids.size() - 1);
-    history_ = std::move(trimmed.messages);
-    history_.push_back({{"role", "assistant"}, {"content", reply}});
+        prompt_size + (result.generated_ids.empty() ? 0 : result.generated_ids.size() - 1);
     stats_.valid = true;
     stats_.timings = result.timings;
     stats_.generated = result.generated_ids.size();
-    return Status::Ok();
+    return result;
   }
 
   std::string StatsText() const {
@@ -307,7 +325,9 @@ int RunInteractive(ChatSession& session) {
 
 int Run(int argc, char** argv) {
   CliArgs args(kCommand);
-  args.AddString("model", "checkpoint directory with a chat template", true);
+  args.AddString("model",
+                 "checkpoint directory or model name (default: the one installed model, else "
+                 "the built-in demo model stories260k)");
   args.AddString("system", "system message");
   args.AddString("prompt", "one shot: send this message, print the reply and exit");
   args.AddString("template-kwargs",
@@ -346,19 +366,23 @@ int Run(int argc, char** argv) {
       return ReportError(kCommand, InvalidArgument("--template-kwargs must be a JSON object"));
     }
   }
-  auto resolved_dir = ResolveModelDir(args.GetString("model"));
+  auto model_name =
+      args.Has("model") ? Expected<std::string>(args.GetString("model")) : DefaultChatModelName();
+  if (!model_name) return ReportError(kCommand, model_name.status());
+  auto resolved_dir = ResolveModelDir(*model_name);
   if (!resolved_dir) return ReportError("chat", resolved_dir.status());
   const std::string dir = *resolved_dir;
+  bool completion_mode = false;
   if (auto chat_config = LoadChatTemplateConfig(dir); !chat_config) {
-    if (chat_config.status().code() == ErrorCode::kNotFound) {
-      std::fprintf(stderr,
-                   "tessera chat: %s has no chat template (no chat_template.jinja and no "
-                   "chat_template in tokenizer_config.json); use 'tessera generate' for plain "
-                   "text completion\n",
-                   dir.c_str());
-      return 1;
+    if (chat_config.status().code() != ErrorCode::kNotFound) {
+      return ReportError(kCommand, chat_config.status());
     }
-    return ReportError(kCommand, chat_config.status());
+    completion_mode = true;
+    if (args.Has("system") || args.Has("template-kwargs")) {
+      return ReportError(
+          kCommand, InvalidArgument(*model_name + " has no chat template, so --system and "
+                                                  "--template-kwargs cannot apply; drop them"));
+    }
   }
   // Flags are checked before anything is loaded (the generation defaults come from the
   // checkpoint's small config files).
@@ -393,6 +417,14 @@ int Run(int argc, char** argv) {
     sampling.seed = static_cast<int64_t>(resolved->seed);
     std::fprintf(stderr, "tessera chat: sampling seed %llu\n",
                  static_cast<unsigned long long>(resolved->seed));
+  }
+  if (completion_mode) {
+    if (!max_tokens) max_tokens = kCompletionModeMaxTokens;
+    std::fprintf(stderr,
+                 "tessera chat: %s has no chat template: completion mode, each line you type is "
+                 "a prompt the model continues (no conversation history; replies stop after "
+                 "%lld tokens unless --max-tokens says otherwise)\n",
+                 model_name->c_str(), static_cast<long long>(*max_tokens));
   }
   // Room kept for the reply when trimming the history: the reply budget, but never more than
   // half the context so that a long --max-tokens still leaves space for the conversation.

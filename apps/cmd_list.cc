@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "cli_args.h"
@@ -95,10 +96,10 @@ int RunListCommand(int argc, char** argv) {
         "--catalog` shows the names)\n");
     return 0;
   }
-  std::printf("%-28s %-8s %-9s %10s  %-11s %-9s %s\n", "NAME", "PURPOSE", "DTYPE", "SIZE",
+  std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", "NAME", "PURPOSE", "DTYPE", "SIZE",
               "VERIFIED", "WHERE", "DIR");
   for (const auto& m : *models) {
-    std::printf("%-28s %-8s %-9s %10s  %-11s %-9s %s\n", m.name.c_str(), m.purpose.c_str(),
+    std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", m.name.c_str(), m.purpose.c_str(),
                 m.dtype.c_str(), HumanSize(m.size_bytes).c_str(), m.verification.c_str(),
                 ModelLocationName(m.location), m.dir.c_str());
   }
@@ -117,6 +118,11 @@ int RunRmCommand(int argc, char** argv) {
     return 0;
   }
   if (!has_name) return ReportError("rm", InvalidArgument("which model? usage: tessera rm NAME"));
+  if (name == kBuiltinModelName) {
+    return ReportError("rm", InvalidArgument(std::string(kBuiltinModelName) +
+                                             " is the built-in demo model, carried in the "
+                                             "binary: there is nothing to remove"));
+  }
   auto catalog = BuiltinCatalog();
   if (!catalog) return ReportError("rm", catalog.status());
   auto removed = RemoveStoredModel(name, **catalog);

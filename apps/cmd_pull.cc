@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/progress.h"
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "catalog/pull.h"
@@ -51,6 +52,11 @@ int RunPullCommand(int argc, char** argv) {
   }
   if (args.GetInt("timeout") < 1 || args.GetInt("timeout") > 3600) {
     return ReportError("pull", InvalidArgument("--timeout must be between 1 and 3600 seconds"));
+  }
+  if (name == kBuiltinModelName) {
+    std::printf("%s is the built-in demo model, carried in the binary: nothing to download\n",
+                kBuiltinModelName);
+    return 0;
   }
   auto catalog = BuiltinCatalog();
   if (!catalog) return ReportError("pull", catalog.status());

@@ -9,12 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <thread>
 
 #include "backend/xdna/doctor.h"
 #include "base/environment.h"
 #include "base/mapped_file.h"
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_names.h"
 #include "catalog/model_store.h"
@@ -26,6 +26,7 @@
 #include "npu_device.h"
 #include "runtime/loaded_model.h"
 #include "server/http_server.h"
+#include "server/saved_api_key.h"
 #include "worker/worker.h"
 
 namespace tessera {
@@ -162,7 +163,13 @@ Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models,
     if (auto bytes = DirectoryBytes(m.dir)) d.model_bytes = std::max(d.model_bytes, *bytes);
   }
   const DoctorReport report = RunDoctor(d);
-  if (!report.ok() || report.devices.empty()) {
+  if (report.devices.empty()) {
+    std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
+    return InvalidArgument(
+        "no supported NPU on this machine (npu_present above), so no layers can be placed on "
+        "one; serve without --npu-layers (or with --placement cpu) to run on the CPU backend");
+  }
+  if (!report.ok()) {
     std::fprintf(stderr, "%s", DoctorReportText(report).c_str());
     return InvalidArgument(
         "the NPU fails the checks above, so no layers are placed on it; apply the fixes (run "
@@ -172,14 +179,6 @@ Expected<std::string> CheckNpuForServe(const std::vector<ModelEntry>& models,
   std::fprintf(stderr, "tessera serve: NPU %s (%s), every doctor check passed\n", dev.name.c_str(),
                dev.pci_id.c_str());
   return dev.name + " (" + dev.pci_id + ")";
-}
-
-std::string GenerateApiKey() {
-  std::random_device rd;
-  static const char kHex[] = "0123456789abcdef";
-  std::string key = "tsk-";
-  for (int i = 0; i < 32; ++i) key.push_back(kHex[rd() % 16]);
-  return key;
 }
 
 std::string SelfExecutable() {
@@ -197,7 +196,8 @@ void AddServeFlags(CliArgs& args) {
   args.AddString("models-dir", "a folder of checkpoint folders, each served under its name");
   args.AddList("kind",
                "NAME=KIND: what a served causal LM is (rerank, guard or decide; embedding and "
-               "classifier checkpoints are recognised) (repeatable)");
+               "classifier checkpoints are recognised, and one without a chat template is a "
+               "completion model) (repeatable)");
   args.AddList("tool-call-syntax",
                "[NAME=]SYNTAX: how a served model writes tool calls, for a checkpoint the "
                "catalog does not know: " +
@@ -261,7 +261,10 @@ void AddServeFlags(CliArgs& args) {
               "--host is loopback, else 30)");
   args.AddInt("max-body-bytes", "largest request body", 1 << 20);
   args.AddFlag("no-auth",
-               "serve without an API key (only when every address of --host is loopback)");
+               "serve without an API key (only when every address of --host is loopback); "
+               "without it, TESSERA_API_KEY or --api-keys the key is the one saved in "
+               "$XDG_CONFIG_HOME/tessera/api-key (default ~/.config/tessera/api-key, mode 600), "
+               "generated on the first start");
   args.AddString("api-keys",
                  "a file of named API keys, one name:key per line (mode 600; reloaded on SIGHUP), "
                  "beside TESSERA_API_KEY (named default); the name shows in the access log and "
@@ -363,6 +366,13 @@ Status CollectServedModels(const CliArgs& args, server::ServeOptions* out) {
     for (const ModelEntry& m : *stored) {
       if (Status st = add_model(m); !st.ok()) return st;
     }
+    if (stored->empty()) {
+      // Nothing installed: the built-in demo model, so that the page and the API answer.
+      auto builtin = ResolveServedModel(kBuiltinModelName);
+      if (!builtin) return builtin.status();
+      std::fprintf(stderr, "tessera serve: %s\n", kBuiltinModelNotice);
+      if (Status st = add_model(*builtin); !st.ok()) return st;
+    }
   }
   if (options.models.empty()) {
     return InvalidArgument(
@@ -374,7 +384,8 @@ Status CollectServedModels(const CliArgs& args, server::ServeOptions* out) {
 }
 
 // Who may call: --no-auth, else TESSERA_API_KEY and the --api-keys file (checked here: a bad
-// file is an error before the server starts), else a generated key, printed once.
+// file is an error before the server starts), else the generated key saved in the user's config
+// directory (read or created by RunServer once the port is bound).
 Status FillAuthOptions(const CliArgs& args, server::ServeOptions* options) {
   options->shared_prefix_cache = args.GetFlag("shared-prefix-cache");
   if (args.GetFlag("no-auth")) {
@@ -400,9 +411,9 @@ Status FillAuthOptions(const CliArgs& args, server::ServeOptions* options) {
     return Status::Ok();
   }
   if (!env_key) {
-    options->api_key = GenerateApiKey();
-    std::printf("tessera serve: API key (shown once; set TESSERA_API_KEY to choose one): %s\n",
-                options->api_key.c_str());
+    TS_ASSIGN_OR_RETURN(
+        options->saved_api_key_file,
+        server::SavedApiKeyPath(ReadEnv(EnvVar::kXdgConfigHome), ReadEnv(EnvVar::kHome)));
   }
   return Status::Ok();
 }

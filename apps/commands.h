@@ -17,6 +17,7 @@ int RunListCommand(int argc, char** argv);
 int RunRmCommand(int argc, char** argv);
 int RunResolveCommand(int argc, char** argv);
 int RunDoctorCommand(int argc, char** argv);
+int RunVersionCommand(int argc, char** argv);
 // Hidden: the inference worker process that `serve` starts.
 int RunWorkerCommand(int argc, char** argv);
 

@@ -29,7 +29,10 @@ constexpr Command kCommands[] = {
     {"list", "installed models (or --catalog: known names)", tessera::RunListCommand},
     {"rm", "remove a model from tessera's store", tessera::RunRmCommand},
     {"resolve", "the directory a model name resolves to", tessera::RunResolveCommand},
-    {"doctor", "check this machine's NPU, driver, firmware and XRT", tessera::RunDoctorCommand},
+    {"doctor", "what runs here: the CPU backend's kernels, then the NPU, driver and XRT checks",
+     tessera::RunDoctorCommand},
+    {"version", "version, commit, build and this machine's CPU kernels (also --version)",
+     tessera::RunVersionCommand},
     {nullptr, nullptr, nullptr},
 };
 
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
     PrintUsage(stdout);
     return 0;
   }
+  if (cmd == "--version") return tessera::RunVersionCommand(argc, argv);
   for (const Command* c = kCommands; c->name != nullptr; ++c) {
     if (cmd == c->name) return c->run(argc, argv);
   }

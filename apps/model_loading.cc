@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <vector>
+
 #include "base/progress.h"
+#include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "catalog/package.h"
@@ -35,6 +39,24 @@ Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::strin
   options.progress = shown.Callback();
   return LoadedModel::Open(dir, options,
                            [&shown](const std::string& line) { shown.Note("tessera: " + line); });
+}
+
+Expected<std::string> DefaultChatModelName() {
+  TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
+  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> installed, ListInstalledModels(*catalog, false));
+  if (installed.empty()) {
+    std::fprintf(stderr, "tessera: %s\n", kBuiltinModelNotice);
+    return std::string(kBuiltinModelName);
+  }
+  if (installed.size() == 1) {
+    std::fprintf(stderr, "tessera: no model given: using %s, the one installed model\n",
+                 installed[0].name.c_str());
+    return installed[0].name;
+  }
+  std::string names;
+  for (const InstalledModel& m : installed) names += (names.empty() ? "" : ", ") + m.name;
+  return InvalidArgument("which model? " + std::to_string(installed.size()) + " are installed (" +
+                         names + "); name one with --model NAME");
 }
 
 }  // namespace tessera

@@ -19,4 +19,9 @@ Expected<std::string> ResolveModelDir(const std::string& model_arg);
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
                                                                 ModelLoadOptions options);
 
+// The model `tessera chat` uses without --model: the one installed model (tessera list), or
+// the built-in demo model (catalog/builtin_model.h) when none is installed; the choice is
+// said in one line on stderr. Several installed: InvalidArgument naming them.
+Expected<std::string> DefaultChatModelName();
+
 }  // namespace tessera

@@ -24,7 +24,7 @@ report() {
 trap report EXIT
 
 stage_start release-build
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WERROR=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WERROR=ON -DTESSERA_BUILD_TESTS=ON
 cmake --build build -j "$JOBS"
 stage_end release-build
 

@@ -16,6 +16,8 @@ std::string_view EnvVarName(EnvVar var) {
       return "TESSERA_READ_ONLY_DIRS";
     case EnvVar::kHome:
       return "HOME";
+    case EnvVar::kXdgConfigHome:
+      return "XDG_CONFIG_HOME";
     case EnvVar::kHfHome:
       return "HF_HOME";
     case EnvVar::kHfHubCache:

@@ -17,7 +17,7 @@ namespace tessera {
 
 enum class EnvVar {
   kModels,        // TESSERA_MODELS: tessera's model store (default ~/.local/share/tessera/models)
-  kApiKey,        // TESSERA_API_KEY: serve's bearer key (else one is generated and printed)
+  kApiKey,        // TESSERA_API_KEY: serve's bearer key (else one is generated and saved)
   kPackageCache,  // TESSERA_PACKAGE_CACHE: on|off, convert path-given checkpoints on first use
   kReadOnlyDirs,  // TESSERA_READ_ONLY_DIRS: colon-separated folders never written into
   kHome,          // HOME
@@ -25,6 +25,9 @@ enum class EnvVar {
   kHfHubCache,    // HF_HUB_CACHE: the Hugging Face hub cache itself
   kHfEndpoint,    // HF_ENDPOINT: the hub (or a mirror) `pull` downloads from
   kHfToken,       // HF_TOKEN: bearer token sent to the hub
+
+  // XDG_CONFIG_HOME: where serve saves the API key it generates (default ~/.config)
+  kXdgConfigHome,
 };
 
 std::string_view EnvVarName(EnvVar var);  // e.g. "TESSERA_MODELS"

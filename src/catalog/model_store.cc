@@ -14,8 +14,10 @@
 
 #include "base/environment.h"
 #include "base/sha256.h"
+#include "catalog/builtin_model.h"
 #include "catalog/package.h"
 #include "format/json_util.h"
+#include "format/model_kind.h"
 
 namespace tessera {
 namespace fs = std::filesystem;
@@ -73,10 +75,15 @@ uint64_t DirectoryBytes(const std::string& dir) {
   return total;
 }
 
-std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo) {
+// The catalog's purpose, else what the checkpoint says it is (DetectModelKind: a causal LM
+// without a chat template is "completion"), else "-".
+std::string PurposeOf(const Catalog& catalog, const std::string& name, const std::string& repo,
+                      const std::string& dir) {
   const CatalogEntry* e = catalog.Find(name);
   if (e == nullptr && !repo.empty()) e = catalog.FindByRepo(repo);
-  return e == nullptr ? "-" : e->purpose;
+  if (e != nullptr) return e->purpose;
+  auto kind = DetectModelKind(dir);
+  return kind ? std::string(ModelKindName(kind->kind)) : "-";
 }
 
 // "models--Org--Name" (a hub cache folder) to "Org/Name"; "" for any other name.
@@ -224,6 +231,8 @@ const char* ModelLocationName(ModelLocation location) {
       return "hf-cache";
     case ModelLocation::kPath:
       return "path";
+    case ModelLocation::kBuiltin:
+      return "built-in";
   }
   return "?";
 }
@@ -240,6 +249,10 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     // A package is used only once every byte is verified.
     if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
     return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
+  }
+  if (name_or_path == kBuiltinModelName) {
+    TS_ASSIGN_OR_RETURN(std::string dir, MaterializeBuiltinModel());
+    return ResolvedModel{kBuiltinModelName, dir, ModelLocation::kBuiltin};
   }
   TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
   TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
@@ -298,7 +311,7 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       Status st = CheckAgainstLock(m.dir, *lock, rehash);
       m.verification = st.ok() ? "verified" : "changed: " + st.message();
     }
-    m.purpose = PurposeOf(catalog, name, repo);
+    m.purpose = PurposeOf(catalog, name, repo, m.dir);
     models.push_back(std::move(m));
   }
   TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
@@ -318,8 +331,8 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
       InstalledModel m;
       const CatalogEntry* e = catalog.FindByRepo(repo);
       m.name = e != nullptr ? e->id : repo;
-      m.purpose = e != nullptr ? e->purpose : "-";
       m.dir = snapshot.string();
+      m.purpose = PurposeOf(catalog, m.name, repo, m.dir);
       m.location = ModelLocation::kHubCache;
       m.dtype = CheckpointDtype(m.dir);
       m.size_bytes = DirectoryBytes(m.dir);

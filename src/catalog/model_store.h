@@ -53,7 +53,8 @@ Status CheckAgainstLock(const std::string& model_dir, const LockFile& lock, bool
 Expected<std::string> FindHubCacheSnapshot(const std::string& hub_cache, std::string_view repo,
                                            std::string_view revision);
 
-enum class ModelLocation { kStore, kHubCache, kPath };
+// kBuiltin: the demo model carried in the binary (catalog/builtin_model.h).
+enum class ModelLocation { kStore, kHubCache, kPath, kBuiltin };
 const char* ModelLocationName(ModelLocation location);
 
 struct ResolvedModel {
@@ -62,8 +63,9 @@ struct ResolvedModel {
   ModelLocation location = ModelLocation::kPath;
 };
 
-// A path (see LooksLikePath) is used as is; a name is looked up in the store, then the hub
-// cache. NotFound says to run `tessera pull`.
+// A path (see LooksLikePath) is used as is; kBuiltinModelName is the built-in demo model
+// (written out on first use); any other name is looked up in the store, then the hub cache.
+// NotFound says to run `tessera pull`.
 Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalog& catalog);
 
 // The catalog entry of a checkpoint directory: by the repository its tessera-lock.json or
@@ -73,7 +75,7 @@ const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::st
 
 struct InstalledModel {
   std::string name;
-  std::string purpose;  // from the catalog, "-" when unknown
+  std::string purpose;  // from the catalog, else the checkpoint's kind, "-" when unknown
   std::string dtype;    // config.json torch_dtype, "-" when absent
   uint64_t size_bytes = 0;
   std::string verification;  // "verified", "unverified" (no lock) or "changed: <why>"

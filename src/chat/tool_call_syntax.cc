@@ -66,6 +66,8 @@ const char* ToolCallSyntaxSourceName(ToolCallSyntaxSource source) {
       return "catalog";
     case ToolCallSyntaxSource::kTemplate:
       return "guessed from the chat template";
+    case ToolCallSyntaxSource::kNoTemplate:
+      return "no chat template";
   }
   return "guessed from the chat template";
 }
@@ -81,6 +83,9 @@ ToolCallSyntaxChoice ChooseToolCallSyntax(std::optional<ToolCallSyntax> option,
   const ToolCallSyntax markers =
       chat_template ? DetectToolCallSyntax(chat_template->source) : ToolCallSyntax::kNone;
   const bool renders_tools = chat_template && chat_template->renders_tools;
+  if (!option && !declared && !chat_template) {
+    return ToolCallSyntaxChoice{ToolCallSyntax::kNone, ToolCallSyntaxSource::kNoTemplate};
+  }
   if (!option && !declared) {
     const ToolCallSyntaxChoice guess{markers, ToolCallSyntaxSource::kTemplate};
     // A guess reads substrings of the template, so it can be wrong: the log says how to

@@ -37,9 +37,10 @@ ToolCallSyntax DetectToolCallSyntax(std::string_view template_source);
 
 // Where a model's syntax came from.
 enum class ToolCallSyntaxSource {
-  kOption,    // --tool-call-syntax (ModelLoadOptions::tool_call_syntax)
-  kCatalog,   // the catalog entry's "tool_call_syntax"
-  kTemplate,  // guessed from the chat template (DetectToolCallSyntax)
+  kOption,      // --tool-call-syntax (ModelLoadOptions::tool_call_syntax)
+  kCatalog,     // the catalog entry's "tool_call_syntax"
+  kTemplate,    // guessed from the chat template (DetectToolCallSyntax)
+  kNoTemplate,  // no chat template (a completion model): no tool calls
 };
 const char* ToolCallSyntaxSourceName(ToolCallSyntaxSource source);
 

@@ -126,6 +126,21 @@ Status ReadLabels(const nlohmann::json& cfg, ModelKindInfo* info) {
   return Status::Ok();
 }
 
+// Whether the checkpoint has a chat template where LoadChatTemplateConfig (chat/chat_template.h)
+// looks for one: chat_template.jinja, else tokenizer_config.json's chat_template.
+Expected<bool> HasChatTemplate(const std::string& dir) {
+  if (FileExists(dir + "/chat_template.jinja")) return true;
+  if (!FileExists(dir + "/tokenizer_config.json")) return false;
+  // Larger than the other side files: gemma-3's holds its vocabulary's added tokens (1.2 MB).
+  constexpr size_t kMaxTokenizerConfigBytes = 64u << 20;
+  TS_ASSIGN_OR_RETURN(std::string text,
+                      ReadFileToString(dir + "/tokenizer_config.json", kMaxTokenizerConfigBytes));
+  TS_ASSIGN_OR_RETURN(nlohmann::json tc, ParseJsonDocument(text, "tokenizer_config.json"));
+  if (!tc.is_object()) return Corrupt("tokenizer_config.json: expected a JSON object");
+  const auto it = tc.find("chat_template");
+  return it != tc.end() && !it->is_null();
+}
+
 }  // namespace
 
 std::string AModelOfKind(ModelKind kind) {
@@ -149,13 +164,15 @@ std::string_view ModelKindName(ModelKind kind) {
       return "classify";
     case ModelKind::kDecide:
       return "decide";
+    case ModelKind::kCompletion:
+      return "completion";
   }
   return "chat";
 }
 
 std::optional<ModelKind> ParseModelKind(std::string_view name) {
   for (ModelKind k : {ModelKind::kChat, ModelKind::kEmbed, ModelKind::kRerank, ModelKind::kGuard,
-                      ModelKind::kClassify, ModelKind::kDecide}) {
+                      ModelKind::kClassify, ModelKind::kDecide, ModelKind::kCompletion}) {
     if (ModelKindName(k) == name) return k;
   }
   return std::nullopt;
@@ -188,9 +205,11 @@ Expected<ModelKindInfo> DetectModelKind(const std::string& dir) {
     }
   }
   if (arch.empty() || arch.ends_with("ForCausalLM") || arch.ends_with("ForConditionalGeneration")) {
-    info.kind = ModelKind::kChat;
+    TS_ASSIGN_OR_RETURN(const bool chat_template, HasChatTemplate(dir));
+    info.kind = chat_template ? ModelKind::kChat : ModelKind::kCompletion;
     info.evidence =
         arch.empty() ? "config.json: no architectures (a causal LM)" : "config.json: " + arch;
+    if (!chat_template) info.evidence += "; no chat template";
     return info;
   }
   return Unsupported("config.json: architecture " + QuoteForMessage(arch) +

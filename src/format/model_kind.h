@@ -2,8 +2,10 @@
 // (embeddings, reranking, a guard, a classifier, a decider). Read from explicit markers in
 // the checkpoint, never guessed from its name: a sentence-transformers last-token pooling
 // module makes an embedding model, a `*ForSequenceClassification` architecture with `id2label`
-// a classifier, a causal LM a chat model. Rerankers, guards and deciders are causal LMs too:
-// only the catalog (or the user) can say a checkpoint is one of them.
+// a classifier, a causal LM with a chat template a chat model, and one without (stories260k) a
+// completion model: it continues a prompt (/v1/completions) but cannot be asked a question.
+// Rerankers, guards and deciders are causal LMs too: only the catalog (or the user) can say a
+// checkpoint is one of them.
 //
 //   TS_ASSIGN_OR_RETURN(ModelKindInfo info, DetectModelKind("/models/Qwen3-Embedding-0.6B"));
 //   if (info.kind == ModelKind::kEmbed) ... info.prompts["query"] ...
@@ -21,7 +23,15 @@
 
 namespace tessera {
 
-enum class ModelKind : uint8_t { kChat, kEmbed, kRerank, kGuard, kClassify, kDecide };
+enum class ModelKind : uint8_t {
+  kChat,
+  kEmbed,
+  kRerank,
+  kGuard,
+  kClassify,
+  kDecide,
+  kCompletion,
+};
 
 std::string_view ModelKindName(ModelKind kind);  // "chat", "embed", ...
 // The kind in a sentence, with its article: "a chat model", "an embed model".

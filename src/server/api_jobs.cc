@@ -40,7 +40,7 @@ void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
     auto parsed =
         ParseBody<GenerationRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
           return chat ? ParseChatRequest(doc, default_chat_model_)
-                      : ParseCompletionRequest(doc, default_chat_model_);
+                      : ParseCompletionRequest(doc, default_completion_model_);
         });
     auto* request = std::get_if<GenerationRequest>(&parsed);
     if (request && !KnownModel(request->job.model)) parsed = ModelNotFound(request->job.model);
@@ -51,6 +51,10 @@ void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
                               "'" + r->job.model + "' is " + AModelOfKind(*kind) +
                                   ", which does not generate text; use " +
                                   (*kind == ModelKind::kEmbed ? "/v1/embeddings" : "/classify"));
+      } else if (chat && kind == ModelKind::kCompletion) {
+        parsed = InvalidField("model", "'" + r->job.model +
+                                           "' is a completion model: it has no chat template to "
+                                           "put messages in; use /v1/completions with a prompt");
       }
     }
     if (auto* e = std::get_if<ApiError>(&parsed)) {

@@ -32,17 +32,18 @@ bool ValidName(std::string_view name) {
   return true;
 }
 
-bool ValidKeyBytes(std::string_view key) {
-  for (unsigned char c : key)
-    if (c <= 0x20 || c >= 0x7f) return false;
-  return true;
-}
-
 Status LineError(size_t line, const std::string& what) {
   return InvalidArgument("line " + std::to_string(line) + ": " + what);
 }
 
 }  // namespace
+
+bool ValidApiKey(std::string_view key) {
+  if (key.size() < kMinApiKeyBytes || key.size() > kMaxApiKeyBytes) return false;
+  for (unsigned char c : key)
+    if (c <= 0x20 || c >= 0x7f) return false;
+  return true;
+}
 
 Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
   std::vector<ApiKey> keys;
@@ -66,7 +67,7 @@ Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
       return LineError(line_no,
                        "the name before ':' must be 1-64 letters, digits, '_', '.' or '-'");
     }
-    if (key.size() < kMinApiKeyBytes || key.size() > kMaxApiKeyBytes || !ValidKeyBytes(key)) {
+    if (!ValidApiKey(key)) {
       return LineError(line_no, "the key of '" + std::string(name) + "' must be " +
                                     std::to_string(kMinApiKeyBytes) + "-" +
                                     std::to_string(kMaxApiKeyBytes) +
@@ -92,10 +93,12 @@ Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text) {
   return keys;
 }
 
-Expected<std::vector<ApiKey>> LoadApiKeysFile(const std::string& path) {
+Expected<std::string> ReadOwnerOnlyFile(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    return InvalidArgument("--api-keys " + path + ": cannot open it: " + std::strerror(errno));
+    const int err = errno;
+    const std::string why = std::string("cannot open it: ") + std::strerror(err);
+    return err == ENOENT ? NotFound(why) : InvalidArgument(why);
   }
   struct stat st {};
   std::string text;
@@ -109,11 +112,11 @@ Expected<std::vector<ApiKey>> LoadApiKeysFile(const std::string& path) {
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     problem = PermissionDenied(std::string("group or others have access to it (mode ") + mode +
                                "); run chmod 600 " + path);
-  } else if (static_cast<uint64_t>(st.st_size) > kMaxApiKeysFileBytes) {
-    problem = InvalidArgument("larger than " + std::to_string(kMaxApiKeysFileBytes) + " bytes");
+  } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    problem = InvalidArgument("larger than " + std::to_string(max_bytes) + " bytes");
   } else {
     char buf[4096];
-    while (text.size() <= kMaxApiKeysFileBytes) {
+    while (text.size() <= max_bytes) {
       const ssize_t n = ::read(fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
@@ -123,13 +126,23 @@ Expected<std::vector<ApiKey>> LoadApiKeysFile(const std::string& path) {
       if (n == 0) break;
       text.append(buf, static_cast<size_t>(n));
     }
-    if (problem.ok() && text.size() > kMaxApiKeysFileBytes) {
-      problem = InvalidArgument("larger than " + std::to_string(kMaxApiKeysFileBytes) + " bytes");
+    if (problem.ok() && text.size() > max_bytes) {
+      problem = InvalidArgument("larger than " + std::to_string(max_bytes) + " bytes");
     }
   }
   ::close(fd);
-  if (!problem.ok()) return Status(problem.code(), "--api-keys " + path + ": " + problem.message());
-  auto keys = ParseApiKeys(text);
+  if (!problem.ok()) return problem;
+  return text;
+}
+
+Expected<std::vector<ApiKey>> LoadApiKeysFile(const std::string& path) {
+  auto text = ReadOwnerOnlyFile(path, kMaxApiKeysFileBytes);
+  if (!text) {
+    return Status(text.status().code() == ErrorCode::kNotFound ? ErrorCode::kInvalidArgument
+                                                               : text.status().code(),
+                  "--api-keys " + path + ": " + text.status().message());
+  }
+  auto keys = ParseApiKeys(*text);
   if (!keys) return keys.status().WithContext("--api-keys " + path);
   return keys;
 }

@@ -40,6 +40,13 @@ inline constexpr size_t kMaxApiKeysFileBytes = 1u << 20;
 // The name of TESSERA_API_KEY's key (and of the generated one).
 inline constexpr std::string_view kDefaultApiKeyName = "default";
 
+// A key's own rules (kMinApiKeyBytes-kMaxApiKeyBytes printable ASCII, no spaces).
+bool ValidApiKey(std::string_view key);
+// The text of a secret file: refused (PermissionDenied, with the chmod to run) when group or
+// others have any access to it, as ssh refuses a private key; NotFound when it does not exist;
+// InvalidArgument when it is not a regular file or larger than `max_bytes`. Messages start
+// with what went wrong ("cannot open it: ..."); the caller names the file.
+Expected<std::string> ReadOwnerOnlyFile(const std::string& path, size_t max_bytes);
 // The keys of a file's text; an error names the line ("line 3: ...") and what to do.
 Expected<std::vector<ApiKey>> ParseApiKeys(std::string_view text);
 // Reads and parses `path`, refusing a file group or others have any access to.

@@ -122,15 +122,20 @@ ApiService::ApiService(const ServeOptions& options)
   for (const worker::ModelEntry& m : options.models) {
     model_names_.push_back(m.name);
     model_kinds_.push_back(m.kind);
-    if (default_chat_model_.empty() &&
-        (m.kind == ModelKind::kChat || m.kind == ModelKind::kDecide)) {
-      default_chat_model_ = m.name;
+    const bool chat = m.kind == ModelKind::kChat || m.kind == ModelKind::kDecide;
+    if (default_chat_model_.empty() && chat) default_chat_model_ = m.name;
+    if (default_completion_model_.empty() && (chat || m.kind == ModelKind::kCompletion)) {
+      default_completion_model_ = m.name;
     }
   }
   if (default_chat_model_.empty() && !model_names_.empty()) default_chat_model_ = model_names_[0];
+  if (default_completion_model_.empty() && !model_names_.empty()) {
+    default_completion_model_ = model_names_[0];
+  }
   // Checked before the server started (cmd_serve.cc); should the two ever disagree, no key is
   // accepted rather than fewer checks made.
-  auth_required_ = !options.api_key.empty() || !options.api_keys_file.empty();
+  auth_required_ = !options.api_key.empty() || !options.api_keys_file.empty() ||
+                   !options.saved_api_key_file.empty();
   if (auto keys = WithDefaultKey(options.api_keys, options.api_key)) {
     api_keys_.Replace(std::move(*keys));
   } else {
@@ -275,6 +280,10 @@ HttpResponse ApiService::ProtocolError(int status, const std::string& code,
 }
 
 // ---- protections that need only the head
+
+void ApiService::UseSavedApiKey(const std::string& key) {
+  api_keys_.Replace({{std::string(kDefaultApiKeyName), key}});
+}
 
 Status ApiService::ReloadApiKeys(std::string* message) {
   if (options_.api_keys_file.empty()) {
@@ -440,7 +449,11 @@ void ApiService::ModelsList(Call& call) {
 void ApiService::OneModel(Call& call) {
   const std::string id = *ModelIdFromPath(call.request.path);
   if (!KnownModel(id)) return SendError(call, ModelNotFound(id));
-  SendJson(call, 200, ModelBody(id, created_));
+  nlohmann::json body = ModelBody(id, created_);
+  if (const std::optional<ModelKind> kind = KindOf(id)) {
+    body["x_tessera_kind"] = std::string(ModelKindName(*kind));  // as in the list
+  }
+  SendJson(call, 200, std::move(body));
 }
 
 void ApiService::Completed(const HttpRequest& head, const std::string& request_id, int status,

@@ -83,6 +83,9 @@ class ApiService final : public HttpHandler {
   // SIGHUP: reads the --api-keys file again; a file that fails to load or check leaves the keys
   // in use as they were. The message says what happened, for the server's log.
   Status ReloadApiKeys(std::string* message);
+  // The key read from or saved in ServeOptions::saved_api_key_file, named "default"; set
+  // before serving (until then no token is accepted).
+  void UseSavedApiKey(const std::string& key);
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
   HttpResponse ProtocolError(int status, const std::string& code,
                              const std::string& message) override;
@@ -167,11 +170,13 @@ class ApiService final : public HttpHandler {
   AdmissionQueue admission_;
   RateLimiter rate_limiter_;
   ApiKeyring api_keys_;
-  bool auth_required_ = false;  // a key (TESSERA_API_KEY, generated, or --api-keys) is set
+  bool auth_required_ = false;  // a key (TESSERA_API_KEY, saved, or --api-keys) is set
   std::vector<std::string> model_names_;
   std::unique_ptr<ServerMetrics> metrics_;  // /metrics; fed by Completed()
   std::vector<ModelKind> model_kinds_;      // parallel to model_names_
   std::string default_chat_model_;          // the first chat (or decide) model, else the first
+  // The first model that continues a prompt (chat, decide or completion), else the first.
+  std::string default_completion_model_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> job_counter_{0};
   int64_t created_ = 0;

@@ -13,6 +13,7 @@
 
 #include "server/api_service.h"
 #include "server/http_front_end.h"
+#include "server/saved_api_key.h"
 
 namespace tessera::server {
 namespace {
@@ -73,6 +74,24 @@ int RunServer(const ServeOptions& options) {
     return 1;
   }
   HttpFrontEnd& front_end = **created;
+  // Only now that the port is ours: a server that cannot listen creates no key and shows none.
+  if (!options.saved_api_key_file.empty()) {
+    auto saved = LoadOrCreateSavedApiKey(options.saved_api_key_file);
+    if (!saved) {
+      std::fprintf(stderr, "tessera serve: %s\n", saved.status().message().c_str());
+      return 2;
+    }
+    service.UseSavedApiKey(saved->key);
+    // The key is shown once, when it is made; later starts name the file only, so that a
+    // long-lived key does not land in every log the server's output is kept in.
+    if (saved->created) {
+      std::printf("tessera serve: API key (new, saved in %s and used again at every start): %s\n",
+                  options.saved_api_key_file.c_str(), saved->key.c_str());
+    } else {
+      std::printf("tessera serve: API key from %s (cat it to see it; delete it for a new one)\n",
+                  options.saved_api_key_file.c_str());
+    }
+  }
   if (options.rate_limit_per_minute == kRateLimitAuto) {
     // One user's machine: a limit per client would only break their scripts and agents.
     service.SetRateLimit(front_end.loopback_only() ? 0 : kDefaultRateLimitPerMinute);

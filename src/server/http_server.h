@@ -43,8 +43,12 @@ struct ServeOptions {
   bool web_ui = true;
   // The access log: one JSON object per line ({"type":"access",...}) instead of a readable line.
   bool access_log_json = false;
-  // TESSERA_API_KEY or the generated key, named "default" (api_keys.h); empty: none.
+  // TESSERA_API_KEY, named "default" (api_keys.h); empty: none.
   std::string api_key;
+  // No key given (no TESSERA_API_KEY, --api-keys nor --no-auth): the file of the generated key
+  // (saved_api_key.h), read or created once the port is bound, named "default". Until then no
+  // token is accepted.
+  std::string saved_api_key_file;
   // --api-keys FILE: named keys (api_keys.h), as loaded and checked before the server starts,
   // and the file, read again on SIGHUP. No key here nor in api_key: no authentication
   // (--no-auth).

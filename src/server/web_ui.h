@@ -9,16 +9,12 @@
 #include <cstddef>
 #include <string_view>
 
+#include "base/embedded_file.h"
 #include "server/http_exchange.h"
 
 namespace tessera::server {
 
-// One embedded file (the generated web_ui_files.cc defines the table).
-struct EmbeddedFile {
-  const char* name;  // relative to src/server/ui, e.g. "app.js"
-  const unsigned char* data;
-  size_t size;
-};
+// The page's files, relative to src/server/ui (the generated web_ui_files.cc defines them).
 extern const EmbeddedFile kWebUiFiles[];
 extern const size_t kWebUiFilesCount;
 

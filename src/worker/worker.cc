@@ -461,12 +461,26 @@ Status ResolveModelKinds(std::vector<ModelEntry>& models,
     auto kind = ParseModelKind(spec.substr(eq + 1));
     if (!kind) {
       return InvalidArgument("--kind '" + spec +
-                             "': the kind must be chat, embed, rerank, guard, classify or decide");
+                             "': the kind must be chat, embed, rerank, guard, classify, decide or "
+                             "completion");
     }
     auto it = std::find_if(models.begin(), models.end(),
                            [&](const ModelEntry& m) { return m.name == name; });
     if (it == models.end())
       return InvalidArgument("--kind '" + spec + "': no model is named " + name);
+    if (*kind != it->kind &&
+        (it->kind == ModelKind::kCompletion || *kind == ModelKind::kCompletion)) {
+      // Rerankers, guards and deciders put their questions through the chat template.
+      return InvalidArgument(
+          "--kind '" + spec + "': " +
+          (it->kind == ModelKind::kCompletion
+               ? "the checkpoint of '" + name +
+                     "' has no chat template, so it is a completion model (/v1/completions); "
+                     "it cannot be served as " +
+                     std::string(ModelKindName(*kind))
+               : "a completion model is a causal LM without a chat template; '" + name +
+                     "' has one, so it is " + AModelOfKind(it->kind)));
+    }
     const bool causal = it->kind == ModelKind::kChat || it->kind == ModelKind::kRerank ||
                         it->kind == ModelKind::kGuard || it->kind == ModelKind::kDecide;
     const bool to_causal = *kind == ModelKind::kChat || *kind == ModelKind::kRerank ||

@@ -37,8 +37,9 @@ struct ModelEntry {
 };
 
 // Sets each model's kind from its checkpoint, then from `declared` ("NAME=KIND" entries, e.g.
-// "guard=guard"): a declaration may make a causal LM a rerank, guard or decide model, never
-// change what the checkpoint itself says it is. Errors name the model and what was found.
+// "guard=guard"): a declaration may make a causal LM with a chat template a rerank, guard or
+// decide model, never change what the checkpoint itself says it is (a completion model has no
+// chat template to ask a question with). Errors name the model and what was found.
 Status ResolveModelKinds(std::vector<ModelEntry>& models, const std::vector<std::string>& declared);
 
 // Sets models' tool_call_syntax from `declared` (--tool-call-syntax entries): "MODEL=SYNTAX",

@@ -130,6 +130,28 @@ TEST(GenerateCli, ResolvesAModelNameThroughTheStore) {
   EXPECT_NE(missing.err.find("tessera pull qwen3-0.6b"), std::string::npos) << missing.err;
 }
 
+// The built-in demo model by name, with an empty store: the same tokens as ../shared's copy;
+// pull has nothing to download and rm nothing to remove.
+TEST(GenerateCli, TheBuiltInModelByName) {
+  test::TempDir store;
+  ::setenv("TESSERA_MODELS", store.path().c_str(), 1);
+  auto builtin = test::RunTessera({"generate", "--model", "stories260k", "--prompt", "Lily and Tom",
+                                   "--max-tokens", "16", "--json"});
+  auto pull = test::RunTessera({"pull", "stories260k"});
+  auto rm = test::RunTessera({"rm", "stories260k"});
+  ::unsetenv("TESSERA_MODELS");
+  auto by_path = test::RunTessera({"generate", "--model", ModelDir(), "--prompt", "Lily and Tom",
+                                   "--max-tokens", "16", "--json"});
+  ASSERT_EQ(builtin.exit_code, 0) << builtin.err;
+  ASSERT_EQ(by_path.exit_code, 0) << by_path.err;
+  EXPECT_EQ(nlohmann::json::parse(builtin.out)["generated_ids"],
+            nlohmann::json::parse(by_path.out)["generated_ids"]);
+  EXPECT_EQ(pull.exit_code, 0) << pull.err;
+  EXPECT_NE(pull.out.find("nothing to download"), std::string::npos) << pull.out;
+  EXPECT_NE(rm.exit_code, 0);
+  EXPECT_NE(rm.err.find("built-in demo model"), std::string::npos) << rm.err;
+}
+
 // --cpu-isa is a flag, never an environment variable: a name that is no kernel family is an
 // error listing the families (exit 2) before anything loads; a family this CPU lacks is refused
 // at load, naming the ones it has; a family it has gives the same tokens as the default.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_features.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
 
@@ -61,10 +62,58 @@ TEST(NpuCli, DoctorJsonOnAFakeTreeNamesThePhoenixAndItsChecks) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(j["checks"][0]["name"], "npu_present");
   EXPECT_EQ(j["checks"][0]["status"], "pass");
+  EXPECT_EQ(j["cpu"]["ready"], true);  // the CPU is ready; the NPU present fails its checks
   // Stable: the same tree gives the same bytes.
   EXPECT_EQ(test::RunTessera({"doctor", "--root", root, "--json"}).out, r.out);
   auto bad = test::RunTessera({"doctor", "--bogus"});
   EXPECT_EQ(bad.exit_code, 2);
+}
+
+// A machine without an NPU: the CPU backend is reported first and the run passes (exit 0);
+// the NPU rows are information, not failures or warnings.
+TEST(NpuCli, DoctorWithoutAnNpuReportsTheCpuBackendAndExitsZero) {
+  test::TempDir tmp;
+  const fs::path root = tmp.File("root");
+  Write(root / "proc/cmdline", "ro quiet\n");
+  Write(root / "proc/meminfo",
+        "MemTotal:       16303780 kB\nMemFree:  100 kB\n"
+        "MemAvailable:    8151890 kB\n");
+  auto r = test::RunTessera({"doctor", "--root", root.string(), "--json"}, "", 60000);
+  ASSERT_EQ(r.signal, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  ASSERT_EQ(j.begin().key(), "cpu");  // the CPU backend first
+  const auto& cpu = j["cpu"];
+  EXPECT_EQ(cpu["ready"], true);
+  // The family the backend's dispatch point picks on this machine, with its kernels.
+  EXPECT_EQ(cpu["isa"], std::string(CpuIsaName(DetectCpuIsa())));
+  EXPECT_FALSE(cpu["reason"].get<std::string>().empty());
+  EXPECT_NE(cpu["supported"].get<std::string>().find("scalar"), std::string::npos);
+  ASSERT_TRUE(cpu["kernels"].is_array());
+  EXPECT_EQ(cpu["kernels"][0], "matmul f32");
+  EXPECT_GE(cpu["threads"].get<int>(), 1);
+  EXPECT_EQ(cpu["memory_total_bytes"], 16303780ull * 1024);
+  EXPECT_EQ(cpu["memory_available_bytes"], 8151890ull * 1024);
+  EXPECT_TRUE(j["devices"].empty());
+  ASSERT_EQ(j["checks"].size(), 7u);
+  for (const auto& c : j["checks"]) EXPECT_EQ(c["status"], "info") << c.dump();
+
+  auto text = test::RunTessera({"doctor", "--root", root.string()}, "", 60000);
+  EXPECT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_EQ(
+      text.out.rfind(
+          "CPU backend: ready\n  isa       " + std::string(CpuIsaName(DetectCpuIsa())) + ": ", 0),
+      0u)
+      << text.out;
+  EXPECT_NE(text.out.find("0 failed, 0 warnings (no NPU in use: the CPU backend runs every layer)"),
+            std::string::npos)
+      << text.out;
+
+  // No meminfo under the root: memory is unknown (null), not a failure.
+  fs::remove(root / "proc/meminfo");
+  auto bare = test::RunTessera({"doctor", "--root", root.string(), "--json"}, "", 60000);
+  EXPECT_EQ(bare.exit_code, 0) << bare.out;
+  EXPECT_TRUE(nlohmann::json::parse(bare.out)["cpu"]["memory_total_bytes"].is_null());
 }
 
 class NpuCliModel : public ::testing::Test {

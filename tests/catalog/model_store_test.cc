@@ -6,9 +6,12 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 
 #include "base/sha256.h"
+#include "catalog/builtin_model.h"
 #include "catalog/package.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
@@ -182,6 +185,24 @@ TEST_F(ModelStoreTest, RemoveDeletesOnlyFromTheStore) {
   EXPECT_TRUE(fs::is_empty(models_));
 }
 
+// A model the catalog does not know is listed with what its checkpoint is: one without a chat
+// template as a completion model (serve offers it on /v1/completions only).
+TEST_F(ModelStoreTest, AModelOutsideTheCatalogIsListedByItsKind) {
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  for (const char* name : {"my-chat", "my-stories"}) {
+    fs::create_directories(models_ + "/" + name);
+    ASSERT_TRUE(WriteSyntheticModel(models_ + "/" + name, spec).ok());
+  }
+  test::WriteFile(models_ + "/my-stories/tokenizer_config.json", R"({"bos_token": "<s>"})");
+  auto listed = ListInstalledModels(*catalog_, /*rehash=*/false);
+  ASSERT_TRUE(listed) << listed.status().message();
+  std::map<std::string, std::string> purpose;
+  for (const InstalledModel& m : *listed) purpose[m.name] = m.purpose;
+  EXPECT_EQ(purpose["my-chat"], "chat");
+  EXPECT_EQ(purpose["my-stories"], "completion");
+}
+
 // What declares a loaded model's tool-call syntax: the catalog entry its folder was pulled as.
 TEST_F(ModelStoreTest, AFolderFindsItsCatalogEntryByWhereItCameFrom) {
   const CatalogEntry* qwen3 = catalog_->Find("qwen3-0.6b");
@@ -221,6 +242,37 @@ TEST_F(ModelStoreTest, SwapReplacesADirectoryInOneStep) {
   fs::create_directories(tmp_.File("fresh"));
   ASSERT_TRUE(SwapDirectoryIntoPlace(tmp_.File("fresh"), tmp_.File("placed")).ok());
   EXPECT_TRUE(fs::is_directory(tmp_.File("placed")));
+}
+
+// The built-in demo model: written out on first use with the files' published hashes
+// (models/stories260k/SOURCE.md), hidden from the listing, and written again when a file
+// there was changed.
+TEST_F(ModelStoreTest, TheBuiltInModelIsWrittenOutAndRepaired) {
+  auto sha256 = [](const std::string& path) {
+    auto digest = Sha256File(path);
+    return digest ? *digest : digest.status().ToString();
+  };
+  auto resolved = ResolveModel(kBuiltinModelName, *catalog_);
+  ASSERT_TRUE(resolved) << resolved.status().ToString();
+  EXPECT_EQ(resolved->location, ModelLocation::kBuiltin);
+  EXPECT_EQ(resolved->dir, models_ + "/.builtin/stories260k");
+  const std::string weights = resolved->dir + "/model.safetensors";
+  const std::string published = "c549afd8464a1250200b5338d39d23d0bf096c7f6578944268d40512c133daa6";
+  EXPECT_EQ(sha256(weights), published);
+  EXPECT_EQ(sha256(resolved->dir + "/tokenizer.json"),
+            "5c4194b6711f41ca349c1604d2af1208b89d74e352cd0c732b21dedd5aa43d29");
+  auto listed = ListInstalledModels(*catalog_, false);
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(listed->empty());
+  {
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5000);
+    f.put('\x7f');
+  }
+  ASSERT_NE(sha256(weights), published);
+  auto again = MaterializeBuiltinModel();
+  ASSERT_TRUE(again) << again.status().ToString();
+  EXPECT_EQ(sha256(weights), published);
 }
 
 }  // namespace

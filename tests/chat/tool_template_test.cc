@@ -165,6 +165,15 @@ TEST(ToolCallSyntaxChoice, TheOptionBeatsTheCatalogWhichBeatsTheTemplate) {
   }
 }
 
+TEST(ToolCallSyntaxChoice, AModelWithoutAChatTemplateSaysSoInsteadOfGuessing) {
+  // A completion model (stories260k) has no template to guess from: its log line says why
+  // there are no tool calls rather than "guessed from the chat template".
+  const ToolCallSyntaxChoice c = ChooseToolCallSyntax(std::nullopt, std::nullopt, nullptr, {});
+  EXPECT_EQ(c.syntax, ToolCallSyntax::kNone);
+  EXPECT_EQ(c.source, ToolCallSyntaxSource::kNoTemplate);
+  EXPECT_EQ(c.Describe(), "none (no chat template)");
+}
+
 TEST(ToolCallSyntaxChoice, ADeclarationOverATemplateWithoutToolsIsLogged) {
   // Gemma 3's template renders no tools: a declared syntax cannot work, so loading says so
   // (requests with tools are refused); a guess there stays quiet, as nothing can use it.

@@ -29,19 +29,43 @@ void WriteEmbeddingFiles(const TempDir& d, const std::string& pooling_flag) {
 
 TEST(ModelKind, NamesRoundTrip) {
   for (ModelKind k : {ModelKind::kChat, ModelKind::kEmbed, ModelKind::kRerank, ModelKind::kGuard,
-                      ModelKind::kClassify, ModelKind::kDecide}) {
+                      ModelKind::kClassify, ModelKind::kDecide, ModelKind::kCompletion}) {
     EXPECT_EQ(ParseModelKind(ModelKindName(k)), k);
   }
   EXPECT_FALSE(ParseModelKind("chatt").has_value());
 }
 
-TEST(ModelKind, CausalLmIsChat) {
+TEST(ModelKind, CausalLmWithAChatTemplateIsChat) {
   TempDir d;
   WriteFile(d.File("config.json"), kCausalConfig);
+  WriteFile(d.File("tokenizer_config.json"), R"({"chat_template": "{{ messages }}"})");
   auto info = DetectModelKind(d.path());
   ASSERT_TRUE(info.has_value()) << info.status().message();
   EXPECT_EQ(info->kind, ModelKind::kChat);
   EXPECT_NE(info->evidence.find("Qwen3ForCausalLM"), std::string::npos);
+  // chat_template.jinja alone is a template too (LoadChatTemplateConfig reads it first).
+  TempDir j;
+  WriteFile(j.File("config.json"), kCausalConfig);
+  WriteFile(j.File("chat_template.jinja"), "{{ messages }}");
+  EXPECT_EQ(DetectModelKind(j.path())->kind, ModelKind::kChat);
+}
+
+// stories260k: a tokenizer_config.json without chat_template (or none at all), or a null one.
+TEST(ModelKind, CausalLmWithoutAChatTemplateIsACompletionModel) {
+  for (const char* tokenizer_config :
+       {"", R"({"bos_token": "<s>"})", R"({"chat_template": null})"}) {
+    TempDir d;
+    WriteFile(d.File("config.json"), kCausalConfig);
+    if (*tokenizer_config != 0) WriteFile(d.File("tokenizer_config.json"), tokenizer_config);
+    auto info = DetectModelKind(d.path());
+    ASSERT_TRUE(info.has_value()) << info.status().message();
+    EXPECT_EQ(info->kind, ModelKind::kCompletion) << tokenizer_config;
+    EXPECT_NE(info->evidence.find("no chat template"), std::string::npos) << info->evidence;
+  }
+  TempDir bad;
+  WriteFile(bad.File("config.json"), kCausalConfig);
+  WriteFile(bad.File("tokenizer_config.json"), "[1, 2]");
+  EXPECT_FALSE(DetectModelKind(bad.path()));
 }
 
 TEST(ModelKind, LastTokenPoolingIsAnEmbeddingModelWithItsPrompts) {
@@ -132,6 +156,7 @@ TEST(ModelKindName, InASentenceWithItsArticle) {
   EXPECT_EQ(AModelOfKind(ModelKind::kEmbed), "an embed model");
   EXPECT_EQ(AModelOfKind(ModelKind::kClassify), "a classify model");
   EXPECT_EQ(AModelOfKind(ModelKind::kGuard), "a guard model");
+  EXPECT_EQ(AModelOfKind(ModelKind::kCompletion), "a completion model");
 }
 
 }  // namespace

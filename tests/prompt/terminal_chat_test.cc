@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -336,10 +337,12 @@ TEST(TerminalChat, HistoryIsTrimmedToTheContextWithANotice) {
 TEST(TerminalChat, ErrorsAreOneLineWithTheRightExitCode) {
   test::TempDir tmp;
   MakeChatModel(tmp.path());
-  auto no_template = test::RunTessera(
-      {"chat", "--model", test::SharedDir() + "/models/stories260k", "--prompt", "hi"});
-  EXPECT_EQ(no_template.exit_code, 1);
-  EXPECT_NE(no_template.err.find("no chat template"), std::string::npos) << no_template.err;
+  // A model without a chat template takes no system message (completion mode, below).
+  auto no_template = test::RunTessera({"chat", "--model", test::SharedDir() + "/models/stories260k",
+                                       "--system", "Be brief.", "--prompt", "hi"});
+  EXPECT_EQ(no_template.exit_code, 2);
+  EXPECT_NE(no_template.err.find("has no chat template, so --system"), std::string::npos)
+      << no_template.err;
   struct Case {
     const char* flag;
     const char* value;
@@ -358,6 +361,53 @@ TEST(TerminalChat, ErrorsAreOneLineWithTheRightExitCode) {
       {"chat", "--model", tmp.path(), "--context", "32", "--prompt", std::string(400, 'a')});
   EXPECT_NE(too_long.exit_code, 0);
   EXPECT_NE(too_long.err.find("budget"), std::string::npos) << too_long.err;
+}
+
+// Without a chat template (stories260k), each line is continued as plain text; with no
+// --model and nothing installed, the built-in copy of stories260k is the model, said on stderr.
+TEST(TerminalChat, CompletionModeOnTheBuiltInDemoModel) {
+  test::TempDir store;
+  test::TempDir hub;
+  auto r = test::RunProcess(
+      {"/usr/bin/env", "TESSERA_MODELS=" + store.path(), "HF_HUB_CACHE=" + hub.path(),
+       test::TesseraBinary(), "chat", "--max-tokens", "8"},
+      "Once upon a time\n/exit\n", 60000);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("using the built-in demo model stories260k"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no chat template: completion mode"), std::string::npos) << r.err;
+  // The greedy continuation of llama2.c's stories260K (as in ../shared's reference).
+  EXPECT_NE(r.out.find(", there was a little girl"), std::string::npos) << r.out;
+  // The name resolves to the files written out in the store's hidden folder.
+  auto named = test::RunProcess({"/usr/bin/env", "TESSERA_MODELS=" + store.path(),
+                                 test::TesseraBinary(), "resolve", "stories260k"},
+                                "", 60000);
+  EXPECT_EQ(named.out, store.path() + "/.builtin/stories260k\tbuilt-in\n") << named.err;
+}
+
+// Without --model: the one installed model (said on stderr); with several, the user names one.
+TEST(TerminalChat, WithoutModelTheOneInstalledModelOrAChoice) {
+  test::TempDir store;
+  test::TempDir hub;
+  std::filesystem::create_directories(store.File("smollm2-135m-instruct"));
+  MakeChatModel(store.File("smollm2-135m-instruct"));
+  auto chat = [&] {
+    return test::RunProcess(
+        {"/usr/bin/env", "TESSERA_MODELS=" + store.path(), "HF_HUB_CACHE=" + hub.path(),
+         test::TesseraBinary(), "chat", "--max-tokens", "4", "--prompt", "Hi"},
+        "", 60000);
+  };
+  auto one = chat();
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("using smollm2-135m-instruct, the one installed model"), std::string::npos)
+      << one.err;
+  std::filesystem::create_directories(store.File("qwen3-0.6b"));
+  MakeChatModel(store.File("qwen3-0.6b"));
+  auto two = chat();
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_NE(two.err.find("2 are installed (qwen3-0.6b, smollm2-135m-instruct); name one with "
+                         "--model NAME"),
+            std::string::npos)
+      << two.err;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_features.h"
 
 #include <cstdlib>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -19,6 +20,7 @@ struct CpuFlags {
   bool avx_vnni = false;
   bool avx512 = false;
   bool amx = false;
+  std::vector<CpuFeature> features;  // every CPUID feature the families above are built from
 };
 
 #if defined(__x86_64__)
@@ -55,12 +57,29 @@ const CpuFlags& Flags() {
     unsigned a = 0, b = 0, c = 0, d = 0;
     const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
     const bool vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
-    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    // __builtin_cpu_supports needs a string literal, hence one line per feature.
+    f.features = {{"avx2", __builtin_cpu_supports("avx2") != 0},
+                  {"fma", __builtin_cpu_supports("fma") != 0},
+                  {"f16c", f16c},
+                  {"avx-vnni", vnni},
+                  {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+                  {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+                  {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
+                  {"avx512dq", __builtin_cpu_supports("avx512dq") != 0},
+                  {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0},
+                  {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0}};
+    auto all = [&f](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        if (!f.features[i].present) return false;
+      }
+      return true;
+    };
+    f.avx2 = all(0, 3);
     f.avx_vnni = f.avx2 && vnni;
-    f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+    f.avx512 = f.avx2 && all(4, f.features.size());
     f.amx = f.avx512 && ProbeAmx();
+    // Probed (and its permission asked for) only on top of the whole AVX-512 set.
+    if (f.avx512) f.features.push_back({"amx-tile+amx-int8", f.amx});
 #endif
     return f;
   }();
@@ -76,6 +95,33 @@ CpuIsa DetectCpuIsa() {
   if (f.avx_vnni) return CpuIsa::kAvx2Vnni;
   if (f.avx2) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
+}
+
+const std::vector<CpuFeature>& CpuFeatures() {
+  return Flags().features;
+}
+
+std::string CpuIsaReason(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512Amx:
+      return "the CPU has AVX-512 (F, BW, VL, DQ, BF16, VNNI) and AMX-TILE/AMX-INT8 granted by "
+             "the kernel";
+    case CpuIsa::kAvx512:
+      return "the CPU has AVX-512 F, BW, VL, DQ, BF16 and VNNI with AVX2, FMA and F16C";
+    case CpuIsa::kAvx2Vnni:
+      return "the CPU has AVX2, FMA, F16C and AVX-VNNI but not the whole AVX-512 set (F, BW, "
+             "VL, DQ, BF16, VNNI)";
+    case CpuIsa::kAvx2:
+      return "the CPU has AVX2, FMA and F16C but neither the whole AVX-512 set (F, BW, VL, DQ, "
+             "BF16, VNNI) nor AVX-VNNI";
+    case CpuIsa::kScalar:
+#if defined(__x86_64__)
+      return "the CPU lacks one of AVX2, FMA and F16C";
+#else
+      return "not an x86-64 build: only the portable kernels exist";
+#endif
+  }
+  return "";
 }
 
 bool CpuSupports(CpuIsa isa) {

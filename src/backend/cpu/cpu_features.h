@@ -4,10 +4,12 @@
 //   CpuIsa isa = DetectCpuIsa();          // the best family the machine has
 //   const KernelTable* k = KernelsFor(isa);
 //   bool ok = CpuSupports(CpuIsa::kAvx2);  // tests use this to skip absent paths
+//   CpuIsaReason(isa)                     // why: "the CPU has AVX-512 F, BW, ..."
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -23,6 +25,16 @@ namespace tessera {
 
 // The best family this machine runs (probed once, cached).
 CpuIsa DetectCpuIsa();
+
+// One CPUID feature the families are built from, as probed (for `tessera doctor`).
+struct CpuFeature {
+  std::string_view name;  // "avx2", "avx512bf16", ...
+  bool present = false;
+};
+// In probe order; empty off x86-64.
+const std::vector<CpuFeature>& CpuFeatures();
+// Why DetectCpuIsa() chose `isa`, in words ("the CPU has AVX2, FMA and F16C but ...").
+std::string CpuIsaReason(CpuIsa isa);
 bool CpuSupports(CpuIsa isa);
 
 // The families this machine runs, best first, for messages ("avx512, avx2, scalar").

@@ -221,7 +221,8 @@ Finding NpuPresentCheck(const std::vector<Found>& found) {
     }
   }
   if (supported.empty() && others.empty()) {
-    return {CheckStatus::kFail, "no NPU found (nothing under sys/class/accel, no AMD NPU on PCI)",
+    // Information, not a failure: most machines have no NPU and the CPU backend runs them.
+    return {CheckStatus::kInfo, "no NPU found (nothing under sys/class/accel, no AMD NPU on PCI)",
             std::string("none needed if this machine has no Ryzen AI NPU: ") + kCpuFallback};
   }
   if (supported.empty()) {
@@ -646,7 +647,7 @@ Finding XrtCheck(const fs::path& root) {
 
 void AddSkipped(DoctorReport& report, const std::string& name) {
   report.checks.push_back(
-      {name, CheckStatus::kWarn, "not checked: no supported NPU found", "none: see npu_present"});
+      {name, CheckStatus::kInfo, "not checked: no supported NPU found", "none: see npu_present"});
 }
 
 }  // namespace
@@ -655,6 +656,8 @@ std::string_view CheckStatusName(CheckStatus status) {
   switch (status) {
     case CheckStatus::kPass:
       return "pass";
+    case CheckStatus::kInfo:
+      return "info";
     case CheckStatus::kWarn:
       return "warn";
     case CheckStatus::kFail:
@@ -775,7 +778,10 @@ std::string DoctorReportText(const DoctorReport& report) {
     out += line + c.detail + "\n";
     if (!c.fix.empty()) out += std::string(22, ' ') + "fix: " + c.fix + "\n";
   }
-  out += "\n" + std::to_string(failed) + " failed, " + std::to_string(warned) + " warnings\n";
+  out += "\n" + std::to_string(failed) + " failed, " + std::to_string(warned) + " warnings";
+  // Say what a run without an NPU means rather than leave "0 failed" to interpretation.
+  if (report.devices.empty()) out += " (no NPU in use: the CPU backend runs every layer)";
+  out += "\n";
   return out;
 }
 

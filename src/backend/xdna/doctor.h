@@ -51,8 +51,10 @@ struct NpuDevice {
   std::string firmware_file;   // the firmware file found, relative to root; empty when none
 };
 
-enum class CheckStatus { kPass, kWarn, kFail };
-std::string_view CheckStatusName(CheckStatus status);  // "pass" / "warn" / "fail"
+// kInfo: nothing to fix, only to know (no NPU on this machine, so nothing else was checked).
+// The order is severity: a combined check takes the worst.
+enum class CheckStatus { kPass, kInfo, kWarn, kFail };
+std::string_view CheckStatusName(CheckStatus status);  // "pass" / "info" / "warn" / "fail"
 
 struct DoctorCheck {
   std::string name;  // one of DoctorCheckNames(), always all of them, in that order
@@ -68,7 +70,7 @@ struct DoctorReport {
   // sys/module/amdxdna/parameters/tdr_timeout_ms (out-of-tree driver only): the budget the
   // backend gives one command before the driver's timeout detection would fire.
   std::optional<int64_t> tdr_timeout_ms;
-  bool ok() const;  // no check failed
+  bool ok() const;  // no check failed (a machine without an NPU is ok: the CPU backend runs)
   const DoctorCheck* Find(std::string_view check_name) const;
 };
 

@@ -1,8 +1,8 @@
 // tessera's built-in page: chat with streamed replies, and the task endpoints. Plain DOM, no
 // framework, nothing fetched but this server's API. Model text only ever enters the page as
 // text nodes (textContent, append(string)), never as HTML, so markup in a reply is shown, not
-// run. The API key is kept in sessionStorage (this tab) only; conversations and settings in
-// localStorage.
+// run. The API key, conversations and settings are kept in localStorage (this origin's): the
+// key is checked against the server before it is kept, and "Forget key" removes it.
 'use strict';
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -34,7 +34,7 @@
 
   function headers() {
     const h = { 'Content-Type': 'application/json' };
-    const key = sessionStorage.getItem(KEY);
+    const key = localStorage.getItem(KEY);
     if (key) h.Authorization = `Bearer ${key}`;
     return h;
   }
@@ -48,7 +48,7 @@
         message = j.error.message + (j.error.code ? ` (${j.error.code})` : '');
       }
     } catch { /* not JSON: keep the status text */ }
-    if (res.status === 401) message += ' — enter the server\'s API key above';
+    if (res.status === 401) message += localStorage.getItem(KEY) ? ` — ${KEY_REFUSED}` : ` — enter the server's API key above (${KEY_HELP})`;
     return new Error(`HTTP ${res.status}: ${message}`);
   }
 
@@ -68,21 +68,54 @@
 
   // ---------------------------------------------------------------------------- key
 
+  // Where a user finds the key (docs/server.md, the saved key).
+  const KEY_HELP = 'tessera serve printed it when it first started; on the server\'s machine it is in ~/.config/tessera/api-key';
+  const KEY_REFUSED = 'the saved key was refused (did the server\'s key change?): Forget key, then enter the current one';
+
+  // With a key kept, its entry is hidden (a reload asks nothing); without one, it is shown.
   function keyState() {
-    $('key-state').textContent = sessionStorage.getItem(KEY) ? 'key set (this tab only)' : 'no key';
+    const kept = Boolean(localStorage.getItem(KEY));
+    $('key-entry').hidden = kept;
+    $('key-forget').hidden = !kept;
+    $('key-state').textContent = kept ? 'key saved for this site' : '';
   }
-  $('key-save').addEventListener('click', () => {
+  // The key is kept only once the server accepts it (GET /v1/models).
+  async function useKey() {
     const k = $('api-key').value.trim();
-    if (k) sessionStorage.setItem(KEY, k);
-    else sessionStorage.removeItem(KEY);
-    keyState();
-    loadModels();
-  });
-  $('api-key').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('key-save').click(); });
-  $('key-forget').addEventListener('click', () => {
-    sessionStorage.removeItem(KEY);
+    if (!k) {
+      pageError(`Enter the server's API key: ${KEY_HELP}.`);
+      return;
+    }
+    let res;
+    try {
+      res = await fetch('/v1/models', { headers: { Authorization: `Bearer ${k}` } });
+    } catch (e) {
+      pageError(`Cannot reach the server: ${e.message}`);
+      return;
+    }
+    if (res.status === 401) {
+      pageError(`That is not this server's API key (HTTP 401): ${KEY_HELP}.`);
+      $('api-key').select();
+      return;
+    }
+    if (!res.ok) {
+      pageError(`Checking the key: ${(await errorOf(res)).message}`);
+      return;
+    }
+    localStorage.setItem(KEY, k);
     $('api-key').value = '';
     keyState();
+    pageError('');
+    showModels(await res.json());
+  }
+  $('key-save').addEventListener('click', useKey);
+  $('api-key').addEventListener('keydown', (e) => { if (e.key === 'Enter') useKey(); });
+  $('key-forget').addEventListener('click', () => {
+    localStorage.removeItem(KEY);
+    $('api-key').value = '';
+    keyState();
+    loadModels();
+    $('api-key').focus();
   });
 
   // ---------------------------------------------------------------------------- models
@@ -90,7 +123,8 @@
   // Which served kinds (x_tessera_kind of /v1/models) each picker offers; a server that does
   // not say offers every model everywhere.
   const PICKERS = {
-    'chat-model': (k) => k !== 'embed' && k !== 'classify',
+    'chat-model': (k) => k !== 'embed' && k !== 'classify' && k !== 'completion',
+    'cmp-model': (k) => k === 'completion' || k === 'chat' || k === 'decide',
     'emb-model': (k) => k === 'embed',
     'rr-model': (k) => k === 'rerank',
     'mod-model': (k) => k === 'guard',
@@ -99,21 +133,39 @@
   };
   let settings = load(SETTINGS, {});
 
+  // Completion models (no chat template) stay in the chat picker, greyed out, and the note
+  // under it says why and what to use instead.
+  let completionOnly = [];
   function fillPickers(models) {
+    completionOnly = models.filter((m) => m.kind === 'completion').map((m) => m.id);
     for (const [id, fits] of Object.entries(PICKERS)) {
       const sel = $(id);
       const prev = sel.value || (id === 'chat-model' ? settings.model : '');
       const ok = models.filter((m) => !m.kind || fits(m.kind));
-      sel.replaceChildren(...ok.map((m) => el('option', { value: m.id }, m.id)));
-      if (!ok.length) sel.append(el('option', { value: '' }, '(none served)'));
+      const options = ok.map((m) => el('option', { value: m.id }, m.id));
+      if (!ok.length) options.push(el('option', { value: '' }, id === 'chat-model' ? '(no chat model served)' : '(none served)'));
+      if (id === 'chat-model') {
+        for (const name of completionOnly) {
+          options.push(el('option', { value: name, disabled: '' }, `${name} (no chat template)`));
+        }
+      }
+      sel.replaceChildren(...options);
       if (ok.some((m) => m.id === prev)) sel.value = prev;
     }
+    $('chat-model-why').textContent = completionOnly.map((name) => `${name} has no chat template: use /v1/completions (Tasks → Completion).`).join(' ');
+    $('chat-model-note').hidden = !completionOnly.length;
   }
+  $('open-completion').addEventListener('click', () => {
+    selectTab($('tab-tasks'));
+    const first = completionOnly.find((name) => [...$('cmp-model').options].some((o) => o.value === name));
+    if (first) $('cmp-model').value = first;
+    $('cmp-prompt').focus();
+  });
+  const showModels = (r) => fillPickers(r.data.map((m) => ({ id: m.id, kind: m.x_tessera_kind })));
 
   async function loadModels() {
     try {
-      const r = await api('/v1/models');
-      fillPickers(r.data.map((m) => ({ id: m.id, kind: m.x_tessera_kind })));
+      showModels(await api('/v1/models'));
       pageError('');
     } catch (e) {
       pageError(`Models: ${e.message}`);
@@ -342,7 +394,10 @@
     const model = $('chat-model').value;
     let params;
     try {
-      if (!model) throw new Error('no chat model is served (or the list is not loaded yet: Refresh models)');
+      if (!model) {
+        throw new Error(completionOnly.length ? `no chat model is served: ${$('chat-model-why').textContent}`
+          : 'no chat model is served (or the list is not loaded yet: Refresh models)');
+      }
       params = sampling();
     } catch (e) {
       pageError(e.message);
@@ -465,6 +520,19 @@
       el('tbody', {}, ...rows.map((r) => el('tr', {}, ...r.map((c, i) => (i === 0 ? el('th', { scope: 'row' }, c) : el('td', {}, c)))))));
   }
 
+  task('cmp', async (model) => {
+    const prompt = $('cmp-prompt').value;
+    if (!prompt) throw new Error('give a prompt to continue');
+    // The chat's sampling settings apply here too; max_tokens is the box's own.
+    const body = { model, prompt, ...sampling() };
+    const max = $('cmp-max').value.trim();
+    if (max) body.max_tokens = Number(max);
+    const r = await api('/v1/completions', body);
+    const ch = r.choices[0];
+    return el('div', {}, el('pre', { class: 'completion' }, el('strong', {}, prompt), ch.text),
+      el('p', { class: 'stats' }, `completion ${r.usage.completion_tokens} tokens · ${ch.finish_reason}`));
+  });
+
   task('emb', async (model) => {
     const texts = lines('emb-texts');
     if (texts.length < 2) throw new Error('give two or more texts, one per line');
@@ -542,7 +610,6 @@
 
   // ---------------------------------------------------------------------------- start
 
-  $('api-key').value = sessionStorage.getItem(KEY) || '';
   keyState();
   renderConversation();
   loadModels();

@@ -1,8 +1,10 @@
 // Real-browser test of the built-in web page (issue #17): Debian's chromium, headless, driven
 // by playwright-core (pinned in package.json). The server runs with an API key and serves the
-// tiny and slow test models, the HTML parrot (whose greedy reply is markup) and an embedding
-// model. Every answer the page shows is compared with the API's own answer to the same request.
-//   node ui_browser_test.mjs TESSERA E2E_WORK_DIR UI_SOURCE_DIR ARTIFACT_DIR
+// tiny and slow test models, the HTML parrot (whose greedy reply is markup), an embedding
+// model and stories260k (no chat template: a completion model). Every answer the page shows is
+// compared with the API's own answer to the same request. The key: a wrong one is refused and
+// not kept, the right one is kept per origin (a reload asks nothing), Forget key asks again.
+//   node ui_browser_test.mjs TESSERA E2E_WORK_DIR UI_SOURCE_DIR ARTIFACT_DIR STORIES_DIR
 // (E2E_WORK_DIR holds tiny/, slow/, html/, embed/; UI_SOURCE_DIR is src/server/ui.)
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -10,7 +12,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { checker, startServer, waitReady } from './harness.mjs';
 
-const [tessera, work, uiSource, artifacts] = process.argv.slice(2);
+const [tessera, work, uiSource, artifacts, stories] = process.argv.slice(2);
 const KEY = 'ui-browser-key';
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
   "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -19,7 +21,8 @@ assert.ok(Number(process.versions.node.split('.')[0]) >= 18, 'playwright-core 1.
 
 const { child, port } = await startServer(tessera, [
   '--model', `tiny=${work}/tiny`, '--model', `slow=${work}/slow`, '--model', `html=${work}/html`,
-  '--model', `emb=${work}/embed`, '--max-loaded-models', '4', '--rate-limit', '0'],
+  '--model', `emb=${work}/embed`, '--model', `stories=${stories}`, '--max-loaded-models', '5',
+  '--rate-limit', '0'],
 { TESSERA_API_KEY: KEY });
 const base = `http://127.0.0.1:${port}`;
 const auth = { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' };
@@ -95,17 +98,60 @@ try {
     assert.match(await page.textContent('#error'), /HTTP 401: missing API key/);
   });
 
-  await check('key entry: models listed and filtered by kind; key only in sessionStorage', async () => {
+  await check('a wrong key is refused with a clear message and not kept', async () => {
+    assert.equal(await page.isVisible('#api-key'), true);
+    assert.equal(await page.isHidden('#key-forget'), true);
+    await page.fill('#api-key', 'not-the-key-0123456789');
+    await page.click('#key-save');
+    await page.waitForFunction(() => /not this server's API key/.test(document.getElementById('error').textContent), null, { timeout: 10000 });
+    assert.match(await page.textContent('#error'), /That is not this server's API key \(HTTP 401\): .*~\/\.config\/tessera\/api-key/);
+    assert.equal(await page.evaluate(() => localStorage.getItem('tessera.apiKey')), null);
+    assert.equal(await page.isVisible('#api-key'), true);
+  });
+
+  const chatPicker = () => page.$$eval('#chat-model option', (o) => o.map((x) => `${x.value}${x.disabled ? ' (disabled)' : ''}`));
+  const pickerFilled = () => page.waitForFunction(() => document.querySelectorAll('#chat-model option').length === 4, null, { timeout: 10000 });
+  await check('key entry: models listed and filtered by kind; the completion model greyed out with why', async () => {
     await page.fill('#api-key', KEY);
     await page.click('#key-save');
-    await page.waitForFunction(() => document.querySelectorAll('#chat-model option').length === 3, null, { timeout: 10000 });
-    assert.deepEqual(await page.$$eval('#chat-model option', (o) => o.map((x) => x.value)), ['tiny', 'slow', 'html']);
+    await pickerFilled();
+    assert.deepEqual(await chatPicker(), ['tiny', 'slow', 'html', 'stories (disabled)']);
     assert.deepEqual(await page.$$eval('#emb-model option', (o) => o.map((x) => x.value)), ['emb']);
+    assert.deepEqual(await page.$$eval('#cmp-model option', (o) => o.map((x) => x.value)), ['tiny', 'slow', 'html', 'stories']);
+    assert.equal(await page.textContent('#chat-model-why'), 'stories has no chat template: use /v1/completions (Tasks → Completion).');
+    assert.equal(await page.isVisible('#chat-model-note'), true);
     assert.equal(await page.isHidden('#error'), true);
-    const store = await page.evaluate(() => ({ session: sessionStorage.getItem('tessera.apiKey'),
-      local: JSON.stringify(Object.entries(localStorage)) }));
-    assert.equal(store.session, KEY);
-    assert.ok(!store.local.includes(KEY), 'the key is not in localStorage');
+    // Kept for this origin; the entry is hidden and Forget key shown.
+    assert.equal(await page.evaluate(() => localStorage.getItem('tessera.apiKey')), KEY);
+    assert.equal(await page.isHidden('#api-key'), true);
+    assert.equal(await page.isVisible('#key-forget'), true);
+    assert.equal(await page.textContent('#key-state'), 'key saved for this site');
+    // The API says the same: stories is a completion model, and chat to it is a 400 saying what to do.
+    const models = await (await fetch(`${base}/v1/models`, { headers: auth })).json();
+    assert.equal(models.data.find((m) => m.id === 'stories').x_tessera_kind, 'completion');
+    assert.equal((await (await fetch(`${base}/v1/models/stories`, { headers: auth })).json()).x_tessera_kind, 'completion');
+    const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: auth,
+      body: JSON.stringify({ model: 'stories', messages: [{ role: 'user', content: 'hi' }] }) });
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).error.message, /'stories' is a completion model: it has no chat template .*use \/v1\/completions/);
+  });
+
+  await check('reload and a new tab: the key is remembered, nothing asked, requests work', async () => {
+    await page.reload();
+    await pickerFilled();
+    assert.equal(await page.isHidden('#api-key'), true);
+    assert.equal(await page.isHidden('#error'), true);
+    assert.deepEqual(await chatPicker(), ['tiny', 'slow', 'html', 'stories (disabled)']);
+    // Another tab of the same origin (sessionStorage would not carry the key there).
+    const tab = await context.newPage();
+    try {
+      await tab.goto(`${base}/`);
+      await tab.waitForFunction(() => document.querySelectorAll('#chat-model option').length === 4, null, { timeout: 10000 });
+      assert.equal(await tab.isHidden('#api-key'), true);
+      assert.equal(await tab.isHidden('#error'), true);
+    } finally {
+      await tab.close();
+    }
   });
 
   await check('tiny: the streamed reply equals the API greedy answer; figures shown', async () => {
@@ -199,7 +245,7 @@ try {
     await page.waitForFunction(() => document.querySelectorAll('#conversation > li').length === 2, null, { timeout: 10000 });
     assert.equal((await reply()).raw, htmlAnswer);
     assert.equal(await page.$$eval('#chat-list option', (o) => o.length), 3);
-    assert.equal(await page.evaluate(() => sessionStorage.getItem('tessera.apiKey')), KEY);
+    assert.equal(await page.evaluate(() => localStorage.getItem('tessera.apiKey')), KEY);
     await page.click('#clear-chat');
     assert.equal(await page.$$eval('#conversation > li', (l) => l.length), 2, 'Clear showed the next chat');
     assert.equal(await page.$$eval('#chat-list option', (o) => o.length), 2);
@@ -208,7 +254,7 @@ try {
     await page.click('#clear-chat');
     assert.equal(await page.$$eval('#conversation > li', (l) => l.length), 0);
     await page.reload();
-    await page.waitForFunction(() => document.querySelectorAll('#chat-model option').length === 3, null, { timeout: 10000 });
+    await pickerFilled();
     assert.equal(await page.$$eval('#conversation > li', (l) => l.length), 0);
   });
 
@@ -260,6 +306,39 @@ try {
     const { error } = await res.json();
     assert.equal(res.status, 400);
     assert.equal(await page.textContent('#task-dec .error'), `HTTP 400: ${error.message}${error.code ? ` (${error.code})` : ''}`);
+  });
+
+  await check('Tasks: a completion on stories equals the API answer', async () => {
+    await page.evaluate(() => { document.getElementById('temperature').value = '0'; });
+    // The chat panel's note opens the Completion card on the completion model.
+    await page.click('#tab-chat');
+    await page.click('#open-completion');
+    assert.equal(await page.isVisible('#task-cmp'), true);
+    assert.equal(await page.inputValue('#cmp-model'), 'stories');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'cmp-prompt');
+    await page.fill('#cmp-prompt', 'Once upon a time');
+    await page.fill('#cmp-max', '16');
+    await page.click('#cmp-run');
+    await page.waitForSelector('#cmp-out pre', { timeout: 30000 });
+    // The chat's settings (temperature 0) apply: greedy, so the API gives the same.
+    const api = await apiPost('/v1/completions', { model: 'stories', prompt: 'Once upon a time', max_tokens: 16, temperature: 0 });
+    assert.ok(api.choices[0].text.length > 0);
+    assert.equal(await page.textContent('#cmp-out pre'), `Once upon a time${api.choices[0].text}`);
+    assert.match(await page.textContent('#cmp-out .stats'), new RegExp(`completion ${api.usage.completion_tokens} tokens`));
+  });
+
+  await check('Forget key: the key is gone and asked for again, also after a reload', async () => {
+    await page.click('#tab-chat');
+    await page.click('#key-forget');
+    assert.equal(await page.evaluate(() => localStorage.getItem('tessera.apiKey')), null);
+    assert.equal(await page.isVisible('#api-key'), true);
+    assert.equal(await page.isHidden('#key-forget'), true);
+    await page.waitForFunction(() => /HTTP 401/.test(document.getElementById('error').textContent), null, { timeout: 10000 });
+    assert.match(await page.textContent('#error'), /enter the server's API key above/);
+    await page.reload();
+    await page.waitForFunction(() => /HTTP 401/.test(document.getElementById('error').textContent), null, { timeout: 10000 });
+    assert.equal(await page.isVisible('#api-key'), true);
+    assert.equal(await page.evaluate(() => localStorage.getItem('tessera.apiKey')), null);
   });
 
   await check('no script errors, CSP violations or dialogs during the run', async () => {
