@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/model_executor.h"
@@ -193,13 +194,22 @@ int Run(int argc, char** argv) {
   const int64_t slots =
       concurrency.empty() ? 1 : *std::max_element(concurrency.begin(), concurrency.end());
 
+  // What it is doing, phase by phase, on stderr: --json keeps stdout to the one object.
+  ProgressRenderer shown = ProgressRenderer::ForStderr();
+  // An error starts on a line of its own, below a bar being drawn.
+  auto fail = [&shown](const Status& st) {
+    shown.EndLine();
+    return ReportError("bench", st);
+  };
+  const std::string loading = "loading " + args.GetString("model");
+  shown.Update({.phase = loading});
   auto t_load = Clock::now();
   auto ckpt = OpenCheckpoint(args.GetString("model"));
-  if (!ckpt) return ReportError("bench", ckpt.status());
+  if (!ckpt) return fail(ckpt.status());
   auto placement_spec = PlacementFromArgs(args);
-  if (!placement_spec) return ReportError("bench", placement_spec.status());
+  if (!placement_spec) return fail(placement_spec.status());
   auto placement = ParsePlacement(*placement_spec, (*ckpt)->config.num_layers);
-  if (!placement) return ReportError("bench", placement.status());
+  if (!placement) return fail(placement.status());
   const int64_t max_len = *std::max_element(lengths->begin(), lengths->end());
   ModelExecutor::Options options;
   options.max_seq = std::max<int64_t>(max_len, (*lengths)[0] + gen) + 1;
@@ -209,30 +219,37 @@ int Run(int argc, char** argv) {
   options.backend.threads = static_cast<int>(threads);
   options.backend.bf16_activations = args.GetFlag("bf16-activations");
   auto cpu_isa = CpuIsaFromArgs(args);
-  if (!cpu_isa) return ReportError("bench", cpu_isa.status());
+  if (!cpu_isa) return fail(cpu_isa.status());
   options.backend.cpu_isa = *cpu_isa;
   auto npu = NpuOptionsFromArgs(args);
-  if (!npu) return ReportError("bench", npu.status());
+  if (!npu) return fail(npu.status());
   options.backend.npu = *npu;
   auto kv_cache = ParseKvCacheType(args.GetString("kv-cache"));
-  if (!kv_cache) return ReportError("bench", kv_cache.status());
+  if (!kv_cache) return fail(kv_cache.status());
   auto resolved_kv = KvCacheFor(**ckpt, *dtype, *kv_cache);
-  if (!resolved_kv) return ReportError("bench", resolved_kv.status());
+  if (!resolved_kv) return fail(resolved_kv.status());
   options.backend.kv_cache = *resolved_kv;
   auto exec = ModelExecutor::Load(*ckpt, *placement, options);
-  if (!exec) return ReportError("bench", exec.status());
+  if (!exec) return fail(exec.status());
   const double load_s = Seconds(t_load);
+  shown.Update({.phase = loading, .finished = true});
   const int64_t vocab = (*exec)->spec().vocab;
+  std::string length_list;
+  for (int64_t len : *lengths)
+    length_list += (length_list.empty() ? "" : ",") + std::to_string(len);
+  const std::string timing = "prefill at " + length_list + " tokens, decode of " +
+                             std::to_string(gen) + " tokens (repeats)";
+  const uint64_t repeats = static_cast<uint64_t>(repeat);
   std::vector<float> logits(static_cast<size_t>(vocab));
 
   std::map<int64_t, std::vector<double>> prefill;  // tok/s per length
   std::vector<double> decode, ttft;
   for (int64_t r = 0; r < repeat; ++r) {
+    shown.Update({.phase = timing, .done = static_cast<uint64_t>(r), .total = repeats});
     for (int64_t len : *lengths) {
       auto ids = PromptIds(len, vocab, static_cast<uint64_t>(r * 1000 + len));
       auto t0 = Clock::now();
-      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok())
-        return ReportError("bench", st);
+      if (Status st = (*exec)->Forward(0, 0, ids, logits); !st.ok()) return fail(st);
       prefill[len].push_back(static_cast<double>(len) / Seconds(t0));
     }
     // One greedy stream through the scheduler, as the product decodes (batches of one).
@@ -240,10 +257,11 @@ int Run(int argc, char** argv) {
     req.prompt_ids = PromptIds((*lengths)[0], vocab, static_cast<uint64_t>(r));
     req.max_new_tokens = gen;  // no stop ids: always the full count
     auto result = RunOneSequence(**exec, std::move(req), 0, {.reuse_prefixes = false});
-    if (!result) return ReportError("bench", result.status());
+    if (!result) return fail(result.status());
     ttft.push_back(result->timings.ttft_ms);
     if (result->timings.decode_tok_s > 0) decode.push_back(result->timings.decode_tok_s);
   }
+  shown.Update({.phase = timing, .done = repeats, .total = repeats, .finished = true});
   // Weights streamed per decoded token: every resident layer and the LM head (the
   // embedding row gathered per token is negligible).
   const double bytes_per_token = static_cast<double>((*exec)->resident_weight_bytes());
@@ -272,14 +290,21 @@ int Run(int argc, char** argv) {
   // The stream counts alternate within each repeat, so that the machine's drift over minutes
   // does not land on one of them: their ratios are measured side by side.
   std::vector<ConcurrencySamples> samples(concurrency.size());
-  for (int64_t r = 0; r < repeat; ++r) {
+  std::string stream_list;
+  for (int64_t c : concurrency) stream_list += (stream_list.empty() ? "" : ",") + std::to_string(c);
+  const std::string concurrent = "concurrent streams " + stream_list + " (repeats)";
+  for (int64_t r = 0; r < repeat && !concurrency.empty(); ++r) {
+    shown.Update({.phase = concurrent, .done = static_cast<uint64_t>(r), .total = repeats});
     for (size_t i = 0; i < concurrency.size(); ++i) {
       if (Status st = RunConcurrency(**exec, static_cast<int>(concurrency[i]), (*lengths)[0], gen,
                                      r, &samples[i]);
           !st.ok()) {
-        return ReportError("bench", st);
+        return fail(st);
       }
     }
+  }
+  if (!concurrency.empty()) {
+    shown.Update({.phase = concurrent, .done = repeats, .total = repeats, .finished = true});
   }
   // Scaling against one stream: within a repeat the counts run back to back, seconds apart,
   // while the machine's speed drifts over minutes; so the ratio is taken within each repeat

@@ -414,9 +414,7 @@ int Run(int argc, char** argv) {
   options.npu = *npu;
   options.context = args.GetInt("context");
   options.parallel = 1;
-  auto model = LoadedModel::Open(dir, options, [](const std::string& line) {
-    std::fprintf(stderr, "tessera: %s\n", line.c_str());
-  });
+  auto model = OpenModelShowingProgress(dir, options);
   if (!model) return ReportError(kCommand, model.status());
   LoadedModel& m = **model;
   if (resolved->seed_was_generated) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "catalog/package.h"
 #include "cli_args.h"
 #include "commands.h"
@@ -49,8 +50,11 @@ int RunConvertCommand(int argc, char** argv) {
   if (!format)
     return ReportError("convert", InvalidArgument("--dtype: " + format.status().message()));
   options.weights = *format;
+  ProgressRenderer shown = ProgressRenderer::ForStderr();  // a bar on a terminal, else lines
+  options.progress = shown.Callback();
   auto begin = std::chrono::steady_clock::now();
   if (Status st = ConvertToPackage(positional[0], positional[1], options); !st.ok()) {
+    shown.EndLine();
     return ReportError("convert", st);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

@@ -119,9 +119,7 @@ int Run(int argc, char** argv) {
   options.context = args.GetInt("context");
   options.parallel = 1;
   auto t_load = std::chrono::steady_clock::now();
-  auto model = LoadedModel::Open(*resolved_dir, options, [](const std::string& line) {
-    std::fprintf(stderr, "tessera: %s\n", line.c_str());
-  });
+  auto model = OpenModelShowingProgress(*resolved_dir, options);
   if (!model) return ReportError("generate", model.status());
   LoadedModel& m = **model;
   double load_ms =

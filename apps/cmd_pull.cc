@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/progress.h"
 #include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
@@ -21,16 +22,6 @@ std::atomic<bool> g_pull_interrupted{false};
 
 void OnInterrupt(int) {
   g_pull_interrupted.store(true);
-}
-
-std::string HumanSize(uint64_t bytes) {
-  char text[32];
-  if (bytes >= (1u << 20)) {
-    std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  } else {
-    std::snprintf(text, sizeof(text), "%llu bytes", static_cast<unsigned long long>(bytes));
-  }
-  return text;
 }
 
 }  // namespace
@@ -78,9 +69,10 @@ int RunPullCommand(int argc, char** argv) {
   PullOptions options = PullOptionsFromEnvironment();
   options.force = args.GetFlag("force");
   options.stall_timeout_seconds = static_cast<int>(args.GetInt("timeout"));
-  options.progress_bar = isatty(STDERR_FILENO) != 0;
+  ProgressRenderer shown = ProgressRenderer::ForStderr();  // a bar on a terminal, else lines
+  options.progress = shown.Callback();
   options.cancel = &g_pull_interrupted;
-  options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  options.log = [&shown](const std::string& line) { shown.Note(line); };
   struct sigaction action {};
   action.sa_handler = OnInterrupt;
   sigemptyset(&action.sa_mask);
@@ -91,6 +83,7 @@ int RunPullCommand(int argc, char** argv) {
                spec->revision.c_str(), options.endpoint.c_str());
   auto result = PullModel(*spec, *models_dir, options);
   if (!result) {
+    shown.EndLine();  // the error below a bar being drawn, not on its line
     ReportError("pull", result.status());
     return result.status().code() == ErrorCode::kCancelled ? 130 : 1;
   }
@@ -103,8 +96,8 @@ int RunPullCommand(int argc, char** argv) {
         "pulled %s (%s@%s) into %s: %d downloaded (%s), %d reused from the installed copy; all "
         "verified\n",
         spec->store_name.c_str(), spec->repo.c_str(), result->commit.c_str(), result->dir.c_str(),
-        result->files_downloaded, HumanSize(result->bytes_downloaded).c_str(),
-        result->files_reused);
+        result->files_downloaded,
+        FormatBytes(static_cast<double>(result->bytes_downloaded)).c_str(), result->files_reused);
   }
   return 0;
 }

@@ -275,8 +275,8 @@ void AddServeFlags(CliArgs& args) {
   args.AddFlag("metrics-public", "let GET /metrics be scraped without the API key");
   args.AddFlag("no-ui", "do not serve the built-in web page at /");
   args.AddString("log-format",
-                 "the access log on stderr: text (one readable line per request) or json (one "
-                 "JSON object per line, for log shippers)",
+                 "the access log and the worker's model-load lines on stderr: text (readable "
+                 "lines) or json (one JSON object per line, for log shippers)",
                  false, "text");
   args.AddList("allow-origin",
                "an origin allowed to make browser (CORS) requests (repeatable; * for any)");
@@ -482,6 +482,7 @@ std::vector<std::string> WorkerArgs(const CliArgs& args, const std::vector<Model
                                    args.GetString("systemone-reuse"), "--systemone-pinned-states",
                                    std::to_string(args.GetInt("systemone-pinned-states"))});
   if (args.GetFlag("no-prewarm")) args_out.push_back("--no-prewarm");
+  args_out.insert(args_out.end(), {"--log-format", args.GetString("log-format")});
   if (args.GetFlag("bf16-activations")) args_out.push_back("--bf16-activations");
   return args_out;
 }
@@ -574,6 +575,7 @@ int RunWorkerCommand(int argc, char** argv) {
   args.AddString("systemone-reuse", "none, shared or pinned", false, "none");
   args.AddInt("systemone-pinned-states", "System One states kept pinned", 6);
   args.AddFlag("no-prewarm", "do not load the default model at start");
+  args.AddString("log-format", "model-load progress lines: text or json", false, "text");
   args.AddFlag("bf16-activations", "bf16 prompt activations for BF16 weights");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("worker", st);
   worker::WorkerOptions options;
@@ -616,6 +618,7 @@ int RunWorkerCommand(int argc, char** argv) {
   options.max_loaded_models =
       static_cast<int>(std::max<int64_t>(1, args.GetInt("max-loaded-models")));
   options.prewarm = !args.GetFlag("no-prewarm");
+  options.log_json = args.GetString("log-format") == "json";
   options.bf16_activations = args.GetFlag("bf16-activations");
   return worker::RunWorker(static_cast<int>(args.GetInt("fd")), options);
 }

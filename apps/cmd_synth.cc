@@ -2,6 +2,7 @@
 // and a working tokenizer, for benchmarks without downloads.
 #include <cstdio>
 
+#include "base/progress.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "model/synthetic_checkpoint.h"
@@ -47,7 +48,11 @@ int RunSynthCommand(int argc, char** argv) {
     spec->vocab = vocab;
   }
   const std::string out = args.GetString("out");
-  if (Status st = WriteSyntheticModel(out, *spec); !st.ok()) return ReportError("synth", st);
+  ProgressRenderer shown = ProgressRenderer::ForStderr();  // a bar on a terminal, else lines
+  if (Status st = WriteSyntheticModel(out, *spec, shown.Callback()); !st.ok()) {
+    shown.EndLine();
+    return ReportError("synth", st);
+  }
   std::printf("wrote %s (%s, %s weights, seed %lld)\n", out.c_str(),
               args.GetString("preset").c_str(), dtype.c_str(),
               static_cast<long long>(args.GetInt("seed")));

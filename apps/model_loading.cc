@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/progress.h"
 #include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
@@ -30,6 +31,14 @@ Expected<std::string> ResolveModelDir(const std::string& model_arg) {
   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
   TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModel(model_arg, *catalog));
   return resolved.dir;
+}
+
+Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
+                                                                ModelLoadOptions options) {
+  ProgressRenderer shown = ProgressRenderer::ForStderr();
+  options.progress = shown.Callback();
+  return LoadedModel::Open(dir, options,
+                           [&shown](const std::string& line) { shown.Note("tessera: " + line); });
 }
 
 Expected<std::string> DefaultChatModelName() {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 #include "model/checkpoint.h"
 
@@ -102,9 +103,11 @@ struct PackedTensorFile {
 };
 // Packs `source` (a checkpoint, not a package) as `format` layer by layer and writes the
 // tensor file at `path` while hashing it; `metadata` goes into the header's __metadata__.
+// `progress` gets the bytes written (phase "packing tensors").
 Expected<PackedTensorFile> WritePackedTensorFile(
     const Checkpoint& source, WeightFormat format, const std::string& path,
-    const std::vector<std::pair<std::string, std::string>>& metadata);
+    const std::vector<std::pair<std::string, std::string>>& metadata,
+    const ProgressCallback& progress = {});
 
 // How many of `remaining` prompt rows to run next, at most `most`: one fewer where that would
 // leave a single row. A row run alone takes the decode arithmetic (a one-row matmul, split

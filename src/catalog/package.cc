@@ -147,11 +147,11 @@ static_assert(kPackageTensorAlignment == kPackedTensorAlignment);
 // The tensor file is the backend's (WritePackedTensorFile in backend/backend.h); the package
 // records its version in the file's metadata too.
 Expected<FileRecord> WriteTensorFile(const Checkpoint& source, WeightFormat format,
-                                     const std::string& path) {
-  TS_ASSIGN_OR_RETURN(
-      PackedTensorFile file,
-      WritePackedTensorFile(source, format, path,
-                            {{"tessera_package", std::to_string(kPackageFormatVersion)}}));
+                                     const std::string& path, const ProgressCallback& progress) {
+  TS_ASSIGN_OR_RETURN(PackedTensorFile file,
+                      WritePackedTensorFile(
+                          source, format, path,
+                          {{"tessera_package", std::to_string(kPackageFormatVersion)}}, progress));
   return FileRecord{kTensorFileName, file.bytes, file.sha256};
 }
 
@@ -259,7 +259,22 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
     source_json["commit"] = lock->commit;
   }
   std::vector<FileRecord> source_files;
-  for (const auto& name : SourceFileNames(source)) {
+  const std::vector<std::string> source_names = SourceFileNames(source);
+  // Hashing reads every source byte: shown per file, as the bytes hashed so far.
+  constexpr char kHashingPhase[] = "hashing the source";
+  uint64_t source_bytes = 0, hashed_bytes = 0;
+  for (const auto& name : source_names) {
+    if (const uint64_t n = fs::file_size(source + "/" + name, ec); !ec) source_bytes += n;
+  }
+  auto hashing = [&](bool finished) {
+    ReportProgress(options.progress, {.phase = kHashingPhase,
+                                      .done = hashed_bytes,
+                                      .total = source_bytes,
+                                      .unit = ProgressUnit::kBytes,
+                                      .finished = finished});
+  };
+  hashing(false);
+  for (const auto& name : source_names) {
     // Names are recorded in the manifest, which is JSON text.
     if (!IsValidUtf8(name)) {
       return InvalidArgument(source + ": the file name " + QuoteForMessage(name) +
@@ -270,8 +285,11 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
     if (stat((source + "/" + name).c_str(), &st) != 0) return IoError("cannot stat " + name);
     TS_ASSIGN_OR_RETURN(FileRecord r, HashRecord(source, name));
     r.mtime_ns = MtimeNs(st);
+    hashed_bytes += r.size;
     source_files.push_back(std::move(r));
+    hashing(false);
   }
+  hashing(true);
   source_json["files"] = RecordsToJson(source_files);
 
   const fs::path dest_path = fs::absolute(dest, ec);
@@ -290,8 +308,9 @@ Status ConvertToPackage(const std::string& source, const std::string& dest,
   } cleanup{staging};
 
   std::vector<FileRecord> files;
-  TS_ASSIGN_OR_RETURN(FileRecord tensor_file,
-                      WriteTensorFile(*checkpoint, format, staging + "/" + kTensorFileName));
+  TS_ASSIGN_OR_RETURN(
+      FileRecord tensor_file,
+      WriteTensorFile(*checkpoint, format, staging + "/" + kTensorFileName, options.progress));
   files.push_back(tensor_file);
   std::vector<std::string> copied;
   for (const char* name : kSmallFiles) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "base/status.h"
 
 namespace tessera {
@@ -41,6 +42,8 @@ struct PackageOptions {
   // The weight format of the panels: kF32, kBF16, kInt8 or kInt4; kAuto takes the source's
   // (BF16 for BF16/F16 checkpoints, F32 for F32 ones).
   WeightFormat weights = WeightFormat::kBF16;
+  // Phases "hashing the source" and "packing tensors", in bytes; the caller shows them.
+  ProgressCallback progress{};
 };
 
 // Converts the checkpoint directory `source` into a package at `dest` (replaced atomically

@@ -89,7 +89,24 @@ Expected<std::string> PackageCachePath(const std::string& source_dir, WeightForm
       .string();
 }
 
-Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested) {
+namespace {
+
+// The bytes of the files directly in `dir` (a checkpoint's weights, config and tokenizer).
+uint64_t FolderBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file(ec)) {
+      if (const uint64_t n = entry.file_size(ec); !ec) total += n;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested,
+                                          const FirstUseReport& report) {
   if (source.tensors.packed) return InvalidArgument(source.dir + " is already a package");
   TS_ASSIGN_OR_RETURN(WeightFormat format, ResolveWeightFormat(source, requested));
   TS_ASSIGN_OR_RETURN(std::string path, PackageCachePath(source.dir, format));
@@ -119,6 +136,14 @@ Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat
   fs::create_directories(fs::path(path).parent_path(), ec);
   PackageOptions options;
   options.weights = format;
+  options.progress = report.progress;
+  if (report.log) {
+    // Said before the wait, with the size: the package is about as large as the source again.
+    report.log("packaging " + CanonicalDir(source.dir).string() + " (" +
+               FormatBytes(static_cast<double>(FolderBytes(source.dir))) +
+               ") for the cpu backend as " + std::string(WeightFormatName(format)) + " (" +
+               result.reason + "); once, cached at " + path);
+  }
   TS_RETURN_IF_ERROR(ConvertToPackage(source.dir, path, options));
   return result;
 }
@@ -126,24 +151,26 @@ Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat
 Expected<std::shared_ptr<const Checkpoint>> CheckpointForRun(const std::string& model_path,
                                                              std::shared_ptr<const Checkpoint> ckpt,
                                                              bool cpu_only, WeightFormat weights,
-                                                             std::string* note) {
-  note->clear();
+                                                             const FirstUseReport& report) {
+  auto note = [&](const std::string& line) {
+    if (report.log) report.log(line);
+  };
   TS_ASSIGN_OR_RETURN(const bool enabled, PackageCacheEnabled());
   std::error_code ec;
   if (ckpt->tensors.packed || !cpu_only || !enabled || !fs::is_directory(model_path, ec) ||
       IsInManagedStore(model_path)) {
     return ckpt;
   }
-  auto cached = PackageOnFirstUse(*ckpt, weights);
+  auto cached = PackageOnFirstUse(*ckpt, weights, report);
   if (!cached) {
     // Visible, not hidden: the run goes on from the source.
-    *note = "could not cache a package of " + model_path + " (" + cached.status().message() +
-            "); packing at load";
+    note("could not cache a package of " + model_path + " (" + cached.status().message() +
+         "); packing at load");
     return ckpt;
   }
-  *note = cached->converted_now ? "converted " + model_path + " into the package " + cached->dir +
-                                      " (" + cached->reason + ")"
-                                : "using the package " + cached->dir;
+  note(cached->converted_now ? "converted " + model_path + " into the package " + cached->dir +
+                                   " (" + cached->reason + ")"
+                             : "using the package " + cached->dir);
   return OpenCheckpoint(cached->dir);
 }
 

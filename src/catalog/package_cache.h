@@ -10,10 +10,12 @@
 // TESSERA_PACKAGE_CACHE=off turns it off (the source is then packed at every load).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "base/status.h"
 #include "model/checkpoint.h"
 
@@ -42,18 +44,28 @@ struct CachedPackage {
   std::string reason;          // why it was (re)converted: "first use", "source changed", ...
 };
 
+// What a first-use conversion tells its caller: `log` gets whole lines (the announcement
+// before converting, naming the source's size and where the package goes, and what was
+// chosen); `progress` the conversion's phases (PackageOptions::progress). Either may be empty.
+struct FirstUseReport {
+  std::function<void(const std::string&)> log{};
+  ProgressCallback progress{};
+};
+
 // The package for `source` run as `requested` (kAuto: the source's own precision); converts
 // when there is none, or when the one found is damaged, stale or of another format.
-Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested);
+Expected<CachedPackage> PackageOnFirstUse(const Checkpoint& source, WeightFormat requested,
+                                          const FirstUseReport& report = {});
 
 // The checkpoint a run should load: for a source given by path (an existing directory that
 // is not a package and not in a managed store), running only on the cpu backend, with the
-// cache enabled: its package from PackageOnFirstUse; otherwise `ckpt` itself. `note` gets one
-// line for the log saying what was chosen (empty when nothing changed). A package that cannot
-// be written is reported in `note` and the source is used (packed at load as before).
+// cache enabled: its package from PackageOnFirstUse; otherwise `ckpt` itself. `report.log`
+// gets the announcement of a conversion and one line saying what was chosen (nothing when
+// nothing changed). A package that cannot be written is reported there and the source is used
+// (packed at load as before).
 Expected<std::shared_ptr<const Checkpoint>> CheckpointForRun(const std::string& model_path,
                                                              std::shared_ptr<const Checkpoint> ckpt,
                                                              bool cpu_only, WeightFormat weights,
-                                                             std::string* note);
+                                                             const FirstUseReport& report);
 
 }  // namespace tessera

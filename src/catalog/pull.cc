@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/environment.h"
+#include "base/progress.h"
 #include "base/sha256.h"
 #include "catalog/model_store.h"
 #include "format/json_util.h"
@@ -45,18 +46,6 @@ bool IsSha256Hex(const std::string& text) {
 
 void Log(const PullOptions& options, const std::string& line) {
   if (options.log) options.log(line);
-}
-
-std::string HumanBytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024.0 && unit < 4) {
-    bytes /= 1024.0;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
 }
 
 // Percent-encodes everything but unreserved characters (a revision may hold '/').
@@ -226,8 +215,6 @@ struct Download {
   bool stalled = false;
   long status = 0;
   std::string error_body;
-  Clock::time_point begin;
-  Clock::time_point last_draw;
   // curl's own low-speed check averages over several seconds, so a stall right after a burst
   // is noticed late; this tracks the last byte itself.
   Clock::time_point last_data;
@@ -259,27 +246,13 @@ size_t WriteDownload(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
-// Redraws the one-line progress bar: bytes so far / total, a bar, rate and ETA.
-void DrawProgress(const Download& d, Clock::time_point now) {
-  double seconds = std::chrono::duration<double>(now - d.begin).count();
-  double rate = seconds > 0 ? static_cast<double>(d.written) / seconds : 0;
-  uint64_t have = d.resume_from + d.written;
-  std::string line = "\r  " + *d.name + "  " + HumanBytes(static_cast<double>(have));
-  if (d.expected_size) {
-    const uint64_t total = *d.expected_size;
-    line += " / " + HumanBytes(static_cast<double>(total));
-    constexpr int kWidth = 24;
-    int filled =
-        total > 0 ? static_cast<int>(kWidth * (static_cast<double>(have) / total)) : kWidth;
-    filled = std::clamp(filled, 0, kWidth);
-    line += "  [" + std::string(filled, '#') + std::string(kWidth - filled, ' ') + "]";
-    if (rate > 0 && total > have) {
-      line += "  ETA " + std::to_string(static_cast<long>((total - have) / rate)) + " s";
-    }
-  }
-  line += "  " + HumanBytes(rate) + "/s   ";
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+// The file's bytes so far, to the caller's progress display.
+void ReportDownload(const Download& d, bool finished) {
+  ReportProgress(d.options->progress, {.phase = *d.name,
+                                       .done = d.resume_from + d.written,
+                                       .total = d.expected_size.value_or(0),
+                                       .unit = ProgressUnit::kBytes,
+                                       .finished = finished});
 }
 
 int DownloadProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
@@ -293,10 +266,7 @@ int DownloadProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t)
     d->stalled = true;
     return 1;
   }
-  if (d->options->progress_bar && now - d->last_draw >= std::chrono::milliseconds(200)) {
-    d->last_draw = now;
-    DrawProgress(*d, now);
-  }
+  ReportDownload(*d, false);  // the display limits its own redraws
   return 0;
 }
 
@@ -330,7 +300,7 @@ Status DownloadOnce(const std::string& url, const RemoteFile& file, const std::s
   d.curl = handle.curl;
   d.resume_from = have;
   d.expected_size = file.size;
-  d.begin = d.last_draw = d.last_data = Clock::now();
+  d.last_data = Clock::now();
   curl_easy_setopt(handle.curl, CURLOPT_WRITEFUNCTION, WriteDownload);
   curl_easy_setopt(handle.curl, CURLOPT_WRITEDATA, &d);
   curl_easy_setopt(handle.curl, CURLOPT_NOPROGRESS, 0L);
@@ -341,10 +311,8 @@ Status DownloadOnce(const std::string& url, const RemoteFile& file, const std::s
   }
   CURLcode rc = curl_easy_perform(handle.curl);
   bool close_failed = std::fclose(out) != 0;
-  if (options.progress_bar) {
-    DrawProgress(d, Clock::now());  // the final state, however fast the transfer was
-    std::fputs("\n", stderr);
-  }
+  // The final state, however fast the transfer was.
+  ReportDownload(d, rc == CURLE_OK && !d.too_large && (d.status == 200 || d.status == 206));
   *bytes_received = d.written;
   const std::string what = "download of " + file.name;
   if (d.too_large) {
@@ -375,7 +343,7 @@ Status FetchFile(const std::string& base_url, const RemoteFile& file, const std:
   const std::string part = dest + ".part";
   const std::string url = base_url + UrlEncode(file.name);
   Log(options, "downloading " + file.name +
-                   (file.size ? " (" + HumanBytes(static_cast<double>(*file.size)) + ")" : ""));
+                   (file.size ? " (" + FormatBytes(static_cast<double>(*file.size)) + ")" : ""));
   auto begin = Clock::now();
   uint64_t received_total = 0;
   Status last;
@@ -417,7 +385,7 @@ Status FetchFile(const std::string& base_url, const RemoteFile& file, const std:
     return IoError("cannot rename " + part + ": " + std::strerror(errno));
   }
   double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
-  Log(options, "verified " + file.name + ": " + HumanBytes(static_cast<double>(size)) + " in " +
+  Log(options, "verified " + file.name + ": " + FormatBytes(static_cast<double>(size)) + " in " +
                    std::to_string(static_cast<int>(seconds * 10) / 10.0).substr(0, 4) + " s");
   ++result->files_downloaded;
   return Status::Ok();

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 #include "catalog/model_names.h"
 
@@ -32,9 +33,9 @@ struct PullOptions {
   int stall_timeout_seconds = 30;  // no byte for this long ends the download (also connect)
   int max_attempts = 3;            // per file, for dropped connections (resumed with Range)
   bool force = false;              // download and verify everything again
-  bool progress_bar = false;       // redraw one line (a terminal); otherwise plain lines
   const std::atomic<bool>* cancel = nullptr;    // set (e.g. by SIGINT) to stop cleanly
-  std::function<void(const std::string&)> log;  // plain progress lines; may be empty
+  std::function<void(const std::string&)> log;  // notes (resuming, verified); may be empty
+  ProgressCallback progress;  // bytes of each file as it downloads (phase: the file's name)
 };
 
 // Defaults, with HF_ENDPOINT and HF_TOKEN applied.

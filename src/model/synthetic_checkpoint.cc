@@ -203,7 +203,8 @@ Status WriteSentenceTransformersFiles(const std::string& dir, const SyntheticMod
 
 }  // namespace
 
-Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& s) {
+Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& s,
+                                const ProgressCallback& progress) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return IoError("cannot create " + dir + ": " + std::strerror(errno));
   }
@@ -267,8 +268,18 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
   const std::string root = !Nested(s) ? "model."
                            : qwen35   ? "model.language_model."
                                       : "language_model.model.";
+  constexpr char kGenerating[] = "generating weights";
+  auto generated = [&](int64_t layers, bool finished) {
+    ReportProgress(progress, {.phase = kGenerating,
+                              .done = static_cast<uint64_t>(layers),
+                              .total = static_cast<uint64_t>(s.layers),
+                              .unit = ProgressUnit::kLayers,
+                              .finished = finished});
+  };
+  generated(0, false);
   add(root + "embed_tokens.weight", {s.vocab, s.hidden}, 1.0f);
   for (int64_t i = 0; i < s.layers; ++i) {
+    if (i > 0) generated(i, false);
     std::string p = root + "layers." + std::to_string(i) + ".";
     add(p + "input_layernorm.weight", {s.hidden}, 0.1f, norm_offset);
     if (IsLinearLayer(s, i)) {
@@ -325,8 +336,25 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
     if (!qwen35) add("multi_modal_projector.mm_input_projection_weight", {16, s.hidden}, 0.1f);
   }
   if (qwen35) add("mtp.fc.weight", {s.hidden, 2 * s.hidden}, 0.1f);
+  generated(s.layers, true);
 
-  if (s.shards == 1) return WriteSafetensors(dir + "/model.safetensors", tensors);
+  constexpr char kWriting[] = "writing tensors";
+  uint64_t total_bytes = 0, written_bytes = 0;
+  for (const TensorToWrite& t : tensors) total_bytes += t.bytes.size();
+  auto writing = [&](bool finished) {
+    ReportProgress(progress, {.phase = kWriting,
+                              .done = written_bytes,
+                              .total = total_bytes,
+                              .unit = ProgressUnit::kBytes,
+                              .finished = finished});
+  };
+  writing(false);
+  if (s.shards == 1) {
+    TS_RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", tensors));
+    written_bytes = total_bytes;
+    writing(true);
+    return Status::Ok();
+  }
 
   // Split tensors round-robin into contiguous groups, one file each, plus the index.
   nlohmann::ordered_json index;
@@ -342,7 +370,10 @@ Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec
       part.push_back(std::move(tensors[i]));
     }
     TS_RETURN_IF_ERROR(WriteSafetensors(dir + "/" + name, part));
+    for (const TensorToWrite& t : part) written_bytes += t.bytes.size();
+    writing(false);
   }
+  writing(true);
   index["weight_map"] = weight_map;
   return WriteText(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
@@ -464,7 +495,8 @@ Expected<SyntheticModelSpec> SyntheticPreset(std::string_view name) {
   return InvalidArgument("unknown preset '" + std::string(name) + "'; presets: " + known);
 }
 
-Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec) {
+Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec,
+                           const ProgressCallback& progress) {
   TS_ASSIGN_OR_RETURN(SyntheticTokenizerFiles tok, MakeSyntheticTokenizer(4000));
   if (tok.vocab_size > spec.vocab) {
     return InvalidArgument("the synthetic tokenizer needs " + std::to_string(tok.vocab_size) +
@@ -472,7 +504,7 @@ Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec) {
   }
   spec.bos_token_id = tok.endoftext_id;
   spec.eos_token_id = tok.im_end_id;
-  TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint(dir, spec));
+  TS_RETURN_IF_ERROR(WriteSyntheticCheckpoint(dir, spec, progress));
   TS_RETURN_IF_ERROR(WriteText(dir + "/tokenizer.json", tok.tokenizer_json));
   return WriteText(dir + "/tokenizer_config.json", tok.tokenizer_config_json);
 }

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 #include "format/dtype.h"
 #include "format/model_config.h"
@@ -71,7 +72,9 @@ struct SyntheticModelSpec {
   std::vector<std::string> class_labels;
 };
 
-Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec);
+// `progress` gets phases "generating weights" (layers) and "writing tensors" (bytes).
+Status WriteSyntheticCheckpoint(const std::string& dir, const SyntheticModelSpec& spec,
+                                const ProgressCallback& progress = {});
 
 // Real models' exact shapes, for benchmarks without downloads: "smollm2-135m", "smollm2-360m",
 // "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "qwen3-1.7b", "llama3.2-1b" (with its llama3
@@ -86,6 +89,7 @@ std::vector<std::string> SyntheticPresetNames();
 
 // A preset's checkpoint plus a working byte-level BPE tokenizer (tokenizer.json,
 // tokenizer_config.json with a ChatML template); eos is <|im_end|>.
-Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec);
+Status WriteSyntheticModel(const std::string& dir, SyntheticModelSpec spec,
+                           const ProgressCallback& progress = {});
 
 }  // namespace tessera

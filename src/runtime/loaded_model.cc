@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <type_traits>
 
 #include "base/mapped_file.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
+#include "catalog/package.h"
 #include "catalog/package_cache.h"
 #include "chat/chat_template.h"
 #include "engine/decoding.h"
@@ -103,7 +105,23 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
     const std::function<void(const std::string&)>& log) {
   std::unique_ptr<LoadedModel> m(new LoadedModel());
   m->dir_ = dir;
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> ckpt, OpenCheckpoint(dir));
+  // Each phase is reported as it starts and when it ends, so a slow one is never silent.
+  auto in_phase = [&](std::string_view name, auto&& work) {
+    ReportProgress(options.progress, {.phase = name});
+    auto result = work();
+    bool succeeded = false;
+    if constexpr (std::is_same_v<decltype(result), Status>) {
+      succeeded = result.ok();
+    } else {
+      succeeded = result.has_value();
+    }
+    if (succeeded) ReportProgress(options.progress, {.phase = name, .finished = true});
+    return result;
+  };
+  TS_ASSIGN_OR_RETURN(
+      std::shared_ptr<const Checkpoint> ckpt,
+      in_phase(IsPackageDir(dir) ? "verifying and mapping the package" : "mapping the checkpoint",
+               [&] { return OpenCheckpoint(dir); }));
   const std::string tokenizer_path = dir + "/tokenizer.json";
   if (!FileExists(tokenizer_path)) {
     return NotFound("no tokenizer.json in " + dir + "; a model folder needs its tokenizer");
@@ -137,10 +155,8 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   TS_ASSIGN_OR_RETURN(Placement placement,
                       ParsePlacement(options.placement, ckpt->config.num_layers));
   if (options.package_cache) {
-    std::string note;
     TS_ASSIGN_OR_RETURN(ckpt, CheckpointForRun(dir, std::move(ckpt), placement.OnlyOn("cpu"),
-                                               options.weights, &note));
-    if (!note.empty() && log) log(note);
+                                               options.weights, {log, options.progress}));
   }
   TS_ASSIGN_OR_RETURN(const KvCacheType kv_cache,
                       KvCacheFor(*ckpt, options.weights, options.kv_cache));
@@ -224,13 +240,18 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
   exec_options.max_batch_tokens = slots + kPrefillChunkTokens;
   m->kv_bytes_ = slot_state + static_cast<uint64_t>(blocks) * block_bytes;
   m->kv_cache_ = kv_cache;
-  TS_ASSIGN_OR_RETURN(m->exec_, ModelExecutor::Load(ckpt, placement, exec_options));
+  TS_ASSIGN_OR_RETURN(m->exec_,
+                      in_phase(ckpt->tensors.packed ? "loading the packed weights"
+                                                    : "loading and packing the weights",
+                               [&] { return ModelExecutor::Load(ckpt, placement, exec_options); }));
   m->scheduler_ = std::make_unique<Scheduler>(*m->exec_, Scheduler::Options{});
   if (options.prewarm) {
     // One forward pass touches every weight page and sizes every buffer.
     std::vector<float> logits(static_cast<size_t>(m->exec_->spec().vocab));
     const int32_t warm_id = static_cast<int32_t>(ckpt->generation.bos_token_id.value_or(0));
-    TS_RETURN_IF_ERROR(m->exec_->Forward(0, 0, std::span<const int32_t>(&warm_id, 1), logits));
+    TS_RETURN_IF_ERROR(in_phase("prewarm (one forward pass)", [&] {
+      return m->exec_->Forward(0, 0, std::span<const int32_t>(&warm_id, 1), logits);
+    }));
   }
   return m;
 }

@@ -23,6 +23,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "backend/backend.h"
+#include "base/progress.h"
 #include "base/status.h"
 #include "chat/tool_call_syntax.h"
 #include "engine/model_executor.h"
@@ -65,6 +66,9 @@ struct ModelLoadOptions {
   // know or declares wrongly. Unset: the catalog entry's, else a guess from the chat template
   // (logged). ChooseToolCallSyntax in chat/tool_call_syntax.h.
   std::optional<ToolCallSyntax> tool_call_syntax{};
+  // The load's phases (opening, a first-use conversion, loading the weights, prewarm) as they
+  // start and end; the caller shows them (base/progress.h). May be empty.
+  ProgressCallback progress{};
 };
 
 // --kv-cache: "f32", "bf16", or "auto" (nullopt: follow the weights).

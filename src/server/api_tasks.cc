@@ -80,6 +80,8 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket,
                              {"run_ms", m->run_ms},
                              {"cached_tokens", m->cached_tokens},
                              {"inputs", m->items.size()}};
+  // Only for the request that waited for its model to load (and warm).
+  if (m->load_ms > 0) body["x_tessera_stats"]["model_load_ms"] = m->load_ms;
   SendOrderedJson(call, 200, std::move(body), queue_ms);
 }
 

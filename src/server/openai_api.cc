@@ -357,7 +357,8 @@ json StatsJson(const JobOutcome& outcome, double queue_ms) {
     stats["decode_ms"] = d.decode_ms;
     stats["prefill_tok_s"] = d.prefill_tok_s;
     stats["decode_tok_s"] = d.decode_tok_s;
-    stats["model_load_ms"] = d.load_ms;
+    // Only for the request that waited for its model to load (and warm).
+    if (d.load_ms > 0) stats["model_load_ms"] = d.load_ms;
     stats["cached_tokens"] = d.cached_tokens;
     stats["worker_queue_ms"] = d.queue_ms;
     stats["slots"] = {{"total", d.slots},
@@ -378,7 +379,6 @@ json StatsJson(const JobOutcome& outcome, double queue_ms) {
     stats["decode_tok_s"] = any && n > 1 && decode_ms > 0
                                 ? json(1000.0 * static_cast<double>(n - 1) / decode_ms)
                                 : json(nullptr);
-    stats["model_load_ms"] = nullptr;
   }
   if (outcome.started) {
     const ResolvedSamplingParams& s = outcome.started->sampling;

@@ -364,6 +364,7 @@ void Describe(Io& io, M& m) requires Is<M, TaskResultMessage> {
   io(m.cached_tokens);
   io(m.queue_ms);
   io(m.run_ms);
+  io(m.load_ms);
 }
 
 template <typename Io, typename M>

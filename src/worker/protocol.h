@@ -328,6 +328,7 @@ struct TaskResultMessage {
   int64_t cached_tokens = 0;
   double queue_ms = 0;
   double run_ms = 0;
+  double load_ms = 0;  // model load and prewarm this job had to wait for (0 when resident)
 };
 
 // The type byte of a payload; InvalidArgument for an empty payload or an unknown type.

@@ -77,6 +77,7 @@ std::variant<std::unique_ptr<TaskJob>, JobFailure> TaskJob::Start(uint64_t job_i
   job->job_id_ = job_id;
   job->kind_ = request.kind;
   job->cache_scope_ = request.cache_scope;
+  job->load_ms_ = request.load_ms;
   job->model_ = &model;
   job->send_ = std::move(send);
   job->on_end_ = std::move(on_end);
@@ -414,6 +415,7 @@ void TaskJob::Answer() {
   result.queue_ms = group_->queue_ms();
   result.cached_tokens = std::max<int64_t>(0, result.prompt_tokens - group_->computed_tokens());
   result.run_ms = group_->elapsed_ms();
+  result.load_ms = load_ms_;
   send_(Encode(result));
 }
 

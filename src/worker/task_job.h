@@ -41,6 +41,7 @@ struct TaskRequest {
   bool add_special_tokens;                   // classify
   const std::vector<ChatMessage>& messages;  // moderate
   CacheScope cache_scope{};                  // the job's (JobRequest::cache_scope)
+  double load_ms = 0;  // the model load this job waited for (TaskResultMessage::load_ms)
   static TaskRequest Of(const EmbedPayload& p);
   static TaskRequest Of(const RerankPayload& p);
   static TaskRequest Of(const ClassifyPayload& p);
@@ -95,6 +96,7 @@ class TaskJob final : public WorkerJob {
   void End();  // Answer once, then on_end
 
   uint64_t job_id_ = 0;
+  double load_ms_ = 0;
   TaskKind kind_ = TaskKind::kEmbed;
   CacheScope cache_scope_{};  // of every sequence it submits
   LoadedModel* model_ = nullptr;

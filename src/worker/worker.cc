@@ -5,14 +5,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "base/progress.h"
 #include "grammar/tokenizer_vocabulary.h"
 #include "runtime/loaded_model.h"
 #include "worker/decision_job.h"
@@ -204,6 +207,7 @@ class Worker {
       resident_.erase(lru);
     }
     auto t0 = std::chrono::steady_clock::now();
+    LogLoad(name, "loading from " + entry->dir, std::nullopt);
     TS_ASSIGN_OR_RETURN(ModelKindInfo kind, DetectModelKind(entry->dir));
     kind.kind = entry->kind;
     ModelLoadOptions o;
@@ -218,9 +222,13 @@ class Worker {
     o.npu = options_.npu;
     o.tool_call_syntax = entry->tool_call_syntax;
     o.prewarm = true;
-    auto log = [&](const std::string& line) {
-      std::fprintf(stderr, "tessera worker: %s\n", line.c_str());
-    };
+    auto log = [&](const std::string& line) { LogLoad(name, line, std::nullopt); };
+    // Each phase as plain lines (a first-use conversion every 10% or 5 s), in the log format.
+    ProgressRenderer phases(ProgressStyle::kPlain, [&](std::string_view text) {
+      while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+      LogLoad(name, std::string(text), std::nullopt);
+    });
+    o.progress = phases.Callback();
     TS_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Open(entry->dir, o, log));
     auto m = std::make_unique<ResidentModel>();
     m->name = name;
@@ -228,10 +236,31 @@ class Worker {
     m->model = std::move(loaded);
     m->last_used = clock_;
     *load_ms = MsSince(t0);
-    std::fprintf(stderr, "tessera worker: model '%s' loaded and warmed in %.0f ms (%s)\n",
-                 name.c_str(), *load_ms, m->model->Describe().c_str());
+    // The soak gate counts these lines: "loaded and warmed" stays in the text.
+    LogLoad(name,
+            "loaded and warmed in " + std::to_string(std::lround(*load_ms)) + " ms (" +
+                m->model->Describe() + ")",
+            *load_ms);
     resident_.push_back(std::move(m));
     return resident_.back().get();
+  }
+
+  // One model-load line on stderr: "tessera worker: model 'x' TEXT", or with --log-format
+  // json {"type": "model_load", "ts", "model", "message"[, "load_ms" at the end]}.
+  void LogLoad(const std::string& model, const std::string& text, std::optional<double> load_ms) {
+    std::string line;
+    if (options_.log_json) {
+      nlohmann::ordered_json j = {{"type", "model_load"},
+                                  {"ts", static_cast<double>(std::time(nullptr))},
+                                  {"model", model},
+                                  {"message", text}};
+      if (load_ms) j["load_ms"] = *load_ms;
+      line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    } else {
+      line = "tessera worker: model '" + model + "' " + text;
+    }
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
   }
 
   void RetryDeferred() {
@@ -342,9 +371,11 @@ class Worker {
 
   // Embed, rerank, classify and moderate.
   template <typename Payload>
-  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const Payload& p, double) {
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const Payload& p,
+                                double load_ms) {
     TaskRequest task = TaskRequest::Of(p);
     task.cache_scope = job.cache_scope;
+    task.load_ms = load_ms;
     // The server routes by kind; this is the worker's own check of what it was sent.
     const ModelKind needed = TaskModelKind(task.kind);
     if (m.kind.kind != needed) {

@@ -64,6 +64,9 @@ struct WorkerOptions {
   // none|shared|pinned (0, 1, 2) and --systemone-pinned-states N.
   int systemone_resume = 0;
   size_t systemone_entries = 6;
+  // Model-load progress lines on stderr as JSON objects ({"type": "model_load", ...}) rather
+  // than "tessera worker: model 'x': ..." text: the server's --log-format.
+  bool log_json = false;
 };
 
 // --systemone-reuse: "none" 0, "shared" 1, "pinned" 2; another name is an error naming them.

@@ -41,8 +41,18 @@ class CliMalformed : public ::testing::Test {
     EXPECT_NE(r.exit_code, 0) << r.out;
     EXPECT_NE(r.exit_code, -1);
     ASSERT_FALSE(r.err.empty());
-    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    // Progress lines of the phases that ran before the failure (base/progress.h: "phase..."
+    // and "phase: done in T s") may come first; the error itself is one line, the last.
+    std::string error = r.err;
+    for (size_t nl; (nl = error.find('\n')) != std::string::npos && nl + 1 < error.size();) {
+      const std::string line = error.substr(0, nl);
+      const bool progress = line.ends_with("...") || line.find(": done in ") != std::string::npos;
+      EXPECT_TRUE(progress) << "not one line: " << r.err;
+      if (!progress) break;
+      error.erase(0, nl + 1);
+    }
+    EXPECT_EQ(error.find('\n'), error.size() - 1) << "not one line: " << r.err;
+    EXPECT_NE(error.find(needle), std::string::npos) << r.err;
   }
 
   void ExpectGenerateFails(const std::string& needle) {

@@ -113,7 +113,8 @@ std::vector<CpuPackageTensor> PlanCpuPackageTensors(const Checkpoint& source, We
 // written while hashing, so memory stays at one layer (or the LM head).
 Expected<CpuPackageFile> WriteCpuPackageTensorFile(
     const Checkpoint& source, WeightFormat format, const std::string& path,
-    const std::vector<std::pair<std::string, std::string>>& metadata) {
+    const std::vector<std::pair<std::string, std::string>>& metadata,
+    const ProgressCallback& progress) {
   if (source.tensors.packed) {
     return InvalidArgument(source.dir + " is already a package; write one from its source");
   }
@@ -147,6 +148,16 @@ Expected<CpuPackageFile> WriteCpuPackageTensorFile(
   out.Emit(length_bytes, 8);
   out.Emit(header_text.data(), header_text.size());
   const uint64_t data_start = out.written();
+  const uint64_t file_bytes =
+      data_start + (plan.empty() ? 0 : plan.back().offset + plan.back().bytes);
+  auto report = [&](bool finished) {
+    ReportProgress(progress, {.phase = kPackingPhase,
+                              .done = out.written(),
+                              .total = file_bytes,
+                              .unit = ProgressUnit::kBytes,
+                              .finished = finished});
+  };
+  report(false);
   static const uint8_t kZeros[kCpuPackageAlignment] = {};
   std::optional<CpuLayerWeights> layer;
   std::optional<PackedMatrix> head;
@@ -186,10 +197,12 @@ Expected<CpuPackageFile> WriteCpuPackageTensorFile(
       break;
     }
     out.Emit(bytes.data(), bytes.size());
+    report(false);  // the display limits its own redraws
   }
   const bool written = out.Close();
   if (!status.ok()) return status;
   if (!written) return IoError("cannot write " + path + ": " + std::strerror(errno));
+  report(true);
   return CpuPackageFile{out.written(), out.FinishHex()};
 }
 
@@ -199,8 +212,9 @@ std::string_view PackedWeightLayout() {
 
 Expected<PackedTensorFile> WritePackedTensorFile(
     const Checkpoint& source, WeightFormat format, const std::string& path,
-    const std::vector<std::pair<std::string, std::string>>& metadata) {
-  return WriteCpuPackageTensorFile(source, format, path, metadata);
+    const std::vector<std::pair<std::string, std::string>>& metadata,
+    const ProgressCallback& progress) {
+  return WriteCpuPackageTensorFile(source, format, path, metadata, progress);
 }
 
 }  // namespace tessera

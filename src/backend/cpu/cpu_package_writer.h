@@ -49,8 +49,11 @@ using CpuPackageFile = PackedTensorFile;  // backend.h
 // Packs `source` (a checkpoint, not a package) layer by layer, one layer in memory at a time,
 // with the same code the cpu backend uses at load, and writes the file at `path` while hashing
 // it. `metadata` entries are added to the header's __metadata__ beside the layout and format.
+// `progress` gets the bytes written after each tensor (phase kPackingPhase).
+inline constexpr char kPackingPhase[] = "packing tensors";
 Expected<CpuPackageFile> WriteCpuPackageTensorFile(
     const Checkpoint& source, WeightFormat format, const std::string& path,
-    const std::vector<std::pair<std::string, std::string>>& metadata);
+    const std::vector<std::pair<std::string, std::string>>& metadata,
+    const ProgressCallback& progress = {});
 
 }  // namespace tessera
