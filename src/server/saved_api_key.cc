@@ -118,10 +118,10 @@ Expected<std::string> KeyOfText(const std::string& path, std::string_view text) 
 
 Expected<std::string> SavedApiKeyPath(const std::optional<std::string>& xdg_config_home,
                                       const std::optional<std::string>& home) {
-  if (xdg_config_home && xdg_config_home->front() == '/') {
+  if (xdg_config_home && xdg_config_home->starts_with('/')) {
     return *xdg_config_home + "/tessera/api-key";
   }
-  if (home && home->front() == '/') return *home + "/.config/tessera/api-key";
+  if (home && home->starts_with('/')) return *home + "/.config/tessera/api-key";
   return InvalidArgument(
       "no place to save the generated API key: neither XDG_CONFIG_HOME nor HOME is an absolute "
       "path; set one of them, or give a key with TESSERA_API_KEY or --api-keys FILE");

@@ -38,6 +38,9 @@ TEST(SavedApiKey, LivesInTheConfigDirectory) {
   EXPECT_EQ(*SavedApiKeyPath(std::nullopt, "/home/u"), "/home/u/.config/tessera/api-key");
   // A relative XDG_CONFIG_HOME is not a place (the XDG specification says to ignore it).
   EXPECT_EQ(*SavedApiKeyPath("relative", "/home/u"), "/home/u/.config/tessera/api-key");
+  // Set but empty (XDG_CONFIG_HOME= in a unit file) is no place either, and HOME= is none.
+  EXPECT_EQ(*SavedApiKeyPath("", "/home/u"), "/home/u/.config/tessera/api-key");
+  EXPECT_FALSE(SavedApiKeyPath("", ""));
   auto nowhere = SavedApiKeyPath(std::nullopt, std::nullopt);
   ASSERT_FALSE(nowhere);
   EXPECT_NE(nowhere.status().message().find("TESSERA_API_KEY"), std::string::npos);
