@@ -170,6 +170,10 @@ std::string_view ModelKindName(ModelKind kind) {
   return "chat";
 }
 
+bool GeneratesText(ModelKind kind) {
+  return kind == ModelKind::kChat || kind == ModelKind::kCompletion;
+}
+
 std::optional<ModelKind> ParseModelKind(std::string_view name) {
   for (ModelKind k : {ModelKind::kChat, ModelKind::kEmbed, ModelKind::kRerank, ModelKind::kGuard,
                       ModelKind::kClassify, ModelKind::kDecide, ModelKind::kCompletion}) {

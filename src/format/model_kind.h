@@ -37,6 +37,9 @@ std::string_view ModelKindName(ModelKind kind);  // "chat", "embed", ...
 // The kind in a sentence, with its article: "a chat model", "an embed model".
 std::string AModelOfKind(ModelKind kind);
 std::optional<ModelKind> ParseModelKind(std::string_view name);
+// Chat and completion models generate text, so each slot may need a whole context; the task
+// kinds' sequences end with their prompt (or a few label tokens).
+bool GeneratesText(ModelKind kind);
 
 struct ModelKindInfo {
   ModelKind kind = ModelKind::kChat;

@@ -215,7 +215,7 @@ class Worker {
     o.context = options_.context;
     o.parallel = options_.parallel;
     o.kv_memory_mib = options_.kv_memory_mib;
-    o.task_model = entry->kind != ModelKind::kChat;
+    o.task_model = !GeneratesText(entry->kind);
     o.kv_cache = options_.kv_cache;
     o.bf16_activations = options_.bf16_activations;
     o.cpu_isa = options_.cpu_isa;

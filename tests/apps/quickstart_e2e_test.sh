@@ -128,6 +128,10 @@ models=$(curl -sf "$BASE/v1/models" -H "Authorization: Bearer $KEY") || fail "/v
 reply=$(curl -sf "$BASE/v1/completions" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
   -d '{"model":"stories260k","prompt":"Once upon a time","max_tokens":12}') || fail "/v1/completions"
 [[ "$reply" == *'"text":", there was a little girl'* ]] || fail "/v1/completions: $reply"
+# A completion model generates text: its KV pool gives every slot a whole context (a task
+# model's pool would not).
+grep -q "stories260k' KV pool: .*a whole context per slot" "$WORK/serve.err" ||
+  fail "the completion model's KV pool is not a whole context per slot: $(grep 'KV pool' "$WORK/serve.err")"
 echo "ok: serve and a completion"
 
 # 5. the page: the README's URL on the port serve chose, in headless Chromium.
