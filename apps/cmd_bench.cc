@@ -245,7 +245,10 @@ int Run(int argc, char** argv) {
   std::map<int64_t, std::vector<double>> prefill;  // tok/s per length
   std::vector<double> decode, ttft;
   for (int64_t r = 0; r < repeat; ++r) {
-    shown.Update({.phase = timing, .done = static_cast<uint64_t>(r), .total = repeats});
+    shown.Update({.phase = timing,
+                  .done = static_cast<uint64_t>(r),
+                  .total = repeats,
+                  .unit = ProgressUnit::kRepeats});
     for (int64_t len : *lengths) {
       auto ids = PromptIds(len, vocab, static_cast<uint64_t>(r * 1000 + len));
       auto t0 = Clock::now();
@@ -261,7 +264,11 @@ int Run(int argc, char** argv) {
     ttft.push_back(result->timings.ttft_ms);
     if (result->timings.decode_tok_s > 0) decode.push_back(result->timings.decode_tok_s);
   }
-  shown.Update({.phase = timing, .done = repeats, .total = repeats, .finished = true});
+  shown.Update({.phase = timing,
+                .done = repeats,
+                .total = repeats,
+                .unit = ProgressUnit::kRepeats,
+                .finished = true});
   // Weights streamed per decoded token: every resident layer and the LM head (the
   // embedding row gathered per token is negligible).
   const double bytes_per_token = static_cast<double>((*exec)->resident_weight_bytes());
@@ -294,7 +301,10 @@ int Run(int argc, char** argv) {
   for (int64_t c : concurrency) stream_list += (stream_list.empty() ? "" : ",") + std::to_string(c);
   const std::string concurrent = "concurrent streams " + stream_list + " (repeats)";
   for (int64_t r = 0; r < repeat && !concurrency.empty(); ++r) {
-    shown.Update({.phase = concurrent, .done = static_cast<uint64_t>(r), .total = repeats});
+    shown.Update({.phase = concurrent,
+                  .done = static_cast<uint64_t>(r),
+                  .total = repeats,
+                  .unit = ProgressUnit::kRepeats});
     for (size_t i = 0; i < concurrency.size(); ++i) {
       if (Status st = RunConcurrency(**exec, static_cast<int>(concurrency[i]), (*lengths)[0], gen,
                                      r, &samples[i]);
@@ -304,7 +314,11 @@ int Run(int argc, char** argv) {
     }
   }
   if (!concurrency.empty()) {
-    shown.Update({.phase = concurrent, .done = repeats, .total = repeats, .finished = true});
+    shown.Update({.phase = concurrent,
+                  .done = repeats,
+                  .total = repeats,
+                  .unit = ProgressUnit::kRepeats,
+                  .finished = true});
   }
   // Scaling against one stream: within a repeat the counts run back to back, seconds apart,
   // while the machine's speed drifts over minutes; so the ratio is taken within each repeat

@@ -36,6 +36,7 @@ Expected<std::string> ResolveModelDir(const std::string& model_arg) {
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
                                                                 ModelLoadOptions options) {
   ProgressRenderer shown = ProgressRenderer::ForStderr();
+  shown.set_line_prefix("tessera: ");  // among the load's own "tessera: " notes
   options.progress = shown.Callback();
   return LoadedModel::Open(dir, options,
                            [&shown](const std::string& line) { shown.Note("tessera: " + line); });

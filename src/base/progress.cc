@@ -18,6 +18,8 @@ std::string UnitName(ProgressUnit unit) {
       return " tensors";
     case ProgressUnit::kLayers:
       return " layers";
+    case ProgressUnit::kRepeats:
+      return " repeats";
     case ProgressUnit::kItems:
     case ProgressUnit::kBytes:
       break;
@@ -103,7 +105,7 @@ void ProgressRenderer::Begin(const ProgressEvent& event, Clock::time_point now) 
 
 std::string ProgressRenderer::Describe(const ProgressEvent& e, Clock::time_point now) const {
   const double seconds = std::chrono::duration<double>(now - begin_).count();
-  std::string text(e.phase);
+  std::string text = line_prefix_ + std::string(e.phase);
   if (e.finished) {
     text += ": done";
     if (e.done > 0) text += ", " + FormatAmount(e.done, e.unit);

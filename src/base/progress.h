@@ -22,7 +22,7 @@
 
 namespace tessera {
 
-enum class ProgressUnit : uint8_t { kItems, kBytes, kTensors, kLayers };
+enum class ProgressUnit : uint8_t { kItems, kBytes, kTensors, kLayers, kRepeats };
 
 struct ProgressEvent {
   std::string_view phase{};  // what is being done, e.g. "packing tensors"; names the phase
@@ -75,6 +75,9 @@ class ProgressRenderer {
   ProgressCallback Callback();
 
   ProgressStyle style() const { return style_; }
+  // Text put before every progress line, e.g. "tessera: " where the lines sit among the
+  // command's own notes.
+  void set_line_prefix(std::string prefix) { line_prefix_ = std::move(prefix); }
 
  private:
   void Begin(const ProgressEvent& event, Clock::time_point now);
@@ -86,6 +89,7 @@ class ProgressRenderer {
   NowFn now_;
   bool in_phase_ = false;  // a phase has begun and not finished
   std::string phase_;
+  std::string line_prefix_;
   Clock::time_point begin_{};
   Clock::time_point last_shown_{};
   int last_tenth_ = -1;    // plain: the last 10% step printed

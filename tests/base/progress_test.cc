@@ -140,6 +140,32 @@ TEST(ProgressFormatTest, Amounts) {
   EXPECT_EQ(FormatBytes(1.5 * (1 << 30)), "1.5 GiB");
   EXPECT_EQ(FormatAmount(3, ProgressUnit::kLayers), "3 layers");
   EXPECT_EQ(FormatAmount(7, ProgressUnit::kItems), "7");
+  EXPECT_EQ(FormatAmount(2, ProgressUnit::kRepeats), "2 repeats");
+}
+
+TEST(ProgressRendererTest, EveryLineCarriesTheLinePrefix) {
+  // Loading in generate/chat: the phase lines sit among "tessera: " notes.
+  for (ProgressStyle style : {ProgressStyle::kPlain, ProgressStyle::kTerminal}) {
+    FakeSink sink;
+    ProgressRenderer r = sink.Make(style);
+    r.set_line_prefix("tessera: ");
+    r.Update({.phase = "repeats", .done = 0, .total = 2, .unit = ProgressUnit::kRepeats});
+    sink.Advance(200);
+    r.Update({.phase = "repeats",
+              .done = 2,
+              .total = 2,
+              .unit = ProgressUnit::kRepeats,
+              .finished = true});
+    std::string text = sink.out;
+    for (char& c : text) {
+      if (c == '\r') c = '\n';
+    }
+    for (const std::string& line : Lines(text)) {
+      if (line.empty()) continue;
+      EXPECT_EQ(line.rfind("tessera: repeats", 0), 0u) << line;
+    }
+    EXPECT_NE(sink.out.find("done, 2 repeats in"), std::string::npos) << sink.out;
+  }
 }
 
 }  // namespace

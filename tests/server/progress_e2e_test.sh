@@ -60,7 +60,7 @@ check "generate from a path succeeds" 0 $?
 grep -q "^tessera: packaging $WORK/mine/stories ([0-9.]* [KMG]iB) for the cpu backend as .*; once, cached at $WORK/mine/stories.tessera-" \
   "$WORK/generate.err" && pass "the first-use package is announced with its size" ||
   fail "no announcement: $(cat "$WORK/generate.err")"
-grep -q '^loading the packed weights: done in [0-9.]* s$' "$WORK/generate.err" &&
+grep -q '^tessera: loading the packed weights: done in [0-9.]* s$' "$WORK/generate.err" &&
   pass "the load's phases are shown" || fail "no load phases: $(cat "$WORK/generate.err")"
 has_control_characters "$WORK/generate.err" && fail "generate's stderr in a file holds \\r or an escape"
 
