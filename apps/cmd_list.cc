@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/progress.h"
 #include "catalog/builtin_model.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
@@ -13,19 +14,6 @@
 
 namespace tessera {
 namespace {
-
-std::string HumanSize(uint64_t bytes) {
-  char text[32];
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 3) {
-    value /= 1024.0;
-    ++unit;
-  }
-  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return text;
-}
 
 // The model name (first argument) for rm/resolve; options may follow it.
 bool TakeName(int argc, char** argv, std::string* name) {
@@ -111,8 +99,8 @@ int RunListCommand(int argc, char** argv) {
               "VERIFIED", "WHERE", "DIR");
   for (const auto& m : *models) {
     std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", m.name.c_str(), m.purpose.c_str(),
-                m.dtype.c_str(), HumanSize(m.size_bytes).c_str(), m.verification.c_str(),
-                ModelLocationName(m.location), m.dir.c_str());
+                m.dtype.c_str(), FormatBytes(static_cast<double>(m.size_bytes)).c_str(),
+                m.verification.c_str(), ModelLocationName(m.location), m.dir.c_str());
   }
   return 0;
 }

@@ -482,11 +482,12 @@ Status ResolveModelKinds(std::vector<ModelEntry>& models,
                : "a completion model is a causal LM without a chat template; '" + name +
                      "' has one, so it is " + AModelOfKind(it->kind)));
     }
-    const bool causal = it->kind == ModelKind::kChat || it->kind == ModelKind::kRerank ||
-                        it->kind == ModelKind::kGuard || it->kind == ModelKind::kDecide;
-    const bool to_causal = *kind == ModelKind::kChat || *kind == ModelKind::kRerank ||
-                           *kind == ModelKind::kGuard || *kind == ModelKind::kDecide;
-    if (*kind != it->kind && !(causal && to_causal)) {
+    // The kinds a causal LM with a chat template may be served as.
+    auto causal = [](ModelKind k) {
+      return k == ModelKind::kChat || k == ModelKind::kRerank || k == ModelKind::kGuard ||
+             k == ModelKind::kDecide;
+    };
+    if (*kind != it->kind && !(causal(it->kind) && causal(*kind))) {
       return InvalidArgument("--kind '" + spec + "': the checkpoint of '" + name + "' is " +
                              AModelOfKind(it->kind) + "; it cannot be served as " +
                              std::string(ModelKindName(*kind)) +
