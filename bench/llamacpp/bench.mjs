@@ -1,5 +1,5 @@
-// llama.cpp (node-llama-cpp's prebuilt CPU build, which picks the best of its per-CPU variants:
-// AVX512_BF16 and VNNI here) on a GGUF: prefill of N token ids in one batch, then G greedy
+// llama.cpp (node-llama-cpp's prebuilt CPU build, which loads the best of the per-CPU variants
+// left in its binaries folder; side_by_side.sh --cpu-isa avx2 leaves only "haswell") on a GGUF: prefill of N token ids in one batch, then G greedy
 // decode steps, 2 threads, CPU only. Prints "prefill <tok/s> decode <tok/s>".
 //   node bench.mjs MODEL.gguf 512 64
 import { getLlama } from "node-llama-cpp";

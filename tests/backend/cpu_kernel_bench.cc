@@ -1,6 +1,9 @@
 // Measurement program for the CPU backend (built, not a test; timings are not assertions).
 //
-//   build-cpu/tests/backend/cpu_kernel_bench [--quick]
+//   build-cpu/tests/backend/cpu_kernel_bench [--cpu-isa NAME] [--quick]
+//
+// --cpu-isa (first, before the other options) measures that kernel family instead of the best
+// one this CPU runs.
 //
 // Reports: GEMV bandwidth for 576x1536 and 896x4864 (inputs x outputs) BF16/INT8/INT4
 // matrices with 1 and 2 threads, both cache-resident (one matrix) and streaming from memory
@@ -330,9 +333,22 @@ int BenchModel(bool quick) {
 
 int main(int argc, char** argv) {
   using namespace tessera;
+  // --cpu-isa NAME first: that family's kernels (the best this CPU runs otherwise).
+  CpuIsa isa = DetectCpuIsa();
+  if (argc > 2 && std::strcmp(argv[1], "--cpu-isa") == 0) {
+    Expected<CpuIsa> named = ParseCpuIsa(argv[2]);
+    if (!named || KernelsFor(*named) == nullptr) {
+      std::fprintf(stderr, "--cpu-isa %s: this CPU runs %s\n", argv[2],
+                   SupportedCpuIsaNames().c_str());
+      return 2;
+    }
+    isa = *named;
+    argc -= 2;
+    argv += 2;
+  }
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   bool model_only = argc > 1 && std::strcmp(argv[1], "--model") == 0;
-  const KernelTable* k = KernelsFor(DetectCpuIsa());
+  const KernelTable* k = KernelsFor(isa);
   std::printf("isa %s\n", std::string(CpuIsaName(k->isa)).c_str());
   if (argc > 1 && std::strcmp(argv[1], "--batched-decode") == 0) {
     const int64_t in = argc > 3 ? std::atoll(argv[2]) : 576;
