@@ -21,6 +21,7 @@
 namespace tessera {
 namespace {
 
+using avx2::Exp;
 using avx2::Load32;
 using avx2::MatmulDriver;
 using avx2::StorePanel;
@@ -207,25 +208,6 @@ void QuantizeRow(const float* x, int64_t n, int8_t* q, float* scale, int32_t* bl
     s = _mm_hadd_epi32(s, s);
     block_sums[b] = _mm_cvtsi128_si32(s);
   }
-}
-
-// exp(x): 2^n * p(r) with a degree-6 polynomial, 2^n built in the exponent bits.
-inline __m256 Exp(__m256 x) {
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 void RmsNorm(const float* x, const float* w, int64_t n, int64_t n_padded, float eps, float* y) {

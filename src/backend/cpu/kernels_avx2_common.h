@@ -1,9 +1,9 @@
-// Pieces shared by the two 256-bit kernel files (kernels_avx2.cc and kernels_avx2vnni.cc):
-// activation-group loads, the panel store, the tile driver and the INT4 tile (whose inner dot
-// product each family supplies). Included only by files built with AVX2 enabled. Everything
-// here has internal linkage (an unnamed namespace), so each file keeps its own copy compiled
-// with its own flags: with external inline definitions the linker could keep the AVX-VNNI
-// file's copy and run it on a CPU without AVX-VNNI.
+// Pieces shared by the 256-bit kernel files (kernels_avx2.cc, kernels_avx2vnni.cc,
+// kernels_avx2_attention.cc): Exp, activation-group loads, the panel store, the tile driver and
+// the INT4 tile (whose inner dot product each family supplies). Included only by files built with
+// AVX2 enabled. Everything here has internal linkage (an unnamed namespace), so each file keeps its
+// own copy compiled with its own flags: with external inline definitions the linker could keep the
+// AVX-VNNI file's copy and run it on a CPU without AVX-VNNI.
 //
 //   struct MyKernel { static constexpr int kMR = 4;
 //                     template <int MR, bool kDecode> static void Tile(const MatmulArgs&,
@@ -22,6 +22,25 @@
 
 namespace tessera::avx2 {
 namespace {
+
+// exp(x): 2^n * p(r) with a degree-6 polynomial, 2^n built in the exponent bits.
+inline __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
 
 inline int32_t Load32(const void* p) {
   int32_t v;
