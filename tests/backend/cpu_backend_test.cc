@@ -106,8 +106,13 @@ std::vector<ParityCase> ParityCases() {
 INSTANTIATE_TEST_SUITE_P(All, CpuParity, ::testing::ValuesIn(ParityCases()), ParityName);
 
 // Decode steps past 512 positions with 3 kv heads on 2 threads take the split-over-positions
-// attention path (AVX-512); their logits still match the fp32 reference backend.
-TEST(CpuDecodeSplit, LongContextDecodeMatchesTheReference) {
+// attention path (every family with attention_decode_split: AVX2, AVX2-VNNI, AVX-512), over the
+// paged block pool, after a 600-token prompt through the blocked kernel; their logits still
+// match the fp32 reference backend.
+class CpuDecodeSplit : public ::testing::TestWithParam<CpuIsa> {};
+
+TEST_P(CpuDecodeSplit, LongContextDecodeMatchesTheReference) {
+  if (!CpuSupports(GetParam())) GTEST_SKIP() << "CPU lacks " << CpuIsaName(GetParam());
   test::TempDir tmp;
   SyntheticModelSpec spec = SmallSpec(ModelFamily::kLlama, DType::kF32);
   spec.hidden = 48;
@@ -129,6 +134,7 @@ TEST(CpuDecodeSplit, LongContextDecodeMatchesTheReference) {
   o.max_seq = 704;
   o.max_batch_tokens = 256;
   o.backend.threads = 2;  // 3 kv heads do not divide evenly over 2 threads: split
+  o.backend.cpu_isa = GetParam();
   auto cpu = ModelExecutor::Load(*ckpt, *placement, o);
   ASSERT_TRUE(cpu) << cpu.status().message();
   const size_t vocab = static_cast<size_t>(spec.vocab);
@@ -141,9 +147,15 @@ TEST(CpuDecodeSplit, LongContextDecodeMatchesTheReference) {
       worst = std::max(worst, std::fabs(static_cast<double>(step[v]) - want[i * vocab + v]));
     }
   }
-  std::printf("[ measured ] decode at 600-699 positions: max |diff| %.3g\n", worst);
+  std::printf("[ measured ] %s decode at 600-699 positions: max |diff| %.3g\n",
+              std::string(CpuIsaName(GetParam())).c_str(), worst);
   EXPECT_LT(worst, 1e-4);
 }
+INSTANTIATE_TEST_SUITE_P(SplitFamilies, CpuDecodeSplit,
+                         ::testing::Values(CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512),
+                         [](const ::testing::TestParamInfo<CpuIsa>& info) {
+                           return std::string(CpuIsaName(info.param));
+                         });
 
 // INT8 / INT4 against the fp32 reference on a bigger synthetic model: the arg-max at each of
 // 256 teacher-forced positions.

@@ -2,6 +2,7 @@
 // reference (kernels_scalar.cc), over random shapes including odd sizes and tails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -472,13 +473,96 @@ TEST_P(IsaTest, SwigluMatchesScalar) {
   }
 }
 
+// Where the kernels under test find the cache (the scalar reference always reads it
+// interleaved, each position's kv heads side by side in one row):
+//   kInterleaved: [positions][kv_heads * head_dim] (the sliding-window rings);
+//   kHeadMajor:   [kv_heads][positions][head_dim] (AttentionArgs::kv_head_stride);
+//   kPaged:       the CPU backend's KV block pool, [kv_heads][pool blocks][32][head_dim], the
+//                 sequence's 32-position blocks scattered over it through a block table
+//                 (AttentionArgs::kv_blocks), unused pool rows holding finite junk.
+// The transposed keys of the blocked kernels follow the same layout (contiguous tiles for the
+// first two). A kernel that took kv head g at g * head_dim, or position t at t * kv_stride
+// past the first block, reads other positions' values.
+enum class CacheLayout { kInterleaved, kHeadMajor, kPaged };
+
+// A cache of `positions` positions laid out as `layout`, filled from the interleaved `from`.
+template <typename T>
+struct LaidOutCache {
+  std::vector<T> keys, values, keys_t;
+};
+struct CachePlan {
+  CacheLayout layout = CacheLayout::kInterleaved;
+  int64_t kv_heads = 0, head_dim = 0, positions = 0;
+  int64_t pool_blocks = 0;
+  std::vector<int32_t> block_table = {};
+  int64_t tiles() const { return (positions + 15) / 16; }
+  int64_t row_elements() const {
+    return layout == CacheLayout::kPaged ? kv_heads * pool_blocks * 32 * head_dim
+                                         : positions * kv_heads * head_dim;
+  }
+  int64_t keys_t_elements() const {
+    return layout == CacheLayout::kPaged ? row_elements() : kv_heads * tiles() * head_dim * 16;
+  }
+  int64_t Row(int64_t t, int64_t g) const {
+    switch (layout) {
+      case CacheLayout::kInterleaved:
+        return (t * kv_heads + g) * head_dim;
+      case CacheLayout::kHeadMajor:
+        return (g * positions + t) * head_dim;
+      case CacheLayout::kPaged:
+        return ((g * pool_blocks + block_table[static_cast<size_t>(t / 32)]) * 32 + t % 32) *
+               head_dim;
+    }
+    return 0;
+  }
+  int64_t KeyT(int64_t t, int64_t g, int64_t i) const {
+    if (layout == CacheLayout::kPaged) {
+      return (g * pool_blocks + block_table[static_cast<size_t>(t / 32)]) * 32 * head_dim +
+             (t % 32) / 16 * head_dim * 16 + i * 16 + t % 16;
+    }
+    return ((g * tiles() + t / 16) * head_dim + i) * 16 + t % 16;
+  }
+  template <typename T>
+  LaidOutCache<T> Lay(const std::vector<T>& keys, const std::vector<T>& values, T junk) const {
+    LaidOutCache<T> c;
+    c.keys.assign(static_cast<size_t>(row_elements()), junk);
+    c.values.assign(static_cast<size_t>(row_elements()), junk);
+    c.keys_t.assign(static_cast<size_t>(keys_t_elements()), junk);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      for (int64_t t = 0; t < positions; ++t) {
+        for (int64_t i = 0; i < head_dim; ++i) {
+          const size_t from = static_cast<size_t>((t * kv_heads + g) * head_dim + i);
+          c.keys[static_cast<size_t>(Row(t, g) + i)] = keys[from];
+          c.values[static_cast<size_t>(Row(t, g) + i)] = values[from];
+          c.keys_t[static_cast<size_t>(KeyT(t, g, i))] = keys[from];
+        }
+      }
+    }
+    return c;
+  }
+  // Points a at the cache's arrays (of either precision) and strides.
+  void Point(AttentionArgs& a) const {
+    a.kv_stride = layout == CacheLayout::kInterleaved ? kv_heads * head_dim : head_dim;
+    a.kv_head_stride = layout == CacheLayout::kInterleaved ? 0
+                       : layout == CacheLayout::kHeadMajor ? positions * head_dim
+                                                           : pool_blocks * 32 * head_dim;
+    a.keys_t_head_stride =
+        layout == CacheLayout::kPaged ? pool_blocks * 32 * head_dim : tiles() * head_dim * 16;
+    if (layout == CacheLayout::kPaged) {
+      a.kv_blocks = block_table.data();
+      a.kv_block_shift = 5;
+      a.kv_block_stride = 32 * head_dim;
+      a.keys_t_block_stride = 32 * head_dim;
+    }
+  }
+};
+
 // Every attention kernel against the scalar one over an fp32 cache, and (kv_bf16) over a bf16
 // cache: keys and values rounded to bf16 first, so the fp32 scalar result on the rounded values
-// is what the widening kernels must give.
-// `head_major`: the kernels under test read the cache with each kv head's positions
-// contiguous (AttentionArgs::kv_head_stride, the CPU backend's block pool), the scalar
-// reference the same values side by side in each position's row.
-void CheckAttention(const KernelTable& k, bool bf16, bool head_major = false) {
+// is what the widening kernels must give. The blocked and decode-split kernels are checked
+// wherever the table has them (the AVX2 and AVX-512 families).
+void CheckAttention(const KernelTable& k, bool bf16,
+                    CacheLayout layout = CacheLayout::kInterleaved) {
   std::mt19937 rng(10);
   struct Case {
     int64_t heads, kv_heads, head_dim, start_pos, rows;
@@ -494,27 +578,31 @@ void CheckAttention(const KernelTable& k, bool bf16, bool head_major = false) {
                                   {14, 2, 64, 0, 70},
                                   {9, 3, 64, 21, 40},
                                   {16, 8, 128, 3, 19},
+                                  {10, 2, 80, 130, 35},
                                   // decode steps (one row) of grouped heads at longer contexts
                                   {9, 3, 64, 300, 1},
                                   {14, 2, 64, 1000, 1},
                                   {16, 8, 128, 77, 1},
+                                  {12, 2, 128, 700, 1},
+                                  {4, 2, 40, 290, 1},
                                   // Qwen3.5 / Gemma 3 heads of 256 (and a ragged 200)
                                   {8, 2, 256, 0, 21},
                                   {4, 1, 256, 40, 9},
                                   {8, 2, 256, 600, 1},
                                   {6, 3, 200, 17, 18}}) {
-    SCOPED_TRACE("heads=" + std::to_string(c.heads) + " hd=" + std::to_string(c.head_dim));
+    SCOPED_TRACE("heads=" + std::to_string(c.heads) + " hd=" + std::to_string(c.head_dim) +
+                 " start=" + std::to_string(c.start_pos) + " rows=" + std::to_string(c.rows));
     const int64_t kv_stride = c.kv_heads * c.head_dim, positions = c.start_pos + c.rows;
     const int64_t q_stride = c.heads * c.head_dim + 3;  // a stride wider than the heads
     auto q = RandomVector(rng, static_cast<size_t>(c.rows * q_stride), 2.0f);
     auto keys = RandomVector(rng, static_cast<size_t>(positions * kv_stride), 2.0f);
     auto values = RandomVector(rng, static_cast<size_t>(positions * kv_stride));
     std::vector<uint16_t> keys16(keys.size()), values16(values.size());
-    if (bf16) {
-      for (size_t i = 0; i < keys.size(); ++i) {
-        keys16[i] = FloatToBf16(keys[i]);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      keys16[i] = FloatToBf16(keys[i]);
+      values16[i] = FloatToBf16(values[i]);
+      if (bf16) {
         keys[i] = Bf16ToFloat(keys16[i]);
-        values16[i] = FloatToBf16(values[i]);
         values[i] = Bf16ToFloat(values16[i]);
       }
     }
@@ -534,38 +622,34 @@ void CheckAttention(const KernelTable& k, bool bf16, bool head_major = false) {
     std::vector<float> want(static_cast<size_t>(c.rows * a.out_stride)), got = want;
     std::vector<float> scores(static_cast<size_t>(positions));
     a.out = want.data();
-    ScalarKernels().attention(a, 0, c.rows * c.heads, scores.data());  // fp32 cache
-    // The same cache with each kv head's positions contiguous, [kv_heads][positions][head_dim]
-    // (a kernel that took head g at g * head_dim would read other positions' values).
-    std::vector<float> keys_hm, values_hm;
-    std::vector<uint16_t> keys16_hm, values16_hm;
-    if (head_major) {
-      keys_hm.resize(keys.size());
-      values_hm.resize(values.size());
-      keys16_hm.resize(keys.size());
-      values16_hm.resize(values.size());
-      for (int64_t g = 0; g < c.kv_heads; ++g) {
-        for (int64_t t = 0; t < positions; ++t) {
-          for (int64_t i = 0; i < c.head_dim; ++i) {
-            const size_t from = static_cast<size_t>(t * kv_stride + g * c.head_dim + i);
-            const size_t to = static_cast<size_t>((g * positions + t) * c.head_dim + i);
-            keys_hm[to] = keys[from];
-            values_hm[to] = values[from];
-            keys16_hm[to] = keys16[from];
-            values16_hm[to] = values16[from];
-          }
-        }
-      }
-      a.keys = keys_hm.data();
-      a.values = values_hm.data();
-      a.kv_stride = c.head_dim;
-      a.kv_head_stride = positions * c.head_dim;
+    ScalarKernels().attention(a, 0, c.rows * c.heads, scores.data());  // fp32, interleaved
+
+    CachePlan plan{
+        .layout = layout, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .positions = positions};
+    if (layout == CacheLayout::kPaged) {
+      // The sequence's blocks taken out of order from a pool with spare blocks.
+      const int64_t blocks = (positions + 31) / 32;
+      plan.pool_blocks = blocks + 3;
+      std::vector<int32_t> pool(static_cast<size_t>(plan.pool_blocks));
+      for (size_t b = 0; b < pool.size(); ++b) pool[b] = static_cast<int32_t>(b);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      plan.block_table.assign(pool.begin(), pool.begin() + blocks);
     }
+    // Large finite junk where nothing was written (padding positions, unused pool rows): causal
+    // masking must keep it out.
+    const LaidOutCache<float> f32 = plan.Lay(keys, values, 1e4f);
+    const LaidOutCache<uint16_t> b16 = plan.Lay(keys16, values16, FloatToBf16(1e4f));
+    plan.Point(a);
     if (bf16) {
       a.kv_bf16 = true;
-      a.keys_bf16 = head_major ? keys16_hm.data() : keys16.data();
-      a.values_bf16 = head_major ? values16_hm.data() : values16.data();
+      a.keys_bf16 = b16.keys.data();
+      a.values_bf16 = b16.values.data();
+      a.keys_t_bf16 = b16.keys_t.data();
       a.keys = a.values = nullptr;  // the kernels must not read the fp32 arrays
+    } else {
+      a.keys = f32.keys.data();
+      a.values = f32.values.data();
+      a.keys_t = f32.keys_t.data();
     }
     a.out = got.data();
     const int64_t tasks = c.rows * c.heads;
@@ -573,27 +657,8 @@ void CheckAttention(const KernelTable& k, bool bf16, bool head_major = false) {
     k.attention(a, tasks / 2, tasks, scores.data());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5f) << i;
 
-    // The blocked kernel, where there is one, over keys transposed in blocks of 16; the
-    // padding positions hold large finite junk that causal masking must keep out.
+    // The blocked kernel, where there is one, over the transposed keys.
     if (k.attention_blocked == nullptr || c.head_dim > 256) continue;
-    const int64_t blocks = (positions + 15) / 16;
-    std::vector<float> keys_t(static_cast<size_t>(c.kv_heads * blocks * c.head_dim * 16), 1e4f);
-    for (int64_t g = 0; g < c.kv_heads; ++g) {
-      for (int64_t t = 0; t < positions; ++t) {
-        for (int64_t i = 0; i < c.head_dim; ++i) {
-          keys_t[static_cast<size_t>(((g * blocks + t / 16) * c.head_dim + i) * 16 + t % 16)] =
-              keys[static_cast<size_t>(t * kv_stride + g * c.head_dim + i)];
-        }
-      }
-    }
-    std::vector<uint16_t> keys_t16(keys_t.size());
-    for (size_t i = 0; i < keys_t.size(); ++i) keys_t16[i] = FloatToBf16(keys_t[i]);
-    if (bf16) {
-      a.keys_t_bf16 = keys_t16.data();
-    } else {
-      a.keys_t = keys_t.data();
-    }
-    a.keys_t_head_stride = blocks * c.head_dim * 16;
     std::vector<float> blocked(want.size(), -1.0f);
     std::vector<float> block_scores(
         static_cast<size_t>(kBlockedAttentionQueries * BlockedAttentionScoreStride(positions)));
@@ -629,8 +694,12 @@ TEST_P(IsaTest, AttentionOverABf16CacheMatchesScalar) {
   CheckAttention(*k_, /*bf16=*/true);
 }
 TEST_P(IsaTest, AttentionOverAHeadMajorCacheMatchesScalar) {
-  CheckAttention(*k_, /*bf16=*/false, /*head_major=*/true);
-  CheckAttention(*k_, /*bf16=*/true, /*head_major=*/true);
+  CheckAttention(*k_, /*bf16=*/false, CacheLayout::kHeadMajor);
+  CheckAttention(*k_, /*bf16=*/true, CacheLayout::kHeadMajor);
+}
+TEST_P(IsaTest, AttentionOverAPagedCacheMatchesScalar) {
+  CheckAttention(*k_, /*bf16=*/false, CacheLayout::kPaged);
+  CheckAttention(*k_, /*bf16=*/true, CacheLayout::kPaged);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, IsaTest,

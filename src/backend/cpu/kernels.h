@@ -242,7 +242,7 @@ struct KernelTable {
   MatmulFn matmul_int4 = nullptr;
   AttentionFn attention = nullptr;
   // Same result as `attention` (within fp32 rounding) over BlockedAttentionTasks tasks, reading
-  // keys_t; AVX-512 only (null elsewhere), for head_dim <= 256.
+  // keys_t; the AVX2 and AVX-512 families (null on scalar), for head_dim <= 256.
   AttentionFn attention_blocked = nullptr;
   // Decode attention split over positions (see AttentionSplitFn); with attention_blocked.
   AttentionSplitFn attention_decode_split = nullptr;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/kernels_avx2_attention.h"
 #include "backend/cpu/kernels_avx2_common.h"
 #include "backend/cpu/kernels_deltanet.h"
 
@@ -373,6 +374,8 @@ const KernelTable& Avx2Kernels() {
     t.matmul_int8 = MatmulInt8;
     t.matmul_int4 = MatmulInt4;
     t.attention = Attention;
+    t.attention_blocked = avx2::AttentionBlocked;
+    t.attention_decode_split = avx2::AttentionDecodeSplit;
     t.to_bf16 = ToBf16;
     t.quantize_row = QuantizeRow;
     t.quantize_weights = QuantizeWeights;

@@ -16,10 +16,14 @@
 #include <type_traits>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_attention_tasks.h"
 #include "backend/cpu/kernels_avx512_common.h"
 
 namespace tessera::avx512 {
 namespace {
+
+using attention_tasks::PrefetchDecodeStart;
+using attention_tasks::PrefetchDecodeStep;
 
 // Head vectors up to 256 values stay in registers across the positions.
 constexpr int kMaxHeadChunks = 16;
@@ -161,44 +165,13 @@ void ScoreStep(const KV* kt, int64_t head_dim, const float* const* q, float scal
       _mm512_storeu_ps(scores + j * stride + t + 16 * i, _mm512_mul_ps(acc[i][j], vs));
 }
 
-// Asks for every cache line of [p, p + bytes) (into L1).
-inline void PrefetchSpan(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
-// Decode reads a kv head's cached keys and values once, cold: the weights streamed since the
-// previous step have pushed them out of every cache. Each score step (about a thousand
-// instructions per 32 positions) would otherwise leave the out-of-order window only a line or
-// so ahead of its loads, so this asks for the next step's key tiles and this step's value rows
-// (read after the softmax) before it: kv head g, score positions [t, t + 32) of [0, count).
-// Measured per decode step, alternating with and without inside one process (INT8, bf16
-// cache, 32-96 positions): the attention phase of smollm2-135m 2-18 % shorter at 1, 4 and 8
-// rows, of qwen2.5-0.5b 3-15 % (bench/results/many_users.md, session 21).
-template <typename KV>
-void PrefetchDecodeStep(const KvView<KV>& kv, int64_t g, int64_t t0, int64_t head_dim, int64_t t,
-                        int64_t count) {
-  const int64_t tile_bytes = head_dim * 16 * static_cast<int64_t>(sizeof(KV));
-  for (int64_t u = t + 32; u < t + 64 && u < count; u += 16) {
-    PrefetchSpan(kv.KeysTile(g, t0 + u), tile_bytes);
-  }
-  const int64_t row_bytes = head_dim * static_cast<int64_t>(sizeof(KV));
-  for (int64_t u = t; u < t + 32 && u < count; ++u) {
-    PrefetchSpan(kv.Value(t0 + u, g), row_bytes);
-  }
-}
-
 // Positions [t0, t0 + count) of kv head g (t0 % 32 == 0), scores[j][0..count). `decode`: one
 // query row reading a cold cache (PrefetchDecodeStep); prompt blocks read keys just written.
 template <int NQ, typename KV>
 void ScoreQueries(const KvView<KV>& kv, int64_t g, int64_t t0, int64_t head_dim,
                   const float* const* q, float scale, float* scores, int64_t stride, int64_t count,
                   bool decode) {
-  if (decode) {
-    const int64_t tile_bytes = head_dim * 16 * static_cast<int64_t>(sizeof(KV));
-    for (int64_t u = 0; u < 32 && u < count; u += 16)
-      PrefetchSpan(kv.KeysTile(g, t0 + u), tile_bytes);
-  }
+  if (decode) PrefetchDecodeStart(kv, g, t0, head_dim, count);
   int64_t t = 0;
   for (; t + 16 < count; t += 32) {
     if (decode) PrefetchDecodeStep(kv, g, t0, head_dim, t, count);
@@ -393,83 +366,25 @@ void ScoreQueriesUpTo(int nq, const KvView<KV>& kv, int64_t g, int64_t t0, int64
   }
 }
 
-template <typename KV>
-void Blocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
-  const int64_t group = a.heads / a.kv_heads;
-  const int64_t blocks = (a.rows + kAttentionBlockRows - 1) / kAttentionBlockRows;
-  const int64_t stride = BlockedAttentionScoreStride(a.start_pos + a.rows);
-  constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
-  const KvView<KV> kv(a);
-  for (int64_t task = tb; task < te; ++task) {
-    const int64_t g = task % a.kv_heads, pair = task / a.kv_heads;
-    const int64_t block = pair % 2 == 0 ? pair / 2 : blocks - 1 - pair / 2;
-    const int64_t r0 = block * kAttentionBlockRows;
-    const int64_t queries = std::min(kAttentionBlockRows, a.rows - r0) * group;
-    for (int64_t q0 = 0; q0 < queries; q0 += kTile) {
-      const int nq = static_cast<int>(std::min<int64_t>(kTile, queries - q0));
-      const float* q[kTile];
-      float* out[kTile];
-      int64_t count[kTile];
-      for (int j = 0; j < nq; ++j) {
-        const int64_t row = r0 + (q0 + j) / group, head = g * group + (q0 + j) % group;
-        q[j] = a.q + row * a.q_stride + head * a.head_dim;
-        out[j] = a.out + row * a.out_stride + head * a.head_dim;
-        count[j] = a.start_pos + row + 1;
-      }
-      const int64_t most = count[nq - 1];
-      ScoreQueriesUpTo<kTile>(nq, kv, g, 0, a.head_dim, q, a.scale, scores, stride, most,
-                              /*decode=*/a.rows == 1);
-      float sums[kTile];
-      const int64_t padded = (most + 15) / 16 * 16;
-      for (int j = 0; j < nq; ++j) sums[j] = SoftmaxRow(scores + j * stride, count[j], padded);
-      WeightValuesTiled(nq, kv, 0, g * kv.head_stride(), a.head_dim, scores, stride, most, sums,
-                        out);
-    }
+// The arithmetic of the shared task loops (kernels_attention_tasks.h).
+struct Ops {
+  template <typename KV>
+  static void Score(int nq, const KvView<KV>& kv, int64_t g, int64_t t0, int64_t head_dim,
+                    const float* const* q, float scale, float* scores, int64_t stride,
+                    int64_t count, bool decode) {
+    ScoreQueriesUpTo<static_cast<int>(kBlockedAttentionQueries)>(nq, kv, g, t0, head_dim, q, scale,
+                                                                 scores, stride, count, decode);
   }
-}
-
-// One query row, positions split (see AttentionSplitFn). Same steps as AttentionBlocked on
-// the split's positions, with the values left unnormalized (sums of 1) for the merge.
-template <typename KV>
-void DecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te, float* scores,
-                 float* partials) {
-  const int64_t group = a.heads / a.kv_heads;
-  const int64_t count = a.start_pos + 1;
-  const int64_t span = DecodeSplitSpan(count, splits);
-  const int64_t stride = BlockedAttentionScoreStride(span);
-  const int64_t size = DecodeSplitPartialSize(a.head_dim);
-  constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
-  const float ones[kTile] = {1, 1, 1, 1, 1, 1, 1, 1};
-  const KvView<KV> kv(a);
-  for (int64_t task = tb; task < te; ++task) {
-    const int64_t g = task % a.kv_heads, split = task / a.kv_heads;
-    const int64_t t0 = split * span, n = std::min(count, t0 + span) - t0;
-    for (int64_t q0 = 0; q0 < group; q0 += kTile) {
-      const int nq = static_cast<int>(std::min<int64_t>(kTile, group - q0));
-      const float* q[kTile];
-      float* out[kTile];
-      for (int j = 0; j < nq; ++j) {
-        const int64_t head = g * group + q0 + j;
-        q[j] = a.q + head * a.head_dim;
-        out[j] = partials + (head * splits + split) * size;
-      }
-      if (n <= 0) {  // past the last position: an empty split
-        for (int j = 0; j < nq; ++j) out[j][0] = -INFINITY;
-        continue;
-      }
-      ScoreQueriesUpTo<kTile>(nq, kv, g, t0, a.head_dim, q, a.scale, scores, stride, n,
-                              /*decode=*/true);
-      const int64_t padded = (n + 15) / 16 * 16;
-      float* values_out[kTile];
-      for (int j = 0; j < nq; ++j) {
-        out[j][1] = SoftmaxRow(scores + j * stride, n, padded, &out[j][0]);
-        values_out[j] = out[j] + 2;
-      }
-      WeightValuesTiled(nq, kv, t0, g * kv.head_stride(), a.head_dim, scores, stride, n, ones,
-                        values_out);
-    }
+  static float SoftmaxRow(float* s, int64_t count, int64_t padded, float* max_out) {
+    return avx512::SoftmaxRow(s, count, padded, max_out);
   }
-}
+  template <typename KV>
+  static void WeightValues(int nq, const KvView<KV>& kv, int64_t t0, int64_t off, int64_t head_dim,
+                           const float* p, int64_t stride, int64_t count, const float* sums,
+                           float* const* out) {
+    WeightValuesTiled(nq, kv, t0, off, head_dim, p, stride, count, sums, out);
+  }
+};
 
 }  // namespace
 
@@ -478,13 +393,11 @@ void Attention(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
   PerHead<float>(a, tb, te, scores);
 }
 void AttentionBlocked(const AttentionArgs& a, int64_t tb, int64_t te, float* scores) {
-  if (a.kv_bf16) return Blocked<uint16_t>(a, tb, te, scores);
-  Blocked<float>(a, tb, te, scores);
+  attention_tasks::BlockedAnyKv<Ops>(a, tb, te, scores);
 }
 void AttentionDecodeSplit(const AttentionArgs& a, int64_t splits, int64_t tb, int64_t te,
                           float* scores, float* partials) {
-  if (a.kv_bf16) return DecodeSplit<uint16_t>(a, splits, tb, te, scores, partials);
-  DecodeSplit<float>(a, splits, tb, te, scores, partials);
+  attention_tasks::DecodeSplitAnyKv<Ops>(a, splits, tb, te, scores, partials);
 }
 
 }  // namespace tessera::avx512
