@@ -38,22 +38,25 @@ constexpr int64_t kMaxSliceDims = 256;
 // 16 consecutive KV values as two fp32 vectors, in the order StorePair16 undoes: fp32 values
 // 0-7 and 8-15; bf16 the even values and the odd ones (a 32-bit lane holds an even value in
 // its low half and the next one in its high half).
-inline void LoadPair16(const float* p, __m256& a, __m256& b) {
-  a = _mm256_loadu_ps(p);
-  b = _mm256_loadu_ps(p + 8);
+struct Pair {
+  __m256 a, b;
+};
+inline Pair LoadPair16(const float* p) {
+  return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
 }
-inline void LoadPair16(const uint16_t* p, __m256& a, __m256& b) {
+inline Pair LoadPair16(const uint16_t* p) {
   const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  a = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
-  b = _mm256_castsi256_ps(
-      _mm256_and_si256(bits, _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u))));
+  // The odd values by zeroing the even 16-bit words (vpblendw: port 5 on Intel, leaving the
+  // FMA ports to the FMAs; zero needs no register kept live, a mask constant did).
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)),
+          _mm256_castsi256_ps(_mm256_blend_epi16(bits, _mm256_setzero_si256(), 0x55))};
 }
 // The first n (< 16) values, zeros after them: through a zero-padded copy (odd head sizes only).
 template <typename KV>
-inline void LoadPartial16(const KV* p, int64_t n, __m256& a, __m256& b) {
+inline Pair LoadPartial16(const KV* p, int64_t n) {
   KV padded[16] = {};
   std::memcpy(padded, p, static_cast<size_t>(n) * sizeof(KV));
-  LoadPair16(padded, a, b);
+  return LoadPair16(padded);
 }
 // Stores two vectors accumulated in LoadPair16<KV>'s order as 16 consecutive floats.
 template <typename KV>
@@ -89,13 +92,13 @@ void ScoreStep(const KV* kt, int64_t head_dim, const float* const* q, float scal
   for (int i = 0; i < NT; ++i)
     for (int j = 0; j < NQ; ++j) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
   for (int64_t d = 0; d < head_dim; ++d) {
-    __m256 k[NT][2];
-    for (int i = 0; i < NT; ++i) LoadPair16(kt + (i * head_dim + d) * 16, k[i][0], k[i][1]);
+    Pair k[NT];
+    for (int i = 0; i < NT; ++i) k[i] = LoadPair16(kt + (i * head_dim + d) * 16);
     for (int j = 0; j < NQ; ++j) {
-      const __m256 b = _mm256_broadcast_ss(q[j] + d);
+      const __m256 b = _mm256_set1_ps(q[j][d]);
       for (int i = 0; i < NT; ++i) {
-        acc[i][j][0] = _mm256_fmadd_ps(k[i][0], b, acc[i][j][0]);
-        acc[i][j][1] = _mm256_fmadd_ps(k[i][1], b, acc[i][j][1]);
+        acc[i][j][0] = _mm256_fmadd_ps(k[i].a, b, acc[i][j][0]);
+        acc[i][j][1] = _mm256_fmadd_ps(k[i].b, b, acc[i][j][1]);
       }
     }
   }
@@ -148,12 +151,13 @@ inline int SubTile(int nq, int cap) {
   return (nq + parts - 1) / parts;
 }
 
-// acc_j[0, 16 CH) += sum over positions u in [begin, end) of p_j[u] * value(t0 + u)[off ..],
-// for NV queries; acc_j in LoadPair16's order. kMasked: the last 16-value chunk holds only
-// dims - 16 (CH - 1) values.
+// acc_j[0, 16 CH) += sum over u in [begin, end) of p_j[u] * v[(u - begin) * row_stride ..], for
+// NV queries, rows of one block (row_stride apart); acc_j in LoadPair16's order. kMasked: the
+// last 16-value chunk holds only dims - 16 (CH - 1) values. One plain loop: with the block loop
+// around it in the same function GCC 12 stored every accumulator to the stack on every row.
 template <int CH, int NV, bool kMasked, typename KV>
-void WeightValueRange(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t dims, const float* p,
-                      int64_t stride, int64_t begin, int64_t end, float* const* acc_mem) {
+void WeightRows(const KV* v, int64_t row_stride, int64_t dims, const float* p, int64_t stride,
+                int64_t begin, int64_t end, float* const* acc_mem) {
   __m256 acc[NV][CH][2];
   for (int j = 0; j < NV; ++j) {
     for (int c = 0; c < CH; ++c) {
@@ -161,23 +165,18 @@ void WeightValueRange(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t dim
       acc[j][c][1] = _mm256_loadu_ps(acc_mem[j] + c * 16 + 8);
     }
   }
-  // Block by block: the rows of one block are kv.stride() apart.
-  for (int64_t t = begin; t < end;) {
-    const int64_t stop = std::min(end, kv.BlockEnd(t0 + t) - t0);
-    const KV* v = kv.Value(t0 + t, 0) + off;
-    for (; t < stop; ++t, v += kv.stride()) {
-      for (int c = 0; c < CH; ++c) {
-        __m256 a, b;
-        if (kMasked && c == CH - 1) {
-          LoadPartial16(v + c * 16, dims - c * 16, a, b);
-        } else {
-          LoadPair16(v + c * 16, a, b);
-        }
-        for (int j = 0; j < NV; ++j) {
-          const __m256 w = _mm256_broadcast_ss(p + j * stride + t);
-          acc[j][c][0] = _mm256_fmadd_ps(w, a, acc[j][c][0]);
-          acc[j][c][1] = _mm256_fmadd_ps(w, b, acc[j][c][1]);
-        }
+  for (int64_t t = begin; t < end; ++t, v += row_stride) {
+    for (int c = 0; c < CH; ++c) {
+      Pair x;
+      if constexpr (kMasked) {
+        x = c == CH - 1 ? LoadPartial16(v + c * 16, dims - c * 16) : LoadPair16(v + c * 16);
+      } else {
+        x = LoadPair16(v + c * 16);
+      }
+      for (int j = 0; j < NV; ++j) {
+        const __m256 w = _mm256_set1_ps(p[j * stride + t]);
+        acc[j][c][0] = _mm256_fmadd_ps(w, x.a, acc[j][c][0]);
+        acc[j][c][1] = _mm256_fmadd_ps(w, x.b, acc[j][c][1]);
       }
     }
   }
@@ -186,6 +185,18 @@ void WeightValueRange(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t dim
       _mm256_storeu_ps(acc_mem[j] + c * 16, acc[j][c][0]);
       _mm256_storeu_ps(acc_mem[j] + c * 16 + 8, acc[j][c][1]);
     }
+  }
+}
+
+// WeightRows over positions [begin, end) from t0, value elements from `off`, block by block.
+template <int CH, int NV, bool kMasked, typename KV>
+void WeightValueRange(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t dims, const float* p,
+                      int64_t stride, int64_t begin, int64_t end, float* const* acc_mem) {
+  for (int64_t t = begin; t < end;) {
+    const int64_t stop = std::min(end, kv.BlockEnd(t0 + t) - t0);
+    WeightRows<CH, NV, kMasked>(kv.Value(t0 + t, 0) + off, kv.stride(), dims, p, stride, t, stop,
+                                acc_mem);
+    t = stop;
   }
 }
 
