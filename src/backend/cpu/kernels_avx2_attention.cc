@@ -4,10 +4,11 @@
 // AVX-512 kernels' (kernels_attention_tasks.h); the arithmetic is sized for 16 ymm registers:
 //   scores: a 16-position key tile row is two vectors; sub-tiles of up to 4 queries take one
 //           tile per step (8 accumulators), of 1-2 queries two tiles (32 positions);
-//   values: 32 dims x up to 3 queries per pass (12 accumulators);
+//   values: 32 dims x up to 2 queries per pass (8 accumulators; 3 queries, 12 accumulators,
+//           spilled and measured 1.1x slower in prefill);
 //   both walk the positions in chunks of kPositionChunk, every sub-tile over one chunk before
 //   the next, so the keys and values a chunk's later sub-tiles read are still in L1/L2.
-// bf16 keys and values are widened exactly by a shift (even elements) and a mask (odd ones):
+// bf16 keys and values are widened exactly by a shift (even elements) and a blend (odd ones):
 // one op per 8 values; the accumulators hold even and odd elements apart and are interleaved
 // once when stored. Compiled with the AVX2 / FMA flags and reached only through the kernel
 // table once cpu_features.cc has checked the CPU.
@@ -200,7 +201,7 @@ void WeightValueRange(const KvView<KV>& kv, int64_t t0, int64_t off, int64_t dim
   }
 }
 
-// WeightValueRange for a slice of `dims` (1-32) values and nv (1-3) queries.
+// WeightValueRange for a slice of `dims` (1-32) values and nv (1-2) queries.
 template <int NV, typename KV>
 void WeightSliceUpTo(int nv, const KvView<KV>& kv, int64_t t0, int64_t off, int64_t dims,
                      const float* p, int64_t stride, int64_t begin, int64_t end,
@@ -263,7 +264,7 @@ struct Ops {
                            float* const* out) {
     constexpr int kTile = static_cast<int>(kBlockedAttentionQueries);
     alignas(32) float acc[kTile][kMaxSliceDims];
-    const int sub = SubTile(nq, 3);
+    const int sub = SubTile(nq, 2);
     for (int64_t d0 = 0; d0 < head_dim; d0 += kMaxSliceDims) {
       const int64_t width = std::min(kMaxSliceDims, head_dim - d0);
       const int64_t padded = (width + 15) / 16 * 16;
@@ -272,10 +273,10 @@ struct Ops {
         const int64_t end = std::min(count, begin + kPositionChunk);
         for (int64_t s0 = 0; s0 < width; s0 += 32) {
           for (int j0 = 0; j0 < nq; j0 += sub) {
-            float* acc_mem[3];
+            float* acc_mem[2];
             const int nv = std::min(sub, nq - j0);
             for (int j = 0; j < nv; ++j) acc_mem[j] = acc[j0 + j] + s0;
-            WeightSliceUpTo<3>(nv, kv, t0, off + d0 + s0, std::min<int64_t>(32, width - s0),
+            WeightSliceUpTo<2>(nv, kv, t0, off + d0 + s0, std::min<int64_t>(32, width - s0),
                                p + j0 * stride, stride, begin, end, acc_mem);
           }
         }
