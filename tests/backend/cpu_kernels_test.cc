@@ -151,6 +151,39 @@ TEST_P(IsaTest, MatmulInt4MatchesScalar) {
   CheckMatmul(*k_, WeightFormat::kInt4, 4);
 }
 
+// INT8 sums are exact integers in every family and take the same one float scaling
+// (float(sum) * (x scale * row scale)), so without bias or accumulation every family's outputs
+// have the scalar reference's bits: prompt rows (every remainder of the row tiles) and decode
+// rows (lone and batched, every tile size up to past two tiles), short and long rows, extreme
+// activations included (|q| = 127, the most a vpmaddubsw pair can hold).
+TEST_P(IsaTest, MatmulInt8IsBitIdenticalToScalar) {
+  std::mt19937 rng(47);
+  const int64_t rows = 200;
+  for (int64_t cols : {136, 1040}) {
+    std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
+    for (int64_t i = 0; i < rows * cols; i += 7) w[static_cast<size_t>(i)] = (i % 2 ? 0.5f : -0.5f);
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+      for (bool decode : {false, true}) {
+        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(tokens) +
+                     (decode ? " decode" : " prompt"));
+        PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, WeightFormat::kInt8);
+        for (int64_t m = 0; m < tokens; ++m) c.x[static_cast<size_t>(m * c.w.padded_cols)] = -9.0f;
+        auto run = [&](const KernelTable& k) {
+          ActivationBlock acts;
+          acts.Reserve(tokens, c.w.padded_cols);
+          PrepareActivations(k, c.x.data(), tokens, c.w.padded_cols, WeightFormat::kInt8, &acts);
+          std::vector<float> y(static_cast<size_t>(tokens * rows));
+          MatmulArgs a{&c.w, &acts, y.data(), rows, false, nullptr, decode};
+          k.matmul_int8(a, 0, c.w.panels());
+          return y;
+        };
+        const std::vector<float> got = run(*k_), want = run(ScalarKernels());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+      }
+    }
+  }
+}
+
 // A prompt row's outputs do not depend on how the rows were tiled or chunked: the same 37
 // rows in one call and in calls of 13, 2 and 22 rows give identical bits in every format
 // (chunked prefill relies on this). One-row calls are decode, which may sum differently.

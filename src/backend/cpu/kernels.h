@@ -228,8 +228,14 @@ inline void PrefetchAheadNonTemporal(const void* p, int64_t ahead) {
       0, 0);
 }
 
+// What the INT8 matmul reads as ActivationBlock::q8u: q + 128 (the unsigned operand of
+// vpdpbusd, whose accumulators start at -128 * the row sum) or |q| (vpmaddubsw's unsigned
+// operand, with q's sign moved onto the weights).
+enum class Int8UnsignedActivations { kPlus128, kAbsolute };
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
+  Int8UnsignedActivations int8_unsigned = Int8UnsignedActivations::kPlus128;
   MatmulFn matmul_f32 = nullptr;
   MatmulFn matmul_bf16 = nullptr;
   // matmul_bf16 widens bf16 weights to fp32 and multiplies fp32 activations (exact
