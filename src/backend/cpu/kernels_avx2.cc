@@ -112,8 +112,13 @@ struct Bf16DecodeKernel {
 // cache (cpu_kernel_bench --cpu-isa avx2 --batched-decode, one thread, alternating builds):
 // 56.0 and 55.6 against 45.7 GMAC/s with vpabsb per row and the rows one by one.
 struct Int8Kernel {
-  static constexpr int kMR = 4;
-  static constexpr int kDecodeMR = 4;  // 8 accumulators, 2 weight halves, 2 broadcasts, 2 products
+  // Tiles of several rows run each half panel (8 weight rows) as its own pass over the inputs:
+  // one accumulator per row, so 8 rows (8 accumulators, 1 weight vector, 4 temporaries) fit the
+  // 16 registers with none spilled (both halves at once kept 8 accumulators for 4 rows and
+  // GCC 12 spilled 3 of them in the loop). A lone row keeps both halves in one pass: its
+  // weights stream from memory once, each 64-byte line holding both halves of a step.
+  static constexpr int kMR = 6;
+  static constexpr int kDecodeMR = 8;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
@@ -125,29 +130,49 @@ struct Int8Kernel {
       ax[j] = a.x->q8u.data() + (m0 + j) * a.x->stride;
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i lo[MR], hi[MR];
-    for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
-    for (int64_t k = 0; k < kp; k += 4) {
-      if constexpr (kDecode) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
-      __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
-      __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
-      for (int j = 0; j < MR; ++j) {
-        __m256i xb = _mm256_set1_epi32(Load32(x[j] + k));
-        // A lone row takes |x| from its one broadcast (one op, the same integers): its weights
-        // stream from memory, and the loop keeps the instructions it was measured with.
-        __m256i axb = MR == 1 ? _mm256_abs_epi8(xb) : _mm256_set1_epi32(Load32(ax[j] + k));
-        __m256i p0 = _mm256_maddubs_epi16(axb, _mm256_sign_epi8(w0, xb));
-        __m256i p1 = _mm256_maddubs_epi16(axb, _mm256_sign_epi8(w1, xb));
-        lo[j] = _mm256_add_epi32(lo[j], _mm256_madd_epi16(p0, ones));
-        hi[j] = _mm256_add_epi32(hi[j], _mm256_madd_epi16(p1, ones));
+    __m256i sums[2][MR];  // [half panel][row]
+    if constexpr (MR == 1) {
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (int64_t k = 0; k < kp; k += 4) {
+        if constexpr (kDecode) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
+        __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
+        __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
+        __m256i xb = _mm256_set1_epi32(Load32(x[0] + k));
+        __m256i axb = _mm256_abs_epi8(xb);  // one op instead of a second broadcast
+        lo = _mm256_add_epi32(
+            lo, _mm256_madd_epi16(_mm256_maddubs_epi16(axb, _mm256_sign_epi8(w0, xb)), ones));
+        hi = _mm256_add_epi32(
+            hi, _mm256_madd_epi16(_mm256_maddubs_epi16(axb, _mm256_sign_epi8(w1, xb)), ones));
+      }
+      sums[0][0] = lo;
+      sums[1][0] = hi;
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        __m256i acc[MR];
+        for (int j = 0; j < MR; ++j) acc[j] = _mm256_setzero_si256();
+        const int8_t* wh = w + 32 * h;
+        for (int64_t k = 0; k < kp; k += 4) {
+          if constexpr (kDecode) {
+            if (h == 0) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
+          }
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wh + k * 16));
+          for (int j = 0; j < MR; ++j) {
+            const __m256i xb = _mm256_set1_epi32(Load32(x[j] + k));
+            const __m256i axb = _mm256_set1_epi32(Load32(ax[j] + k));
+            acc[j] = _mm256_add_epi32(
+                acc[j],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(axb, _mm256_sign_epi8(wv, xb)), ones));
+          }
+        }
+        for (int j = 0; j < MR; ++j) sums[h][j] = acc[j];
       }
     }
     const float* rs = a.w->row_scale.data() + p * 16;
     __m256 s0 = _mm256_loadu_ps(rs), s1 = _mm256_loadu_ps(rs + 8);
     for (int j = 0; j < MR; ++j) {
       __m256 sx = _mm256_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]);
-      StorePanel(a, m0 + j, p, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[j]), _mm256_mul_ps(sx, s0)),
-                 _mm256_mul_ps(_mm256_cvtepi32_ps(hi[j]), _mm256_mul_ps(sx, s1)));
+      StorePanel(a, m0 + j, p, _mm256_mul_ps(_mm256_cvtepi32_ps(sums[0][j]), _mm256_mul_ps(sx, s0)),
+                 _mm256_mul_ps(_mm256_cvtepi32_ps(sums[1][j]), _mm256_mul_ps(sx, s1)));
     }
   }
 };
