@@ -791,6 +791,13 @@ TEST(CpuFeatures, ProbedTraitsAgreeWithTheKernel) {
   const CpuTraits& t = ProbedCpuTraits();
   EXPECT_EQ(t.amd, vendor == "AuthenticAMD") << vendor;
   EXPECT_EQ(t.avx512, CpuSupports(CpuIsa::kAvx512));
+  // The avx512 family is exactly these flags, AVX512_BF16 or not (Ice Lake, this KVM Xeon).
+  bool avx512_set = true;
+  for (const char* flag :
+       {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}) {
+    avx512_set = avx512_set && flags.find(" " + std::string(flag) + " ") != std::string::npos;
+  }
+  EXPECT_EQ(CpuSupports(CpuIsa::kAvx512), avx512_set) << flags;
   EXPECT_EQ(t.avx_vnni, flags.find(" avx_vnni ") != std::string::npos) << flags;
   EXPECT_EQ(t.avx512_bf16, t.avx512 && flags.find(" avx512_bf16 ") != std::string::npos) << flags;
   EXPECT_EQ(CpuDecodeFarPrefetch(), ChooseDecodeFarPrefetch(t));
