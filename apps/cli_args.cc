@@ -1,5 +1,6 @@
 #include "cli_args.h"
 
+#include "backend/cpu/cpu_features.h"
 #include "engine/placement.h"
 #include "npu_device.h"
 
@@ -179,9 +180,10 @@ void AddPlacementOptions(CliArgs& args, const std::string& placement_help) {
   args.AddString("npu-device",
                  "the NPU device for xdna layers: xrt (default) or fake:xdna1 / fake:xdna2 (the "
                  "NPU program's CPU reference kernels; no NPU executes anything)");
-  args.AddString("cpu-isa",
-                 "the cpu backend's kernel family: scalar, avx2, avx2vnni, avx512 or avx512amx "
-                 "(default: the best this CPU runs)");
+  args.AddString(
+      "cpu-isa",
+      "the cpu backend's kernel family: scalar, avx2, avx2vnni, avx512 or avx512amx "
+      "(default: the best this CPU runs; one it lacks is refused, naming those it runs)");
 }
 
 void AddSamplingOptions(CliArgs& args) {
@@ -249,6 +251,8 @@ Expected<std::optional<CpuIsa>> CpuIsaFromArgs(const CliArgs& args) {
   if (!args.Has("cpu-isa")) return std::optional<CpuIsa>();
   auto isa = ParseCpuIsa(args.GetString("cpu-isa"));
   if (!isa) return isa.status().WithContext("--cpu-isa");
+  // Refused here, before anything loads, rather than by the backend after the weights.
+  if (!CpuSupports(*isa)) return InvalidArgument(CpuIsaUnavailableMessage(*isa));
   return std::optional<CpuIsa>(*isa);
 }
 

@@ -70,7 +70,8 @@ void AddPlacementOptions(CliArgs& args, const std::string& placement_help);
 // --npu-queue-timeout-ms where the command has them.
 Expected<NpuOptions> NpuOptionsFromArgs(const CliArgs& args);
 // --cpu-isa as given (nullopt: not given, the best this CPU runs); an unknown name is an error
-// listing the valid ones.
+// listing the valid ones, a family this CPU lacks one naming the missing features and the
+// families it runs (before any model loads).
 Expected<std::optional<CpuIsa>> CpuIsaFromArgs(const CliArgs& args);
 // The placement those ask for: --placement, or the first N layers (P percent) on the NPU
 // (`xdna:N,cpu`); refused when an NPU flag comes with --placement or both NPU flags are given.

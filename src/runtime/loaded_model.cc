@@ -7,6 +7,8 @@
 #include <thread>
 #include <type_traits>
 
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/cpu_report.h"
 #include "base/mapped_file.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
@@ -245,6 +247,10 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
                                                     : "loading and packing the weights",
                                [&] { return ModelExecutor::Load(ckpt, placement, exec_options); }));
   m->scheduler_ = std::make_unique<Scheduler>(*m->exec_, Scheduler::Options{});
+  if (std::any_of(placement.stages.begin(), placement.stages.end(),
+                  [](const PlacementStage& st) { return st.backend == "cpu"; })) {
+    m->cpu_isa_ = options.cpu_isa.value_or(DetectCpuIsa());
+  }
   if (options.prewarm) {
     // One forward pass touches every weight page and sizes every buffer.
     std::vector<float> logits(static_cast<size_t>(m->exec_->spec().vocab));
@@ -353,7 +359,8 @@ std::string LoadedModel::Describe() const {
          "; token embedding: " + exec_->embedding_source() + "; " + std::to_string(slots()) +
          " slots, context " + std::to_string(context()) + " positions, KV pool of " +
          std::to_string(exec_->kv_blocks()) + " blocks, ~" + std::to_string(kv_bytes_ >> 20) +
-         " MiB (" + KvCacheTypeName(kv_cache_) + "); tool calls: " + tool_call_syntax_.Describe();
+         " MiB (" + KvCacheTypeName(kv_cache_) + "); tool calls: " + tool_call_syntax_.Describe() +
+         (cpu_isa_ ? "; cpu: " + CpuKernelChoiceText(*cpu_isa_) : "");
 }
 
 }  // namespace tessera

@@ -140,8 +140,9 @@ class LoadedModel {
                               const nlohmann::ordered_json& kwargs,
                               std::span<const int32_t> ids) const;
 
-  // For the load log: architecture, placement, embedding source, slots, KV memory and the
-  // tool-call syntax with its source.
+  // For the load log: architecture, placement, embedding source, slots, KV memory, the
+  // tool-call syntax with its source and, when layers or the head run on the cpu backend, its
+  // kernel family and decode prefetch ("cpu: avx512 kernels, decode prefetch l2-16k").
   std::string Describe() const;
 
  private:
@@ -162,6 +163,9 @@ class LoadedModel {
   uint64_t kv_bytes_ = 0;
   KvCacheType kv_cache_ = KvCacheType::kBF16;
   ToolCallSyntaxChoice tool_call_syntax_;
+  // The cpu backend's kernel family (--cpu-isa, else the best this CPU runs; a family the CPU
+  // lacks fails the load), when the placement has a cpu stage.
+  std::optional<CpuIsa> cpu_isa_{};
 };
 
 }  // namespace tessera

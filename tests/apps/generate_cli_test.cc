@@ -154,7 +154,8 @@ TEST(GenerateCli, TheBuiltInModelByName) {
 
 // --cpu-isa is a flag, never an environment variable: a name that is no kernel family is an
 // error listing the families (exit 2) before anything loads; a family this CPU lacks is refused
-// at load, naming the ones it has; a family it has gives the same tokens as the default.
+// before anything loads too, naming the ones it has; a family it has gives the same tokens as
+// the default.
 TEST(GenerateCli, CpuIsaFlagIsCheckedAndHonoured) {
   const std::vector<std::string> base = {"generate",     "--model",      ModelDir(), "--prompt",
                                          "Lily and Tom", "--max-tokens", "12",       "--json"};
@@ -182,6 +183,48 @@ TEST(GenerateCli, CpuIsaFlagIsCheckedAndHonoured) {
   } else {
     EXPECT_EQ(nlohmann::json::parse(amx.out)["generated_ids"], want);
   }
+}
+
+// Every command that loads a model takes --cpu-isa (its --help lists it), and refuses a family
+// this CPU lacks before loading anything (exit 2), naming the missing features and the families
+// the CPU runs (those `tessera --version` lists).
+TEST(CliCpuIsa, EveryModelCommandTakesItAndRefusesAFamilyThisCpuLacks) {
+  const auto version = test::RunTessera({"--version"});
+  ASSERT_EQ(version.exit_code, 0) << version.err;
+  const std::string runs_marker = "(this CPU runs ";
+  const size_t at = version.out.find(runs_marker);
+  ASSERT_NE(at, std::string::npos) << version.out;
+  const std::string runs = version.out.substr(at + runs_marker.size(),
+                                              version.out.find(')', at) - at - runs_marker.size());
+  std::string lacking;  // the first family not in "avx512, avx2, scalar"
+  for (const char* isa : {"avx512amx", "avx2vnni", "avx512", "avx2"}) {
+    if ((", " + runs + ", ").find(", " + std::string(isa) + ", ") == std::string::npos) {
+      lacking = isa;
+      break;
+    }
+  }
+  const std::string model = ModelDir();
+  const std::vector<std::vector<std::string>> commands = {
+      {"generate", "--model", model, "--prompt", "Lily", "--max-tokens", "2"},
+      {"chat", "--model", model, "--prompt", "Lily", "--max-tokens", "2"},
+      {"bench", "--model", model, "--prompt-tokens", "4", "--gen-tokens", "2"},
+      {"serve", "--model", model, "--port", "0"},
+  };
+  for (const auto& command : commands) {
+    auto help = test::RunTessera({command[0], "--help"});
+    EXPECT_EQ(help.exit_code, 0) << command[0];
+    EXPECT_NE(help.out.find("--cpu-isa"), std::string::npos) << command[0] << ": " << help.out;
+    if (lacking.empty()) continue;  // this CPU runs every family
+    std::vector<std::string> argv = command;
+    argv.insert(argv.end(), {"--cpu-isa", lacking});
+    auto r = test::RunTessera(argv);
+    EXPECT_EQ(r.exit_code, 2) << command[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("--cpu-isa " + lacking + ": this CPU lacks "), std::string::npos)
+        << command[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("this CPU runs " + runs), std::string::npos)
+        << command[0] << ": " << r.err;
+  }
+  if (lacking.empty()) GTEST_SKIP() << "this CPU runs every family; nothing to refuse";
 }
 
 }  // namespace

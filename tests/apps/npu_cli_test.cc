@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/cpu_caches.h"
 #include "backend/cpu/cpu_features.h"
 #include "model/synthetic_checkpoint.h"
 #include "test_support.h"
@@ -91,6 +92,13 @@ TEST(NpuCli, DoctorWithoutAnNpuReportsTheCpuBackendAndExitsZero) {
   EXPECT_NE(cpu["supported"].get<std::string>().find("scalar"), std::string::npos);
   ASSERT_TRUE(cpu["kernels"].is_array());
   EXPECT_EQ(cpu["kernels"][0], "matmul f32");
+  // The decode prefetch of that family (every family names one) and the cache sizes.
+  EXPECT_EQ(cpu["decode_prefetch"], std::string(DecodePrefetchName(DetectCpuIsa())));
+  const CpuCaches caches = CpuCacheSizes();
+  auto bytes_or_null = [](int64_t v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); };
+  EXPECT_EQ(cpu["caches"]["l1d_bytes"], bytes_or_null(caches.l1d_bytes));
+  EXPECT_EQ(cpu["caches"]["l2_bytes"], bytes_or_null(caches.l2_bytes));
+  EXPECT_EQ(cpu["caches"]["l3_bytes"], bytes_or_null(caches.l3_bytes));
   EXPECT_GE(cpu["threads"].get<int>(), 1);
   EXPECT_EQ(cpu["memory_total_bytes"], 16303780ull * 1024);
   EXPECT_EQ(cpu["memory_available_bytes"], 8151890ull * 1024);
@@ -106,6 +114,10 @@ TEST(NpuCli, DoctorWithoutAnNpuReportsTheCpuBackendAndExitsZero) {
       0u)
       << text.out;
   EXPECT_NE(text.out.find("0 failed, 0 warnings (no NPU in use: the CPU backend runs every layer)"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("; decode prefetch " + std::string(DecodePrefetchName(DetectCpuIsa())) +
+                          "\n  caches    " + CpuCachesText(caches) + " (L1d and L2 per core)\n"),
             std::string::npos)
       << text.out;
 

@@ -202,9 +202,9 @@ TEST(CpuQuantized, Top1AgreementUnderTeacherForcing) {
 
 // BackendOptions::bf16_activations: prompt rows rounded to bf16 and multiplied with vdpbf16ps.
 // Prefill lands near the exact BF16 path (bounds below are what it measured, with margin);
-// decode rows keep the exact path bit for bit; formats and CPUs it cannot serve are refused.
+// decode rows keep the exact path bit for bit.
 TEST(CpuBf16Activations, PrefillNearTheExactPathDecodeIdentical) {
-  if (!CpuSupports(CpuIsa::kAvx512)) GTEST_SKIP() << "needs AVX-512 BF16";
+  if (!ProbedCpuTraits().avx512_bf16) GTEST_SKIP() << "needs AVX512_BF16";
   test::TempDir tmp;
   for (bool tied : {true, false}) {
     SyntheticModelSpec s = MidSpec(ModelFamily::kQwen3, 123);
@@ -247,23 +247,49 @@ TEST(CpuBf16Activations, PrefillNearTheExactPathDecodeIdentical) {
       EXPECT_EQ(a, b) << i;
     }
   }
-  // Refused, not ignored: another weight format, or kernels without vdpbf16ps.
+}
+
+// bf16 activations where they cannot apply are refused at load, not ignored: another weight
+// format, kernels without vdpbf16ps (avx2), or an AVX-512 CPU without AVX512_BF16 (this
+// machine's Xeon under KVM, Ice Lake): the message names the missing feature, or the
+// --cpu-isa that has it.
+TEST(CpuBf16Activations, RefusedWhereTheyCannotApply) {
+  test::TempDir tmp;
   SyntheticModelSpec small = SmallSpec(ModelFamily::kQwen3, DType::kBF16);
   ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("small"), small).ok());
   auto ckpt = OpenCheckpoint(tmp.File("small"));
   ASSERT_TRUE(ckpt);
-  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
-    if (!CpuSupports(isa)) continue;
+  auto load = [&](CpuIsa isa, WeightFormat weights) {
     ModelExecutor::Options o;
     o.backend.cpu_isa = isa;
     o.max_seq = 32;
-    o.backend.weights = isa == CpuIsa::kAvx512 ? WeightFormat::kInt8 : WeightFormat::kBF16;
+    o.backend.weights = weights;
     o.backend.bf16_activations = true;
-    auto exec = ModelExecutor::Load(*ckpt, *ParsePlacement("cpu", small.layers), o);
-    ASSERT_FALSE(exec);
-    EXPECT_NE(exec.status().message().find("bf16 activations"), std::string::npos)
-        << exec.status().message();
+    return ModelExecutor::Load(*ckpt, *ParsePlacement("cpu", small.layers), o);
+  };
+  const bool bf16 = ProbedCpuTraits().avx512_bf16;
+  int checked = 0;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar}) {
+    if (!CpuSupports(isa)) continue;
+    auto int8 = load(isa, WeightFormat::kInt8);
+    ASSERT_FALSE(int8);
+    EXPECT_NE(int8.status().message().find("bf16 activations apply to bf16 weights"),
+              std::string::npos)
+        << int8.status().message();
+    auto exec = load(isa, WeightFormat::kBF16);
+    if (isa == CpuIsa::kAvx512 && bf16) {
+      EXPECT_TRUE(exec) << exec.status().message();
+      continue;
+    }
+    ASSERT_FALSE(exec) << CpuIsaName(isa);
+    const std::string message = exec.status().message();
+    EXPECT_NE(message.find("AVX512_BF16"), std::string::npos) << message;
+    EXPECT_NE(message.find(bf16 ? "--cpu-isa avx512" : "this CPU lacks AVX512_BF16"),
+              std::string::npos)
+        << message;
+    ++checked;
   }
+  EXPECT_GE(checked, 1);  // scalar at least
 }
 
 // The avx512amx family runs INT8 prompt rows on AMX tiles with the AVX-512 kernel's integer
@@ -388,8 +414,8 @@ TEST(Stories260kCpuQuantized, Top1AgreementOnReferenceContinuations) {
     const double bound = f == WeightFormat::kBF16 ? 0.99 : f == WeightFormat::kInt8 ? 0.97 : 0.83;
     EXPECT_GE(same / total, bound) << WeightFormatName(f);
   }
-  // BF16 with bf16 activations (prompt rows rounded; AVX-512 BF16 only).
-  if (!CpuSupports(CpuIsa::kAvx512)) return;
+  // BF16 with bf16 activations (prompt rows rounded; AVX512_BF16 only).
+  if (!ProbedCpuTraits().avx512_bf16) return;
   ModelExecutor::Options o;
   o.max_seq = 512;
   o.max_batch_tokens = 512;

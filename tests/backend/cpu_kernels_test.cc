@@ -152,6 +152,39 @@ TEST_P(IsaTest, MatmulInt4MatchesScalar) {
   CheckMatmul(*k_, WeightFormat::kInt4, 4);
 }
 
+// INT8 sums are exact integers in every family and take the same one float scaling
+// (float(sum) * (x scale * row scale)), so without bias or accumulation every family's outputs
+// have the scalar reference's bits: prompt rows (every remainder of the row tiles) and decode
+// rows (lone and batched, every tile size up to past two tiles), short and long rows, extreme
+// activations included (|q| = 127, the most a vpmaddubsw pair can hold).
+TEST_P(IsaTest, MatmulInt8IsBitIdenticalToScalar) {
+  std::mt19937 rng(47);
+  const int64_t rows = 200;
+  for (int64_t cols : {136, 1040}) {
+    std::vector<float> w = RandomVector(rng, static_cast<size_t>(rows * cols), 0.5f);
+    for (int64_t i = 0; i < rows * cols; i += 7) w[static_cast<size_t>(i)] = (i % 2 ? 0.5f : -0.5f);
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+      for (bool decode : {false, true}) {
+        SCOPED_TRACE("cols=" + std::to_string(cols) + " rows=" + std::to_string(tokens) +
+                     (decode ? " decode" : " prompt"));
+        PackedCase c = MakePackedCase(rng, w, rows, cols, tokens, WeightFormat::kInt8);
+        for (int64_t m = 0; m < tokens; ++m) c.x[static_cast<size_t>(m * c.w.padded_cols)] = -9.0f;
+        auto run = [&](const KernelTable& k) {
+          ActivationBlock acts;
+          acts.Reserve(tokens, c.w.padded_cols);
+          PrepareActivations(k, c.x.data(), tokens, c.w.padded_cols, WeightFormat::kInt8, &acts);
+          std::vector<float> y(static_cast<size_t>(tokens * rows));
+          MatmulArgs a{&c.w, &acts, y.data(), rows, false, nullptr, decode};
+          k.matmul_int8(a, 0, c.w.panels());
+          return y;
+        };
+        const std::vector<float> got = run(*k_), want = run(ScalarKernels());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+      }
+    }
+  }
+}
+
 // A prompt row's outputs do not depend on how the rows were tiled or chunked: the same 37
 // rows in one call and in calls of 13, 2 and 22 rows give identical bits in every format
 // (chunked prefill relies on this). One-row calls are decode, which may sum differently.
@@ -844,37 +877,34 @@ TEST(CpuFeatures, FamiliesAreNamedAndAnUnknownNameIsAnError) {
   EXPECT_NE(KernelsFor(DetectCpuIsa()), nullptr);
 }
 
-// The vendor probe agrees with what the kernel reports (Linux's /proc/cpuinfo), and the
-// AVX-512 table holds the INT8 matmul chosen from it (and from the CPU family).
-TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
+// The probed traits agree with what the kernel reports (Linux's /proc/cpuinfo: vendor_id and
+// the flags avx_vnni and avx512_bf16), and the AVX-512 table holds the matmuls chosen from
+// them: the far prefetch, and vdpbf16ps exactly where AVX512_BF16 is.
+TEST(CpuFeatures, ProbedTraitsAgreeWithTheKernel) {
   std::ifstream info("/proc/cpuinfo");
-  std::string line, vendor;
-  while (std::getline(info, line)) {
-    if (line.rfind("vendor_id", 0) == 0) {
-      vendor = line.substr(line.find(':') + 1);
-      vendor.erase(0, vendor.find_first_not_of(" \t"));
-      break;
-    }
+  std::string line, vendor, flags;
+  while (std::getline(info, line) && (vendor.empty() || flags.empty())) {
+    const std::string value =
+        line.substr(line.find(':') == std::string::npos ? line.size() : line.find(':') + 1);
+    if (line.rfind("vendor_id", 0) == 0) vendor = value.substr(value.find_first_not_of(" \t"));
+    if (line.rfind("flags", 0) == 0) flags = value + " ";
   }
-  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
-  EXPECT_EQ(CpuIsAmd(), vendor == "AuthenticAMD") << vendor;
-  if (vendor != "AuthenticAMD") {
+  if (vendor.empty() || flags.empty()) GTEST_SKIP() << "no vendor_id or flags in /proc/cpuinfo";
+  const CpuTraits& t = ProbedCpuTraits();
+  EXPECT_EQ(t.amd, vendor == "AuthenticAMD") << vendor;
+  EXPECT_EQ(t.avx512, CpuSupports(CpuIsa::kAvx512));
+  // The avx512 family is exactly these flags, AVX512_BF16 or not (Ice Lake, this KVM Xeon).
+  bool avx512_set = true;
+  for (const char* flag :
+       {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}) {
+    avx512_set = avx512_set && flags.find(" " + std::string(flag) + " ") != std::string::npos;
+  }
+  EXPECT_EQ(CpuSupports(CpuIsa::kAvx512), avx512_set) << flags;
+  EXPECT_EQ(t.avx_vnni, flags.find(" avx_vnni ") != std::string::npos) << flags;
+  EXPECT_EQ(t.avx512_bf16, t.avx512 && flags.find(" avx512_bf16 ") != std::string::npos) << flags;
+  EXPECT_EQ(CpuDecodeFarPrefetch(), ChooseDecodeFarPrefetch(t));
+  if (!t.amd) {
     EXPECT_EQ(CpuDecodeFarPrefetch(), DecodeFarPrefetch::kL2Fixed);
-  } else {
-    // /proc/cpuinfo's "cpu family" is CPUID's base + extended family in decimal (19h = 25).
-    info.clear();
-    info.seekg(0);
-    int family = -1;
-    while (std::getline(info, line)) {
-      if (line.rfind("cpu family", 0) == 0) {
-        family = std::stoi(line.substr(line.find(':') + 1));
-        break;
-      }
-    }
-    ASSERT_GE(family, 0) << "no cpu family in /proc/cpuinfo";
-    EXPECT_EQ(CpuDecodeFarPrefetch(), family == 0x19 ? DecodeFarPrefetch::kL2NextTile
-                                                     : DecodeFarPrefetch::kNonTemporalNextTile)
-        << "family " << family;
   }
   if (CpuSupports(CpuIsa::kAvx512)) {
     EXPECT_EQ(Avx512Kernels().matmul_int8,
@@ -883,6 +913,7 @@ TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
               Avx512Matmul(WeightFormat::kBF16, CpuDecodeFarPrefetch()));
     EXPECT_EQ(Avx512Kernels().matmul_int4,
               Avx512Matmul(WeightFormat::kInt4, CpuDecodeFarPrefetch()));
+    EXPECT_EQ(Avx512Kernels().matmul_bf16_dot != nullptr, t.avx512_bf16);
     EXPECT_NE(Avx512Matmul(WeightFormat::kBF16, DecodeFarPrefetch::kL2Fixed),
               Avx512Matmul(WeightFormat::kBF16, DecodeFarPrefetch::kL2NextTile));
     EXPECT_NE(Avx512Matmul(WeightFormat::kInt4, DecodeFarPrefetch::kL2Fixed),
@@ -893,6 +924,79 @@ TEST(CpuFeatures, AmdProbeAgreesWithTheKernel) {
               Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kL2NextTile));
     EXPECT_NE(Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kNonTemporalNextTile),
               Avx512Matmul(WeightFormat::kInt8, DecodeFarPrefetch::kL2NextTile));
+  }
+  // The other families' tables never hold the vdpbf16ps matmul.
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni}) {
+    if (const KernelTable* k = KernelsFor(isa)) {
+      EXPECT_EQ(k->matmul_bf16_dot, nullptr);
+    }
+  }
+}
+
+// The far prefetch is a function of vendor and features, on each kind of CPU (Zen 3 shares
+// Zen 4's CPUID family 19h but has no AVX-512; Zen 5 adds AVX-VNNI to Zen 4's set).
+TEST(CpuFeatures, DecodeFarPrefetchFollowsVendorAndFeatures) {
+  struct Case {
+    const char* cpu;
+    CpuTraits traits;
+    DecodeFarPrefetch want;
+  };
+  const Case cases[] = {
+      {"Zen 5",
+       {.amd = true, .avx512 = true, .avx_vnni = true, .avx512_bf16 = true},
+       DecodeFarPrefetch::kNonTemporalNextTile},
+      {"Zen 4",
+       {.amd = true, .avx512 = true, .avx_vnni = false, .avx512_bf16 = true},
+       DecodeFarPrefetch::kL2NextTile},
+      {"Zen 3",
+       {.amd = true, .avx512 = false, .avx_vnni = false, .avx512_bf16 = false},
+       DecodeFarPrefetch::kL2Fixed},
+      {"Sapphire Rapids",
+       {.amd = false, .avx512 = true, .avx_vnni = true, .avx512_bf16 = true},
+       DecodeFarPrefetch::kL2Fixed},
+      {"Ice Lake",
+       {.amd = false, .avx512 = true, .avx_vnni = false, .avx512_bf16 = false},
+       DecodeFarPrefetch::kL2Fixed},
+      {"Alder Lake",
+       {.amd = false, .avx512 = false, .avx_vnni = true, .avx512_bf16 = false},
+       DecodeFarPrefetch::kL2Fixed},
+      {"no x86 features", {}, DecodeFarPrefetch::kL2Fixed},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ChooseDecodeFarPrefetch(c.traits), c.want)
+        << c.cpu << ": " << DecodeFarPrefetchName(ChooseDecodeFarPrefetch(c.traits));
+  }
+  // What the reports name for each family on this CPU.
+  EXPECT_EQ(DecodePrefetchName(CpuIsa::kAvx512), DecodeFarPrefetchName(CpuDecodeFarPrefetch()));
+  EXPECT_EQ(DecodePrefetchName(CpuIsa::kAvx512Amx), DecodeFarPrefetchName(CpuDecodeFarPrefetch()));
+  EXPECT_EQ(DecodePrefetchName(CpuIsa::kAvx2), "near-only");
+  EXPECT_EQ(DecodePrefetchName(CpuIsa::kAvx2Vnni), "near-only");
+  EXPECT_EQ(DecodePrefetchName(CpuIsa::kScalar), "none");
+  EXPECT_EQ(DecodeFarPrefetchName(DecodeFarPrefetch::kL2Fixed), "l2-16k");
+  EXPECT_EQ(DecodeFarPrefetchName(DecodeFarPrefetch::kL2NextTile), "l2-next-tile");
+  EXPECT_EQ(DecodeFarPrefetchName(DecodeFarPrefetch::kNonTemporalNextTile), "nta-next-tile");
+}
+
+// A family this CPU lacks is refused naming the missing features and the families it runs.
+TEST(CpuFeatures, AnUnavailableFamilyNamesWhatIsMissing) {
+  for (CpuIsa isa :
+       {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx2Vnni, CpuIsa::kAvx512, CpuIsa::kAvx512Amx}) {
+    const auto missing = MissingCpuFeatures(isa);
+    EXPECT_EQ(missing.empty(), CpuSupports(isa)) << CpuIsaName(isa);
+    if (CpuSupports(isa)) continue;
+    const std::string message = CpuIsaUnavailableMessage(isa);
+    EXPECT_EQ(message.rfind("--cpu-isa " + std::string(CpuIsaName(isa)) + ": this CPU lacks ", 0),
+              0u)
+        << message;
+    for (std::string_view name : missing) {
+      EXPECT_NE(message.find(name), std::string::npos) << message;
+    }
+    EXPECT_NE(message.find("this CPU runs " + SupportedCpuIsaNames()), std::string::npos)
+        << message;
+  }
+  // AVX512_BF16 is no part of any family.
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx512Amx}) {
+    for (std::string_view name : MissingCpuFeatures(isa)) EXPECT_NE(name, "avx512bf16");
   }
 }
 

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/cpu_report.h"
 #include "catalog/catalog.h"
 #include "catalog/model_store.h"
 #include "model/synthetic_checkpoint.h"
@@ -92,6 +94,29 @@ TEST(LoadedModel, RefusesWhatItCannotOpen) {
   auto m = Open(1);
   ASSERT_TRUE(m);
   EXPECT_FALSE(m->RenderChat(nlohmann::ordered_json::array(), {}));  // no chat template
+}
+
+// The load log's description names the cpu backend's kernel family and decode prefetch (the
+// best this CPU runs, or --cpu-isa's), and says nothing of the cpu when no stage runs there.
+TEST(LoadedModel, DescribeNamesTheCpuKernelChoice) {
+  auto best = Open(1);
+  ASSERT_TRUE(best);
+  EXPECT_NE(best->Describe().find("; cpu: " + CpuKernelChoiceText(DetectCpuIsa())),
+            std::string::npos)
+      << best->Describe();
+  ModelLoadOptions o;
+  o.weights = WeightFormat::kF32;
+  o.package_cache = false;
+  o.cpu_isa = CpuIsa::kScalar;
+  auto scalar = LoadedModel::Open(StoriesDir(), o);
+  ASSERT_TRUE(scalar) << scalar.status().message();
+  EXPECT_NE((*scalar)->Describe().find("; cpu: scalar kernels, decode prefetch none"),
+            std::string::npos)
+      << (*scalar)->Describe();
+  o.placement = "reference";
+  auto reference = LoadedModel::Open(StoriesDir(), o);
+  ASSERT_TRUE(reference) << reference.status().message();
+  EXPECT_EQ((*reference)->Describe().find("cpu:"), std::string::npos) << (*reference)->Describe();
 }
 
 TEST(LoadedModel, KvMemoryBudgetSetsTheContextOrRefuses) {

@@ -340,8 +340,7 @@ class CpuBackend final : public Backend {
  private:
   Status SetModel(const Checkpoint& ckpt) {
     if (options_.cpu_isa && *options_.cpu_isa != k_.isa) {
-      return Unsupported("--cpu-isa " + std::string(CpuIsaName(*options_.cpu_isa)) +
-                         ": this CPU runs " + SupportedCpuIsaNames());
+      return Unsupported(CpuIsaUnavailableMessage(*options_.cpu_isa));
     }
     spec_ = ckpt.tensors.spec;
     eps_ = static_cast<float>(spec_.eps);
@@ -367,8 +366,18 @@ class CpuBackend final : public Backend {
                              std::string(WeightFormatName(format_)));
     }
     if (k_.matmul_bf16_dot == nullptr) {
-      return Unsupported("bf16 activations need AVX-512 BF16; the cpu backend runs " +
-                         std::string(CpuIsaName(k_.isa)) + " kernels here");
+      // Two causes, two remedies: the CPU lacks the instruction, or --cpu-isa chose kernels
+      // without the matmul on a CPU that has it.
+      const std::string missing =
+          ProbedCpuTraits().avx512_bf16
+              ? "the cpu backend runs " + std::string(CpuIsaName(k_.isa)) +
+                    " kernels here, which have none (use --cpu-isa avx512 or leave it out)"
+              : "this CPU lacks AVX512_BF16 (it runs " + SupportedCpuIsaNames() +
+                    "); run without --bf16-activations";
+      return Unsupported(
+          "bf16 activations need the AVX-512 vdpbf16ps matmul (CPU feature "
+          "AVX512_BF16); " +
+          missing);
     }
     return Status::Ok();
   }

@@ -20,6 +20,7 @@ struct CpuFlags {
   bool avx_vnni = false;
   bool avx512 = false;
   bool amx = false;
+  CpuTraits traits{};
   std::vector<CpuFeature> features;  // every CPUID feature the families above are built from
 };
 
@@ -44,6 +45,13 @@ bool ProbeAmx() {
   return false;
 #endif
 }
+
+// CPUID leaf 0's vendor string is EBX, EDX, ECX: "Auth" "enti" "cAMD".
+bool VendorIsAmd() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+}
 #endif
 
 const CpuFlags& Flags() {
@@ -66,8 +74,10 @@ const CpuFlags& Flags() {
                   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
                   {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
                   {"avx512dq", __builtin_cpu_supports("avx512dq") != 0},
-                  {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0},
-                  {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0}};
+                  {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
+                  // Last, and not part of any family: only matmul_bf16_dot needs it.
+                  {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0}};
+    constexpr size_t kAvx512First = 4, kAvx512End = 9, kAvx512Bf16 = 9;
     auto all = [&f](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
         if (!f.features[i].present) return false;
@@ -76,10 +86,14 @@ const CpuFlags& Flags() {
     };
     f.avx2 = all(0, 3);
     f.avx_vnni = f.avx2 && vnni;
-    f.avx512 = f.avx2 && all(4, f.features.size());
+    f.avx512 = f.avx2 && all(kAvx512First, kAvx512End);
     f.amx = f.avx512 && ProbeAmx();
     // Probed (and its permission asked for) only on top of the whole AVX-512 set.
     if (f.avx512) f.features.push_back({"amx-tile+amx-int8", f.amx});
+    f.traits.amd = VendorIsAmd();
+    f.traits.avx512 = f.avx512;
+    f.traits.avx_vnni = vnni;
+    f.traits.avx512_bf16 = f.avx512 && f.features[kAvx512Bf16].present;
 #endif
     return f;
   }();
@@ -104,16 +118,16 @@ const std::vector<CpuFeature>& CpuFeatures() {
 std::string CpuIsaReason(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx512Amx:
-      return "the CPU has AVX-512 (F, BW, VL, DQ, BF16, VNNI) and AMX-TILE/AMX-INT8 granted by "
-             "the kernel";
+      return "the CPU has AVX-512 (F, BW, VL, DQ, VNNI) and AMX-TILE/AMX-INT8 granted by the "
+             "kernel";
     case CpuIsa::kAvx512:
-      return "the CPU has AVX-512 F, BW, VL, DQ, BF16 and VNNI with AVX2, FMA and F16C";
+      return "the CPU has AVX-512 F, BW, VL, DQ and VNNI with AVX2, FMA and F16C";
     case CpuIsa::kAvx2Vnni:
       return "the CPU has AVX2, FMA, F16C and AVX-VNNI but not the whole AVX-512 set (F, BW, "
-             "VL, DQ, BF16, VNNI)";
+             "VL, DQ, VNNI)";
     case CpuIsa::kAvx2:
       return "the CPU has AVX2, FMA and F16C but neither the whole AVX-512 set (F, BW, VL, DQ, "
-             "BF16, VNNI) nor AVX-VNNI";
+             "VNNI) nor AVX-VNNI";
     case CpuIsa::kScalar:
 #if defined(__x86_64__)
       return "the CPU lacks one of AVX2, FMA and F16C";
@@ -141,39 +155,23 @@ bool CpuSupports(CpuIsa isa) {
   return false;
 }
 
-bool CpuIsAmd() {
-  static const bool amd = [] {
-#if defined(__x86_64__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-    // The vendor string is EBX, EDX, ECX: "Auth" "enti" "cAMD".
-    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
-#else
-    return false;
-#endif
-  }();
-  return amd;
+const CpuTraits& ProbedCpuTraits() {
+  return Flags().traits;
 }
 
-// CPUID leaf 1's family: the base family, plus the extended family when the base is 0Fh.
-static unsigned CpuFamily() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-  const unsigned base = (a >> 8) & 0xfu;
-  return base == 0xfu ? base + ((a >> 20) & 0xffu) : base;
-#else
-  return 0;
-#endif
+// Zen 4 and Zen 5 both have AVX-512 (F, BW, VL, DQ, VNNI, BF16); AVX-VNNI, the VEX form of
+// vpdpbusd, is new in Zen 5 (GCC's znver5 target adds AVXVNNI, MOVDIRI, MOVDIR64B,
+// AVX512VP2INTERSECT and PREFETCHI to znver4's set: "AMD Zen 5 Details Emerge with GCC
+// 'Znver5' Patch", techpowerup.com/318991, 2024-02-12; AMD's AOCL user guide 57404 lists
+// AVX512, AVX512_VNNI and AVX512_BF16 as "Zen4+"). So AVX-VNNI tells the two apart, and a
+// later AMD core with both keeps Zen 5's setting, as the family rule did (family 1Ah and up).
+DecodeFarPrefetch ChooseDecodeFarPrefetch(const CpuTraits& t) {
+  if (!t.amd || !t.avx512) return DecodeFarPrefetch::kL2Fixed;
+  return t.avx_vnni ? DecodeFarPrefetch::kNonTemporalNextTile : DecodeFarPrefetch::kL2NextTile;
 }
 
 DecodeFarPrefetch CpuDecodeFarPrefetch() {
-  static const DecodeFarPrefetch choice = [] {
-    if (!CpuIsAmd()) return DecodeFarPrefetch::kL2Fixed;
-    return CpuFamily() == 0x19u ? DecodeFarPrefetch::kL2NextTile
-                                : DecodeFarPrefetch::kNonTemporalNextTile;
-  }();
-  return choice;
+  return ChooseDecodeFarPrefetch(ProbedCpuTraits());
 }
 
 std::string_view DecodeFarPrefetchName(DecodeFarPrefetch p) {
@@ -186,6 +184,60 @@ std::string_view DecodeFarPrefetchName(DecodeFarPrefetch p) {
       return "l2-next-tile";
   }
   return "l2-16k";
+}
+
+std::string_view DecodePrefetchName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512:
+    case CpuIsa::kAvx512Amx:
+      return DecodeFarPrefetchName(CpuDecodeFarPrefetch());
+    case CpuIsa::kAvx2:
+    case CpuIsa::kAvx2Vnni:
+      return "near-only";
+    case CpuIsa::kScalar:
+      break;
+  }
+  return "none";
+}
+
+std::vector<std::string_view> MissingCpuFeatures(CpuIsa isa) {
+  std::vector<std::string_view> needed;
+  switch (isa) {
+    case CpuIsa::kScalar:
+      return {};
+    case CpuIsa::kAvx2:
+      needed = {"avx2", "fma", "f16c"};
+      break;
+    case CpuIsa::kAvx2Vnni:
+      needed = {"avx2", "fma", "f16c", "avx-vnni"};
+      break;
+    case CpuIsa::kAvx512:
+      needed = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni"};
+      break;
+    case CpuIsa::kAvx512Amx:
+      needed = {"avx2",     "fma",      "f16c",       "avx512f",          "avx512bw",
+                "avx512vl", "avx512dq", "avx512vnni", "amx-tile+amx-int8"};
+      break;
+  }
+  std::vector<std::string_view> missing;
+  for (std::string_view name : needed) {
+    bool present = false;  // a feature never probed (AMX without AVX-512) counts as absent
+    for (const CpuFeature& f : CpuFeatures()) present = present || (f.name == name && f.present);
+    if (!present) missing.push_back(name);
+  }
+  return missing;
+}
+
+std::string CpuIsaUnavailableMessage(CpuIsa isa) {
+  std::string lacks;
+  for (std::string_view name : MissingCpuFeatures(isa)) {
+    lacks += (lacks.empty() ? "" : " ") + std::string(name);
+  }
+#if !defined(__x86_64__)
+  if (isa != CpuIsa::kScalar) lacks = "x86-64";
+#endif
+  return "--cpu-isa " + std::string(CpuIsaName(isa)) + ": this CPU lacks " +
+         (lacks.empty() ? std::string("it") : lacks) + "; this CPU runs " + SupportedCpuIsaNames();
 }
 
 std::string SupportedCpuIsaNames() {

@@ -62,6 +62,7 @@ CpuBackendReport DescribeCpuBackend(const std::string& root) {
     const std::pair<bool, const char*> kernels[] = {
         {k->matmul_f32 != nullptr, "matmul f32"},
         {k->matmul_bf16 != nullptr, "matmul bf16"},
+        {k->matmul_bf16_dot != nullptr, "matmul bf16 dot (--bf16-activations)"},
         {k->matmul_int8 != nullptr, "matmul int8"},
         {k->matmul_int4 != nullptr, "matmul int4"},
         {k->attention != nullptr, "attention"},
@@ -71,9 +72,8 @@ CpuBackendReport DescribeCpuBackend(const std::string& root) {
       if (has) r.kernels.emplace_back(name);
     }
   }
-  if (r.isa == CpuIsa::kAvx512 || r.isa == CpuIsa::kAvx512Amx) {
-    r.decode_prefetch = std::string(DecodeFarPrefetchName(CpuDecodeFarPrefetch()));
-  }
+  r.decode_prefetch = std::string(DecodePrefetchName(r.isa));
+  r.caches = CpuCacheSizes();
   // As CpuBackend sizes its pool when BackendOptions::threads is 0.
   r.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::ifstream in(std::string(root.empty() ? "/" : root) + "/proc/meminfo");
@@ -93,8 +93,8 @@ std::string CpuBackendReportText(const CpuBackendReport& r) {
   out += "  runs      " + r.supported + " (--cpu-isa picks another of these)\n";
   out += "  features  " + (r.present.empty() ? std::string("none probed") : Join(r.present, " "));
   if (!r.missing.empty()) out += "; absent: " + Join(r.missing, " ");
-  out += "\n  kernels   " + Join(r.kernels, ", ");
-  if (!r.decode_prefetch.empty()) out += "; decode prefetch " + r.decode_prefetch;
+  out += "\n  kernels   " + Join(r.kernels, ", ") + "; decode prefetch " + r.decode_prefetch;
+  out += "\n  caches    " + CpuCachesText(r.caches) + " (L1d and L2 per core)";
   out += "\n  threads   " + std::to_string(r.threads) + " (every hardware thread)\n";
   out += "  memory    " +
          (r.memory_total_bytes ? Gib(*r.memory_total_bytes) + " total" : std::string("unknown")) +
@@ -108,6 +108,7 @@ std::string CpuBackendReportJson(const CpuBackendReport& r) {
   auto optional_bytes = [](const std::optional<uint64_t>& v) {
     return v ? ordered_json(*v) : ordered_json(nullptr);
   };
+  auto cache_bytes = [](int64_t v) { return v > 0 ? ordered_json(v) : ordered_json(nullptr); };
   ordered_json out = {{"ready", r.ready()},
                       {"isa", std::string(CpuIsaName(r.isa))},
                       {"reason", r.reason},
@@ -116,10 +117,19 @@ std::string CpuBackendReportJson(const CpuBackendReport& r) {
                       {"absent_features", r.missing},
                       {"kernels", r.kernels},
                       {"decode_prefetch", r.decode_prefetch},
+                      {"caches",
+                       {{"l1d_bytes", cache_bytes(r.caches.l1d_bytes)},
+                        {"l2_bytes", cache_bytes(r.caches.l2_bytes)},
+                        {"l3_bytes", cache_bytes(r.caches.l3_bytes)}}},
                       {"threads", r.threads},
                       {"memory_total_bytes", optional_bytes(r.memory_total_bytes)},
                       {"memory_available_bytes", optional_bytes(r.memory_available_bytes)}};
   return out.dump(2);
+}
+
+std::string CpuKernelChoiceText(CpuIsa isa) {
+  return std::string(CpuIsaName(isa)) + " kernels, decode prefetch " +
+         std::string(DecodePrefetchName(isa));
 }
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // What the cpu backend will run on this machine, for `tessera doctor`: the kernel family
 // DetectCpuIsa() chooses (the backend's one dispatch point) and why, the CPU features behind
-// it, the kernels of that family, the threads and the memory.
+// it, the kernels of that family and their decode prefetch, the cache sizes, the threads and
+// the memory.
 //
 //   CpuBackendReport cpu = DescribeCpuBackend("/");   // memory from /proc/meminfo
 //   std::printf("%s", CpuBackendReportText(cpu).c_str());
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_caches.h"
 
 namespace tessera {
 
@@ -23,7 +25,8 @@ struct CpuBackendReport {
   std::vector<std::string> missing;  // probed and absent
   std::string supported;             // every family this CPU runs, best first
   std::vector<std::string> kernels;  // "matmul f32", "attention blocked", ... of that family
-  std::string decode_prefetch;       // AVX-512 families only; empty otherwise
+  std::string decode_prefetch;       // DecodePrefetchName(isa): "l2-16k", "near-only", ...
+  CpuCaches caches{};                // CpuCacheSizes()
   int threads = 0;                   // the backend's pool size when not told (hardware threads)
   // From <root>/proc/meminfo (MemTotal, MemAvailable); unset when unreadable.
   std::optional<uint64_t> memory_total_bytes{};
@@ -39,5 +42,9 @@ CpuBackendReport DescribeCpuBackend(const std::string& root);
 std::string CpuBackendReportText(const CpuBackendReport& report);
 // One JSON object, fixed key order, indented 2 (nested at depth 1 by the caller).
 std::string CpuBackendReportJson(const CpuBackendReport& report);
+
+// The kernel choice of a cpu backend running `isa` here, for the model-load log:
+// "avx512 kernels, decode prefetch l2-16k".
+std::string CpuKernelChoiceText(CpuIsa isa);
 
 }  // namespace tessera

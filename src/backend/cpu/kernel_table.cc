@@ -40,6 +40,12 @@ void ToUnsignedBytes(const int8_t* q, int64_t n, uint8_t* u) {
   for (; i < n; ++i) u[i] = static_cast<uint8_t>(q[i]) ^ 0x80u;
 }
 
+// u[i] = |q[i]| (at most 127, as q is never -128). The arrays never overlap (restrict), so the
+// loop vectorizes.
+void ToAbsoluteBytes(const int8_t* __restrict q, int64_t n, uint8_t* __restrict u) {
+  for (int64_t i = 0; i < n; ++i) u[i] = static_cast<uint8_t>(q[i] < 0 ? -q[i] : q[i]);
+}
+
 }  // namespace
 
 void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int64_t stride,
@@ -58,7 +64,12 @@ void PrepareActivations(const KernelTable& k, const float* x, int64_t rows, int6
       int8_t* q = acts->q8.data() + r * stride;
       k.quantize_row(x + r * stride, stride, q, acts->q_scale.data() + r,
                      acts->q_block_sum.data() + r * blocks);
-      if (format == WeightFormat::kInt8) ToUnsignedBytes(q, stride, acts->q8u.data() + r * stride);
+      if (format != WeightFormat::kInt8) continue;
+      if (k.int8_unsigned == Int8UnsignedActivations::kAbsolute) {
+        ToAbsoluteBytes(q, stride, acts->q8u.data() + r * stride);
+      } else {
+        ToUnsignedBytes(q, stride, acts->q8u.data() + r * stride);
+      }
     }
   };
   // A prompt block's rows (128 x up to 4864 values) are worth spreading; ParallelFor runs a

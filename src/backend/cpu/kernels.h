@@ -228,15 +228,22 @@ inline void PrefetchAheadNonTemporal(const void* p, int64_t ahead) {
       0, 0);
 }
 
+// What the INT8 matmul reads as ActivationBlock::q8u: q + 128 (the unsigned operand of
+// vpdpbusd, whose accumulators start at -128 * the row sum) or |q| (vpmaddubsw's unsigned
+// operand, with q's sign moved onto the weights).
+enum class Int8UnsignedActivations { kPlus128, kAbsolute };
+
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
+  Int8UnsignedActivations int8_unsigned = Int8UnsignedActivations::kPlus128;
   MatmulFn matmul_f32 = nullptr;
   MatmulFn matmul_bf16 = nullptr;
   // matmul_bf16 widens bf16 weights to fp32 and multiplies fp32 activations (exact
   // products) for every row count. matmul_bf16_dot is the AVX-512 alternative for prefill:
   // activations rounded to bf16 (x->bf16, filled by the caller with to_bf16) and vdpbf16ps.
-  // Measured on this machine's Xeon it is slower (43.7 vs 68.7 GFLOP/s, 576x1536, 128 rows,
-  // one thread) as well as less exact, so the backend does not use it; null off AVX-512.
+  // Less exact, and on a Xeon of earlier sessions slower (43.7 vs 68.7 GFLOP/s, 576x1536,
+  // 128 rows, one thread), so the backend uses it only when asked (bf16_activations). Null
+  // unless the CPU has AVX512_BF16 (CpuTraits::avx512_bf16), on every family.
   MatmulFn matmul_bf16_dot = nullptr;
   MatmulFn matmul_int8 = nullptr;
   MatmulFn matmul_int4 = nullptr;
@@ -318,6 +325,9 @@ const KernelTable& Avx2VnniKernels();  // Avx2Kernels with AVX-VNNI INT8 / INT4 
 const KernelTable& Avx512Kernels();
 // Avx512Kernels with INT8 prompt matmuls on AMX tiles (kernels_amx.cc).
 const KernelTable& Avx512AmxKernels();
+// The AVX-512 vdpbf16ps matmul (kernels_avx512bf16.cc): call it only where the CPU has
+// AVX512_BF16; the AVX-512 tables hold it as matmul_bf16_dot exactly then.
+MatmulFn Avx512Bf16DotMatmul();
 // The AVX-512 matmul of `format` (BF16, INT4, INT8; F32 has one) with the far prefetch of
 // decode tiles that `far` gives it; the table holds CpuDecodeFarPrefetch()'s, tests compare
 // all of them.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/kernels_avx2_attention.h"
 #include "backend/cpu/kernels_avx2_common.h"
@@ -34,47 +35,56 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Rows m0.. of one panel of fp32 weights w ([kp][16]: an F32 matrix's own panel, or a BF16
+// panel widened once for every prompt row), acc += w[k] x[k] in input order, so the sums do
+// not depend on the tile size. 6 rows: 12 accumulators, 2 weight halves, 1 broadcast.
+template <int MR>
+void F32PanelTile(const MatmulArgs& a, const float* w, int64_t p, int64_t m0) {
+  const int64_t kp = a.w->padded_cols;
+  const float* x[MR];
+  for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
+  __m256 lo[MR], hi[MR];
+  for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kp; ++k) {
+    __m256 w0 = _mm256_loadu_ps(w + k * 16), w1 = _mm256_loadu_ps(w + k * 16 + 8);
+    for (int j = 0; j < MR; ++j) {
+      __m256 xb = _mm256_set1_ps(x[j][k]);
+      lo[j] = _mm256_fmadd_ps(w0, xb, lo[j]);
+      hi[j] = _mm256_fmadd_ps(w1, xb, hi[j]);
+    }
+  }
+  for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p, lo[j], hi[j]);
+}
+
 struct F32Kernel {
-  static constexpr int kMR = 4;
+  static constexpr int kMR = 6;
+  static constexpr int kDecodeMR = 4;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
-    const float* w = reinterpret_cast<const float*>(a.w->data.data()) + p * kp * 16;
-    const float* x[MR];
-    for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
-    __m256 lo[MR], hi[MR];
-    for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kp; ++k) {
-      __m256 w0 = _mm256_loadu_ps(w + k * 16), w1 = _mm256_loadu_ps(w + k * 16 + 8);
-      for (int j = 0; j < MR; ++j) {
-        __m256 xb = _mm256_set1_ps(x[j][k]);
-        lo[j] = _mm256_fmadd_ps(w0, xb, lo[j]);
-        hi[j] = _mm256_fmadd_ps(w1, xb, hi[j]);
-      }
-    }
-    for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p, lo[j], hi[j]);
+    F32PanelTile<MR>(a, reinterpret_cast<const float*>(a.w->data.data()) + p * kp * 16, p, m0);
   }
 };
 
-struct Bf16Kernel {
-  // Prompt tiles keep one accumulator per (half panel, row) for both inputs of each bf16
-  // pair, so 5 rows fit in the 16 registers (10 accumulators, 4 widened halves, 2 broadcasts);
-  // the earlier 3-row tile with 4 accumulators per row needed 18 and spilled.
-  static constexpr int kMR = 5;
+// BF16 decode rows (prompt rows: MatmulBf16 below): weights widened by shift / mask inside the
+// tile, even and odd inputs in separate accumulators (four independent FMA chains per row).
+// 2 rows per tile: 8 accumulators, the 4 widened halves and the broadcasts fill the 16
+// registers.
+struct Bf16DecodeKernel {
+  static constexpr int kDecodeMR = 2;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
+    static_assert(kDecode, "prompt rows take the widened-panel tiles");
     const int64_t kp = a.w->padded_cols;
     const uint16_t* w = reinterpret_cast<const uint16_t*>(a.w->data.data()) + p * kp * 16;
     const float* x[MR];
     for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
     const __m256i high_mask = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
-    // Decode: even and odd inputs in separate accumulators, four independent FMA chains.
-    constexpr int kSets = kDecode ? 2 : 1;
-    __m256 acc[kSets][MR][2];
-    for (int s = 0; s < kSets; ++s)
-      for (int j = 0; j < MR; ++j) acc[s][j][0] = acc[s][j][1] = _mm256_setzero_ps();
+    __m256 even_acc[MR][2], odd_acc[MR][2];
+    for (int j = 0; j < MR; ++j)
+      for (int h = 0; h < 2; ++h) even_acc[j][h] = odd_acc[j][h] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kp; k += 2) {
-      if constexpr (kDecode) PrefetchAhead(w, (k + 64) * 16 * int64_t{sizeof(*w)});
+      PrefetchAhead(w, (k + 64) * 16 * int64_t{sizeof(*w)});
       __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
       __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16));
       // even/odd: inputs k / k+1; [0]: rows 0-7, [1]: rows 8-15.
@@ -85,75 +95,155 @@ struct Bf16Kernel {
       for (int j = 0; j < MR; ++j) {
         __m256 x0 = _mm256_set1_ps(x[j][k]), x1 = _mm256_set1_ps(x[j][k + 1]);
         for (int h = 0; h < 2; ++h) {
-          acc[0][j][h] = _mm256_fmadd_ps(even[h], x0, acc[0][j][h]);
-          acc[kSets - 1][j][h] = _mm256_fmadd_ps(odd[h], x1, acc[kSets - 1][j][h]);
+          even_acc[j][h] = _mm256_fmadd_ps(even[h], x0, even_acc[j][h]);
+          odd_acc[j][h] = _mm256_fmadd_ps(odd[h], x1, odd_acc[j][h]);
         }
       }
     }
     for (int j = 0; j < MR; ++j) {
-      __m256 lo = acc[0][j][0], hi = acc[0][j][1];
-      if constexpr (kSets == 2) {
-        lo = _mm256_add_ps(lo, acc[1][j][0]);
-        hi = _mm256_add_ps(hi, acc[1][j][1]);
-      }
-      StorePanel(a, m0 + j, p, lo, hi);
+      StorePanel(a, m0 + j, p, _mm256_add_ps(even_acc[j][0], odd_acc[j][0]),
+                 _mm256_add_ps(even_acc[j][1], odd_acc[j][1]));
     }
   }
 };
 
+// The activations come as |q| (ActivationBlock::q8u, filled so for this family: see
+// Int8UnsignedActivations) beside q itself, so each step of a row in a multi-row tile costs two
+// broadcasts (loads) and no vpabsb: vpmaddubsw(|x|, sign(w, x)) sums pairs of products exactly
+// (at most 2 * 127 * 127 in int16), vpmaddwd by 1 widens them to int32. 8-row decode tiles from
+// cache (cpu_kernel_bench --cpu-isa avx2 --batched-decode, one thread, alternating builds):
+// 56.0 and 55.6 against 45.7 GMAC/s with vpabsb per row and the rows one by one.
 struct Int8Kernel {
-  static constexpr int kMR = 4;
+  // Tiles of several rows run each half panel (8 weight rows) as its own pass over the inputs:
+  // one accumulator per row, so 8 rows (8 accumulators, 1 weight vector, 4 temporaries) fit the
+  // 16 registers with none spilled (both halves at once kept 8 accumulators for 4 rows and
+  // GCC 12 spilled 3 of them in the loop). A lone row keeps both halves in one pass: its
+  // weights stream from memory once, each 64-byte line holding both halves of a step.
+  static constexpr int kMR = 6;
+  static constexpr int kDecodeMR = 8;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
     const int8_t* w = reinterpret_cast<const int8_t*>(a.w->data.data()) + p * kp * 16;
     const int8_t* x[MR];
-    for (int j = 0; j < MR; ++j) x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
+    const uint8_t* ax[MR];
+    for (int j = 0; j < MR; ++j) {
+      x[j] = a.x->q8.data() + (m0 + j) * a.x->stride;
+      ax[j] = a.x->q8u.data() + (m0 + j) * a.x->stride;
+    }
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i lo[MR], hi[MR];
-    for (int j = 0; j < MR; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
-    for (int64_t k = 0; k < kp; k += 4) {
-      if constexpr (kDecode) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
-      __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
-      __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
-      for (int j = 0; j < MR; ++j) {
-        __m256i xb = _mm256_set1_epi32(Load32(x[j] + k));
-        __m256i ax = _mm256_abs_epi8(xb);
-        __m256i p0 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, xb));
-        __m256i p1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, xb));
-        lo[j] = _mm256_add_epi32(lo[j], _mm256_madd_epi16(p0, ones));
-        hi[j] = _mm256_add_epi32(hi[j], _mm256_madd_epi16(p1, ones));
+    __m256i sums[2][MR];  // [half panel][row]
+    if constexpr (MR == 1) {
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (int64_t k = 0; k < kp; k += 4) {
+        if constexpr (kDecode) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
+        __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
+        __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 32));
+        __m256i xb = _mm256_set1_epi32(Load32(x[0] + k));
+        __m256i axb = _mm256_abs_epi8(xb);  // one op instead of a second broadcast
+        lo = _mm256_add_epi32(
+            lo, _mm256_madd_epi16(_mm256_maddubs_epi16(axb, _mm256_sign_epi8(w0, xb)), ones));
+        hi = _mm256_add_epi32(
+            hi, _mm256_madd_epi16(_mm256_maddubs_epi16(axb, _mm256_sign_epi8(w1, xb)), ones));
+      }
+      sums[0][0] = lo;
+      sums[1][0] = hi;
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        __m256i acc[MR];
+        for (int j = 0; j < MR; ++j) acc[j] = _mm256_setzero_si256();
+        const int8_t* wh = w + 32 * h;
+        for (int64_t k = 0; k < kp; k += 4) {
+          if constexpr (kDecode) {
+            if (h == 0) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
+          }
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wh + k * 16));
+          for (int j = 0; j < MR; ++j) {
+            const __m256i xb = _mm256_set1_epi32(Load32(x[j] + k));
+            const __m256i axb = _mm256_set1_epi32(Load32(ax[j] + k));
+            acc[j] = _mm256_add_epi32(
+                acc[j],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(axb, _mm256_sign_epi8(wv, xb)), ones));
+          }
+        }
+        for (int j = 0; j < MR; ++j) sums[h][j] = acc[j];
       }
     }
     const float* rs = a.w->row_scale.data() + p * 16;
     __m256 s0 = _mm256_loadu_ps(rs), s1 = _mm256_loadu_ps(rs + 8);
     for (int j = 0; j < MR; ++j) {
       __m256 sx = _mm256_set1_ps(a.x->q_scale[static_cast<size_t>(m0 + j)]);
-      StorePanel(a, m0 + j, p, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[j]), _mm256_mul_ps(sx, s0)),
-                 _mm256_mul_ps(_mm256_cvtepi32_ps(hi[j]), _mm256_mul_ps(sx, s1)));
+      StorePanel(a, m0 + j, p, _mm256_mul_ps(_mm256_cvtepi32_ps(sums[0][j]), _mm256_mul_ps(sx, s0)),
+                 _mm256_mul_ps(_mm256_cvtepi32_ps(sums[1][j]), _mm256_mul_ps(sx, s1)));
     }
   }
 };
 
-// vpmaddubsw of the nibbles (unsigned q + 8) with the signed activations, pairs summed to
-// int16 (at most 2 * 15 * 127 each), then to int32 with vpmaddwd by 1.
+// vpmaddubsw of the nibbles (unsigned q + 8) with the signed activations: each int16 lane
+// sums two products (at most 2 * 15 * 127 = 3810), each step adds two such lanes and a block
+// four steps, so the block's sums stay within 8 * 3810 = 30480 and need no widening until its
+// end: one vpmaddwd by 1 per block instead of one per step.
 struct MaddubsInt4Dot {
+  static __m256i Begin(__m256i /*start*/) { return _mm256_setzero_si256(); }
   static __m256i Accumulate(__m256i acc, __m256i lo, __m256i hi, __m256i x_lo, __m256i x_hi) {
-    const __m256i sum =
-        _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(sum, _mm256_set1_epi16(1)));
+    return _mm256_add_epi16(
+        acc, _mm256_add_epi16(_mm256_maddubs_epi16(lo, x_lo), _mm256_maddubs_epi16(hi, x_hi)));
+  }
+  static __m256i Finish(__m256i acc, __m256i start) {
+    return _mm256_add_epi32(start, _mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
   }
 };
 // 4 prompt rows per tile: more than the 16 registers hold (the float accumulators spill once per
 // block), but each unpacked weight feeds one more row; measured 1.035-1.038x per prompt layer
 // against 3 rows (2 rows: 0.93-0.96x, 6 rows: 0.99-1.01x), alternating in one process.
-using Int4Kernel = avx2::Int4Kernel<MaddubsInt4Dot, 4>;
+using Int4Kernel = avx2::Int4Kernel<MaddubsInt4Dot, 4, 4>;
 
 void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<F32Kernel>(a, pb, pe);
 }
+// The prompt tiles of one widened panel over rows [m0, m0 + left): F32Kernel's tile size,
+// then one tile of the rows left.
+template <int MR>
+void WidenedPanelRows(const MatmulArgs& a, const float* w, int64_t p, int64_t m0, int64_t left) {
+  if constexpr (MR > 0) {
+    for (; left >= MR; left -= MR, m0 += MR) F32PanelTile<MR>(a, w, p, m0);
+    if (left > 0) WidenedPanelRows<MR - 1>(a, w, p, m0, left);
+  }
+}
+
+// BF16 panel p ([kp / 2][16 rows][2 inputs]) widened to fp32 [kp][16]: each value exactly.
+void WidenBf16Panel(const MatmulArgs& a, int64_t p, float* out) {
+  const int64_t kp = a.w->padded_cols;
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(a.w->data.data()) + p * kp * 16;
+  const __m256i high_mask = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
+  for (int64_t k = 0; k < kp; k += 2) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16 * h));
+      _mm256_storeu_ps(out + k * 16 + 8 * h, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+      _mm256_storeu_ps(out + (k + 1) * 16 + 8 * h,
+                       _mm256_castsi256_ps(_mm256_and_si256(v, high_mask)));
+    }
+  }
+}
+
+// Prompt rows widen each panel once into fp32 (per thread, in L2: up to 4864 x 16 x 4 bytes)
+// and run F32 tiles over it, instead of widening inside every 5-row tile: the same products in
+// the same order (the bits of the in-tile widening, which Bf16DecodeKernel keeps for decode),
+// 6 rows per tile and no widening ops among the FMAs.
 void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  MatmulDriver<Bf16Kernel>(a, pb, pe);
+  if (a.decode()) {
+    for (int64_t p = pb; p < pe; ++p) {
+      avx2::DecodeRowTiles<Bf16DecodeKernel, Bf16DecodeKernel::kDecodeMR>(a, p, 0, a.x->rows);
+    }
+    return;
+  }
+  thread_local std::vector<float> widened;  // grows to the widest panel once per thread
+  const size_t panel_floats = static_cast<size_t>(a.w->padded_cols) * 16;
+  if (widened.size() < panel_floats) widened.resize(panel_floats);
+  for (int64_t p = pb; p < pe; ++p) {
+    WidenBf16Panel(a, p, widened.data());
+    WidenedPanelRows<F32Kernel::kMR>(a, widened.data(), p, 0, a.x->rows);
+  }
 }
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Int8Kernel>(a, pb, pe);
@@ -369,6 +459,7 @@ const KernelTable& Avx2Kernels() {
   static const KernelTable table = [] {
     KernelTable t;
     t.isa = CpuIsa::kAvx2;
+    t.int8_unsigned = Int8UnsignedActivations::kAbsolute;
     t.matmul_f32 = MatmulF32;
     t.matmul_bf16 = MatmulBf16;
     t.matmul_int8 = MatmulInt8;

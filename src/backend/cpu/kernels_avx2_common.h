@@ -75,15 +75,24 @@ void TileRemainder(const MatmulArgs& a, int64_t p, int64_t m0, int64_t left) {
   }
 }
 
+// Decode rows of a step, from m0 on: tiles of MR rows, then one of the rows left. Every tile
+// streams the panel once for all its rows; the arithmetic per (panel, row) is the same in every
+// tile size, so a sequence decodes to the same bits whatever else is in its batch.
+template <class K, int MR>
+void DecodeRowTiles(const MatmulArgs& a, int64_t p, int64_t m0, int64_t left) {
+  if constexpr (MR > 0) {
+    for (; left >= MR; left -= MR, m0 += MR) K::template Tile<MR, true>(a, p, m0);
+    if (left > 0) DecodeRowTiles<K, MR - 1>(a, p, m0, left);
+  }
+}
+
 // Decode rows take the kDecode tiles; prompt rows never do, whatever their tile size,
 // so a prompt row's arithmetic does not depend on how the rows were tiled or chunked.
 template <class K>
 void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   const int64_t rows = a.x->rows;
   if (a.decode()) {
-    // Decode rows one by one (a batched step's rows re-read each panel from cache).
-    for (int64_t p = pb; p < pe; ++p)
-      for (int64_t m = 0; m < rows; ++m) K::template Tile<1, true>(a, p, m);
+    for (int64_t p = pb; p < pe; ++p) DecodeRowTiles<K, K::kDecodeMR>(a, p, 0, rows);
     return;
   }
   for (int64_t p = pb; p < pe; ++p) {
@@ -93,13 +102,16 @@ void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
   }
 }
 
-// INT4 tiles for both 256-bit families: Dot::Accumulate(acc, lo, hi, x_lo, x_hi) adds, per
-// 32-bit lane (one row), the 4-input dot products of the low nibbles (inputs 8j + e) with
-// x_lo and of the high nibbles (8j + 4 + e) with x_hi. Each block's integer sum starts at
-// -8 * (sum of its activations), then takes the block's bf16 scale.
-template <class Dot, int kRows>
+// INT4 tiles for both 256-bit families. Dot sums one 32-input block for one row: acc =
+// Dot::Begin(start) with start = -8 * (sum of the block's activations) in every lane, then per
+// 8-input group Dot::Accumulate(acc, lo, hi, x_lo, x_hi) adds, per 32-bit lane (one weight
+// row), the 4-input dot products of the low nibbles (inputs 8j + e) with x_lo and of the high
+// nibbles (8j + 4 + e) with x_hi, and Dot::Finish(acc, start) gives the block's int32 sums,
+// which then take the block's bf16 scale. kDecodeRows: rows per tile of a decode step.
+template <class Dot, int kRows, int kDecodeRows>
 struct Int4Kernel {
   static constexpr int kMR = kRows;
+  static constexpr int kDecodeMR = kDecodeRows;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t blocks = a.w->padded_cols / kInt4Block;
@@ -119,7 +131,10 @@ struct Int4Kernel {
         for (int c = 0; c < 4; ++c) PrefetchAhead(w, (b + 8) * 256 + 64 * c);
       }
       __m256i blo[MR], bhi[MR];
-      for (int j = 0; j < MR; ++j) blo[j] = bhi[j] = _mm256_set1_epi32(-8 * xsum[j][b]);
+      for (int j = 0; j < MR; ++j) {
+        blo[j] = Dot::Begin(_mm256_set1_epi32(-8 * xsum[j][b]));
+        bhi[j] = blo[j];
+      }
       for (int q = 0; q < 4; ++q) {
         const uint8_t* src = w + (b * 4 + q) * 64;
         __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
@@ -142,8 +157,9 @@ struct Int4Kernel {
       __m256 sc0 = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
       __m256 sc1 = _mm256_castsi256_ps(_mm256_slli_epi32(bits_hi, 16));
       for (int j = 0; j < MR; ++j) {
-        acc_lo[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(blo[j]), sc0, acc_lo[j]);
-        acc_hi[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bhi[j]), sc1, acc_hi[j]);
+        const __m256i start = _mm256_set1_epi32(-8 * xsum[j][b]);
+        acc_lo[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::Finish(blo[j], start)), sc0, acc_lo[j]);
+        acc_hi[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Dot::Finish(bhi[j], start)), sc1, acc_hi[j]);
       }
     }
     for (int j = 0; j < MR; ++j) {

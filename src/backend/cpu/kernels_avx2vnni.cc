@@ -21,6 +21,7 @@ using avx2::StorePanel;
 
 struct Int8VnniKernel {
   static constexpr int kMR = 6;  // 12 accumulators, 2 weight halves, 1 broadcast
+  static constexpr int kDecodeMR = 6;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     const int64_t kp = a.w->padded_cols;
@@ -57,15 +58,18 @@ struct Int8VnniKernel {
   }
 };
 
-// Both nibble halves on vpdpbusd: unsigned q + 8 against the signed activations.
+// Both nibble halves on vpdpbusd: unsigned q + 8 against the signed activations, summed in
+// int32 from the block's start on.
 struct VnniInt4Dot {
+  static __m256i Begin(__m256i start) { return start; }
   static __m256i Accumulate(__m256i acc, __m256i lo, __m256i hi, __m256i x_lo, __m256i x_hi) {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, x_lo), hi, x_hi);
   }
+  static __m256i Finish(__m256i acc, __m256i /*start*/) { return acc; }
 };
 // 8 block accumulators, 4 unpacked nibble vectors and 2 broadcasts stay in registers; the
 // float accumulators are touched once per 32-input block.
-using Int4VnniKernel = avx2::Int4Kernel<VnniInt4Dot, 4>;
+using Int4VnniKernel = avx2::Int4Kernel<VnniInt4Dot, 4, 4>;
 
 void MatmulInt8Vnni(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Int8VnniKernel>(a, pb, pe);
@@ -80,6 +84,7 @@ const KernelTable& Avx2VnniKernels() {
   static const KernelTable table = [] {
     KernelTable t = Avx2Kernels();
     t.isa = CpuIsa::kAvx2Vnni;
+    t.int8_unsigned = Int8UnsignedActivations::kPlus128;  // vpdpbusd's operand
     t.matmul_int8 = MatmulInt8Vnni;
     t.matmul_int4 = MatmulInt4Vnni;
     return t;

@@ -1,6 +1,7 @@
-// AVX-512 kernels (F, BW, VL, DQ, BF16, VNNI + FMA; this file and the attention kernels in
+// AVX-512 kernels (F, BW, VL, DQ, VNNI + FMA; this file and the attention kernels in
 // kernels_avx512_attention.cc alone are compiled with those flags, and only reached when
-// cpu_features.cc found them all).
+// cpu_features.cc found them all). No BF16 instruction here: the vdpbf16ps matmul is in
+// kernels_avx512bf16.cc, the one unit built with -mavx512bf16.
 //
 // Matmuls keep 16 outputs per register (one panel) and broadcast activation groups, so no
 // horizontal sums are needed. Tiles are NP panels x MR rows: decode (one row) uses several
@@ -8,8 +9,8 @@
 // each weight load feeds 4-12 rows. Per format:
 //   F32   fp32 FMA.
 //   BF16  weights widened to fp32 (shift / mask) and fp32 FMA, exact products. The
-//         vdpbf16ps variant (bf16-rounded activations) exists for comparison only: it
-//         measured slower here (see kernels.h).
+//         vdpbf16ps variant (bf16-rounded activations, --bf16-activations) is in
+//         kernels_avx512bf16.cc.
 //   INT8  vpdpbusd with activations as unsigned (q + 128, by xor 0x80) against signed
 //         weights; the accumulator starts at -128 * row sum, which cancels the offset.
 //   INT4  nibbles unpacked to unsigned q + 8 with and/shift; vpdpbusd against signed
@@ -33,6 +34,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_avx512_common.h"
+#include "backend/cpu/kernels_avx512_matmul.h"
 #include "backend/cpu/kernels_deltanet.h"
 
 namespace tessera {
@@ -40,6 +42,9 @@ namespace {
 
 using avx512::BroadcastGroup;
 using avx512::Exp;
+using avx512::kPromptPanels;
+using avx512::MatmulDriver;
+using avx512::NextPanels;
 using avx512::StorePanel;
 using avx512::TailMask;
 
@@ -51,29 +56,8 @@ inline __m512i DotBytesInPlace(__m512i acc, __m512i u8, __m512i s8) {
   return acc;
 }
 
-// Prompt tiles pull the next panel group toward L2 while they compute on the current one, a
-// line per weight-load step, so that the group's first row tile does not wait on DRAM: by the
-// time the current group's NP-th row tile ends, the next group has been requested (a matrix
-// streaming from memory then runs at its cache-resident rate; see docs/backends.md). A thief
-// walking another thread's share backwards prefetches a group already done: a few chunks per
-// matmul, not worth knowing the direction here.
-struct NextPanels {
-  const char* next = nullptr;
-  const char* end = nullptr;
-  void Step() {
-    if (next < end) {
-      _mm_prefetch(next, _MM_HINT_T1);
-      next += 64;
-    }
-  }
-};
-
 // ---- tile kernels: Tile<NP, MR, kDecode>(args, first panel, first row, next panels) ----
-// Prompt tiles are kPromptPanels panels x K::kMR rows.
-constexpr int kPromptPanels = 2;
-// kDecode marks the one-row GEMV of a decode step (x->rows == 1), which streams each panel
-// once; prompt rows never take it, whatever their tile size, so a prompt row's arithmetic does
-// not depend on how the rows were tiled or chunked.
+// (their contract, and the driver that cuts a matmul into them: kernels_avx512_matmul.h)
 
 struct F32Kernel {
   static constexpr int kMR = 6;
@@ -165,36 +149,6 @@ struct Bf16WidenedKernel {
         StorePanel(a, m0 + j, p0 + i, sum);
       }
     }
-  }
-};
-
-// BF16 x BF16 -> FP32 with vdpbf16ps; the caller rounded the activations into x->bf16.
-struct Bf16DotKernel {
-  static constexpr int kMR = 6;
-  static constexpr int kDecodeMR = 6;        // rows per tile of a batched decode step
-  static constexpr int kDecodeQuadRows = 0;  // (only INT8 has registers to spare)
-  template <int NP, int MR, bool kDecode>
-  static void Tile(const MatmulArgs& a, int64_t p0, int64_t m0, NextPanels* next) {
-    const int64_t kp = a.w->padded_cols;
-    const auto* base = reinterpret_cast<const uint16_t*>(a.w->data.data());
-    const uint16_t* w[NP];
-    for (int i = 0; i < NP; ++i) w[i] = base + (p0 + i) * kp * 16;
-    const uint16_t* x[MR];
-    for (int j = 0; j < MR; ++j) x[j] = a.x->bf16.data() + (m0 + j) * a.x->stride;
-    __m512 acc[NP][MR];
-    for (int i = 0; i < NP; ++i)
-      for (int j = 0; j < MR; ++j) acc[i][j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kp; k += 2) {
-      if constexpr (!kDecode) next->Step();
-      __m512bh wv[NP];
-      for (int i = 0; i < NP; ++i) wv[i] = (__m512bh)_mm512_loadu_si512(w[i] + k * 16);
-      for (int j = 0; j < MR; ++j) {
-        __m512bh xb = (__m512bh)BroadcastGroup(x[j] + k);
-        for (int i = 0; i < NP; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], xb);
-      }
-    }
-    for (int i = 0; i < NP; ++i)
-      for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p0 + i, acc[i][j]);
   }
 };
 
@@ -405,85 +359,12 @@ struct Int4Kernel {
   }
 };
 
-// Rows m0.. of panels [p0, p0 + NP): full MR tiles, then one tile of the remaining rows.
-template <class K, int NP, int MR>
-void TileRemainder(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left, NextPanels* next) {
-  if constexpr (MR > 0) {
-    if (left == MR) {
-      K::template Tile<NP, MR, false>(a, p0, m0, next);
-    } else {
-      TileRemainder<K, NP, MR - 1>(a, p0, m0, left, next);
-    }
-  }
-}
-
-// Every row through panels [p0, p0 + NP), prefetching panels [p0 + NP, p0 + 2 NP) meanwhile.
-template <class K, int NP>
-void PanelGroupAllRows(const MatmulArgs& a, int64_t p0) {
-  const int64_t rows = a.x->rows;
-  const int64_t panels = a.w->panels();
-  const size_t panel_bytes = a.w->data.size() / static_cast<size_t>(panels);
-  const char* data = reinterpret_cast<const char*>(a.w->data.data());
-  NextPanels next{data + static_cast<size_t>(std::min(p0 + NP, panels)) * panel_bytes,
-                  data + static_cast<size_t>(std::min(p0 + 2 * NP, panels)) * panel_bytes};
-  int64_t m = 0;
-  for (; m + K::kMR <= rows; m += K::kMR) K::template Tile<NP, K::kMR, false>(a, p0, m, &next);
-  if (m < rows) TileRemainder<K, NP, K::kMR - 1>(a, p0, m, rows - m, &next);
-}
-
-// Decode uses 4 panels at a time (independent chains, shared broadcasts), then a pair; prefill
-// kPromptPanels (the tile width every kernel's registers were sized for), then singles.
-// Decode rows of several sequences: pairs of panels, each streamed from memory once and
-// then read again from cache by every further tile of up to K::kDecodeMR rows (as many as the
-// registers hold); the decode arithmetic per (panel, row) is the same as for a lone row.
-template <class K, int NP, int MR>
-void DecodeRowTiles(const MatmulArgs& a, int64_t p0, int64_t m0, int64_t left) {
-  if constexpr (MR > 0) {
-    if (left >= MR) {
-      K::template Tile<NP, MR, true>(a, p0, m0, nullptr);
-      if (left > MR) DecodeRowTiles<K, NP, MR>(a, p0, m0 + MR, left - MR);
-    } else {
-      DecodeRowTiles<K, NP, MR - 1>(a, p0, m0, left);
-    }
-  }
-}
-
-template <class K>
-void MatmulDriver(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  int64_t p = pb;
-  if (a.x->rows > 1 && a.decode_rows) {
-    if constexpr (K::kDecodeQuadRows > 0) {
-      // Few rows: four panels per tile as for a lone row (four prefetch streams, not two).
-      if (a.x->rows <= K::kDecodeQuadRows) {
-        for (; p + 4 <= pe; p += 4) DecodeRowTiles<K, 4, K::kDecodeQuadRows>(a, p, 0, a.x->rows);
-      }
-    }
-    for (; p + 2 <= pe; p += 2) DecodeRowTiles<K, 2, K::kDecodeMR>(a, p, 0, a.x->rows);
-    for (; p < pe; ++p) DecodeRowTiles<K, 1, K::kDecodeMR>(a, p, 0, a.x->rows);
-    return;
-  }
-  if (a.x->rows == 1) {
-    for (; p + 4 <= pe; p += 4) K::template Tile<4, 1, true>(a, p, 0, nullptr);
-    if (p + 2 <= pe) {
-      K::template Tile<2, 1, true>(a, p, 0, nullptr);
-      p += 2;
-    }
-    for (; p < pe; ++p) K::template Tile<1, 1, true>(a, p, 0, nullptr);
-    return;
-  }
-  for (; p + kPromptPanels <= pe; p += kPromptPanels) PanelGroupAllRows<K, kPromptPanels>(a, p);
-  for (; p < pe; ++p) PanelGroupAllRows<K, 1>(a, p);
-}
-
 void MatmulF32(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<F32Kernel>(a, pb, pe);
 }
 template <bool kFarNextTile>
 void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
   MatmulDriver<Bf16WidenedKernel<kFarNextTile>>(a, pb, pe);
-}
-void MatmulBf16Dot(const MatmulArgs& a, int64_t pb, int64_t pe) {
-  MatmulDriver<Bf16DotKernel>(a, pb, pe);
 }
 template <DecodeFarPrefetch kFar>
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
@@ -651,7 +532,8 @@ const KernelTable& Avx512Kernels() {
     t.isa = CpuIsa::kAvx512;
     t.matmul_f32 = MatmulF32;
     t.matmul_bf16 = Avx512Matmul(WeightFormat::kBF16, CpuDecodeFarPrefetch());
-    t.matmul_bf16_dot = MatmulBf16Dot;
+    // vdpbf16ps (kernels_avx512bf16.cc) only where the CPU has AVX512_BF16.
+    t.matmul_bf16_dot = ProbedCpuTraits().avx512_bf16 ? Avx512Bf16DotMatmul() : nullptr;
     t.prompt_panels = kPromptPanels;
     t.matmul_int8 = Avx512Matmul(WeightFormat::kInt8, CpuDecodeFarPrefetch());
     t.matmul_int4 = Avx512Matmul(WeightFormat::kInt4, CpuDecodeFarPrefetch());

@@ -203,8 +203,9 @@ struct ActivationBlock {
   const float* f32 = nullptr;   // [rows][stride], zero padded (points at the caller's rows)
   AlignedArray<uint16_t> bf16;  // [max_rows][stride]
   AlignedArray<int8_t> q8;      // [max_rows][stride]
-  // INT8 only: q8 + 128 as unsigned bytes (the sign bit flipped), the operand vpdpbusd takes,
-  // so the AVX-512 kernel need not flip it per use.
+  // INT8 only: unsigned bytes the kernel family reads (KernelTable::int8_unsigned): q8 + 128
+  // (the sign bit flipped), the operand vpdpbusd takes, or |q8|, vpmaddubsw's, so the kernels
+  // need not derive it per use.
   AlignedArray<uint8_t> q8u;          // [max_rows][stride]
   AlignedArray<float> q_scale;        // [max_rows]
   AlignedArray<int32_t> q_block_sum;  // [max_rows][stride / 32], sum of q over each block
