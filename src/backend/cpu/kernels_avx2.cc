@@ -13,8 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <new>
 
 #include "backend/cpu/kernels_avx2_common.h"
 #include "backend/cpu/kernels_deltanet.h"
@@ -224,6 +225,30 @@ void WidenBf16Panel(const MatmulArgs& a, int64_t p, float* out) {
   }
 }
 
+// A thread's widened panel. Not a std::vector: a template instantiated in this unit would be
+// emitted as a weak symbol the linker may share with units built without AVX2
+// (isa_units_define_no_weak_functions).
+struct WidenedPanelBuffer {
+  float* data = nullptr;
+  size_t floats = 0;
+  WidenedPanelBuffer() = default;
+  WidenedPanelBuffer(const WidenedPanelBuffer&) = delete;
+  WidenedPanelBuffer& operator=(const WidenedPanelBuffer&) = delete;
+  ~WidenedPanelBuffer() { std::free(data); }
+  float* Reserve(size_t n) {
+    if (n > floats) {
+      std::free(data);
+      // 64-byte aligned, the size rounded up to a multiple of the alignment (aligned_alloc).
+      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+      data = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (data == nullptr) throw std::bad_alloc();  // as std::vector's growth would
+
+      floats = n;
+    }
+    return data;
+  }
+};
+
 // Prompt rows widen each panel once into fp32 (per thread, in L2: up to 4864 x 16 x 4 bytes)
 // and run F32 tiles over it, instead of widening inside every 5-row tile: the same products in
 // the same order (the bits of the in-tile widening, which Bf16DecodeKernel keeps for decode),
@@ -235,12 +260,11 @@ void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
     }
     return;
   }
-  thread_local std::vector<float> widened;  // grows to the widest panel once per thread
-  const size_t panel_floats = static_cast<size_t>(a.w->padded_cols) * 16;
-  if (widened.size() < panel_floats) widened.resize(panel_floats);
+  thread_local WidenedPanelBuffer widened;  // grows to the widest panel once per thread
+  float* panel = widened.Reserve(static_cast<size_t>(a.w->padded_cols) * 16);
   for (int64_t p = pb; p < pe; ++p) {
-    WidenBf16Panel(a, p, widened.data());
-    WidenedPanelRows<F32Kernel::kMR>(a, widened.data(), p, 0, a.x->rows);
+    WidenBf16Panel(a, p, panel);
+    WidenedPanelRows<F32Kernel::kMR>(a, panel, p, 0, a.x->rows);
   }
 }
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
