@@ -13,8 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <new>
 
 #include "backend/cpu/kernels_avx2_attention.h"
 #include "backend/cpu/kernels_avx2_common.h"
@@ -67,11 +68,13 @@ struct F32Kernel {
 };
 
 // BF16 decode rows (prompt rows: MatmulBf16 below): weights widened by shift / mask inside the
-// tile, even and odd inputs in separate accumulators (four independent FMA chains per row).
-// 2 rows per tile: 8 accumulators, the 4 widened halves and the broadcasts fill the 16
-// registers.
+// tile, even and odd inputs in separate accumulators (two independent FMA chains per half panel
+// and row). A lone row runs both halves in one pass (its weights stream from memory once, each
+// 64-byte line holding both halves of a step); several rows run one pass per half panel, so 4
+// rows (8 accumulators, 2 widened vectors, 2 broadcasts) fit the 16 registers. Each lane sees
+// the same FMAs in the same order either way, so batched rows get a lone row's bits.
 struct Bf16DecodeKernel {
-  static constexpr int kDecodeMR = 2;
+  static constexpr int kDecodeMR = 4;
   template <int MR, bool kDecode>
   static void Tile(const MatmulArgs& a, int64_t p, int64_t m0) {
     static_assert(kDecode, "prompt rows take the widened-panel tiles");
@@ -80,30 +83,35 @@ struct Bf16DecodeKernel {
     const float* x[MR];
     for (int j = 0; j < MR; ++j) x[j] = a.x->f32 + (m0 + j) * a.x->stride;
     const __m256i high_mask = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
-    __m256 even_acc[MR][2], odd_acc[MR][2];
-    for (int j = 0; j < MR; ++j)
-      for (int h = 0; h < 2; ++h) even_acc[j][h] = odd_acc[j][h] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kp; k += 2) {
-      PrefetchAhead(w, (k + 64) * 16 * int64_t{sizeof(*w)});
-      __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16));
-      __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16));
-      // even/odd: inputs k / k+1; [0]: rows 0-7, [1]: rows 8-15.
-      const __m256 even[2] = {_mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
-                              _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16))};
-      const __m256 odd[2] = {_mm256_castsi256_ps(_mm256_and_si256(v0, high_mask)),
-                             _mm256_castsi256_ps(_mm256_and_si256(v1, high_mask))};
-      for (int j = 0; j < MR; ++j) {
-        __m256 x0 = _mm256_set1_ps(x[j][k]), x1 = _mm256_set1_ps(x[j][k + 1]);
-        for (int h = 0; h < 2; ++h) {
-          even_acc[j][h] = _mm256_fmadd_ps(even[h], x0, even_acc[j][h]);
-          odd_acc[j][h] = _mm256_fmadd_ps(odd[h], x1, odd_acc[j][h]);
+    constexpr int kHalvesPerPass = MR == 1 ? 2 : 1;
+    __m256 sums[2][MR];  // [half panel][row]
+    for (int pass = 0; pass < 2 / kHalvesPerPass; ++pass) {
+      __m256 even_acc[kHalvesPerPass][MR], odd_acc[kHalvesPerPass][MR];
+      for (int h = 0; h < kHalvesPerPass; ++h)
+        for (int j = 0; j < MR; ++j) even_acc[h][j] = odd_acc[h][j] = _mm256_setzero_ps();
+      for (int64_t k = 0; k < kp; k += 2) {
+        if (pass == 0) PrefetchAhead(w, (k + 64) * 16 * int64_t{sizeof(*w)});
+        __m256 even[kHalvesPerPass], odd[kHalvesPerPass];
+        for (int h = 0; h < kHalvesPerPass; ++h) {
+          // inputs k (even) and k + 1 (odd) of rows 0-7 (first 16 values) or 8-15 (next 16)
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k * 16 + 16 * (pass + h)));
+          even[h] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+          odd[h] = _mm256_castsi256_ps(_mm256_and_si256(v, high_mask));
+        }
+        for (int j = 0; j < MR; ++j) {
+          __m256 x0 = _mm256_set1_ps(x[j][k]), x1 = _mm256_set1_ps(x[j][k + 1]);
+          for (int h = 0; h < kHalvesPerPass; ++h) {
+            even_acc[h][j] = _mm256_fmadd_ps(even[h], x0, even_acc[h][j]);
+            odd_acc[h][j] = _mm256_fmadd_ps(odd[h], x1, odd_acc[h][j]);
+          }
         }
       }
+      for (int h = 0; h < kHalvesPerPass; ++h)
+        for (int j = 0; j < MR; ++j)
+          sums[pass + h][j] = _mm256_add_ps(even_acc[h][j], odd_acc[h][j]);
     }
-    for (int j = 0; j < MR; ++j) {
-      StorePanel(a, m0 + j, p, _mm256_add_ps(even_acc[j][0], odd_acc[j][0]),
-                 _mm256_add_ps(even_acc[j][1], odd_acc[j][1]));
-    }
+    for (int j = 0; j < MR; ++j) StorePanel(a, m0 + j, p, sums[0][j], sums[1][j]);
   }
 };
 
@@ -226,6 +234,30 @@ void WidenBf16Panel(const MatmulArgs& a, int64_t p, float* out) {
   }
 }
 
+// A thread's widened panel. Not a std::vector: a template instantiated in this unit would be
+// emitted as a weak symbol the linker may share with units built without AVX2
+// (isa_units_define_no_weak_functions).
+struct WidenedPanelBuffer {
+  float* data = nullptr;
+  size_t floats = 0;
+  WidenedPanelBuffer() = default;
+  WidenedPanelBuffer(const WidenedPanelBuffer&) = delete;
+  WidenedPanelBuffer& operator=(const WidenedPanelBuffer&) = delete;
+  ~WidenedPanelBuffer() { std::free(data); }
+  float* Reserve(size_t n) {
+    if (n > floats) {
+      std::free(data);
+      // 64-byte aligned, the size rounded up to a multiple of the alignment (aligned_alloc).
+      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+      data = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (data == nullptr) throw std::bad_alloc();  // as std::vector's growth would
+
+      floats = n;
+    }
+    return data;
+  }
+};
+
 // Prompt rows widen each panel once into fp32 (per thread, in L2: up to 4864 x 16 x 4 bytes)
 // and run F32 tiles over it, instead of widening inside every 5-row tile: the same products in
 // the same order (the bits of the in-tile widening, which Bf16DecodeKernel keeps for decode),
@@ -237,12 +269,11 @@ void MatmulBf16(const MatmulArgs& a, int64_t pb, int64_t pe) {
     }
     return;
   }
-  thread_local std::vector<float> widened;  // grows to the widest panel once per thread
-  const size_t panel_floats = static_cast<size_t>(a.w->padded_cols) * 16;
-  if (widened.size() < panel_floats) widened.resize(panel_floats);
+  thread_local WidenedPanelBuffer widened;  // grows to the widest panel once per thread
+  float* panel = widened.Reserve(static_cast<size_t>(a.w->padded_cols) * 16);
   for (int64_t p = pb; p < pe; ++p) {
-    WidenBf16Panel(a, p, widened.data());
-    WidenedPanelRows<F32Kernel::kMR>(a, widened.data(), p, 0, a.x->rows);
+    WidenBf16Panel(a, p, panel);
+    WidenedPanelRows<F32Kernel::kMR>(a, panel, p, 0, a.x->rows);
   }
 }
 void MatmulInt8(const MatmulArgs& a, int64_t pb, int64_t pe) {
