@@ -163,7 +163,15 @@ struct Int8Kernel {
         const int8_t* wh = w + 32 * h;
         for (int64_t k = 0; k < kp; k += 4) {
           if constexpr (kDecode) {
-            if (h == 0) PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
+            if (h == 0) {
+              PrefetchAhead(w, (k + 128) * 16 * int64_t{sizeof(*w)});
+              // The next panel's line at the same offset, into L2: the two passes compute for
+              // long enough that the next tile's weights arrive meanwhile. INT8 aggregate
+              // decode, tessera bench --concurrency 1,4,8, binaries alternating (Xeon, KVM,
+              // bench/results/avx2.md): qwen2.5-0.5b 4 streams 1.13-1.21x, 8 streams 1.06x;
+              // smollm2-135m 1.13x, 1.02x; qwen3.5-0.8b 1.25x, 1.11x.
+              PrefetchAheadToL2(w, (k + kp) * 16 * int64_t{sizeof(*w)});
+            }
           }
           const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wh + k * 16));
           for (int j = 0; j < MR; ++j) {
