@@ -109,7 +109,19 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
     Endpoint e;
     e.path = chat ? "/v1/chat/completions" : "/v1/completions";
     e.handler = [chat](ApiService& s, std::shared_ptr<Call> call, const Endpoint&) {
-      s.Generation(std::move(call), chat);
+      s.Generation(
+          std::move(call),
+          [chat](const nlohmann::ordered_json& body,
+                 const GenerationDefaults& defaults) -> std::variant<ParsedGeneration, ApiError> {
+            auto parsed = chat ? ParseChatRequest(body, defaults.chat_model)
+                               : ParseCompletionRequest(body, defaults.completion_model);
+            if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+            ParsedGeneration p;
+            p.request = std::move(std::get<GenerationRequest>(parsed));
+            p.wire = chat ? MakeOpenAIChatWire(p.request.include_usage)
+                          : MakeOpenAITextWire(p.request.include_usage);
+            return p;
+          });
     };
     table.push_back(std::move(e));
   }

@@ -33,26 +33,27 @@ std::variant<Request, ApiError> ParseBody(const std::string& body, Parse parse) 
   return parse(std::get<nlohmann::ordered_json>(doc));
 }
 
-void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
+void ApiService::Generation(std::shared_ptr<ApiCall> call, GenerationParser parse) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
-  jobs_.Post([this, call, ticket = *ticket, chat] {
-    auto parsed =
-        ParseBody<GenerationRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
-          return chat ? ParseChatRequest(doc, default_chat_model_)
-                      : ParseCompletionRequest(doc, default_completion_model_);
-        });
-    auto* request = std::get_if<GenerationRequest>(&parsed);
-    if (request && !KnownModel(request->job.model)) parsed = ModelNotFound(request->job.model);
-    if (auto* r = std::get_if<GenerationRequest>(&parsed)) {
-      const std::optional<ModelKind> kind = KindOf(r->job.model);
+  jobs_.Post([this, call, ticket = *ticket, parse = std::move(parse)] {
+    const GenerationDefaults defaults{default_chat_model_, default_completion_model_};
+    auto parsed = ParseBody<ParsedGeneration>(
+        call->request.body,
+        [&](const nlohmann::ordered_json& doc) { return parse(doc, defaults); });
+    auto* p = std::get_if<ParsedGeneration>(&parsed);
+    if (p && !KnownModel(p->request.job.model)) parsed = ModelNotFound(p->request.job.model);
+    if (auto* r = std::get_if<ParsedGeneration>(&parsed)) {
+      const std::string& model = r->request.job.model;
+      const bool chat = std::holds_alternative<worker::ChatPayload>(r->request.job.payload);
+      const std::optional<ModelKind> kind = KindOf(model);
       if (kind == ModelKind::kEmbed || kind == ModelKind::kClassify) {
         parsed = InvalidField("model",
-                              "'" + r->job.model + "' is " + AModelOfKind(*kind) +
+                              "'" + model + "' is " + AModelOfKind(*kind) +
                                   ", which does not generate text; use " +
                                   (*kind == ModelKind::kEmbed ? "/v1/embeddings" : "/classify"));
       } else if (chat && kind == ModelKind::kCompletion) {
-        parsed = InvalidField("model", "'" + r->job.model +
+        parsed = InvalidField("model", "'" + model +
                                            "' is a completion model: it has no chat template to "
                                            "put messages in; use /v1/completions with a prompt");
       }
@@ -61,8 +62,8 @@ void ApiService::Generation(std::shared_ptr<Call> call, bool chat) {
       admission_.Withdraw(ticket);
       return SendError(*call, *e);
     }
-    call->exchange->Note([&](AccessRecord& r) { r.model = request->job.model; });
-    RunGeneration(*call, std::move(*request), ticket, chat);
+    call->exchange->Note([&](AccessRecord& r) { r.model = p->request.job.model; });
+    RunGeneration(*call, std::move(*p), ticket);
   });
 }
 
@@ -255,9 +256,11 @@ static void KeepSeed(worker::JobRequest& job, uint64_t seed) {
       job.payload);
 }
 
-void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat) {
+void ApiService::RunGeneration(Call& call, ParsedGeneration parsed, uint64_t ticket) {
+  GenerationRequest& request = parsed.request;
+  GenerationWire& wire = *parsed.wire;
   ResponseMeta meta;
-  meta.id = (chat ? "chatcmpl-" : "cmpl-") + call.exchange->request_id();
+  meta.id = wire.id_prefix() + call.exchange->request_id();
   meta.model = request.job.model;
   meta.created = UnixNow();
   meta.logprobs = request.options().logprobs;
@@ -266,7 +269,7 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   std::vector<HttpHeader> extra;
   std::unique_ptr<ActiveJob> job = Admit(call, request.job, ticket, &meta.queue_ms, &error, &extra);
   if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
-  job->chat = chat;
+  job->chat = std::holds_alternative<worker::ChatPayload>(request.job.payload);
   JobOutcome outcome;
   // Nothing reaches the client before Started (a stream's headers wait for it) nor, without
   // stream, before the whole answer: until then a job whose worker was lost under it may run
@@ -295,25 +298,22 @@ void ApiService::RunGeneration(Call& call, GenerationRequest request, uint64_t t
   if (seed_kept && outcome.started) outcome.started->sampling.seed_was_generated = true;
   if (!request.stream) {
     call.exchange->Note([&](AccessRecord& r) { FillRecord(r, outcome, meta.queue_ms); });
-    json body = chat ? ChatCompletionBody(meta, outcome) : TextCompletionBody(meta, outcome);
-    AddPlacementStats(body["x_tessera_stats"], meta.model);
-    return SendJson(call, 200, std::move(body), meta.queue_ms);
+    json stats = FullStats(outcome, meta.queue_ms);
+    AddPlacementStats(stats, meta.model);
+    return SendJson(call, 200, wire.Body(meta, outcome, std::move(stats)), meta.queue_ms);
   }
-  StreamEvents(call, *job, outcome, meta, chat, request.include_usage);
+  StreamEvents(call, *job, outcome, meta, wire);
 }
 
-// Writes the whole stream. A failure after the headers travels as an SSE error event.
+// Writes the whole stream. A failure after the headers travels as the wire's error frame.
 void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
-                              const ResponseMeta& meta, bool chat, bool include_usage) {
+                              const ResponseMeta& meta, GenerationWire& wire) {
   HttpExchange& ex = *call.exchange;
   std::vector<HttpHeader> headers = call.cors;
   headers.push_back({"Cache-Control", "no-cache"});
-  ex.BeginStream(200, std::move(headers), "text/event-stream");
-  auto send = [&](const json& j) { return ex.StreamWrite("data: " + Dump(j) + "\n\n"); };
-  bool open = true;
-  for (int i = 0; chat && open && i < meta.choices; ++i) {
-    open = send(ChatChunk(meta, {{"role", "assistant"}, {"content", ""}}, "", nullptr, i));
-  }
+  ex.BeginStream(200, std::move(headers), wire.stream_content_type());
+  auto send = [&](const std::string& frames) { return frames.empty() || ex.StreamWrite(frames); };
+  bool open = send(wire.StreamBegin(meta, outcome));
   ApiError error;
   Step step = outcome.done ? Step::kDone : Step::kProgress;
   while (open && step == Step::kProgress) {
@@ -323,15 +323,7 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
         (delta.text.empty() && delta.logprobs.empty() && delta.tool_calls.empty())) {
       continue;
     }
-    const std::vector<worker::TokenLogprobEntry>* lp = meta.logprobs ? &delta.logprobs : nullptr;
-    if (chat) {
-      json d = json::object();
-      if (!delta.text.empty() || delta.tool_calls.empty()) d["content"] = delta.text;
-      if (!delta.tool_calls.empty()) d["tool_calls"] = ToolCallsJson(delta.tool_calls, true);
-      open = send(ChatChunk(meta, d, "", lp, delta.choice));
-    } else {
-      open = send(TextChunk(meta, delta.text, "", lp, delta.choice));
-    }
+    open = send(wire.StreamDelta(meta, delta));
   }
   auto note_finish = [&](const std::string& finish) {
     ex.Note([&](AccessRecord& r) {
@@ -347,33 +339,13 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
   }
   if (step == Step::kFailed) {
     note_finish(error.code);
-    send(JobErrorBody(error, outcome, meta.queue_ms));
+    send(wire.StreamError(JobErrorBody(call.dialect, error, outcome, meta.queue_ms)));
     ex.EndStream();
     return;
   }
   json stats = FullStats(outcome, meta.queue_ms);
   AddPlacementStats(stats, meta.model);
-  for (int i = 0; i < meta.choices; ++i) {
-    const std::string finish = ChoiceFinishReason(outcome, static_cast<size_t>(i));
-    json last = chat ? ChatChunk(meta, json::object(), finish, nullptr, i)
-                     : TextChunk(meta, "", finish, nullptr, i);
-    if (i + 1 == meta.choices) {
-      last["usage"] = UsageJson(outcome);
-      last["x_tessera_stats"] = stats;
-    }
-    send(last);
-  }
-  if (include_usage) {
-    json usage = {{"id", meta.id},
-                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", meta.created},
-                  {"model", meta.model},
-                  {"choices", json::array()},
-                  {"usage", UsageJson(outcome)},
-                  {"x_tessera_stats", stats}};
-    send(usage);
-  }
-  ex.StreamWrite("data: [DONE]\n\n");
+  send(wire.StreamEnd(meta, outcome, stats));
   note_finish(outcome.done ? std::string(worker::FinishReasonName(outcome.done->finish_reason))
                            : "");
   ex.EndStream();

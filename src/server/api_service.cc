@@ -183,19 +183,21 @@ json ApiService::FullStats(const JobOutcome& outcome, double queue_ms) const {
   return stats;
 }
 
-// Every JSON answer carries usage and x_tessera_stats; a body without its own gets zero usage
-// and the server's stats. Json: nlohmann::json, or ordered_json to keep the members' order.
+// Every JSON answer carries x_tessera_stats, and OpenAI's also usage; a body without its own
+// gets the server's stats (and zero usage). Json: nlohmann::json, or ordered_json to keep the
+// members' order. Other dialects count tokens in their own fields.
 template <typename Json, typename StatsFn>
-static std::string CompleteBody(Json body, const StatsFn& server_stats) {
-  if (!body.contains("usage")) body["usage"] = ZeroUsage();
+static std::string CompleteBody(Json body, ApiDialect dialect, const StatsFn& server_stats) {
+  if (dialect == ApiDialect::kOpenAI && !body.contains("usage")) body["usage"] = ZeroUsage();
   if (!body.contains("x_tessera_stats")) body["x_tessera_stats"] = server_stats();
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 HttpResponse ApiService::JsonResponse(const Call& call, int status, json body,
                                       double queue_wait_ms) const {
-  HttpResponse r = HttpResponse::Json(
-      status, CompleteBody(std::move(body), [&] { return ServerStats(queue_wait_ms); }));
+  HttpResponse r = HttpResponse::Json(status, CompleteBody(std::move(body), call.dialect, [&] {
+                                        return ServerStats(queue_wait_ms);
+                                      }));
   r.headers = call.cors;
   return r;
 }
@@ -206,8 +208,9 @@ void ApiService::SendJson(Call& call, int status, json body, double queue_wait_m
 
 void ApiService::SendOrderedJson(Call& call, int status, nlohmann::ordered_json body,
                                  double queue_wait_ms) {
-  HttpResponse r = HttpResponse::Json(
-      status, CompleteBody(std::move(body), [&] { return ServerStats(queue_wait_ms); }));
+  HttpResponse r = HttpResponse::Json(status, CompleteBody(std::move(body), call.dialect, [&] {
+                                        return ServerStats(queue_wait_ms);
+                                      }));
   r.headers = call.cors;
   call.exchange->Respond(std::move(r));
 }
@@ -223,7 +226,7 @@ static void AddRetryAfter(const ApiError& e, std::vector<HttpHeader>& headers) {
 void ApiService::SendError(Call& call, const ApiError& e, double queue_wait_ms,
                            std::vector<HttpHeader> extra) {
   if (AbnormalEnd(e)) call.exchange->Note([&](AccessRecord& r) { r.finish = e.code; });
-  HttpResponse r = JsonResponse(call, e.status, ErrorBody(e), queue_wait_ms);
+  HttpResponse r = JsonResponse(call, e.status, ErrorBodyIn(call.dialect, e), queue_wait_ms);
   for (HttpHeader& h : extra) r.headers.push_back(std::move(h));
   AddRetryAfter(e, r.headers);
   call.exchange->Respond(std::move(r));
@@ -231,8 +234,9 @@ void ApiService::SendError(Call& call, const ApiError& e, double queue_wait_ms,
 
 // An error once the worker had the job: the usage so far and the full stats object (the
 // job's and the server's) go with it.
-json ApiService::JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) const {
-  json body = ErrorBody(e);
+json ApiService::JobErrorBody(ApiDialect dialect, const ApiError& e, const JobOutcome& outcome,
+                              double queue_ms) const {
+  json body = ErrorBodyIn(dialect, e);
   body["usage"] = UsageJson(outcome);
   body["x_tessera_stats"] = FullStats(outcome, queue_ms);
   return body;
@@ -244,7 +248,7 @@ void ApiService::SendJobError(Call& call, const ApiError& e, const JobOutcome& o
     FillRecord(r, outcome, queue_ms);
     if (AbnormalEnd(e)) r.finish = e.code;
   });
-  HttpResponse r = JsonResponse(call, e.status, JobErrorBody(e, outcome, queue_ms));
+  HttpResponse r = JsonResponse(call, e.status, JobErrorBody(call.dialect, e, outcome, queue_ms));
   AddRetryAfter(e, r.headers);
   call.exchange->Respond(std::move(r));
 }
@@ -306,8 +310,10 @@ Status ApiService::ReloadApiKeys(std::string* message) {
 
 std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
   Call call{head, nullptr, CorsHeaders(head), Clock::now()};
+  const Endpoint* endpoint = FindEndpoint(head.path);
+  if (endpoint != nullptr) call.dialect = endpoint->dialect;
   auto refuse = [&](const ApiError& e, std::vector<HttpHeader> extra = {}) {
-    HttpResponse r = JsonResponse(call, e.status, ErrorBody(e));
+    HttpResponse r = JsonResponse(call, e.status, ErrorBodyIn(call.dialect, e));
     for (HttpHeader& h : extra) r.headers.push_back(std::move(h));
     return r;
   };
@@ -325,11 +331,11 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
     r.content_type.clear();
     r.headers = call.cors;
     r.SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    r.SetHeader("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    r.SetHeader("Access-Control-Allow-Headers",
+                "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     r.SetHeader("Access-Control-Max-Age", "600");
     return r;
   }
-  const Endpoint* endpoint = FindEndpoint(head.path);
   // The page's files are public: the page itself asks for the key.
   const bool open_route =
       endpoint != nullptr &&
@@ -352,13 +358,18 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
       }
     }
     if (auth_required_) {
+      // Bearer, or Anthropic's x-api-key (what its clients send).
       const std::string_view auth = head.Header("Authorization");
-      const auto token = BearerToken(auth);
+      const std::string_view x_api_key = head.Header("x-api-key");
+      std::optional<std::string_view> token = BearerToken(auth);
+      if (!token && auth.empty() && !x_api_key.empty()) token = x_api_key;
       std::optional<std::string> name = token ? api_keys_.Identify(*token) : std::nullopt;
       if (!name) {
         ApiError e = InvalidField(
-            "", auth.empty() ? "missing API key; send 'Authorization: Bearer <key>'"
-                             : "incorrect API key (send 'Authorization: Bearer <key>')");
+            "",
+            auth.empty() && x_api_key.empty()
+                ? "missing API key; send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')"
+                : "incorrect API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')");
         e.status = 401;
         e.code = "invalid_api_key";
         return refuse(e, {{"WWW-Authenticate", "Bearer"}});
@@ -394,6 +405,7 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
   call->exchange = std::move(exchange);
   call->arrived = Clock::now();
   if (const Endpoint* endpoint = FindEndpoint(call->request.path)) {
+    call->dialect = endpoint->dialect;
     return endpoint->handler(*this, std::move(call), *endpoint);
   }
   ApiError e = InvalidField("", "no such endpoint");

@@ -25,6 +25,7 @@
 
 #include "server/api_keys.h"
 #include "server/endpoints.h"
+#include "server/generation_wire.h"
 #include "server/guards.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
@@ -62,6 +63,7 @@ struct ApiCall {
   std::shared_ptr<HttpExchange> exchange;
   std::vector<HttpHeader> cors;
   Clock::time_point arrived;
+  ApiDialect dialect = ApiDialect::kOpenAI;  // the endpoint's: the shape of its errors
 };
 
 class ApiService final : public HttpHandler {
@@ -108,6 +110,17 @@ class ApiService final : public HttpHandler {
   // The web page's row only with `web_ui` (--no-ui: its paths are unknown). api_endpoints.cc.
   static std::vector<Endpoint> BuiltinEndpoints(bool web_ui);
 
+  // The one generation path (generation_wire.h): joins the queue on the event loop, then on a
+  // job thread parses the body with `parse`, checks the model can generate (a chat payload
+  // needs a chat template), runs the job and answers through the parser's wire, whole or
+  // streamed. Every API that generates text calls this from its endpoint rows.
+  void Generation(std::shared_ptr<ApiCall> call, GenerationParser parse);
+  // The served models, in --model order, and their kinds (parallel).
+  const std::vector<std::string>& model_names() const { return model_names_; }
+  const std::vector<ModelKind>& model_kinds() const { return model_kinds_; }
+  std::optional<ModelKind> KindOf(const std::string& name) const;
+  int64_t started_unix() const { return created_; }
+
  private:
   using Call = ApiCall;
   struct ActiveJob;
@@ -120,17 +133,16 @@ class ApiService final : public HttpHandler {
   HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
                             double queue_wait_ms = 0) const;
   void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome, double queue_ms);
-  nlohmann::json JobErrorBody(const ApiError& e, const JobOutcome& outcome, double queue_ms) const;
+  nlohmann::json JobErrorBody(ApiDialect dialect, const ApiError& e, const JobOutcome& outcome,
+                              double queue_ms) const;
   bool OriginAllowed(std::string_view origin) const;
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;
 
   // A ticket if the queue has room; else the 429 queue_full (every endpoint) is sent here.
   std::optional<uint64_t> EnterQueue(Call& call);
-  void Generation(std::shared_ptr<Call> call, bool chat);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
   void TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint, TaskEndpoint task);
-  std::optional<ModelKind> KindOf(const std::string& name) const;
   // The endpoint answering `path`, or null; `label` gets its /metrics label.
   const Endpoint* FindEndpoint(std::string_view path, std::string* label = nullptr) const;
   void Health(Call& call);
@@ -139,7 +151,7 @@ class ApiService final : public HttpHandler {
   void ModelsList(Call& call);
   void OneModel(Call& call);
   // On a job thread: the blocking part of each.
-  void RunGeneration(Call& call, GenerationRequest request, uint64_t ticket, bool chat);
+  void RunGeneration(Call& call, ParsedGeneration parsed, uint64_t ticket);
   void RunTokenJob(Call& call, worker::JobRequest request, uint64_t ticket);
   // The generic client of every job answered by one message (tokenizer and task endpoints):
   // admits `job`, waits for the worker's answer and returns its frame, or the error to send
@@ -163,7 +175,7 @@ class ApiService final : public HttpHandler {
 
   Step NextEvent(ActiveJob& job, JobOutcome& outcome, ApiError* error, worker::DeltaMessage* delta);
   void StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome, const ResponseMeta& meta,
-                    bool chat, bool include_usage);
+                    GenerationWire& wire);
 
   const ServeOptions& options_;
   WorkerSupervisor supervisor_;

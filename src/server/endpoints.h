@@ -36,6 +36,8 @@ enum class EndpointMethod { kGet, kPost };  // kGet answers HEAD too
 // kOpen: no key (/health, the web page); kApiKey: the bearer key when the server has one;
 // kMetrics: kApiKey, or kOpen with --metrics-public.
 enum class EndpointAccess { kOpen, kApiKey, kMetrics };
+// Whose wire shape an endpoint's errors take (generation_wire.h: ErrorBodyIn).
+enum class ApiDialect { kOpenAI, kAnthropic, kOllama };
 
 struct Endpoint {
   // The path, or a pattern ending in "{id}" ("/v1/models/{id}": the rest of the path, not
@@ -51,8 +53,9 @@ struct Endpoint {
   // without one runs on the first served model of the first kind that has one); empty: the
   // endpoint takes no model, or any.
   std::vector<ModelKind> model_kinds;
-  std::string noun;       // what such a model is called in errors ("reranker")
-  std::string id_prefix;  // of the answers' ids ("rerank-")
+  std::string noun;                          // what such a model is called in errors ("reranker")
+  std::string id_prefix;                     // of the answers' ids ("rerank-")
+  ApiDialect dialect = ApiDialect::kOpenAI;  // the shape of its errors, screening's included
   EndpointHandler handler;
 };
 
