@@ -145,6 +145,9 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   // System One runs on a decide model, else on any chat model.
   table.push_back(task("/v1/systemone", TaskEndpoint::kSystemOne,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "s1-"));
+  // OpenAI's decisions API: the same job, OpenAI's shapes.
+  table.push_back(task("/v1/decisions", TaskEndpoint::kDecisions,
+                       {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "dec-"));
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
     Endpoint ui;  // no path of its own: its paths are IsWebUiPath's
