@@ -4,6 +4,7 @@
 
 #include "server/api_service.h"
 #include "server/api_service_internal.h"
+#include "server/responses_api.h"
 #include "server/web_ui.h"
 
 namespace tessera::server {
@@ -35,11 +36,39 @@ bool EndpointMatches(const Endpoint& e, std::string_view path, std::string* labe
   return hit;
 }
 
-const Endpoint* ApiService::FindEndpoint(std::string_view path, std::string* label) const {
-  for (const Endpoint& e : endpoints_) {
-    if (EndpointMatches(e, path, label)) return &e;
+bool EndpointAnswers(const Endpoint& e, std::string_view method) {
+  switch (e.method) {
+    case EndpointMethod::kGet:
+      return method == "GET" || method == "HEAD";
+    case EndpointMethod::kPost:
+      return method == "POST";
+    case EndpointMethod::kDelete:
+      return method == "DELETE";
   }
-  return nullptr;
+  return false;
+}
+
+const Endpoint* ApiService::FindEndpoint(std::string_view path, std::string* label,
+                                         std::string_view method) const {
+  const Endpoint* first = nullptr;
+  for (const Endpoint& e : endpoints_) {
+    if (!EndpointMatches(e, path, first == nullptr ? label : nullptr)) continue;
+    if (method.empty() || EndpointAnswers(e, method)) return &e;
+    if (first == nullptr) first = &e;
+  }
+  return first;
+}
+
+std::string ApiService::AllowedMethods(std::string_view path) const {
+  std::string allow;
+  for (const Endpoint& e : endpoints_) {
+    if (!EndpointMatches(e, path)) continue;
+    if (!allow.empty()) allow += ", ";
+    allow += e.method == EndpointMethod::kGet    ? "GET, HEAD"
+             : e.method == EndpointMethod::kPost ? "POST"
+                                                 : "DELETE";
+  }
+  return allow;
 }
 
 std::variant<std::string, ApiError> ApiService::ModelFor(const Endpoint& e,
@@ -145,6 +174,7 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   // System One runs on a decide model, else on any chat model.
   table.push_back(task("/v1/systemone", TaskEndpoint::kSystemOne,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "s1-"));
+  for (Endpoint& e : ResponsesEndpoints(std::make_shared<ResponseStore>())) table.push_back(e);
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
     Endpoint ui;  // no path of its own: its paths are IsWebUiPath's
