@@ -154,7 +154,7 @@ std::optional<ApiError> RefuseUnknownItemKeys(const ojson& item, const std::stri
   for (auto it = item.begin(); it != item.end(); ++it) {
     if (it->is_null() || std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
     return InvalidField(where + "." + it.key(),
-                        it.key() + " is not supported in this input item; remove it");
+                        where + "." + it.key() + " is not supported in this input item; remove it");
   }
   return std::nullopt;
 }
@@ -342,6 +342,7 @@ ApiError AsResponsesToolError(ApiError e) {
       s->replace(at, std::string_view("].function.").size(), "].");
     }
   }
+  if (e.message.find(e.param) == std::string::npos) e.message = e.param + ": " + e.message;
   return e;
 }
 
@@ -372,8 +373,9 @@ std::optional<ApiError> ReadResponsesTools(const ojson& body, worker::ChatPayloa
         if (it.key() == "type" || it->is_null()) continue;
         if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" &&
             it.key() != "strict") {
-          return InvalidField(where + "." + it.key(),
-                              it.key() + " is not supported in a function tool; remove it");
+          return InvalidField(
+              where + "." + it.key(),
+              where + "." + it.key() + " is not supported in a function tool; remove it");
         }
         function[it.key()] = *it;
       }
@@ -475,6 +477,7 @@ std::optional<ApiError> ReadTextFormat(const ojson& body, worker::ChatPayload* c
   const ojson chat_body = {{"response_format", response_format}};
   if (auto e = ReadResponseFormat(chat_body, /*chat=*/true, &chat->options.response_format)) {
     e->param = *type == "json_schema" ? "text.format.schema" : "text.format";
+    e->message = e->param + ": " + e->message;
     return e;
   }
   (*echo)["text"] = {{"format", json::parse(format->dump())}};
