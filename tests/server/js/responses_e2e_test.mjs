@@ -231,6 +231,13 @@ test('unsupported fields are refused by name', async (client) => {
   await refused({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, 'input[0].content[0].type', /input_image/);
   await refused({ max_output_tokens: 0 }, 'max_output_tokens', /at least 1/);
   await refused({ temperature: 'hot' }, 'temperature', /number/);
+  // A prompt past the context is blamed on input, streamed or not (the worker refuses it
+  // before the stream's headers).
+  for (const stream of [false, true]) {
+    await assert.rejects(client.responses.create({ model: 'qwen', input: 'word '.repeat(3000), stream }),
+                         (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded' &&
+                                e.param === 'input');
+  }
   const raw = await fetch(`${client.baseURL}/responses/x`, { method: 'PUT', headers: { Authorization: `Bearer ${keyA}` } });
   assert.equal(raw.status, 405);
   assert.equal(raw.headers.get('allow'), 'GET, HEAD, DELETE');
