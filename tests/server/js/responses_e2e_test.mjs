@@ -167,6 +167,11 @@ test('function tool round trip forced with tool_choice', async (client) => {
     max_output_tokens: 4 });
   assert.equal(stateless.usage.input_tokens, answer.usage.input_tokens);
   assert.equal(stateless.output_text, answer.output_text);
+  // The streamed call item as finalResponse() gives it (with the client's parsed_arguments).
+  const fromStream = streamed.output[0];
+  const again = await client.responses.create({ model: 'qwen', tools: [weather], store: false, max_output_tokens: 1,
+    input: [...input, fromStream, { type: 'function_call_output', call_id: fromStream.call_id, output: '1' }] });
+  assert.equal(again.output[0].type, 'message');
   // An output for a call nobody made is refused.
   await assert.rejects(client.responses.create({ model: 'qwen', input: [{ type: 'function_call_output', call_id: 'call_x', output: '1' }] }),
                        (e) => e instanceof OpenAI.BadRequestError && e.param === 'input[0].call_id');
