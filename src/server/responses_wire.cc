@@ -98,7 +98,7 @@ class ResponsesWire final : public GenerationWire {
     std::string frames;
     if (!delta.text.empty()) {
       if (items_.empty() || !items_.back().message) {
-        frames += Close(open_);
+        frames += CloseOpenItem();
         frames += OpenMessage(meta);
       }
       items_.back().text += delta.text;
@@ -111,7 +111,7 @@ class ResponsesWire final : public GenerationWire {
     for (const worker::ToolCallFragment& f : delta.tool_calls) {
       size_t at = FindCall(f.index);
       if (at == items_.size()) {
-        frames += Close(open_);
+        frames += CloseOpenItem();
         frames += OpenCall(meta, f);
         at = items_.size() - 1;
         items_[at].arguments.clear();  // sent as the delta below
@@ -132,7 +132,7 @@ class ResponsesWire final : public GenerationWire {
     std::string frames;
     if (items_.empty()) frames += OpenMessage(meta);
     final_status_ = RanOutOfTokens(outcome) ? "incomplete" : "completed";
-    frames += Close(open_);
+    frames += CloseOpenItem();
     json response = Finish(meta, outcome, stats);
     frames += Event(RanOutOfTokens(outcome) ? "response.incomplete" : "response.completed",
                     {{"response", std::move(response)}});
@@ -239,10 +239,10 @@ class ResponsesWire final : public GenerationWire {
                  {{"output_index", items_.size() - 1}, {"item", std::move(added)}});
   }
 
-  // Closes the last item, if open: its done events. It ends with the response's status when
-  // nothing follows it (Close from StreamEnd), else completed.
-  std::string Close(bool open) {
-    if (!open || items_.empty()) return "";
+  // The done events of the last item, if it is still open. It ends with the response's status
+  // when nothing follows it (from StreamEnd), else completed.
+  std::string CloseOpenItem() {
+    if (!open_ || items_.empty()) return "";
     open_ = false;
     const size_t at = items_.size() - 1;
     const OutputItem& item = items_[at];
