@@ -36,19 +36,6 @@ std::variant<std::string, ApiError> ResponseIdOf(const HttpRequest& request) {
 
 }  // namespace
 
-ApiError StoredResponseNotFound(const std::string& id, const ResponseStore& store,
-                                const std::string& param) {
-  ApiError e = InvalidField(
-      param, (param.empty() ? std::string() : param + " ") + "'" + id +
-                 "' names no stored response of this API key: it was never stored (store: "
-                 "false), was deleted, or was dropped (the server keeps at most " +
-                 std::to_string(store.limits().max_responses) + " responses for " +
-                 std::to_string(store.limits().lifetime.count()) + " s)");
-  e.status = 404;
-  e.code = param.empty() ? "not_found" : "previous_response_not_found";
-  return e;
-}
-
 std::vector<Endpoint> ResponsesEndpoints(std::shared_ptr<ResponseStore> store) {
   std::vector<Endpoint> rows(3);
   Endpoint& create = rows[0];

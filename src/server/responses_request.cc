@@ -533,6 +533,19 @@ std::optional<ApiError> ReadSampling(const ojson& body, worker::GenerationOption
 
 }  // namespace
 
+ApiError StoredResponseNotFound(const std::string& id, const ResponseStore& store,
+                                const std::string& param) {
+  ApiError e = InvalidField(
+      param, (param.empty() ? std::string() : param + " ") + "'" + id +
+                 "' names no stored response of this API key: it was never stored (store: "
+                 "false), was deleted, or was dropped (the server keeps at most " +
+                 std::to_string(store.limits().max_responses) + " responses for " +
+                 std::to_string(store.limits().lifetime.count()) + " s)");
+  e.status = 404;
+  e.code = param.empty() ? "not_found" : "previous_response_not_found";
+  return e;
+}
+
 std::variant<ParsedResponsesRequest, ApiError> ParseResponsesRequest(
     const ojson& body, const std::string& default_model, ResponseStore& store,
     const std::string& tenant) {
