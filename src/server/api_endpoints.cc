@@ -154,6 +154,8 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
     };
     table.push_back(std::move(e));
   }
+  // OpenAI's Responses API (responses_api.h), on the chat path and its own store.
+  for (Endpoint& e : ResponsesEndpoints(std::make_shared<ResponseStore>())) table.push_back(e);
   for (const bool tokenize : {true, false}) {
     Endpoint e;
     e.path = tokenize ? "/tokenize" : "/detokenize";
@@ -174,7 +176,6 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   // System One runs on a decide model, else on any chat model.
   table.push_back(task("/v1/systemone", TaskEndpoint::kSystemOne,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "s1-"));
-  for (Endpoint& e : ResponsesEndpoints(std::make_shared<ResponseStore>())) table.push_back(e);
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
     Endpoint ui;  // no path of its own: its paths are IsWebUiPath's
