@@ -386,8 +386,10 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
     return NotFound("model " + quoted + " is not installed (looked in " + places +
                     "); run `tessera pull " + std::string(name_or_path) + "`");
   }
-  return NotFound("model " + quoted + " is not installed (looked in " + places + ") and is not " +
-                  "a name tessera can pull (" + spec.status().message() + ")");
+  return NotFound("model " + quoted + " is not installed (looked in " + places +
+                  "); it is not a name `tessera pull` takes (`tessera list --catalog` shows "
+                  "those, or give ORG/REPO), and `ollama pull " +
+                  std::string(name_or_path) + "` would put it in Ollama's store");
 }
 
 namespace {
@@ -544,8 +546,9 @@ Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& ca
     auto others = FindInGgufStores(name);
     if (others && !others->found.empty()) {
       const ResolvedModel& m = others->found[0];
+      const std::string& where = m.gguf->manifest_path.empty() ? m.Where() : m.gguf->manifest_path;
       return InvalidArgument(std::string(name) + " lives in " + SourceName(m.location) + " (" +
-                             m.Where() + "), which tessera never changes; " +
+                             where + "), which tessera never changes; " +
                              (m.location == ModelLocation::kOllama
                                   ? "use `ollama rm " + std::string(name) + "`"
                                   : std::string("delete it with LM Studio")));

@@ -25,6 +25,7 @@ namespace tessera {
 inline constexpr char kOllamaDefaultHost[] = "registry.ollama.ai";
 inline constexpr char kOllamaDefaultNamespace[] = "library";
 inline constexpr char kOllamaDefaultTag[] = "latest";
+inline constexpr char kOllamaModelMediaType[] = "application/vnd.ollama.image.model";
 
 // A fully qualified Ollama name: manifests/<host>/<ns>/<model>/<tag> in the store.
 struct OllamaName {

@@ -135,7 +135,10 @@ Expected<GgufModel> ReadOllamaModel(const std::string& root, const OllamaName& n
         return refuse("a layer of type " + QuoteForMessage(layer.media_type));
     }
   }
-  if (weights == nullptr) return refuse("no model layer (application/vnd.ollama.image.model)");
+  if (weights == nullptr) {
+    return Unsupported(display + " (Ollama) has no model layer (" + kOllamaModelMediaType +
+                       "): there are no weights to load");
+  }
   model.path = BlobPath(root, *weights);
   model.size_bytes = weights->size;
   model.expected_sha256 = weights->Hex();

@@ -367,8 +367,9 @@ TEST_F(GgufStoresTest, OllamaNamesResolveToTheModelBlobAndItsLayers) {
   EXPECT_NE(missing.status().message().find(lmstudio_), std::string::npos);
   auto missing_tag = ResolveModel("qwen2.5:7b", *catalog_);
   ASSERT_FALSE(missing_tag);
-  EXPECT_EQ(missing_tag.status().message().find("tessera pull"), std::string::npos)
+  EXPECT_EQ(missing_tag.status().message().find("run `tessera pull"), std::string::npos)
       << "tessera cannot pull an Ollama name: " << missing_tag.status().message();
+  EXPECT_NE(missing_tag.status().message().find("ollama pull qwen2.5:7b"), std::string::npos);
 }
 
 TEST_F(GgufStoresTest, DamagedBlobsAreRefused) {
