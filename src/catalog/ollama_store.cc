@@ -1,6 +1,7 @@
 #include "catalog/ollama_store.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "base/environment.h"
@@ -157,22 +158,24 @@ Expected<GgufModel> ReadOllamaModel(const std::string& root, const OllamaName& n
   return model;
 }
 
-Expected<std::optional<GgufModel>> FindOllamaModel(const std::string& root, std::string_view text) {
-  const std::optional<OllamaName> name = ParseOllamaName(text);
-  if (!name) return std::optional<GgufModel>();
-  std::error_code ec;
-  if (!fs::exists(root + "/manifests/" + name->RelativePath(), ec)) {
-    return std::optional<GgufModel>();
+namespace {
+
+bool EqualIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
   }
-  TS_ASSIGN_OR_RETURN(GgufModel model, ReadOllamaModel(root, *name));
-  return std::optional<GgufModel>(std::move(model));
+  return true;
 }
 
-std::vector<ListedOllamaModel> ListOllamaModels(const std::string& root, bool rehash) {
-  std::vector<ListedOllamaModel> listed;
+// The names of every manifests/*/*/*/* file, as Ollama globs them.
+std::vector<std::pair<OllamaName, std::string>> ManifestNames(const std::string& root) {
+  std::vector<std::pair<OllamaName, std::string>> names;
   const fs::path manifests = fs::path(root) / "manifests";
   std::error_code ec;
-  // Exactly four levels, as Ollama globs manifests/*/*/*/*.
   for (auto it = fs::recursive_directory_iterator(manifests, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it.depth() < 3) continue;
@@ -180,24 +183,62 @@ std::vector<ListedOllamaModel> ListOllamaModels(const std::string& root, bool re
     std::error_code file_ec;
     if (!it->is_regular_file(file_ec)) continue;
     const std::string relative = fs::relative(it->path(), manifests, file_ec).generic_string();
-    std::optional<OllamaName> name = OllamaNameFromPath(relative);
-    if (!name) continue;  // not a name Ollama could have written
+    if (std::optional<OllamaName> name = OllamaNameFromPath(relative)) {
+      names.emplace_back(std::move(*name), it->path().string());
+    }
+  }
+  std::sort(names.begin(), names.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  return names;
+}
+
+}  // namespace
+
+Expected<std::optional<GgufModel>> FindOllamaModel(const std::string& root, std::string_view text) {
+  std::optional<OllamaName> name = ParseOllamaName(text);
+  if (!name) return std::optional<GgufModel>();
+  std::error_code ec;
+  if (!fs::exists(root + "/manifests/" + name->RelativePath(), ec)) {
+    // Ollama matches each part of a name regardless of case (getExistingName): so does
+    // tessera, but two manifests that differ only in case are refused, not picked from.
+    std::vector<OllamaName> matches;
+    for (const auto& [existing, path] : ManifestNames(root)) {
+      if (EqualIgnoringCase(existing.host, name->host) &&
+          EqualIgnoringCase(existing.ns, name->ns) &&
+          EqualIgnoringCase(existing.model, name->model) &&
+          EqualIgnoringCase(existing.tag, name->tag)) {
+        matches.push_back(existing);
+      }
+    }
+    if (matches.empty()) return std::optional<GgufModel>();
+    if (matches.size() > 1) {
+      return InvalidArgument(std::string(text) + " matches " + matches[0].Shortest() + " and " +
+                             matches[1].Shortest() +
+                             " in Ollama's store, which differ only in case; give one exactly");
+    }
+    name = matches[0];
+  }
+  TS_ASSIGN_OR_RETURN(GgufModel model, ReadOllamaModel(root, *name));
+  return std::optional<GgufModel>(std::move(model));
+}
+
+std::vector<ListedOllamaModel> ListOllamaModels(const std::string& root, bool rehash) {
+  std::vector<ListedOllamaModel> listed;
+  for (auto& [name, path] : ManifestNames(root)) {
     ListedOllamaModel entry;
-    entry.name = *name;
-    entry.manifest_path = it->path().string();
+    entry.name = name;
+    entry.manifest_path = path;
     if (auto text = ReadFileToString(entry.manifest_path, kMaxSmallBlobBytes)) {
       if (auto manifest = ParseOllamaManifest(*text, entry.manifest_path)) {
         entry.total_size = manifest->TotalSize();
       }
     }
-    entry.model = ReadOllamaModel(root, *name);
+    entry.model = ReadOllamaModel(root, name);
     if (rehash && entry.model) {
       if (Status st = VerifyGgufModel(*entry.model); !st.ok()) entry.model = st;
     }
     listed.push_back(std::move(entry));
   }
-  std::sort(listed.begin(), listed.end(),
-            [](const auto& a, const auto& b) { return a.manifest_path < b.manifest_path; });
   return listed;
 }
 

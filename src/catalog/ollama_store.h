@@ -32,9 +32,10 @@ Expected<std::string> OllamaModelsDir();
 // model_format other than gguf. The deprecated embed layer is ignored, as Ollama does.
 Expected<GgufModel> ReadOllamaModel(const std::string& root, const OllamaName& name);
 
-// `text` when it is an Ollama name whose manifest is in the store; nullopt when the text is
-// not an Ollama name or no such manifest exists. A manifest that exists but is refused or
-// malformed is an error.
+// `text` when it is an Ollama name whose manifest is in the store (as written, else the one
+// manifest whose parts equal it regardless of case, as Ollama matches names; two such:
+// InvalidArgument); nullopt when the text is not an Ollama name or no such manifest exists.
+// A manifest that exists but is refused or malformed is an error.
 Expected<std::optional<GgufModel>> FindOllamaModel(const std::string& root, std::string_view text);
 
 struct ListedOllamaModel {

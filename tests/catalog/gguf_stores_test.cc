@@ -352,6 +352,10 @@ TEST_F(GgufStoresTest, OllamaNamesResolveToTheModelBlobAndItsLayers) {
     EXPECT_TRUE(events.back().finished);
     EXPECT_EQ(events.back().done, gguf_.size());
   }
+  // Ollama matches names regardless of case; two manifests differing only in case are refused.
+  auto upper = ResolveModel("Qwen2.5:0.5B", *catalog_);
+  ASSERT_TRUE(upper) << upper.status().message();
+  EXPECT_EQ(upper->gguf->name, "qwen2.5:0.5b");
   auto hf = ResolveModel("hf.co/user/repo:Q4_K_M", *catalog_);
   ASSERT_TRUE(hf) << hf.status().message();
   EXPECT_EQ(hf->gguf->name, "hf.co/user/repo:Q4_K_M");
@@ -359,6 +363,14 @@ TEST_F(GgufStoresTest, OllamaNamesResolveToTheModelBlobAndItsLayers) {
   EXPECT_FALSE(hf->gguf->params);
 
   // Not pulled: the tag must match; the message says where it looked.
+  store_.Manifest("registry.ollama.ai/library/Qwen2.5/0.5b", store_.Config("Q4_K_M"),
+                  {store_.Blob(kModelMedia, gguf_)});
+  auto two_cases = ResolveModel("QWEN2.5:0.5b", *catalog_);
+  ASSERT_FALSE(two_cases);
+  EXPECT_NE(two_cases.status().message().find("differ only in case"), std::string::npos)
+      << two_cases.status().message();
+  EXPECT_EQ(ResolveModel("Qwen2.5:0.5b", *catalog_)->gguf->name, "Qwen2.5:0.5b");  // exact
+
   auto missing = ResolveModel("qwen2.5", *catalog_);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
