@@ -66,7 +66,12 @@ Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::strin
 
 Expected<std::string> DefaultChatModelName() {
   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
-  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> installed, ListInstalledModels(*catalog, false));
+  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> listed, ListInstalledModels(*catalog, false));
+  // An Ollama model tessera cannot run (a projector, an adapter) is listed, never chosen.
+  std::vector<InstalledModel> installed;
+  for (InstalledModel& m : listed) {
+    if (!m.verification.starts_with("refused: ")) installed.push_back(std::move(m));
+  }
   if (installed.empty()) {
     std::fprintf(stderr, "tessera: %s\n", kBuiltinModelNotice);
     return std::string(kBuiltinModelName);

@@ -30,7 +30,8 @@ Status VerifyGgufShowingProgress(const GgufModel& model);
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
                                                                 ModelLoadOptions options);
 
-// The model `tessera chat` uses without --model: the one installed model (tessera list), or
+// The model `tessera chat` uses without --model: the one installed model (tessera list; an
+// Ollama model listed as refused does not count), or
 // the built-in demo model (catalog/builtin_model.h) when none is installed; the choice is
 // said in one line on stderr. Several installed: InvalidArgument naming them.
 Expected<std::string> DefaultChatModelName();

@@ -1,11 +1,12 @@
 // Where models live and how a name finds one. tessera's own store is $TESSERA_MODELS
 // (default ~/.local/share/tessera/models): one directory per model, named by catalog id or
 // "Org--Name", with tessera-lock.json beside the files. A model already in the Hugging Face
-// cache (models--Org--Name/snapshots/COMMIT, files symlinked into blobs/) is used in place.
+// cache (models--Org--Name/snapshots/COMMIT, files symlinked into blobs/) is used in place,
+// and so are GGUF models in Ollama's store and LM Studio's folder (catalog/gguf_model.h).
 //
 //   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
 //   TS_ASSIGN_OR_RETURN(ResolvedModel m, ResolveModel("qwen3-0.6b", *catalog));
-//   LoadCheckpoint(m.dir);
+//   if (m.gguf) LoadGguf(*m.gguf); else LoadCheckpoint(m.dir);
 #pragma once
 
 #include <cstdint>
