@@ -112,6 +112,7 @@ std::optional<OllamaName> ParseOllamaName(std::string_view s) {
       if (n.ns.empty() || host.empty()) return std::nullopt;
       if (const size_t scheme = host.find("://"); scheme != std::string_view::npos) {
         host = host.substr(scheme + 3);
+        if (host.empty()) return std::nullopt;  // not the default host: no host at all
       }
       n.host = std::string(host);
     }

@@ -198,6 +198,7 @@ TEST(OllamaNames, ParseAsOllamaDoes) {
       {"m@sha256:0123", "", ""},
       {"a/b/c/d", "", ""},  // "a/b" is no host
       {"m:t/x", "", ""},
+      {"https:///ns/m", "", ""},
   };
   for (const Case& c : cases) {
     std::optional<OllamaName> n = ParseOllamaName(c.text);
