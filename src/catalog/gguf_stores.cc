@@ -60,6 +60,8 @@ Expected<std::optional<ResolvedModel>> ResolveGgufPath(const std::string& as_giv
   return std::optional<ResolvedModel>(ResolvedFromGguf(std::move(model)));
 }
 
+namespace {
+
 InstalledModel InstalledFromGguf(const GgufModel& model, std::string verification) {
   InstalledModel m;
   m.name = model.name;
@@ -70,6 +72,18 @@ InstalledModel InstalledFromGguf(const GgufModel& model, std::string verificatio
   m.location = model.location;
   m.file = model.path;
   return m;
+}
+
+}  // namespace
+
+InstalledModel InstalledFromGgufFile(const ListedGgufFile& file, std::string verification) {
+  if (file.model) return InstalledFromGguf(*file.model, std::move(verification));
+  GgufModel shown;
+  shown.name = file.name;
+  shown.path = file.path;
+  shown.size_bytes = file.size_bytes;
+  shown.location = file.location;
+  return InstalledFromGguf(shown, "refused: " + file.model.status().message());
 }
 
 std::vector<InstalledModel> ListGgufStoreModels(bool rehash) {
@@ -94,8 +108,8 @@ std::vector<InstalledModel> ListGgufStoreModels(bool rehash) {
     }
   }
   if (auto root = LmStudioModelsDir()) {
-    for (const GgufModel& model : ListLmStudioModels(*root)) {
-      rows.push_back(InstalledFromGguf(model, "unverified"));
+    for (const ListedGgufFile& file : ListLmStudioModels(*root)) {
+      rows.push_back(InstalledFromGgufFile(file, "unverified"));
     }
   }
   return rows;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "catalog/lmstudio_store.h"
 #include "catalog/model_store.h"
 
 namespace tessera {
@@ -34,7 +35,7 @@ Expected<std::optional<ResolvedModel>> ResolveGgufPath(const std::string& as_giv
 // publisher/repo/file.gguf).
 std::vector<InstalledModel> ListGgufStoreModels(bool rehash);
 
-// A GGUF model as a `tessera list` row.
-InstalledModel InstalledFromGguf(const GgufModel& model, std::string verification);
+// A GGUF file as a `tessera list` row: `verification` when it is one, else "refused: <why>".
+InstalledModel InstalledFromGgufFile(const ListedGgufFile& file, std::string verification);
 
 }  // namespace tessera

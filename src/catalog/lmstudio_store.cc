@@ -78,29 +78,42 @@ std::vector<GgufModel> FindLmStudioModels(const std::string& root, std::string_v
   return found;
 }
 
-std::vector<GgufModel> ListLmStudioModels(const std::string& root) {
-  std::vector<GgufModel> listed;
+namespace {
+
+ListedGgufFile ListFile(const std::string& path, const std::string& name, ModelLocation location) {
+  ListedGgufFile listed;
+  listed.name = name;
+  listed.path = path;
+  listed.location = location;
+  std::error_code ec;
+  listed.size_bytes = fs::file_size(path, ec);
+  listed.model = GgufModelOfFile(path, name, location);
+  return listed;
+}
+
+}  // namespace
+
+std::vector<ListedGgufFile> ListLmStudioModels(const std::string& root) {
+  std::vector<ListedGgufFile> listed;
   for (const std::string& publisher : SortedSubfolders(root)) {
     for (const std::string& repo : SortedSubfolders(fs::path(root) / publisher)) {
       const std::string repo_dir = root + "/" + publisher + "/" + repo;
       for (const std::string& file : GgufFileNamesIn(repo_dir)) {
-        auto model = GgufModelOfFile(repo_dir + "/" + file, publisher + "/" + repo + "/" + file,
-                                     ModelLocation::kLmStudio);
-        if (model) listed.push_back(std::move(*model));
+        listed.push_back(ListFile(repo_dir + "/" + file, publisher + "/" + repo + "/" + file,
+                                  ModelLocation::kLmStudio));
       }
     }
   }
   return listed;
 }
 
-std::vector<GgufModel> ListGgufFolder(const std::string& dir, ModelLocation location) {
-  std::vector<GgufModel> listed;
+std::vector<ListedGgufFile> ListGgufFolder(const std::string& dir, ModelLocation location) {
+  std::vector<ListedGgufFile> listed;
   for (const std::string& file : GgufFileNamesIn(dir)) {
     // Absolute, so that the name is a path wherever it is given (LooksLikePath).
     std::error_code ec;
     const std::string path = fs::absolute(fs::path(dir) / file, ec).lexically_normal().string();
-    auto model = GgufModelOfFile(path, path, location);
-    if (model) listed.push_back(std::move(*model));
+    listed.push_back(ListFile(path, path, location));
   }
   return listed;
 }

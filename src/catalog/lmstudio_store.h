@@ -8,6 +8,7 @@
 //   // several: the name is ambiguous, and the caller says so, naming each file
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,10 +26,19 @@ Expected<std::string> LmStudioModelsDir();
 // characters of letters, digits, '.', '-', '_', not starting with '.') or nothing is there.
 std::vector<GgufModel> FindLmStudioModels(const std::string& root, std::string_view text);
 
-// Every <publisher>/<repo>/*.gguf, sorted by path, named publisher/repo/file.gguf.
-std::vector<GgufModel> ListLmStudioModels(const std::string& root);
+// A listed *.gguf file, or why it cannot be used (it does not start with "GGUF").
+struct ListedGgufFile {
+  std::string name;
+  std::string path;
+  ModelLocation location = ModelLocation::kLmStudio;
+  uint64_t size_bytes = 0;
+  Expected<GgufModel> model{GgufModel{}};
+};
 
-// Every *.gguf directly in `dir` (a plain folder), named by its path, with `location`.
-std::vector<GgufModel> ListGgufFolder(const std::string& dir, ModelLocation location);
+// Every <publisher>/<repo>/*.gguf, sorted by path, named publisher/repo/file.gguf.
+std::vector<ListedGgufFile> ListLmStudioModels(const std::string& root);
+
+// Every *.gguf directly in `dir` (a plain folder), named by its absolute path.
+std::vector<ListedGgufFile> ListGgufFolder(const std::string& dir, ModelLocation location);
 
 }  // namespace tessera

@@ -516,8 +516,8 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
 
 std::vector<InstalledModel> ListGgufFolderModels(const std::string& dir) {
   std::vector<InstalledModel> rows;
-  for (const GgufModel& model : ListGgufFolder(dir, ModelLocation::kFolder)) {
-    rows.push_back(InstalledFromGguf(model, "unverified"));
+  for (const ListedGgufFile& file : ListGgufFolder(dir, ModelLocation::kFolder)) {
+    rows.push_back(InstalledFromGgufFile(file, "unverified"));
   }
   return rows;
 }

@@ -580,10 +580,14 @@ TEST_F(GgufStoresTest, GgufFilesAndFoldersByPath) {
   ASSERT_FALSE(not_gguf);
   EXPECT_EQ(not_gguf.status().code(), ErrorCode::kUnsupported);
   auto rows = ListGgufFolderModels(dir);
-  ASSERT_EQ(rows.size(), 2u);  // c.gguf is not a GGUF file
+  ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].location, ModelLocation::kFolder);
   EXPECT_EQ(rows[0].dtype, "Q6_K");
   EXPECT_EQ(rows[0].name, dir + "/a-Q6_K.gguf");
+  EXPECT_EQ(rows[0].verification, "unverified");
+  EXPECT_EQ(rows[2].location, ModelLocation::kFolder);
+  EXPECT_TRUE(rows[2].verification.starts_with("refused: ")) << rows[2].verification;
+  EXPECT_NE(rows[2].verification.find("not a GGUF file"), std::string::npos);
 }
 
 TEST_F(GgufStoresTest, NothingIsWrittenIntoTheStores) {
