@@ -539,21 +539,27 @@ const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::st
   return repo.empty() ? nullptr : catalog.FindByRepo(repo);
 }
 
+namespace {
+
+// rm of a name that lives in Ollama's store or LM Studio's folder: refused, saying whose it is
+// (another program's store is only ever read). Ok when the name is in neither.
+Status RefuseRemovingFromOtherStores(std::string_view name) {
+  auto others = FindInGgufStores(name);
+  if (!others || others->found.empty()) return Status::Ok();
+  const ResolvedModel& m = others->found[0];
+  const std::string& where = m.gguf->manifest_path.empty() ? m.Where() : m.gguf->manifest_path;
+  return InvalidArgument(std::string(name) + " lives in " + SourceName(m.location) + " (" + where +
+                         "), which tessera never changes; " +
+                         (m.location == ModelLocation::kOllama
+                              ? "use `ollama rm " + std::string(name) + "`"
+                              : std::string("delete it with LM Studio")));
+}
+
+}  // namespace
+
 Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& catalog) {
   auto parsed = ParseModelRef(name, catalog);
-  if (!parsed || !ResolveModel(name, catalog).has_value()) {
-    // Another program's store is only ever read.
-    auto others = FindInGgufStores(name);
-    if (others && !others->found.empty()) {
-      const ResolvedModel& m = others->found[0];
-      const std::string& where = m.gguf->manifest_path.empty() ? m.Where() : m.gguf->manifest_path;
-      return InvalidArgument(std::string(name) + " lives in " + SourceName(m.location) + " (" +
-                             where + "), which tessera never changes; " +
-                             (m.location == ModelLocation::kOllama
-                                  ? "use `ollama rm " + std::string(name) + "`"
-                                  : std::string("delete it with LM Studio")));
-    }
-  }
+  if (!parsed) TS_RETURN_IF_ERROR(RefuseRemovingFromOtherStores(name));
   TS_ASSIGN_OR_RETURN(ModelRef spec, std::move(parsed));
   if (spec.revision_given) {
     return InvalidArgument("rm takes a name without @REVISION; a model is stored once");
@@ -574,6 +580,7 @@ Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& ca
                              "), which tessera does not delete from; use "
                              "`huggingface-cli delete-cache`");
     }
+    TS_RETURN_IF_ERROR(RefuseRemovingFromOtherStores(name));
     return NotFound(std::string(name) + " is not in " + models_dir + "; see `tessera list`");
   }
   // Rename first so a half-deleted directory is never mistaken for a model.

@@ -593,18 +593,29 @@ TEST_F(GgufStoresTest, GgufFilesAndFoldersByPath) {
 TEST_F(GgufStoresTest, NothingIsWrittenIntoTheStores) {
   PullTwoModels();
   WriteLmStudioFile("p/r/m.gguf", GgufBytes("llama", 1));
+  // tessera's store holds a p/r too: the name is ambiguous to resolve, not to rm.
+  SyntheticModelSpec spec;
+  spec.vocab = 512;
+  fs::create_directories(tmp_.File("models/p--r"));
+  ASSERT_TRUE(WriteSyntheticModel(tmp_.File("models/p--r"), spec).ok());
   const auto before_ollama = Snapshot(ollama_);
   const auto before_lm = Snapshot(lmstudio_);
   ASSERT_TRUE(ListInstalledModels(*catalog_, /*rehash=*/true));
   auto r = ResolveModel("qwen2.5:0.5b", *catalog_);
   ASSERT_TRUE(r);
   ASSERT_TRUE(VerifyGgufModel(*r->gguf).ok());
-  ASSERT_TRUE(ResolveModel("p/r", *catalog_));
+  ASSERT_TRUE(ResolveModel(lmstudio_ + "/p/r/m.gguf", *catalog_));
+  EXPECT_FALSE(ResolveModel("p/r", *catalog_));  // ambiguous
   auto removed = RemoveStoredModel("qwen2.5:0.5b", *catalog_);
   ASSERT_FALSE(removed);
   EXPECT_NE(removed.status().message().find("ollama rm"), std::string::npos)
       << removed.status().message();
-  EXPECT_FALSE(RemoveStoredModel("p/r", *catalog_));
+  auto ours = RemoveStoredModel("p/r", *catalog_);  // tessera's copy only
+  ASSERT_TRUE(ours) << ours.status().message();
+  EXPECT_FALSE(fs::exists(tmp_.File("models/p--r")));
+  auto lm = RemoveStoredModel("p/r", *catalog_);  // now only LM Studio's: refused
+  ASSERT_FALSE(lm);
+  EXPECT_NE(lm.status().message().find("LM Studio"), std::string::npos) << lm.status().message();
   EXPECT_EQ(Snapshot(ollama_), before_ollama);
   EXPECT_EQ(Snapshot(lmstudio_), before_lm);
 }
