@@ -1,6 +1,8 @@
-// tessera list / rm / resolve: what is installed (tessera's store and the Hugging Face cache),
-// removing a model from the store, and where a name resolves to.
+// tessera list / rm / resolve: what is installed (tessera's store, the Hugging Face cache,
+// Ollama's store, LM Studio's folder, folders given with --folder), removing a model from
+// tessera's store, and where a name resolves to.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include "catalog/model_store.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "model_loading.h"
 
 namespace tessera {
 namespace {
@@ -31,6 +34,7 @@ int RunListCommand(int argc, char** argv) {
   args.AddFlag("catalog", "list the models tessera knows by name instead");
   args.AddFlag("verify", "re-hash every locked file (slow for large models)");
   args.AddFlag("json", "print one JSON array");
+  args.AddList("folder", "also list the GGUF files in this folder (repeatable)");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("list", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
@@ -75,15 +79,27 @@ int RunListCommand(int argc, char** argv) {
   }
   auto models = ListInstalledModels(**catalog, args.GetFlag("verify"));
   if (!models) return ReportError("list", models.status());
+  for (const std::string& folder : args.GetList("folder")) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(folder, ec)) {
+      return ReportError("list", NotFound("--folder " + folder + " is not a folder"));
+    }
+    for (InstalledModel& m : ListGgufFolderModels(folder)) models->push_back(std::move(m));
+  }
   for (const auto& m : *models) {
-    rows.push_back({{"name", m.name},
-                    {"purpose", m.purpose},
-                    {"dtype", m.dtype},
-                    {"size_bytes", m.size_bytes},
-                    {"verification", m.verification},
-                    {"location", ModelLocationName(m.location)},
-                    {"dir", m.dir},
-                    {"commit", m.commit}});
+    nlohmann::json row = {{"name", m.name},
+                          {"purpose", m.purpose},
+                          {"dtype", m.dtype},
+                          {"size_bytes", m.size_bytes},
+                          {"verification", m.verification},
+                          {"location", ModelLocationName(m.location)},
+                          {"dir", m.dir},
+                          {"commit", m.commit}};
+    if (!m.file.empty()) {
+      row["format"] = "gguf";
+      row["file"] = m.file;
+    }
+    rows.push_back(std::move(row));
   }
   if (args.GetFlag("json")) {
     std::printf("%s\n", rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -96,11 +112,11 @@ int RunListCommand(int argc, char** argv) {
     return 0;
   }
   std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", "NAME", "PURPOSE", "DTYPE", "SIZE",
-              "VERIFIED", "WHERE", "DIR");
+              "VERIFIED", "WHERE", "PATH");
   for (const auto& m : *models) {
     std::printf("%-28s %-10s %-9s %10s  %-11s %-9s %s\n", m.name.c_str(), m.purpose.c_str(),
                 m.dtype.c_str(), FormatBytes(static_cast<double>(m.size_bytes)).c_str(),
-                m.verification.c_str(), ModelLocationName(m.location), m.dir.c_str());
+                m.verification.c_str(), ModelLocationName(m.location), m.Where().c_str());
   }
   return 0;
 }
@@ -113,7 +129,7 @@ int RunRmCommand(int argc, char** argv) {
   if (args.help_requested()) {
     std::printf(
         "usage: tessera rm NAME\n\nRemoves a model from tessera's store (never from the "
-        "Hugging Face cache).\n");
+        "Hugging Face cache, Ollama's store or LM Studio's folder).\n");
     return 0;
   }
   if (!has_name) return ReportError("rm", InvalidArgument("which model? usage: tessera rm NAME"));
@@ -132,6 +148,8 @@ int RunRmCommand(int argc, char** argv) {
 
 int RunResolveCommand(int argc, char** argv) {
   CliArgs args("resolve NAME|PATH");
+  args.AddFlag("json", "print one JSON object (for a GGUF model also its Ollama layers)");
+  args.AddFlag("verify", "also check a GGUF model's sha256 against its store (Ollama)");
   std::string name;
   bool has_name = TakeName(argc, argv, &name);
   if (Status st = args.Parse(argc, argv, has_name ? 3 : 2); !st.ok()) {
@@ -139,9 +157,10 @@ int RunResolveCommand(int argc, char** argv) {
   }
   if (args.help_requested()) {
     std::printf(
-        "usage: tessera resolve NAME|PATH\n\nPrints the checkpoint directory a name "
-        "resolves to (tessera's store, then the Hugging Face cache) and where it "
-        "lives.\n");
+        "usage: tessera resolve NAME|PATH [--json] [--verify]\n\nPrints the checkpoint "
+        "directory or GGUF file a name resolves to and where it lives: tessera's store, the "
+        "Hugging Face cache, Ollama's store or LM Studio's folder (docs/model-store.md).\n\n%s",
+        args.Usage().c_str());
     return 0;
   }
   if (!has_name) {
@@ -151,7 +170,32 @@ int RunResolveCommand(int argc, char** argv) {
   if (!catalog) return ReportError("resolve", catalog.status());
   auto resolved = ResolveModel(name, **catalog);
   if (!resolved) return ReportError("resolve", resolved.status());
-  std::printf("%s\t%s\n", resolved->dir.c_str(), ModelLocationName(resolved->location));
+  if (resolved->gguf && args.GetFlag("verify")) {
+    if (Status st = VerifyGgufShowingProgress(*resolved->gguf); !st.ok()) {
+      return ReportError("resolve", st);
+    }
+  }
+  if (args.GetFlag("json")) {
+    nlohmann::json out = {{"name", resolved->name},
+                          {"location", ModelLocationName(resolved->location)},
+                          {"format", resolved->gguf ? "gguf" : "checkpoint"},
+                          {"path", resolved->Where()}};
+    if (const auto& g = resolved->gguf) {
+      out["size_bytes"] = g->size_bytes;
+      out["quantization"] = g->quantization;
+      if (!g->expected_sha256.empty()) out["sha256"] = g->expected_sha256;
+      if (!g->manifest_path.empty()) out["manifest"] = g->manifest_path;
+      if (!g->family.empty()) out["family"] = g->family;
+      if (!g->parameter_size.empty()) out["parameter_size"] = g->parameter_size;
+      if (g->go_template) out["template"] = *g->go_template;
+      if (g->system_prompt) out["system"] = *g->system_prompt;
+      if (g->params) out["params"] = OllamaParamsToJson(*g->params);
+      out["licenses"] = g->licenses.size();
+    }
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("%s\t%s\n", resolved->Where().c_str(), ModelLocationName(resolved->location));
   return 0;
 }
 

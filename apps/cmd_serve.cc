@@ -112,7 +112,7 @@ Expected<std::vector<ModelEntry>> InstalledServableModels() {
     auto text = ReadFileToString(m.dir + "/config.json", 16u << 20);
     if (!text || !ParseModelConfig(*text) || !CheckServedName(m.name, m.name).ok()) {
       std::fprintf(stderr, "tessera serve: skipping installed %s (%s): not a model tessera runs\n",
-                   m.name.c_str(), m.dir.c_str());
+                   m.name.c_str(), m.Where().c_str());
       continue;
     }
     found.push_back({m.name, m.dir});

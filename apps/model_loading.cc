@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "base/progress.h"
@@ -22,15 +23,36 @@ bool IsDirectory(const std::string& path) {
 
 }  // namespace
 
-Expected<std::string> ResolveModelDir(const std::string& model_arg) {
-  if (IsDirectory(model_arg)) {
-    // A package is used only once every byte is verified, however it was named.
-    if (IsPackageDir(model_arg)) TS_RETURN_IF_ERROR(VerifyPackage(model_arg).status());
-    return model_arg;
-  }
+Expected<ResolvedModel> ResolveModelArg(const std::string& model_arg) {
   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
-  TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModel(model_arg, *catalog));
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(model_arg, ec);
+  if (IsDirectory(model_arg) || exists) {
+    // A folder or file that exists is a path even when not written as one ("models/x").
+    const std::string as_path = LooksLikePath(model_arg) ? model_arg : "./" + model_arg;
+    TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModel(as_path, *catalog));
+    if (!resolved.gguf) resolved.dir = model_arg;  // as given, as before
+    resolved.name = model_arg;
+    return resolved;
+  }
+  return ResolveModel(model_arg, *catalog);
+}
+
+Expected<std::string> ResolveModelDir(const std::string& model_arg) {
+  TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModelArg(model_arg));
+  if (resolved.gguf) {
+    return Unsupported(model_arg + " resolves to the GGUF file " + resolved.gguf->path + " (" +
+                       ModelLocationName(resolved.location) +
+                       "), and this command does not load GGUF files yet; give a checkpoint "
+                       "folder or a model from tessera's store");
+  }
   return resolved.dir;
+}
+
+Status VerifyGgufShowingProgress(const GgufModel& model) {
+  ProgressRenderer shown = ProgressRenderer::ForStderr();
+  shown.set_line_prefix("tessera: ");
+  return VerifyGgufModel(model, shown.Callback());
 }
 
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
@@ -44,7 +66,12 @@ Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::strin
 
 Expected<std::string> DefaultChatModelName() {
   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
-  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> installed, ListInstalledModels(*catalog, false));
+  TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> listed, ListInstalledModels(*catalog, false));
+  // An Ollama model tessera cannot run (a projector, an adapter) is listed, never chosen.
+  std::vector<InstalledModel> installed;
+  for (InstalledModel& m : listed) {
+    if (!m.verification.starts_with("refused: ")) installed.push_back(std::move(m));
+  }
   if (installed.empty()) {
     std::fprintf(stderr, "tessera: %s\n", kBuiltinModelNotice);
     return std::string(kBuiltinModelName);

@@ -6,20 +6,32 @@
 #include <string>
 
 #include "base/status.h"
+#include "catalog/model_store.h"
 #include "runtime/loaded_model.h"
 
 namespace tessera {
 
-// --model: an existing directory is used as given; anything else is a model name resolved
-// through tessera's store and the Hugging Face cache (catalog/model_store.h).
+// --model: an existing directory or file is a path; anything else is a model name resolved
+// through tessera's store, the Hugging Face cache, Ollama's store and LM Studio's folder
+// (ResolveModel in catalog/model_store.h). A GGUF model comes back with `gguf` set: the
+// struct the GGUF loader takes (catalog/gguf_model.h).
+Expected<ResolvedModel> ResolveModelArg(const std::string& model_arg);
+
+// ResolveModelArg for the commands that load checkpoint folders: a GGUF model is refused
+// (Unsupported, naming the file it resolved to) until the GGUF loader is wired in here.
 Expected<std::string> ResolveModelDir(const std::string& model_arg);
+
+// VerifyGgufModel with its progress on stderr (a bar on a terminal, plain lines otherwise):
+// what opening a GGUF model from a store does first, once.
+Status VerifyGgufShowingProgress(const GgufModel& model);
 
 // LoadedModel::Open with its phases (and a first-use conversion) shown on stderr: a bar on a
 // terminal, plain lines otherwise (base/progress.h); its notes as "tessera: ..." lines.
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
                                                                 ModelLoadOptions options);
 
-// The model `tessera chat` uses without --model: the one installed model (tessera list), or
+// The model `tessera chat` uses without --model: the one installed model (tessera list; an
+// Ollama model listed as refused does not count), or
 // the built-in demo model (catalog/builtin_model.h) when none is installed; the choice is
 // said in one line on stderr. Several installed: InvalidArgument naming them.
 Expected<std::string> DefaultChatModelName();

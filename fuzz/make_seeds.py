@@ -268,6 +268,35 @@ def main():
                 "sha256": "a" * 64, "size": 1000}},
             {"rfilename": "tokenizer.json"}, {"rfilename": "README.md"}]}))
 
+    # Ollama's store: a manifest as Ollama writes it, naming blobs the harness holds (a GGUF
+    # header and a template, fixed in ollama_manifest_fuzz.cc) and the config and params parts.
+    def layer(media, data):
+        return {"mediaType": media, "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "size": len(data)}
+    gguf = b"GGUF\x03" + b"\0" * 19
+    template = b"{{ .Prompt }}"
+    config = json.dumps({"model_format": "gguf", "model_family": "qwen2", "model_type": "494.03M",
+                         "file_type": "Q4_K_M", "architecture": "amd64", "os": "linux"}).encode()
+    params = json.dumps({"num_ctx": 4096, "stop": ["<|im_end|>"], "temperature": 0.7,
+                         "mirostat": 2}).encode()
+    ollama = "application/vnd.ollama.image."
+    def manifest(layers):
+        return json.dumps({"schemaVersion": 2,
+                           "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": layer("application/vnd.docker.container.image.v1+json",
+                                           config),
+                           "layers": layers})
+    full = [layer(ollama + "model", gguf), layer(ollama + "template", template),
+            layer(ollama + "params", params)]
+    write(root, "ollama_manifest", "pulled",
+          manifest(full) + SEP + config.decode() + SEP + params.decode())
+    write(root, "ollama_manifest", "adapter",
+          manifest(full + [layer(ollama + "adapter", params)]) + SEP + config.decode() + SEP +
+          params.decode())
+    write(root, "ollama_manifest", "no_model",
+          manifest(full[1:]) + SEP + config.decode() + SEP + params.decode())
+    write(root, "ollama_manifest", "name", "hf.co/user/repo:Q4_K_M\n{}")
+
 
 if __name__ == "__main__":
     main()

@@ -72,6 +72,10 @@ std::vector<std::string> ChildEnvironment() {
     }
   }
   env.push_back("TESSERA_READ_ONLY_DIRS=" + read_only);
+  // The user's own Ollama store never shows up in a test (a test that wants one sets it).
+  if (std::getenv("OLLAMA_MODELS") == nullptr) {
+    env.push_back(std::string("OLLAMA_MODELS=") + TESSERA_BINARY_DIR + "/test-ollama-models");
+  }
   return env;
 }
 

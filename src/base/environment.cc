@@ -26,6 +26,8 @@ std::string_view EnvVarName(EnvVar var) {
       return "HF_ENDPOINT";
     case EnvVar::kHfToken:
       return "HF_TOKEN";
+    case EnvVar::kOllamaModels:
+      return "OLLAMA_MODELS";
   }
   return "";
 }

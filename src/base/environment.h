@@ -25,6 +25,7 @@ enum class EnvVar {
   kHfHubCache,    // HF_HUB_CACHE: the Hugging Face hub cache itself
   kHfEndpoint,    // HF_ENDPOINT: the hub (or a mirror) `pull` downloads from
   kHfToken,       // HF_TOKEN: bearer token sent to the hub
+  kOllamaModels,  // OLLAMA_MODELS: Ollama's store, read in place (default ~/.ollama/models)
 
   // XDG_CONFIG_HOME: where serve saves the API key it generates (default ~/.config)
   kXdgConfigHome,

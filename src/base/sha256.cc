@@ -24,7 +24,8 @@ std::string ToHex(const unsigned char* digest, unsigned int size) {
 
 // Streams the file at `path` through the digest `md`; a Git blob id first hashes the header
 // "blob <size>\0", so the size is taken from the open file.
-Expected<std::string> DigestFile(const std::string& path, const EVP_MD* md, bool git_blob_header) {
+Expected<std::string> DigestFile(const std::string& path, const EVP_MD* md, bool git_blob_header,
+                                 const std::function<void(uint64_t)>& hashed = {}) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return IoError("cannot open " + path + ": " + std::strerror(errno));
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
@@ -42,9 +43,12 @@ Expected<std::string> DigestFile(const std::string& path, const EVP_MD* md, bool
   }
   std::vector<unsigned char> buffer(1 << 20);
   bool read_error = false;
+  uint64_t total = 0;
   while (true) {
     size_t n = std::fread(buffer.data(), 1, buffer.size(), f);
     if (n > 0) EVP_DigestUpdate(ctx, buffer.data(), n);
+    total += n;
+    if (hashed) hashed(total);
     if (n < buffer.size()) {
       read_error = std::ferror(f) != 0;
       break;
@@ -96,8 +100,9 @@ std::string Sha256Hex(std::string_view bytes) {
   return h.FinishHex();
 }
 
-Expected<std::string> Sha256File(const std::string& path) {
-  return DigestFile(path, EVP_sha256(), false);
+Expected<std::string> Sha256File(const std::string& path,
+                                 const std::function<void(uint64_t)>& hashed) {
+  return DigestFile(path, EVP_sha256(), false, hashed);
 }
 
 Expected<std::string> GitBlobIdOfFile(const std::string& path) {

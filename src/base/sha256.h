@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,8 +35,10 @@ class Sha256 {
 };
 
 std::string Sha256Hex(std::string_view bytes);
-// Hashes a whole file by streaming it (never loads it into memory at once).
-Expected<std::string> Sha256File(const std::string& path);
+// Hashes a whole file by streaming it (never loads it into memory at once). `hashed`, when
+// set, is called after each 1 MiB read with the bytes hashed so far (for a progress bar).
+Expected<std::string> Sha256File(const std::string& path,
+                                 const std::function<void(uint64_t)>& hashed = {});
 // The id Git (and the Hugging Face hub's "blobId") gives a file's contents.
 Expected<std::string> GitBlobIdOfFile(const std::string& path);
 

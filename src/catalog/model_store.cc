@@ -15,6 +15,8 @@
 #include "base/environment.h"
 #include "base/sha256.h"
 #include "catalog/builtin_model.h"
+#include "catalog/gguf_stores.h"
+#include "catalog/lmstudio_store.h"
 #include "catalog/package.h"
 #include "format/json_util.h"
 #include "format/model_kind.h"
@@ -268,29 +270,22 @@ const char* ModelLocationName(ModelLocation location) {
       return "built-in";
     case ModelLocation::kFirstUsePackage:
       return "package";
+    case ModelLocation::kOllama:
+      return "ollama";
+    case ModelLocation::kLmStudio:
+      return "lmstudio";
+    case ModelLocation::kFolder:
+      return "folder";
   }
   return "?";
 }
 
-Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalog& catalog) {
-  if (LooksLikePath(name_or_path)) {
-    std::string path(name_or_path);
-    if (path.starts_with("~/")) {
-      TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
-      path = home + path.substr(1);
-    }
-    std::error_code ec;
-    if (!fs::is_directory(path, ec)) return NotFound(path + " is not a directory");
-    // A package is used only once every byte is verified.
-    if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
-    return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
-  }
-  if (name_or_path == kBuiltinModelName) {
-    TS_ASSIGN_OR_RETURN(std::string dir, MaterializeBuiltinModel());
-    return ResolvedModel{kBuiltinModelName, dir, ModelLocation::kBuiltin};
-  }
-  TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name_or_path, catalog));
-  TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
+namespace {
+
+// tessera's store, then the Hugging Face cache: nullopt when neither holds `spec`.
+Expected<std::optional<ResolvedModel>> FindInTesseraStores(const ModelRef& spec,
+                                                           const std::string& models_dir,
+                                                           const std::string& hub_cache) {
   for (const std::string& folder : StoreFoldersOf(spec)) {
     const std::string stored = models_dir + "/" + folder;
     if (!IsCheckpointDir(stored)) continue;
@@ -300,16 +295,101 @@ Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalo
                    (lock && (lock->revision == spec.revision || lock->commit == spec.revision));
     if (matches) {
       if (IsPackageDir(stored)) TS_RETURN_IF_ERROR(VerifyPackage(stored).status());
-      return ResolvedModel{folder, stored, ModelLocation::kStore};
+      return std::optional<ResolvedModel>(ResolvedModel{folder, stored, ModelLocation::kStore});
     }
   }
-  TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
   auto snapshot = FindHubCacheSnapshot(hub_cache, spec.repo, spec.revision);
-  if (snapshot) return ResolvedModel{spec.store_name, *snapshot, ModelLocation::kHubCache};
+  if (snapshot) {
+    return std::optional<ResolvedModel>(
+        ResolvedModel{spec.store_name, *snapshot, ModelLocation::kHubCache});
+  }
   if (snapshot.status().code() != ErrorCode::kNotFound) return snapshot.status();
-  return NotFound("model " + QuoteForMessage(name_or_path) + " is not installed (looked in " +
-                  models_dir + " and " + hub_cache + "); run `tessera pull " +
-                  std::string(name_or_path) + "`");
+  return std::optional<ResolvedModel>();
+}
+
+// How to name one candidate of an ambiguous name alone: an Ollama name with its tag (no other
+// store's names hold ':'), else the path.
+std::string UnambiguousSpelling(const ResolvedModel& m) {
+  if (m.location == ModelLocation::kOllama) return m.gguf->name;
+  return m.Where();
+}
+
+const char* SourceName(ModelLocation location) {
+  switch (location) {
+    case ModelLocation::kStore:
+      return "tessera's store";
+    case ModelLocation::kHubCache:
+      return "the Hugging Face cache";
+    case ModelLocation::kOllama:
+      return "Ollama's store";
+    case ModelLocation::kLmStudio:
+      return "LM Studio's folder";
+    default:
+      return ModelLocationName(location);
+  }
+}
+
+}  // namespace
+
+Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalog& catalog) {
+  if (LooksLikePath(name_or_path)) {
+    std::string path(name_or_path);
+    if (path.starts_with("~/")) {
+      TS_ASSIGN_OR_RETURN(std::string home, HomeDir());
+      path = home + path.substr(1);
+    }
+    TS_ASSIGN_OR_RETURN(std::optional<ResolvedModel> gguf,
+                        ResolveGgufPath(std::string(name_or_path), path));
+    if (gguf) return std::move(*gguf);
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      return NotFound(path + " is neither a checkpoint folder nor a GGUF file");
+    }
+    // A package is used only once every byte is verified.
+    if (IsPackageDir(path)) TS_RETURN_IF_ERROR(VerifyPackage(path).status());
+    return ResolvedModel{std::string(name_or_path), path, ModelLocation::kPath};
+  }
+  if (name_or_path == kBuiltinModelName) {
+    TS_ASSIGN_OR_RETURN(std::string dir, MaterializeBuiltinModel());
+    return ResolvedModel{kBuiltinModelName, dir, ModelLocation::kBuiltin};
+  }
+  std::vector<ResolvedModel> found;
+  std::vector<std::string> looked_in;
+  Expected<ModelRef> spec = ParseModelRef(name_or_path, catalog);
+  if (spec) {
+    TS_ASSIGN_OR_RETURN(std::string models_dir, ModelsDir());
+    TS_ASSIGN_OR_RETURN(std::string hub_cache, HubCacheDir());
+    looked_in = {models_dir, hub_cache};
+    TS_ASSIGN_OR_RETURN(std::optional<ResolvedModel> ours,
+                        FindInTesseraStores(*spec, models_dir, hub_cache));
+    if (ours) found.push_back(std::move(*ours));
+  }
+  TS_ASSIGN_OR_RETURN(GgufStoreLookup others, FindInGgufStores(name_or_path));
+  for (ResolvedModel& m : others.found) found.push_back(std::move(m));
+  looked_in.insert(looked_in.end(), others.looked_in.begin(), others.looked_in.end());
+  if (found.size() == 1) return std::move(found[0]);
+  const std::string quoted = QuoteForMessage(name_or_path);
+  if (found.size() > 1) {
+    std::string list;
+    for (const ResolvedModel& m : found) {
+      list += std::string(list.empty() ? "" : "; ") + SourceName(m.location) + ": " + m.Where() +
+              " (name it alone as " + UnambiguousSpelling(m) + ")";
+    }
+    return InvalidArgument(quoted + " names " + std::to_string(found.size()) +
+                           " models, and tessera does not guess which: " + list);
+  }
+  // Not a name in any store's syntax: tessera's reason says what a name may be.
+  if (!spec && !others.is_name_there) return spec.status();
+  std::string places;
+  for (const std::string& p : looked_in) places += (places.empty() ? "" : ", ") + p;
+  if (spec) {
+    return NotFound("model " + quoted + " is not installed (looked in " + places +
+                    "); run `tessera pull " + std::string(name_or_path) + "`");
+  }
+  return NotFound("model " + quoted + " is not installed (looked in " + places +
+                  "); it is not a name `tessera pull` takes (`tessera list --catalog` shows "
+                  "those, or give ORG/REPO), and `ollama pull " +
+                  std::string(name_or_path) + "` would put it in Ollama's store");
 }
 
 namespace {
@@ -419,7 +499,27 @@ Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog
     m.purpose = PurposeOf(catalog, "", package ? package->source_repo : "", m.dir);
     models.push_back(std::move(m));
   }
+  for (InstalledModel& m : ListGgufStoreModels(rehash)) models.push_back(std::move(m));
+  // A name another store also answers to is ambiguous (ResolveModel refuses it): such a row is
+  // named by its path. A refused Ollama model keeps its name, which says why when resolved.
+  for (InstalledModel& m : models) {
+    if (m.name == m.Where()) continue;
+    if (m.location == ModelLocation::kOllama && m.verification != "verified") continue;
+    auto resolved = ResolveModel(m.name, catalog);
+    if (!resolved ||
+        fs::path(resolved->Where()).lexically_normal() != fs::path(m.Where()).lexically_normal()) {
+      m.name = m.Where();
+    }
+  }
   return models;
+}
+
+std::vector<InstalledModel> ListGgufFolderModels(const std::string& dir) {
+  std::vector<InstalledModel> rows;
+  for (const ListedGgufFile& file : ListGgufFolder(dir, ModelLocation::kFolder)) {
+    rows.push_back(InstalledFromGgufFile(file, "unverified"));
+  }
+  return rows;
 }
 
 const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::string& dir) {
@@ -439,8 +539,28 @@ const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::st
   return repo.empty() ? nullptr : catalog.FindByRepo(repo);
 }
 
+namespace {
+
+// rm of a name that lives in Ollama's store or LM Studio's folder: refused, saying whose it is
+// (another program's store is only ever read). Ok when the name is in neither.
+Status RefuseRemovingFromOtherStores(std::string_view name) {
+  auto others = FindInGgufStores(name);
+  if (!others || others->found.empty()) return Status::Ok();
+  const ResolvedModel& m = others->found[0];
+  const std::string& where = m.gguf->manifest_path.empty() ? m.Where() : m.gguf->manifest_path;
+  return InvalidArgument(std::string(name) + " lives in " + SourceName(m.location) + " (" + where +
+                         "), which tessera never changes; " +
+                         (m.location == ModelLocation::kOllama
+                              ? "use `ollama rm " + std::string(name) + "`"
+                              : std::string("delete it with LM Studio")));
+}
+
+}  // namespace
+
 Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& catalog) {
-  TS_ASSIGN_OR_RETURN(ModelRef spec, ParseModelRef(name, catalog));
+  auto parsed = ParseModelRef(name, catalog);
+  if (!parsed) TS_RETURN_IF_ERROR(RefuseRemovingFromOtherStores(name));
+  TS_ASSIGN_OR_RETURN(ModelRef spec, std::move(parsed));
   if (spec.revision_given) {
     return InvalidArgument("rm takes a name without @REVISION; a model is stored once");
   }
@@ -460,6 +580,7 @@ Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& ca
                              "), which tessera does not delete from; use "
                              "`huggingface-cli delete-cache`");
     }
+    TS_RETURN_IF_ERROR(RefuseRemovingFromOtherStores(name));
     return NotFound(std::string(name) + " is not in " + models_dir + "; see `tessera list`");
   }
   // Rename first so a half-deleted directory is never mistaken for a model.

@@ -1,20 +1,24 @@
 // Where models live and how a name finds one. tessera's own store is $TESSERA_MODELS
 // (default ~/.local/share/tessera/models): one directory per model, named by catalog id or
 // "Org--Name", with tessera-lock.json beside the files. A model already in the Hugging Face
-// cache (models--Org--Name/snapshots/COMMIT, files symlinked into blobs/) is used in place.
+// cache (models--Org--Name/snapshots/COMMIT, files symlinked into blobs/) is used in place,
+// and so are GGUF models in Ollama's store and LM Studio's folder (catalog/gguf_model.h).
 //
 //   TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
 //   TS_ASSIGN_OR_RETURN(ResolvedModel m, ResolveModel("qwen3-0.6b", *catalog));
-//   LoadCheckpoint(m.dir);
+//   if (m.gguf) LoadGguf(*m.gguf); else LoadCheckpoint(m.dir);
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
 #include "catalog/catalog.h"
+#include "catalog/gguf_model.h"
+#include "catalog/model_location.h"
 #include "catalog/model_names.h"
 
 namespace tessera {
@@ -53,20 +57,30 @@ Status CheckAgainstLock(const std::string& model_dir, const LockFile& lock, bool
 Expected<std::string> FindHubCacheSnapshot(const std::string& hub_cache, std::string_view repo,
                                            std::string_view revision);
 
-// kBuiltin: the demo model carried in the binary (catalog/builtin_model.h).
-// kFirstUsePackage: a package converted on first use under <models dir>/.packages.
-enum class ModelLocation { kStore, kHubCache, kPath, kBuiltin, kFirstUsePackage };
-const char* ModelLocationName(ModelLocation location);
-
 struct ResolvedModel {
   std::string name;  // the store name, or the path as given
-  std::string dir;   // the checkpoint directory to load
+  std::string dir;   // the checkpoint directory to load; "" for a GGUF model
   ModelLocation location = ModelLocation::kPath;
+  // Set for a GGUF model (Ollama's store, LM Studio's folder, a GGUF file or a folder of GGUF
+  // files given by path): what the GGUF loader takes (catalog/gguf_model.h).
+  std::optional<GgufModel> gguf{};
+
+  // The checkpoint directory or the GGUF file.
+  const std::string& Where() const { return gguf ? gguf->path : dir; }
 };
 
-// A path (see LooksLikePath) is used as is; kBuiltinModelName is the built-in demo model
-// (written out on first use); any other name is looked up in the store, then the hub cache.
-// NotFound says to run `tessera pull`.
+// Resolution, in this order (docs/model-store.md, "Models you already have"):
+//  1. A path (see LooksLikePath): a checkpoint or package folder is used as is; a GGUF file, or
+//     a folder holding no config.json and exactly one *.gguf, is that GGUF file (several:
+//     refused, naming them).
+//  2. kBuiltinModelName: the built-in demo model (written out on first use).
+//  3. Any other name is looked up in every store whose names it can be: tessera's store, then
+//     the Hugging Face cache (NAME, ORG/REPO, @REV); Ollama's store (NAME[:TAG],
+//     NS/NAME[:TAG], HOST/NS/NAME[:TAG]); LM Studio's folder (PUBLISHER/REPO,
+//     PUBLISHER/REPO/FILE.gguf). Found in one: that model. Found in several (a stored copy
+//     shadowing the same repository in the Hugging Face cache counts once): InvalidArgument
+//     naming each candidate and how to name it alone. Found nowhere: NotFound naming the
+//     places looked in (and `tessera pull` for a tessera name).
 Expected<ResolvedModel> ResolveModel(std::string_view name_or_path, const Catalog& catalog);
 
 // The catalog entry of a checkpoint directory: by the repository its tessera-lock.json or
@@ -77,18 +91,28 @@ const CatalogEntry* CatalogEntryOfModelDir(const Catalog& catalog, const std::st
 struct InstalledModel {
   std::string name;     // what resolve/generate/rm accept for it: a name, name@commit or the path
   std::string purpose;  // from the catalog, else the checkpoint's kind, "-" when unknown
-  std::string dtype;    // config.json torch_dtype, "-" when absent
+  std::string dtype;    // config.json torch_dtype, a GGUF model's quantization, "-" when unknown
   uint64_t size_bytes = 0;
-  std::string verification;  // "verified", "unverified" (no lock) or "changed: <why>"
+  // "verified", "unverified" (no lock, or a GGUF file no store records a hash of), "changed:
+  // <why>", or for an Ollama model tessera cannot run "refused: <why>".
+  std::string verification;
   ModelLocation location = ModelLocation::kStore;
-  std::string dir;
+  std::string dir;     // the checkpoint folder; "" for a GGUF model
+  std::string file;    // the GGUF file; "" for a checkpoint
   std::string commit;  // from the lock or the snapshot name; may be empty
+
+  const std::string& Where() const { return file.empty() ? dir : file; }
 };
 
-// Everything in the store, the hub cache and <models dir>/.packages, each with its disk use
-// (regular files below its folder, symlinks followed). `rehash` re-checks sha256 of locked
-// files.
+// Everything in the store, the hub cache, <models dir>/.packages, Ollama's store and LM
+// Studio's folder, each with its disk use (regular files below its folder, symlinks followed;
+// an Ollama model: its manifest's layers, as `ollama list` counts them). `rehash` re-checks
+// the sha256 of locked files and of Ollama's model blobs. Every NAME resolves back to its
+// entry (ResolveModel); one that would not (an ambiguous name) is replaced by the path.
 Expected<std::vector<InstalledModel>> ListInstalledModels(const Catalog& catalog, bool rehash);
+// The GGUF files directly in `dir`, as `tessera list --folder DIR` shows them (location
+// kFolder, named by path).
+std::vector<InstalledModel> ListGgufFolderModels(const std::string& dir);
 
 // Removes a model from tessera's store (never from the hub cache). Returns its directory.
 Expected<std::string> RemoveStoredModel(std::string_view name, const Catalog& catalog);

@@ -30,6 +30,9 @@ class ModelStoreTest : public ::testing::Test {
     setenv("TESSERA_MODELS", models_.c_str(), 1);
     setenv("HF_HOME", hf_home_.c_str(), 1);
     unsetenv("HF_HUB_CACHE");
+    // Ollama's store and LM Studio's folder (under HOME) are looked in too: empty ones.
+    setenv("OLLAMA_MODELS", tmp_.File("ollama").c_str(), 1);
+    setenv("HOME", tmp_.File("home").c_str(), 1);
     auto catalog = BuiltinCatalog();
     ASSERT_TRUE(catalog);
     catalog_ = *catalog;
