@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf_test_util.h"
 #include "test_support.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/sentencepiece_merges.h"
@@ -207,7 +208,11 @@ GgufTokenizerData ConvertSentencePiece(const std::string& name, std::optional<bo
 }
 
 Tokenizer Build(const GgufTokenizerData& g) {
+  auto start = std::chrono::steady_clock::now();
   auto tok = TokenizerFromGguf(g);
+  std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  std::printf("built %s/%s tokenizer of %zu tokens in %.0f ms (information only)\n",
+              g.model.c_str(), g.pre.c_str(), g.tokens.size(), took.count());
   if (!tok) {
     ADD_FAILURE() << tok.status().message();
     std::abort();
@@ -379,39 +384,9 @@ TEST(GgufPreTokenizer, AWrongPreNameChangesTheEncodings) {
   EXPECT_GE(smollm, 5);
 }
 
-// A tiny byte-level vocabulary: the GPT-2 byte alphabet plus "12" (merge "1 2").
-GgufTokenizerData TinyByteLevel(const std::string& pre) {
-  GgufTokenizerData g;
-  g.model = "gpt2";
-  g.pre = pre;
-  int next = 256;
-  for (int b = 0; b < 256; ++b) {
-    // GPT-2's byte-to-character table: printable Latin-1 bytes stand for themselves, the
-    // others for U+0100 onwards in byte order.
-    bool self = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-    char32_t cp = self ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
-    std::string s;
-    if (cp < 0x80) {
-      s = std::string(1, static_cast<char>(cp));
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    g.tokens.push_back(s);
-    g.token_types.push_back(kNormal);
-  }
-  g.tokens.push_back("12");
-  g.token_types.push_back(kNormal);
-  g.merges = {"1 2"};
-  g.tokens.push_back("<|endoftext|>");
-  g.token_types.push_back(kControl);
-  g.eos_id = 257;
-  return g;
-}
-
 TEST(GgufPreTokenizer, SmolLmSplitsDigitsOneByOne) {
-  Tokenizer smollm = Build(TinyByteLevel("smollm"));
-  GgufTokenizerData llama3_data = TinyByteLevel("llama-bpe");
+  Tokenizer smollm = Build(test::TinyByteLevel("smollm"));
+  GgufTokenizerData llama3_data = test::TinyByteLevel("llama-bpe");
   llama3_data.add_bos_token = false;
   Tokenizer llama3 = Build(llama3_data);
   EXPECT_EQ(*smollm.Encode("12"), (std::vector<int32_t>{'1', '2'}));
@@ -424,7 +399,7 @@ TEST(GgufPreTokenizer, SmolLmSplitsDigitsOneByOne) {
 TEST(GgufPreTokenizer, Qwen35KeepsCombiningMarksWithTheirLetter) {
   // "x" + U+0301 (no precomposed form, so NFC keeps it): qwen2's split isolates the mark,
   // qwen35's keeps it in the word, so only qwen35 can reach the merged token.
-  GgufTokenizerData g = TinyByteLevel("qwen35");
+  GgufTokenizerData g = test::TinyByteLevel("qwen35");
   std::string acute = g.tokens[0xCC] + g.tokens[0x81];  // the byte-level text of U+0301
   g.tokens.push_back(acute);
   g.token_types.push_back(kNormal);
@@ -437,83 +412,6 @@ TEST(GgufPreTokenizer, Qwen35KeepsCombiningMarksWithTheirLetter) {
   Tokenizer qwen2 = Build(g);
   EXPECT_EQ(*qwen35.Encode("x\xcc\x81"), (std::vector<int32_t>{259}));
   EXPECT_EQ(*qwen2.Encode("x\xcc\x81"), (std::vector<int32_t>{'x', 258}));
-}
-
-// Unsupported names and inconsistent metadata are refused with one line saying what is wrong.
-void ExpectRefused(const GgufTokenizerData& g, ErrorCode code, const std::string& needle) {
-  auto tok = TokenizerFromGguf(g);
-  ASSERT_FALSE(tok.has_value()) << needle;
-  EXPECT_EQ(tok.status().code(), code) << tok.status().message();
-  EXPECT_NE(tok.status().message().find(needle), std::string::npos) << tok.status().message();
-  EXPECT_EQ(tok.status().message().find('\n'), std::string::npos) << tok.status().message();
-}
-
-TEST(GgufRefusals, UnknownModelsAndPreNamesAreNamed) {
-  GgufTokenizerData g = TinyByteLevel("qwen2");
-  g.model = "bert";
-  ExpectRefused(g, ErrorCode::kUnsupported, "'bert' is not supported");
-  ExpectRefused(g, ErrorCode::kUnsupported, "qwen2, qwen35, llama-bpe");
-  g.model = "";
-  ExpectRefused(g, ErrorCode::kUnsupported, "tokenizer.ggml.model is missing");
-  g.model = "gpt2";
-  g.pre = "deepseek-llm";
-  ExpectRefused(g, ErrorCode::kUnsupported, "tokenizer.ggml.pre 'deepseek-llm' is not supported");
-  g.pre = "";
-  ExpectRefused(g, ErrorCode::kUnsupported, "tokenizer.ggml.pre is missing");
-  g.pre = "default";
-  ExpectRefused(g, ErrorCode::kUnsupported,
-                "'default' is not supported for tokenizer.ggml.model 'gpt2'");
-  g = TinyByteLevel("qwen2");
-  g.model = "llama";
-  g.scores.assign(g.tokens.size(), 0.0f);
-  ExpectRefused(g, ErrorCode::kUnsupported,
-                "'qwen2' is not supported for tokenizer.ggml.model 'llama'");
-}
-
-TEST(GgufRefusals, InconsistentMetadataIsCorrupt) {
-  GgufTokenizerData base = TinyByteLevel("qwen2");
-  GgufTokenizerData g = base;
-  g.eos_id = 9999;
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.eos_token_id = 9999 is outside");
-  g = base;
-  g.token_types.pop_back();
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.token_type has 257 entries for 258");
-  g = base;
-  g.token_types[5] = 9;
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.token_type[5] = 9");
-  g = base;
-  g.tokens[7] = "";
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.tokens[7] is empty");
-  g = base;
-  g.tokens[7] = "\xff";
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.tokens[7] is not valid UTF-8");
-  g = base;
-  g.tokens[8] = g.tokens[9];
-  ExpectRefused(g, ErrorCode::kCorrupt, "is listed with ids 8 and 9");
-  g = base;
-  g.merges = {"1 2", "x zz"};
-  ExpectRefused(g, ErrorCode::kCorrupt, "merges[1]: token 'zz' is not in the vocab");
-  g.merges = {"12"};
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.merges[0]: expected \"left right\"");
-  g.merges.clear();
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.merges is missing or empty");
-  g = base;
-  g.add_bos_token = true;
-  ExpectRefused(g, ErrorCode::kCorrupt, "add_bos_token is true but tokenizer.ggml.bos_token_id");
-  g = base;
-  g.pre = "llama-bpe";  // llama.cpp adds BOS by default for Llama 3
-  ExpectRefused(g, ErrorCode::kCorrupt, "(llama.cpp's default for this pre-tokenizer)");
-  g = base;
-  g.tokens.clear();
-  g.token_types.clear();
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.tokens is missing or empty");
-  g = base;
-  g.model = "llama";
-  g.pre = "default";
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.scores has 0 entries for 258 tokens");
-  g.scores.assign(g.tokens.size(), 0.0f);
-  g.scores[3] = std::numeric_limits<float>::quiet_NaN();
-  ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.scores[3] is not a finite number");
 }
 
 }  // namespace
