@@ -131,6 +131,18 @@ Status BpeModel::AddMerge(const std::string& left, const std::string& right, int
   return Status::Ok();
 }
 
+Status BpeModel::AddMergeIds(int32_t left, int32_t right, int32_t rank, const std::string& where) {
+  if (!HasId(left) || !HasId(right)) {
+    return Corrupt(where + ": token id " + std::to_string(HasId(left) ? right : left) +
+                   " is not in the vocab");
+  }
+  std::string merged = id_to_token_[left] + id_to_token_[right];
+  auto m = TokenToId(merged);
+  if (!m) return Corrupt(where + ": merged token '" + merged + "' is not in the vocab");
+  merges_.Insert(left, right, rank, *m);
+  return Status::Ok();
+}
+
 Expected<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
                                                        const std::string& where) {
   std::unique_ptr<BpeModel> bpe(new BpeModel());
@@ -200,8 +212,8 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::FromSpec(const Spec& spec, const s
   bpe->merges_.Reserve(spec.merges.size());
   for (size_t i = 0; i < spec.merges.size(); ++i) {
     const auto& [left, right] = spec.merges[i];
-    TS_RETURN_IF_ERROR(bpe->AddMerge(left, right, static_cast<int32_t>(i),
-                                     where + " merges[" + std::to_string(i) + "]"));
+    TS_RETURN_IF_ERROR(bpe->AddMergeIds(left, right, static_cast<int32_t>(i),
+                                        where + ".merges[" + std::to_string(i) + "]"));
   }
   return bpe;
 }

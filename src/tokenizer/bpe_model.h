@@ -85,8 +85,8 @@ class BpeModel {
 
   // A model from plain parts (the GGUF loader): no continuing_subword_prefix/end_of_word_suffix.
   struct Spec {
-    std::vector<std::string> id_to_token;  // index = id; "" = no token at that id
-    std::vector<std::pair<std::string, std::string>> merges;  // rank = index
+    std::vector<std::string> id_to_token;             // index = id; "" = no token at that id
+    std::vector<std::pair<int32_t, int32_t>> merges;  // ids of the two parts; rank = index
     std::optional<std::string> unk_token = std::nullopt;
     bool fuse_unk = false;
     bool byte_fallback = false;
@@ -113,6 +113,7 @@ class BpeModel {
   void SetUnkToken(std::string token);
   Status AddMerge(const std::string& left, const std::string& right, int32_t rank,
                   const std::string& where);
+  Status AddMergeIds(int32_t left, int32_t right, int32_t rank, const std::string& where);
   int32_t CharId(std::string_view ch, bool first, bool last) const;
   Status MergeWord(std::string_view word, std::vector<int32_t>* out) const;
 

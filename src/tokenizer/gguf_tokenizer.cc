@@ -178,15 +178,27 @@ Expected<Tokenizer> BuildByteLevel(const GgufTokenizerData& gguf) {
     if (gguf.token_types[id] == static_cast<int32_t>(GgufTokenType::kUnused)) continue;
     spec.id_to_token[id] = gguf.tokens[id];
   }
+  tok::TokenMap ids;
+  ids.reserve(gguf.tokens.size());
+  for (size_t id = 0; id < spec.id_to_token.size(); ++id) {
+    if (!spec.id_to_token[id].empty()) ids.emplace(spec.id_to_token[id], static_cast<int32_t>(id));
+  }
   spec.merges.reserve(gguf.merges.size());
   for (size_t i = 0; i < gguf.merges.size(); ++i) {
-    const std::string& m = gguf.merges[i];
+    std::string_view m = gguf.merges[i];
+    std::string where = "tokenizer.ggml.merges[" + std::to_string(i) + "]";
     size_t space = m.size() > 1 ? m.find(' ', 1) : std::string::npos;  // as llama.cpp splits
     if (space == std::string::npos || space + 1 >= m.size()) {
-      return Corrupt("tokenizer.ggml.merges[" + std::to_string(i) +
-                     "]: expected \"left right\", found \"" + m.substr(0, 60) + "\"");
+      return Corrupt(where + ": expected \"left right\", found \"" + std::string(m.substr(0, 60)) +
+                     "\"");
     }
-    spec.merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+    auto left = ids.find(m.substr(0, space));
+    auto right = ids.find(m.substr(space + 1));
+    if (left == ids.end() || right == ids.end()) {
+      std::string_view missing = left == ids.end() ? m.substr(0, space) : m.substr(space + 1);
+      return Corrupt(where + ": token '" + std::string(missing) + "' is not in the vocab");
+    }
+    spec.merges.emplace_back(left->second, right->second);
   }
   spec.ignore_merges = pre->ignore_merges;
 

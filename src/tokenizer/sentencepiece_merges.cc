@@ -8,7 +8,7 @@
 
 namespace tessera::tok {
 
-std::vector<std::pair<std::string, std::string>> DeriveSentencePieceMerges(
+std::vector<std::pair<int32_t, int32_t>> DeriveSentencePieceMerges(
     std::span<const std::string> pieces, std::span<const float> scores) {
   TokenMap ids;
   ids.reserve(pieces.size());
@@ -56,9 +56,9 @@ std::vector<std::pair<std::string, std::string>> DeriveSentencePieceMerges(
     if (a.left_chars != b.left_chars) return a.left_chars > b.left_chars;
     return a.right_chars > b.right_chars;
   });
-  std::vector<std::pair<std::string, std::string>> merges;
+  std::vector<std::pair<int32_t, int32_t>> merges;
   merges.reserve(all.size());
-  for (const Candidate& c : all) merges.emplace_back(pieces[c.left], pieces[c.right]);
+  for (const Candidate& c : all) merges.emplace_back(c.left, c.right);
   return merges;
 }
 

@@ -6,10 +6,11 @@
 // the left and right lengths in code points (longest first), then by vocabulary order and the
 // ids of the two parts. Internal to the tokenizer library.
 //
-//   std::vector<std::pair<std::string, std::string>> merges =
-//       DeriveSentencePieceMerges(pieces, scores);   // pieces[id], scores[id]
+//   std::vector<std::pair<int32_t, int32_t>> merges =
+//       DeriveSentencePieceMerges(pieces, scores);   // pieces[id], scores[id]; ids of the parts
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
@@ -19,7 +20,7 @@ namespace tessera::tok {
 
 // `pieces` holds every piece by id ("" = no piece at that id); `scores` has one score per id.
 // Both spans must have the same size.
-std::vector<std::pair<std::string, std::string>> DeriveSentencePieceMerges(
+std::vector<std::pair<int32_t, int32_t>> DeriveSentencePieceMerges(
     std::span<const std::string> pieces, std::span<const float> scores);
 
 }  // namespace tessera::tok

@@ -67,6 +67,8 @@ TEST(GgufRefusals, InconsistentMetadataIsCorrupt) {
   g = base;
   g.merges = {"1 2", "x zz"};
   ExpectRefused(g, ErrorCode::kCorrupt, "merges[1]: token 'zz' is not in the vocab");
+  g.merges = {"1 2", "a b"};
+  ExpectRefused(g, ErrorCode::kCorrupt, "merges[1]: merged token 'ab' is not in the vocab");
   g.merges = {"12"};
   ExpectRefused(g, ErrorCode::kCorrupt, "tokenizer.ggml.merges[0]: expected \"left right\"");
   g.merges.clear();

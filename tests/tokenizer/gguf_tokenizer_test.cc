@@ -332,8 +332,8 @@ TEST(GgufSentencePiece, DerivedMergesAreGemma3sTokenizerJsonMerges) {
   ASSERT_EQ(merges.size(), want.size());
   size_t same = 0;
   for (size_t i = 0; i < merges.size(); ++i) {
-    same += merges[i].first == want[i][0].get<std::string>() &&
-            merges[i].second == want[i][1].get<std::string>();
+    same += pieces[merges[i].first] == want[i][0].get<std::string>() &&
+            pieces[merges[i].second] == want[i][1].get<std::string>();
   }
   EXPECT_EQ(same, merges.size());
 }
