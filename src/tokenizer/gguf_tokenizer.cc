@@ -121,24 +121,28 @@ bool IsAddedType(int32_t type) {
 }
 
 // The BOS/EOS ids the post-processor puts around a sequence.
+// `id_to_token` is the vocabulary built ("" = an id without a token).
 Status SetPostProcessor(const GgufTokenizerData& gguf, bool add_bos_default, const char* why_bos,
-                        Tokenizer::State* st) {
+                        const std::vector<std::string>& id_to_token, Tokenizer::State* st) {
   bool add_bos = gguf.add_bos_token.value_or(add_bos_default);
   bool add_eos = gguf.add_eos_token.value_or(false);
-  if (add_bos) {
-    if (!gguf.bos_id) {
-      return Corrupt(std::string("tokenizer.ggml.add_bos_token is true") +
-                     (gguf.add_bos_token ? "" : why_bos) +
-                     " but tokenizer.ggml.bos_token_id is not set");
+  auto check = [&](const char* what, const std::optional<uint32_t>& id,
+                   const std::string& why) -> Status {
+    std::string flag = std::string("tokenizer.ggml.add_") + what + "_token is true" + why;
+    std::string key = std::string("tokenizer.ggml.") + what + "_token_id";
+    if (!id) return Corrupt(flag + " but " + key + " is not set");
+    if (id_to_token[*id].empty()) {
+      return Corrupt(flag + " but " + key + " = " + std::to_string(*id) +
+                     " is an unused filler id, not a token");
     }
+    return Status::Ok();
+  };
+  if (add_bos) {
+    TS_RETURN_IF_ERROR(check("bos", gguf.bos_id, gguf.add_bos_token ? "" : why_bos));
     st->post_prefix.push_back(static_cast<int32_t>(*gguf.bos_id));
   }
   if (add_eos) {
-    if (!gguf.eos_id) {
-      return Corrupt(
-          "tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is "
-          "not set");
-    }
+    TS_RETURN_IF_ERROR(check("eos", gguf.eos_id, ""));
     st->post_suffix.push_back(static_cast<int32_t>(*gguf.eos_id));
   }
   return Status::Ok();
@@ -186,17 +190,17 @@ Expected<Tokenizer> BuildByteLevel(const GgufTokenizerData& gguf) {
   spec.merges.reserve(gguf.merges.size());
   for (size_t i = 0; i < gguf.merges.size(); ++i) {
     std::string_view m = gguf.merges[i];
-    std::string where = "tokenizer.ggml.merges[" + std::to_string(i) + "]";
+    auto where = [i] { return "tokenizer.ggml.merges[" + std::to_string(i) + "]"; };
     size_t space = m.size() > 1 ? m.find(' ', 1) : std::string::npos;  // as llama.cpp splits
     if (space == std::string::npos || space + 1 >= m.size()) {
-      return Corrupt(where + ": expected \"left right\", found \"" + std::string(m.substr(0, 60)) +
-                     "\"");
+      return Corrupt(where() + ": expected \"left right\", found \"" +
+                     std::string(m.substr(0, 60)) + "\"");
     }
     auto left = ids.find(m.substr(0, space));
     auto right = ids.find(m.substr(space + 1));
     if (left == ids.end() || right == ids.end()) {
       std::string_view missing = left == ids.end() ? m.substr(0, space) : m.substr(space + 1);
-      return Corrupt(where + ": token '" + std::string(missing) + "' is not in the vocab");
+      return Corrupt(where() + ": token '" + std::string(missing) + "' is not in the vocab");
     }
     spec.merges.emplace_back(left->second, right->second);
   }
@@ -214,7 +218,8 @@ Expected<Tokenizer> BuildByteLevel(const GgufTokenizerData& gguf) {
   TS_ASSIGN_OR_RETURN(st->decoder, tok::Decoder::FromJson(&decoder_json));
   AddAddedTokens(gguf, spec.id_to_token, st.get());
   TS_RETURN_IF_ERROR(SetPostProcessor(gguf, pre->add_bos_by_default,
-                                      " (llama.cpp's default for this pre-tokenizer)", st.get()));
+                                      " (llama.cpp's default for this pre-tokenizer)",
+                                      spec.id_to_token, st.get()));
   return Tokenizer::FromState(std::move(st));
 }
 
@@ -267,8 +272,8 @@ Expected<Tokenizer> BuildSentencePiece(const GgufTokenizerData& gguf) {
       ParseBuiltinJson(space_prefix ? kSentencePieceSpacePrefixDecoder : kSentencePieceDecoder));
   TS_ASSIGN_OR_RETURN(st->decoder, tok::Decoder::FromJson(&decoder_json));
   AddAddedTokens(gguf, spec.id_to_token, st.get());
-  TS_RETURN_IF_ERROR(
-      SetPostProcessor(gguf, true, " (llama.cpp's default for a \"llama\" tokenizer)", st.get()));
+  TS_RETURN_IF_ERROR(SetPostProcessor(
+      gguf, true, " (llama.cpp's default for a \"llama\" tokenizer)", spec.id_to_token, st.get()));
   return Tokenizer::FromState(std::move(st));
 }
 

@@ -77,6 +77,11 @@ TEST(GgufRefusals, InconsistentMetadataIsCorrupt) {
   g.add_bos_token = true;
   ExpectRefused(g, ErrorCode::kCorrupt, "add_bos_token is true but tokenizer.ggml.bos_token_id");
   g = base;
+  g.token_types[200] = static_cast<int32_t>(GgufTokenType::kUnused);
+  g.add_eos_token = true;
+  g.eos_id = 200;
+  ExpectRefused(g, ErrorCode::kCorrupt, "eos_token_id = 200 is an unused filler id");
+  g = base;
   g.pre = "llama-bpe";  // llama.cpp adds BOS by default for Llama 3
   ExpectRefused(g, ErrorCode::kCorrupt, "(llama.cpp's default for this pre-tokenizer)");
   g = base;
