@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -231,6 +232,9 @@ struct Family {
   std::string pre;                 // what the converter writes for this tokenizer
   std::vector<int32_t> bos_added;  // what add_special_tokens puts in front
 };
+
+// Names the parameter in test names (gtest would dump the struct's bytes).
+void PrintTo(const Family& f, std::ostream* os) { *os << f.name << " (pre " << f.pre << ")"; }
 
 // Compares against every reference vector; returns the number of cases whose ids differ.
 int CompareWithReference(const std::string& name, const Tokenizer& tok,
