@@ -234,7 +234,9 @@ struct Family {
 };
 
 // Names the parameter in test names (gtest would dump the struct's bytes).
-void PrintTo(const Family& f, std::ostream* os) { *os << f.name << " (pre " << f.pre << ")"; }
+void PrintTo(const Family& f, std::ostream* os) {
+  *os << f.name << " (pre " << f.pre << ")";
+}
 
 // Compares against every reference vector; returns the number of cases whose ids differ.
 int CompareWithReference(const std::string& name, const Tokenizer& tok,
