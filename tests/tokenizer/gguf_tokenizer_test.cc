@@ -322,6 +322,33 @@ TEST(GgufSentencePiece, Gemma3EncodesLikeHuggingFace) {
   EXPECT_TRUE(tok.IsSpecial(106));
 }
 
+TEST(GgufSentencePiece, Gemma3MatchesItsTokenizerJsonOnSpaceRuns) {
+  // Gemma's user-defined pieces include runs of "▁" that the converter writes as spaces; they
+  // must get their "▁" back (as vocabulary entries and as merges) to tokenize like Hugging
+  // Face. The reference is tessera's tokenizer.json path, which the reference vectors check.
+  Tokenizer gguf = Build(ConvertSentencePiece("gemma-3-1b-it", false));
+  auto hf = Tokenizer::FromFile(Dir("gemma-3-1b-it") + "/tokenizer.json");
+  ASSERT_TRUE(hf.has_value()) << hf.status().message();
+  std::string spaces40(40, ' ');
+  const std::vector<std::string> texts = {"a  b",
+                                          "  the",
+                                          "x   y",
+                                          "\t\tz",
+                                          "if  (x)  {\n    return  1;\n  }",
+                                          spaces40 + "end",
+                                          "\xe2\x96\x81\xe2\x96\x81 literal",
+                                          "end   ",
+                                          "a \n  b",
+                                          "<unused5>  <start_of_turn>  x"};
+  for (const std::string& text : texts) {
+    auto a = gguf.Encode(text);
+    auto b = hf->Encode(text);
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    EXPECT_EQ(*a, *b) << json(text).dump();
+    EXPECT_EQ(*gguf.Decode(*a, false), *hf->Decode(*b, false)) << json(text).dump();
+  }
+}
+
 TEST(GgufSentencePiece, DerivedMergesAreGemma3sTokenizerJsonMerges) {
   GgufTokenizerData g = ConvertSentencePiece("gemma-3-1b-it", false);
   // What the builder does with the metadata: control / user-defined pieces score 0 and get
