@@ -72,6 +72,77 @@ Status ParseMerge(const Json& entry, size_t index, std::string* left, std::strin
 
 }  // namespace
 
+Status BpeModel::IndexVocab(const std::string& where) {
+  int32_t max_id = -1;
+  for (const auto& [token, id] : vocab_) max_id = std::max(max_id, id);
+  if (max_id >= (1 << 26)) {
+    return Corrupt(where + ".vocab: id " + std::to_string(max_id) +
+                   " is implausibly large (limit 67108863)");
+  }
+  id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+  has_id_.assign(static_cast<size_t>(max_id + 1), false);
+  bmp_char_id_.assign(0x10000, -1);
+  for (const auto& [token, id] : vocab_) {
+    if (has_id_[id] && id_to_token_[id] != token) {
+      return Corrupt(where + ".vocab: id " + std::to_string(id) + " is used by both '" +
+                     id_to_token_[id] + "' and '" + token + "'");
+    }
+    id_to_token_[id] = token;
+    has_id_[id] = true;
+    size_t pos = 0;
+    char32_t cp;
+    if (NextCodepoint(token, &pos, &cp) && pos == token.size() && cp < 0x10000) {
+      bmp_char_id_[cp] = id;
+    }
+  }
+  byte_token_id_.fill(-1);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    auto it = vocab_.find(std::string_view(name));
+    if (it != vocab_.end()) byte_token_id_[b] = it->second;
+  }
+  return Status::Ok();
+}
+
+void BpeModel::SetUnkToken(std::string token) {
+  unk_token_ = std::move(token);
+  has_unk_ = true;
+  if (auto id = TokenToId(unk_token_)) unk_id_ = *id;
+}
+
+Status BpeModel::AddMerge(const std::string& left, const std::string& right, int32_t rank,
+                          const std::string& where) {
+  auto l = TokenToId(left);
+  auto r = TokenToId(right);
+  if (!l || !r) {
+    return Corrupt(where + ": token '" + (l ? right : left) + "' is not in the vocab");
+  }
+  // The merged token drops the right side's continuing_subword_prefix.
+  std::string merged = left;
+  if (right.compare(0, prefix_.size(), prefix_) == 0) {
+    merged.append(right, prefix_.size(), std::string::npos);
+  } else {
+    merged += right;
+  }
+  auto m = TokenToId(merged);
+  if (!m) return Corrupt(where + ": merged token '" + merged + "' is not in the vocab");
+  merges_.Insert(*l, *r, rank, *m);
+  return Status::Ok();
+}
+
+Status BpeModel::AddMergeIds(int32_t left, int32_t right, int32_t rank, const std::string& where) {
+  if (!HasId(left) || !HasId(right)) {
+    return Corrupt(where + ": token id " + std::to_string(HasId(left) ? right : left) +
+                   " is not in the vocab");
+  }
+  std::string merged = id_to_token_[left] + id_to_token_[right];
+  auto m = TokenToId(merged);
+  if (!m) return Corrupt(where + ": merged token '" + merged + "' is not in the vocab");
+  merges_.Insert(left, right, rank, *m);
+  return Status::Ok();
+}
+
 Expected<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
                                                        const std::string& where) {
   std::unique_ptr<BpeModel> bpe(new BpeModel());
@@ -79,7 +150,6 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
   if (vocab == nullptr || !vocab->is_object()) {
     return Corrupt(where + ".vocab: missing or not an object of token -> id");
   }
-  int32_t max_id = -1;
   bpe->vocab_.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     TS_ASSIGN_OR_RETURN(int32_t id, ToTokenId(it.value(), where + ".vocab[\"" + it.key() + "\"]"));
@@ -87,35 +157,8 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
       return Corrupt(where + ".vocab: a token is not valid UTF-8 (id " + std::to_string(id) + ")");
     }
     bpe->vocab_[it.key()] = id;
-    max_id = std::max(max_id, id);
   }
-  if (max_id >= (1 << 26)) {
-    return Corrupt(where + ".vocab: id " + std::to_string(max_id) +
-                   " is implausibly large (limit 67108863)");
-  }
-  bpe->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
-  bpe->has_id_.assign(static_cast<size_t>(max_id + 1), false);
-  bpe->bmp_char_id_.assign(0x10000, -1);
-  for (const auto& [token, id] : bpe->vocab_) {
-    if (bpe->has_id_[id] && bpe->id_to_token_[id] != token) {
-      return Corrupt(where + ".vocab: id " + std::to_string(id) + " is used by both '" +
-                     bpe->id_to_token_[id] + "' and '" + token + "'");
-    }
-    bpe->id_to_token_[id] = token;
-    bpe->has_id_[id] = true;
-    size_t pos = 0;
-    char32_t cp;
-    if (NextCodepoint(token, &pos, &cp) && pos == token.size() && cp < 0x10000) {
-      bpe->bmp_char_id_[cp] = id;
-    }
-  }
-  bpe->byte_token_id_.fill(-1);
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    auto it = bpe->vocab_.find(std::string_view(name));
-    if (it != bpe->vocab_.end()) bpe->byte_token_id_[b] = it->second;
-  }
+  TS_RETURN_IF_ERROR(bpe->IndexVocab(where));
 
   if (const Json* dropout = FindField(model, "dropout"); dropout != nullptr) {
     if (!dropout->is_number() || dropout->get<double>() != 0.0) {
@@ -129,9 +172,8 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
   TS_ASSIGN_OR_RETURN(bpe->prefix_, GetStringOr(model, "continuing_subword_prefix", "", where));
   TS_ASSIGN_OR_RETURN(bpe->suffix_, GetStringOr(model, "end_of_word_suffix", "", where));
   if (FindField(model, "unk_token") != nullptr) {
-    TS_ASSIGN_OR_RETURN(bpe->unk_token_, GetString(model, "unk_token", where));
-    bpe->has_unk_ = true;
-    if (auto id = bpe->TokenToId(bpe->unk_token_)) bpe->unk_id_ = *id;
+    TS_ASSIGN_OR_RETURN(std::string unk, GetString(model, "unk_token", where));
+    bpe->SetUnkToken(std::move(unk));
   }
 
   const Json* merges = FindField(model, "merges");
@@ -143,26 +185,35 @@ Expected<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model,
     std::string left, right;
     for (size_t i = 0; i < merges->size(); ++i) {
       TS_RETURN_IF_ERROR(ParseMerge((*merges)[i], i, &left, &right));
-      auto l = bpe->TokenToId(left);
-      auto r = bpe->TokenToId(right);
-      if (!l || !r) {
-        return Corrupt(where + ".merges[" + std::to_string(i) + "]: token '" + (l ? right : left) +
-                       "' is not in the vocab");
-      }
-      // The merged token drops the right side's continuing_subword_prefix.
-      std::string merged = left;
-      if (right.compare(0, bpe->prefix_.size(), bpe->prefix_) == 0) {
-        merged.append(right, bpe->prefix_.size(), std::string::npos);
-      } else {
-        merged += right;
-      }
-      auto m = bpe->TokenToId(merged);
-      if (!m) {
-        return Corrupt(where + ".merges[" + std::to_string(i) + "]: merged token '" + merged +
-                       "' is not in the vocab");
-      }
-      bpe->merges_.Insert(*l, *r, static_cast<int32_t>(i), *m);
+      TS_RETURN_IF_ERROR(bpe->AddMerge(left, right, static_cast<int32_t>(i),
+                                       where + ".merges[" + std::to_string(i) + "]"));
     }
+  }
+  return bpe;
+}
+
+Expected<std::unique_ptr<BpeModel>> BpeModel::FromSpec(const Spec& spec, const std::string& where) {
+  std::unique_ptr<BpeModel> bpe(new BpeModel());
+  bpe->vocab_.reserve(spec.id_to_token.size());
+  for (size_t id = 0; id < spec.id_to_token.size(); ++id) {
+    const std::string& token = spec.id_to_token[id];
+    if (token.empty()) continue;
+    auto [it, inserted] = bpe->vocab_.emplace(token, static_cast<int32_t>(id));
+    if (!inserted) {
+      return Corrupt(where + ": token '" + token + "' is listed with ids " +
+                     std::to_string(it->second) + " and " + std::to_string(id));
+    }
+  }
+  TS_RETURN_IF_ERROR(bpe->IndexVocab(where));
+  bpe->fuse_unk_ = spec.fuse_unk;
+  bpe->byte_fallback_ = spec.byte_fallback;
+  bpe->ignore_merges_ = spec.ignore_merges;
+  if (spec.unk_token) bpe->SetUnkToken(*spec.unk_token);
+  bpe->merges_.Reserve(spec.merges.size());
+  for (size_t i = 0; i < spec.merges.size(); ++i) {
+    const auto& [left, right] = spec.merges[i];
+    TS_RETURN_IF_ERROR(bpe->AddMergeIds(left, right, static_cast<int32_t>(i),
+                                        where + ".merges[" + std::to_string(i) + "]"));
   }
   return bpe;
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -82,6 +83,18 @@ class BpeModel {
  public:
   static Expected<std::unique_ptr<BpeModel>> FromJson(const Json& model, const std::string& where);
 
+  // A model from plain parts (the GGUF loader): no continuing_subword_prefix/end_of_word_suffix.
+  struct Spec {
+    std::vector<std::string> id_to_token;             // index = id; "" = no token at that id
+    std::vector<std::pair<int32_t, int32_t>> merges;  // ids of the two parts; rank = index
+    std::optional<std::string> unk_token = std::nullopt;
+    bool fuse_unk = false;
+    bool byte_fallback = false;
+    bool ignore_merges = false;
+  };
+  // `where` names the source in errors (e.g. "tokenizer.ggml").
+  static Expected<std::unique_ptr<BpeModel>> FromSpec(const Spec& spec, const std::string& where);
+
   // Appends the ids of one pre-tokenized word (valid UTF-8).
   Status Tokenize(std::string_view word, std::vector<int32_t>* out) const;
 
@@ -95,6 +108,12 @@ class BpeModel {
 
  private:
   BpeModel() : cache_(kCacheCapacity) {}
+  // Builds the id tables from vocab_ (shared by both constructors).
+  Status IndexVocab(const std::string& where);
+  void SetUnkToken(std::string token);
+  Status AddMerge(const std::string& left, const std::string& right, int32_t rank,
+                  const std::string& where);
+  Status AddMergeIds(int32_t left, int32_t right, int32_t rank, const std::string& where);
   int32_t CharId(std::string_view ch, bool first, bool last) const;
   Status MergeWord(std::string_view word, std::vector<int32_t>* out) const;
 

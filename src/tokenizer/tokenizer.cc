@@ -220,6 +220,13 @@ Expected<Tokenizer> Tokenizer::FromJson(std::string_view tokenizer_json) {
     TS_RETURN_IF_ERROR(ParsePostProcessor(*p, "post_processor", st.get()));
   }
   TS_ASSIGN_OR_RETURN(st->decoder, tok::Decoder::FromJson(FindField(root, "decoder")));
+  return FromState(std::move(st));
+}
+
+Expected<Tokenizer> Tokenizer::FromState(std::shared_ptr<State> st) {
+  if (st == nullptr || st->model == nullptr || st->decoder == nullptr) {
+    return Internal("a tokenizer state needs a model and a decoder");
+  }
   TS_RETURN_IF_ERROR(BuildIdTables(st.get()));
 
   for (size_t i = 0; i < st->added.size(); ++i) {

@@ -46,6 +46,12 @@ class Tokenizer {
  public:
   static Expected<Tokenizer> FromJson(std::string_view tokenizer_json);
   static Expected<Tokenizer> FromFile(const std::string& path);
+  // The tokenizer described by GGUF metadata: see tokenizer/gguf_tokenizer.h.
+
+  struct State;  // immutable loaded tokenizer, shared between copies
+  // Completes a state assembled by a loader (model, added tokens, normalizer, pre-tokenizer,
+  // post-processor ids, decoder): builds the id tables and the added-token matchers.
+  static Expected<Tokenizer> FromState(std::shared_ptr<State> state);
 
   Expected<std::vector<int32_t>> Encode(std::string_view text,
                                         const EncodeOptions& options = {}) const;
@@ -59,8 +65,6 @@ class Tokenizer {
   std::optional<std::string> IdToToken(int32_t id) const;
   // True for added tokens marked special=true.
   bool IsSpecial(int32_t id) const;
-
-  struct State;  // immutable loaded tokenizer, shared between copies
 
  private:
   friend class StreamingDetokenizer;
