@@ -1,9 +1,10 @@
 // Fuzzes the JSON request bodies of the API as the server validates them: ParseJsonBody, then
 // the endpoint's parser (ParseChatRequest, ParseCompletionRequest, ParseTokenizeRequest,
-// ParseDetokenizeRequest or ParseTaskRequest). A request that passes is encoded for the worker
+// ParseDetokenizeRequest, ParseTaskRequest or ParseResponsesRequest, against a store holding
+// one response). A request that passes is encoded for the worker
 // and must decode there (Encode -> Decode), as it would on its way to the engine.
 // Input: the endpoint on the first line ("chat", "completions", "tokenize", "detokenize",
-// "embeddings", "rerank", "moderations", "classify", "systemone"), then the body.
+// "embeddings", "rerank", "moderations", "classify", "systemone", "responses"), then the body.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "fuzz_util.h"
 #include "server/openai_api.h"
+#include "server/responses_api.h"
 #include "server/task_api.h"
 #include "worker/protocol.h"
 
@@ -22,9 +24,9 @@ namespace tw = tessera::worker;
 
 namespace {
 
-constexpr std::string_view kEndpoints[] = {"chat",        "completions", "tokenize",
-                                           "detokenize",  "embeddings",  "rerank",
-                                           "moderations", "classify",    "systemone"};
+constexpr std::string_view kEndpoints[] = {"chat",       "completions", "tokenize",    "detokenize",
+                                           "embeddings", "rerank",      "moderations", "classify",
+                                           "systemone",  "responses"};
 
 void MustRoundTrip(const tw::JobRequest& job) {
   auto back = tw::Decode<tw::JobRequest>(tw::Encode(job));
@@ -79,6 +81,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto r = endpoint == 2 ? ts::ParseTokenizeRequest(json, model)
                              : ts::ParseDetokenizeRequest(json, model);
       if (auto* j = std::get_if<tw::JobRequest>(&r)) MustRoundTrip(*j);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+    case 9: {
+      // previous_response_id "resp_1" continues a stored user turn and a function call.
+      static ts::ResponseStore store;
+      static const bool filled = [] {
+        ts::StoredResponse kept;
+        kept.response = {{"id", "resp_1"}};
+        kept.conversation = {{"user", "q", "", "", ""},
+                             {"assistant", "",
+                              R"([{"id":"call_1","type":"function","function":{"name":"f",)"
+                              R"("arguments":"{}"}}])",
+                              "", ""}};
+        return store.Put("", "resp_1", std::move(kept));
+      }();
+      (void)filled;
+      auto r = ts::ParseResponsesRequest(json, model, store, "");
+      if (auto* p = std::get_if<ts::ParsedResponsesRequest>(&r)) MustRoundTrip(p->request.job);
       if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
       break;
     }

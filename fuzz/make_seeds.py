@@ -225,8 +225,22 @@ def main():
         "systemone": {"messages": [{"role": "user", "content": "x"}], "questions": [
             {"type": "choice", "instructions": "pick", "options": ["a", "b"]}]},
     }
+    bodies["responses"] = {
+        "model": "m", "instructions": "i", "previous_response_id": "resp_1",
+        "input": [{"type": "function_call_output", "call_id": "call_1", "output": "1"},
+                  {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                  {"type": "function_call", "call_id": "call_2", "name": "f", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "call_2", "output": "2"}],
+        "max_output_tokens": 9, "temperature": 0.5, "top_p": 0.9, "stream": True,
+        "store": False, "metadata": {"k": "v"}, "user": "u",
+        "tools": [{"type": "function", "name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"type": "integer"}}}, "strict": True}],
+        "tool_choice": {"type": "function", "name": "f"}, "parallel_tool_calls": True}
     for name, body in bodies.items():
         write(root, "api_request", name, name + "\n" + json.dumps(body))
+    write(root, "api_request", "responses_text_format", "responses\n" + json.dumps(
+        {"input": "x", "text": {"format": {"type": "json_schema", "name": "n", "schema": {
+            "type": "object", "properties": {"a": {"type": "string"}}}}}}))
     write(root, "api_request", "chat_json_object", "chat\n" + json.dumps(
         {"messages": [{"role": "user", "content": "x"}],
          "response_format": {"type": "json_object"}, "tool_choice": "none"}))

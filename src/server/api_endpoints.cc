@@ -5,6 +5,7 @@
 #include "server/anthropic_api.h"
 #include "server/api_service.h"
 #include "server/api_service_internal.h"
+#include "server/responses_api.h"
 #include "server/web_ui.h"
 
 namespace tessera::server {
@@ -36,11 +37,39 @@ bool EndpointMatches(const Endpoint& e, std::string_view path, std::string* labe
   return hit;
 }
 
-const Endpoint* ApiService::FindEndpoint(std::string_view path, std::string* label) const {
-  for (const Endpoint& e : endpoints_) {
-    if (EndpointMatches(e, path, label)) return &e;
+bool EndpointAnswers(const Endpoint& e, std::string_view method) {
+  switch (e.method) {
+    case EndpointMethod::kGet:
+      return method == "GET" || method == "HEAD";
+    case EndpointMethod::kPost:
+      return method == "POST";
+    case EndpointMethod::kDelete:
+      return method == "DELETE";
   }
-  return nullptr;
+  return false;
+}
+
+const Endpoint* ApiService::FindEndpoint(std::string_view path, std::string* label,
+                                         std::string_view method) const {
+  const Endpoint* first = nullptr;
+  for (const Endpoint& e : endpoints_) {
+    if (!EndpointMatches(e, path, first == nullptr ? label : nullptr)) continue;
+    if (method.empty() || EndpointAnswers(e, method)) return &e;
+    if (first == nullptr) first = &e;
+  }
+  return first;
+}
+
+std::string ApiService::AllowedMethods(std::string_view path) const {
+  std::string allow;
+  for (const Endpoint& e : endpoints_) {
+    if (!EndpointMatches(e, path)) continue;
+    if (!allow.empty()) allow += ", ";
+    allow += e.method == EndpointMethod::kGet    ? "GET, HEAD"
+             : e.method == EndpointMethod::kPost ? "POST"
+                                                 : "DELETE";
+  }
+  return allow;
 }
 
 std::variant<std::string, ApiError> ApiService::ModelFor(const Endpoint& e,
@@ -126,6 +155,8 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
     };
     table.push_back(std::move(e));
   }
+  // OpenAI's Responses API (responses_api.h), on the chat path and its own store.
+  for (Endpoint& e : ResponsesEndpoints(std::make_shared<ResponseStore>())) table.push_back(e);
   for (const bool tokenize : {true, false}) {
     Endpoint e;
     e.path = tokenize ? "/tokenize" : "/detokenize";
@@ -146,6 +177,9 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   // System One runs on a decide model, else on any chat model.
   table.push_back(task("/v1/systemone", TaskEndpoint::kSystemOne,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "s1-"));
+  // OpenAI's decisions API: the same job, OpenAI's shapes.
+  table.push_back(task("/v1/decisions", TaskEndpoint::kDecisions,
+                       {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "dec-"));
   for (Endpoint& e : AnthropicEndpoints()) table.push_back(std::move(e));
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.

@@ -271,6 +271,8 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
       job.finished = true;
       if (auto m = worker::Decode<worker::JobErrorMessage>(ev->frame)) {
         *error = FromJobError(*m, job.chat);
+        if (m->kind == worker::JobErrorKind::kContextLength && !job.prompt_param.empty())
+          error->param = job.prompt_param;
         outcome.refused_prompt_tokens = m->prompt_tokens;
       } else {
         *error = ServerError(500, "internal_error", "internal error");
@@ -306,6 +308,7 @@ void ApiService::RunGeneration(Call& call, ParsedGeneration parsed, uint64_t tic
   std::unique_ptr<ActiveJob> job = Admit(call, request.job, ticket, &meta.queue_ms, &error, &extra);
   if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
   job->chat = std::holds_alternative<worker::ChatPayload>(request.job.payload);
+  job->prompt_param = wire.prompt_param();
   JobOutcome outcome;
   // Nothing reaches the client before Started (a stream's headers wait for it) nor, without
   // stream, before the whole answer: until then a job whose worker was lost under it may run

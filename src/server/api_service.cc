@@ -310,7 +310,7 @@ Status ApiService::ReloadApiKeys(std::string* message) {
 
 std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
   Call call{head, nullptr, CorsHeaders(head), Clock::now()};
-  const Endpoint* endpoint = FindEndpoint(head.path);
+  const Endpoint* endpoint = FindEndpoint(head.path, nullptr, head.method);
   if (endpoint != nullptr) call.dialect = endpoint->dialect;
   auto refuse = [&](const ApiError& e, std::vector<HttpHeader> extra = {}) {
     HttpResponse r = JsonResponse(call, e.status, ErrorBodyIn(call.dialect, e));
@@ -330,7 +330,7 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
     r.status = 204;
     r.content_type.clear();
     r.headers = call.cors;
-    r.SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    r.SetHeader("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     r.SetHeader("Access-Control-Allow-Headers",
                 "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     r.SetHeader("Access-Control-Max-Age", "600");
@@ -383,15 +383,13 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
     e.code = "not_found";
     return refuse(e);
   }
-  const bool get_route = endpoint->method == EndpointMethod::kGet;
-  const bool method_ok =
-      get_route ? head.method == "GET" || head.method == "HEAD" : head.method == "POST";
-  if (!method_ok) {
-    ApiError e = InvalidField("", head.method + " is not allowed on " + head.path + "; use " +
-                                      (get_route ? "GET" : "POST"));
+  if (!EndpointAnswers(*endpoint, head.method)) {
+    const std::string allow = AllowedMethods(head.path);
+    ApiError e =
+        InvalidField("", head.method + " is not allowed on " + head.path + "; use " + allow);
     e.status = 405;
     e.code = "method_not_allowed";
-    return refuse(e, {{"Allow", get_route ? "GET, HEAD" : "POST"}});
+    return refuse(e, {{"Allow", allow}});
   }
   return std::nullopt;
 }
@@ -404,7 +402,7 @@ void ApiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> excha
   call->request = std::move(request);
   call->exchange = std::move(exchange);
   call->arrived = Clock::now();
-  if (const Endpoint* endpoint = FindEndpoint(call->request.path)) {
+  if (const Endpoint* endpoint = FindEndpoint(call->request.path, nullptr, call->request.method)) {
     call->dialect = endpoint->dialect;
     return endpoint->handler(*this, std::move(call), *endpoint);
   }

@@ -153,8 +153,12 @@ class ApiService final : public HttpHandler {
   std::optional<uint64_t> EnterQueue(Call& call);
   void TokenJob(std::shared_ptr<Call> call, bool tokenize);
   void TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint, TaskEndpoint task);
-  // The endpoint answering `path`, or null; `label` gets its /metrics label.
-  const Endpoint* FindEndpoint(std::string_view path, std::string* label = nullptr) const;
+  // The endpoint answering `path`, or null; `label` gets its /metrics label. With `method`, the
+  // row of that path answering it, else the path's first row (which Screen answers 405).
+  const Endpoint* FindEndpoint(std::string_view path, std::string* label = nullptr,
+                               std::string_view method = {}) const;
+  // The Allow header of `path`: the methods of its rows ("GET, HEAD, DELETE").
+  std::string AllowedMethods(std::string_view path) const;
   void Health(Call& call);
   void Ready(Call& call);
   void Metrics(Call& call);

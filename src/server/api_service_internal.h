@@ -197,7 +197,8 @@ struct ApiService::ActiveJob {
   // often it ran again (RunAgain: at most once).
   std::optional<WorkerLoss> worker_lost;
   int retries = 0;
-  bool chat = false;  // which endpoint (names the param of a too-long prompt)
+  bool chat = false;         // which endpoint (names the param of a too-long prompt)
+  std::string prompt_param;  // else this names it (GenerationWire::prompt_param)
   Clock::time_point admitted_at;
   Clock::time_point submitted_at;
   Clock::time_point deadline;

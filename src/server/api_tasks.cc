@@ -63,6 +63,8 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket,
       e->status = 422;
       e->code = "invalid_field";
     }
+    // The worker names System One's field; the decisions API calls it `input`.
+    if (request.endpoint == TaskEndpoint::kDecisions && e->param == "state") e->param = "input";
     return SendError(call, *e, queue_ms, extra);
   }
   auto m = worker::Decode<worker::TaskResultMessage>(std::get<JobAnswer>(answer).frame);

@@ -32,7 +32,7 @@ struct Endpoint;
 using EndpointHandler = std::function<void(ApiService& service, std::shared_ptr<ApiCall> call,
                                            const Endpoint& endpoint)>;
 
-enum class EndpointMethod { kGet, kPost };  // kGet answers HEAD too
+enum class EndpointMethod { kGet, kPost, kDelete };  // kGet answers HEAD too
 // kOpen: no key (/health, the web page); kApiKey: the bearer key when the server has one;
 // kMetrics: kApiKey, or kOpen with --metrics-public.
 enum class EndpointAccess { kOpen, kApiKey, kMetrics };
@@ -41,7 +41,8 @@ enum class ApiDialect { kOpenAI, kAnthropic, kOllama };
 
 struct Endpoint {
   // The path, or a pattern ending in "{id}" ("/v1/models/{id}": the rest of the path, not
-  // empty, e.g. an org/name id). It is also the /metrics route label.
+  // empty, e.g. an org/name id). It is also the /metrics route label. Rows of one path differ
+  // in their method (GET and DELETE /v1/responses/{id}).
   std::string path;
   std::vector<std::string> aliases;  // other exact paths answered the same way ("/rerank")
   // Paths answered besides `path` when set (the web page's files); their label is `label`.
@@ -61,5 +62,7 @@ struct Endpoint {
 
 // Whether `path` is one `e` answers; `label` (may be null) gets the /metrics label.
 bool EndpointMatches(const Endpoint& e, std::string_view path, std::string* label = nullptr);
+// Whether `e` answers the HTTP `method` ("GET", "HEAD", "POST", "DELETE").
+bool EndpointAnswers(const Endpoint& e, std::string_view method);
 
 }  // namespace tessera::server

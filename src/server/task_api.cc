@@ -1,5 +1,7 @@
 #include "server/task_api.h"
 
+#include "server/decisions_api.h"
+
 #include "format/json_util.h"
 #include "server/json_fields.h"
 
@@ -45,6 +47,8 @@ std::span<const std::string_view> FieldsOf(TaskEndpoint e) {
       return kClassifyFields;
     case TaskEndpoint::kSystemOne:
       return kSystemOneFields;
+    case TaskEndpoint::kDecisions:
+      return DecisionsFields();
   }
   return {};
 }
@@ -534,6 +538,9 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, cons
     case TaskEndpoint::kSystemOne:
       e = ParseSystemOne(body, &r);
       break;
+    case TaskEndpoint::kDecisions:
+      e = ParseDecisions(body, &r);
+      break;
   }
   if (e) return *e;
   return r;
@@ -570,7 +577,21 @@ bool TaskResultFits(const TaskRequest& request, const worker::TaskResultMessage&
   const auto* rerank = std::get_if<worker::RerankPayload>(&request.job.payload);
   const std::vector<worker::Question>& questions = systemone ? systemone->questions : kNone;
   const worker::TaskInputs& documents = rerank ? rerank->documents : kNoInputs;
-  if (request.endpoint == TaskEndpoint::kSystemOne && systemone == nullptr) return false;
+  const bool questions_asked =
+      request.endpoint == TaskEndpoint::kSystemOne || request.endpoint == TaskEndpoint::kDecisions;
+  if (questions_asked && systemone == nullptr) return false;
+  if (request.endpoint == TaskEndpoint::kDecisions) {
+    if (request.decision_questions.size() != questions.size()) return false;
+    for (size_t q = 0; q < questions.size(); ++q) {
+      const DecisionQuestionMeta& meta = request.decision_questions[q];
+      if (questions[q].type == worker::QuestionType::kChoice &&
+          meta.values.size() != questions[q].options.size())
+        return false;
+      if (questions[q].type == worker::QuestionType::kScore &&
+          meta.labels.size() != questions[q].options.size())
+        return false;
+    }
+  }
   if (request.endpoint == TaskEndpoint::kRerank && rerank == nullptr) return false;
   if (!request.question_names.empty() && request.question_names.size() != questions.size()) {
     return false;  // a name for every question, or none
@@ -579,7 +600,7 @@ bool TaskResultFits(const TaskRequest& request, const worker::TaskResultMessage&
     if (item.index < 0) return false;
     const size_t i = static_cast<size_t>(item.index);
     if (request.endpoint == TaskEndpoint::kRerank && i >= documents.texts.size()) return false;
-    if (request.endpoint != TaskEndpoint::kSystemOne) continue;
+    if (!questions_asked) continue;
     if (i >= questions.size()) return false;
     const worker::Question& q = questions[i];
     const size_t needed = q.type == worker::QuestionType::kNoul ? 1 : q.options.size();
@@ -670,6 +691,9 @@ ojson TaskResponseBody(const TaskRequest& request, const worker::TaskResultMessa
               {"model", model},
               {"answers", SystemOneAnswers(request, result)},
               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+      break;
+    case TaskEndpoint::kDecisions:
+      body = DecisionsBody(request, result, model);
       break;
     case TaskEndpoint::kClassify: {
       ojson data = ojson::array();

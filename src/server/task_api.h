@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -26,11 +27,18 @@
 
 namespace tessera::server {
 
-enum class TaskEndpoint { kEmbeddings, kRerank, kModerations, kClassify, kSystemOne };
+enum class TaskEndpoint { kEmbeddings, kRerank, kModerations, kClassify, kSystemOne, kDecisions };
 
 inline constexpr size_t kMaxTaskInputs = 2048;        // inputs (or documents) per request
 inline constexpr int64_t kMaxEmbeddingTokens = 4096;  // per embedding input
 inline constexpr size_t kMaxSystemOneQuestions = 64;
+
+// /v1/decisions (decisions_api.h): what an answer needs that the worker's question lacks.
+struct DecisionQuestionMeta {
+  std::optional<std::string> name;             // the answer's name (null when absent)
+  std::vector<nlohmann::ordered_json> values;  // choice: each value as sent (string or boolean)
+  std::vector<std::string> labels;             // score: each level's label, lowest first
+};
 
 struct TaskRequest {
   TaskEndpoint endpoint = TaskEndpoint::kEmbeddings;
@@ -42,6 +50,7 @@ struct TaskRequest {
   // System One: each question's name, in request order, when `questions` was an object (the
   // answers are then an object keyed by them); empty when it was a list (answers in a list).
   std::vector<std::string> question_names;
+  std::vector<DecisionQuestionMeta> decision_questions;  // /v1/decisions: one per question
 };
 
 // The model field's name for messages ("model").

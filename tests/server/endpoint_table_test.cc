@@ -145,14 +145,40 @@ TEST_F(EndpointTable, BuiltInRowsKeepTheirMethodsAccessAndLabels) {
     ASSERT_NE(found, nullptr) << path;
     EXPECT_EQ(label, want) << path;
   }
-  // Each path is answered by one row.
+  // Each path and method is answered by one row.
   for (const Endpoint& a : service_->endpoints()) {
     for (const Endpoint& b : service_->endpoints()) {
-      if (&a != &b && !a.path.empty()) {
+      if (&a != &b && !a.path.empty() && a.method == b.method) {
         EXPECT_FALSE(EndpointMatches(b, a.path)) << a.path;
       }
     }
   }
+}
+
+TEST_F(EndpointTable, RowsOfOnePathDifferInMethod) {
+  // GET and DELETE /v1/responses/{id} are two rows; other methods are told both.
+  for (const char* method : {"GET", "HEAD", "DELETE"}) {
+    EXPECT_FALSE(Screen(Head(method, "/v1/responses/resp_1", true))) << method;
+  }
+  for (const char* method : {"POST", "PUT"}) {
+    auto refused = Screen(Head(method, "/v1/responses/resp_1", true));
+    ASSERT_TRUE(refused) << method;
+    EXPECT_EQ(refused->status, 405);
+    bool allow = false;
+    for (const HttpHeader& h : refused->headers)
+      allow |= h.name == "Allow" && h.value == "GET, HEAD, DELETE";
+    EXPECT_TRUE(allow) << refused->body;
+    EXPECT_NE(refused->body.find("use GET, HEAD, DELETE"), std::string::npos) << refused->body;
+  }
+  EXPECT_EQ(Screen(Head("DELETE", "/v1/responses", true))->status, 405);
+  EXPECT_EQ(Screen(Head("DELETE", "/v1/responses/resp_1", false))->status, 401);
+  // Each reaches its own handler: GET and DELETE of an id never kept are 404s naming it.
+  for (const char* method : {"GET", "DELETE"}) {
+    HttpResponse r = Call(method, "/v1/responses/resp_unknown", "");
+    EXPECT_EQ(r.status, 404) << method;
+    EXPECT_NE(r.body.find("'resp_unknown' names no stored response"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/v1/responses/resp_1/input_items", "").status, 404);
 }
 
 }  // namespace

@@ -308,5 +308,111 @@ TEST(TaskApi, SystemOneAnswersAreKeyedByNameInRequestOrderEachWithItsType) {
   EXPECT_FALSE(TaskResultFits(request, result));
 }
 
+// ---- /v1/decisions (decisions_api.h)
+
+std::variant<TaskRequest, ApiError> ParseDecisionsBody(const ojson& body) {
+  return ParseTaskRequest(TaskEndpoint::kDecisions, body);
+}
+
+TEST(DecisionsApi, QuestionsBecomeSystemOneQuestionsAndTheStateIsTheInput) {
+  auto parsed = ParseDecisionsBody(ojson::parse(R"({
+    "model": "m", "input": "my invoice is wrong", "prompt_cache_key": "tenant-7",
+    "questions": [
+      {"type": "predicate", "instructions": "Angry?"},
+      {"type": "choice", "name": "team", "instructions": [{"type": "input_text", "text": "Team?"}],
+       "choices": [{"value": "billing", "description": "money"}, {"value": false}]},
+      {"type": "score", "name": "urgency", "instructions": "Urgent?",
+       "levels": [{"label": "low"}, {"label": "high", "description": "today"}]}]})"));
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed)) << std::get<ApiError>(parsed).message;
+  const TaskRequest& r = std::get<TaskRequest>(parsed);
+  const auto& s1 = std::get<worker::SystemOnePayload>(r.job.payload);
+  EXPECT_EQ(s1.state, "my invoice is wrong");
+  EXPECT_EQ(r.job.cache_scope.salt, "tenant-7");
+  ASSERT_EQ(s1.questions.size(), 3u);
+  EXPECT_EQ(s1.questions[0].type, worker::QuestionType::kNoul);
+  EXPECT_EQ(s1.questions[1].options, (std::vector<std::string>{"billing", "false"}));
+  EXPECT_EQ(s1.questions[1].descriptions, (std::vector<std::string>{"money", ""}));
+  EXPECT_EQ(s1.questions[1].instructions, "Team?");
+  EXPECT_EQ(s1.questions[2].options, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(s1.questions[2].descriptions, (std::vector<std::string>{"low", "high: today"}));
+  ASSERT_EQ(r.decision_questions.size(), 3u);
+  EXPECT_FALSE(r.decision_questions[0].name.has_value());
+  EXPECT_EQ(r.decision_questions[1].values[1], ojson(false));
+  EXPECT_EQ(r.decision_questions[2].labels, (std::vector<std::string>{"low", "high"}));
+}
+
+TEST(DecisionsApi, AConversationIsTheStateAsJsonAndToolOutputsMustAnswerACall) {
+  const ojson items = ojson::parse(R"([
+    {"role": "user", "content": [{"type": "input_text", "text": "refund?"},
+                                 {"type": "input_json", "data": {"order": 7}}]},
+    {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "paid twice"}])");
+  ojson body = {{"input", items}, {"questions", {{{"type", "predicate"}, {"instructions", "q"}}}}};
+  auto parsed = ParseDecisionsBody(body);
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed)) << std::get<ApiError>(parsed).message;
+  const ojson state = ojson::parse(
+      std::get<worker::SystemOnePayload>(std::get<TaskRequest>(parsed).job.payload).state);
+  EXPECT_EQ(state[0]["content"], "refund?\n{\"order\":7}");
+  EXPECT_EQ(state[2]["output"], "paid twice");
+  body["input"][2]["call_id"] = "c2";
+  auto refused = ParseDecisionsBody(body);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+  EXPECT_EQ(std::get<ApiError>(refused).param, "input[2].call_id");
+}
+
+TEST(DecisionsApi, AnswersKeepNamesOrderAndTypedValues) {
+  auto parsed = ParseDecisionsBody(ojson::parse(R"({"input": "s", "questions": [
+      {"type": "choice", "name": "yes_no", "instructions": "q", "choices": [{"value": true}, {"value": "maybe"}]},
+      {"type": "score", "instructions": "r", "levels": [{"label": "a"}, {"label": "b"}, {"label": "c"}]}]})"));
+  ASSERT_TRUE(std::holds_alternative<TaskRequest>(parsed));
+  const TaskRequest& r = std::get<TaskRequest>(parsed);
+  worker::TaskResultMessage m;
+  m.prompt_tokens = 12;
+  m.items.resize(2);
+  m.items[0].index = 1;  // the worker's order need not be the questions'
+  m.items[0].values = {0.2f, 0.3f, 0.5f};
+  m.items[1].index = 0;
+  m.items[1].values = {0.25f, 0.75f};
+  ASSERT_TRUE(TaskResultFits(r, m));
+  const ojson body = TaskResponseBody(r, m, "m", "dec-1", 0);
+  ASSERT_EQ(body["answers"].size(), 2u);
+  const ojson& choice = body["answers"][0];
+  EXPECT_EQ(choice["name"], "yes_no");
+  EXPECT_EQ(choice["choice"], "maybe");
+  EXPECT_EQ(choice["probabilities"][0]["value"], true);
+  EXPECT_FLOAT_EQ(choice["confidence"].get<float>(), 0.75f);
+  const ojson& score = body["answers"][1];
+  EXPECT_TRUE(score["name"].is_null());
+  EXPECT_NEAR(score["score"].get<double>(), 0.3 + 2 * 0.5, 1e-6);
+  EXPECT_EQ(score["probabilities"][2]["label"], "c");
+  EXPECT_EQ(body["usage"]["input_tokens"], 12);
+  // A result with fewer values than the question has options does not fit.
+  m.items[1].values.pop_back();
+  EXPECT_FALSE(TaskResultFits(r, m));
+}
+
+TEST(DecisionsApi, RefusalsNameTheirPath) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"questions": [{"type": "predicate", "instructions": "q"}]})", "input"},
+      {R"({"input": "s", "questions": []})", "questions"},
+      {R"({"input": "s", "questions": [{"type": "noul", "instructions": "q"}]})",
+       "questions[0].type"},
+      {R"({"input": [{"role": "tool", "content": "x"}], "questions": [{"type": "predicate", "instructions": "q"}]})",
+       "input[0].role"},
+      {R"({"input": "s", "questions": [{"type": "choice", "instructions": "q", "choices": [{"value": 1}, {"value": "b"}]}]})",
+       "questions[0].choices[0].value"},
+      {R"({"input": "s", "safety_identifier": "u", "questions": [{"type": "predicate", "instructions": "q"}]})",
+       "safety_identifier"},
+      {R"({"input": "s", "cache_salt": "x", "questions": [{"type": "predicate", "instructions": "q"}]})",
+       "cache_salt"},
+  };
+  for (const auto& [body, param] : cases) {
+    auto parsed = ParseDecisionsBody(ojson::parse(body));
+    ASSERT_TRUE(std::holds_alternative<ApiError>(parsed)) << body;
+    EXPECT_EQ(std::get<ApiError>(parsed).param, param) << body;
+    EXPECT_EQ(std::get<ApiError>(parsed).status, 400) << body;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::server

@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
+import OpenAIWithDecisions from 'openai-decisions';  // openai 7.60.0: client.decisions
 import { runTests, startServer, waitReady } from './harness.mjs';
 
 const [tessera, work, docs] = process.argv.slice(2);
@@ -285,6 +286,74 @@ test('System One: choice, score and noul answers; identical with resume on; 422 
   await bad({ state: 's', questions: { '': body.questions[2] } }, 'questions');
   await bad({ state: 's', questions: 'team' }, 'questions');
   await refused('/v1/systemone', { state: 's', questions: body.questions, model: 'emb' }, 'model');
+});
+
+test('OpenAI decisions (openai 7.60.0 client): typed answers with System One\'s probabilities; 400 naming the path', async () => {
+  const client = new OpenAIWithDecisions({ apiKey: 'task-key', baseURL: `${base}/v1` });
+  const state = 'My invoice is wrong and I am furious';
+  const d = await client.decisions.create({
+    model: 'chat',
+    input: state,
+    questions: [
+      { type: 'choice', name: 'team', instructions: 'Which team should handle it?',
+        choices: [{ value: 'billing', description: 'money matters' }, { value: 'tech', description: 'software bugs' }] },
+      { type: 'score', name: 'urgency', instructions: 'How urgent is it?',
+        levels: [{ label: 'low' }, { label: 'medium', description: 'this week' }, { label: 'high' }] },
+      { type: 'predicate', instructions: 'Is the customer angry?' },
+      { type: 'choice', name: 'refund', instructions: 'Does it ask for a refund?', choices: [{ value: true }, { value: false }] },
+    ],
+  });
+  assert.equal(d.model, 'chat');
+  const [team, urgency, angry, refund] = d.answers;
+  // The same job as System One's: the same probabilities for the same questions.
+  const s1 = await post('/v1/systemone', {
+    model: 'chat', state,
+    questions: [
+      { type: 'choice', instructions: 'Which team should handle it?', criteria: { billing: 'money matters', tech: 'software bugs' } },
+      { type: 'score', instructions: 'How urgent is it?', criteria: ['low', 'medium: this week', 'high'] },
+      { type: 'noul', instructions: 'Is the customer angry?' },
+      { type: 'choice', instructions: 'Does it ask for a refund?', criteria: ['true', 'false'] },
+    ],
+  });
+  assert.equal(s1.status, 200, JSON.stringify(s1.body));
+  const [c1, sc1, n1, r1] = s1.body.answers;
+  assert.deepEqual({ type: team.type, name: team.name, choice: team.choice, confidence: team.confidence },
+                   { type: 'choice', name: 'team', choice: c1.choice, confidence: c1.confidence });
+  assert.deepEqual(team.probabilities, [{ value: 'billing', probability: c1.probabilities.billing },
+                                        { value: 'tech', probability: c1.probabilities.tech }]);
+  assert.equal(urgency.type, 'score');
+  assert.equal(urgency.score, sc1.score);
+  assert.deepEqual(urgency.probabilities.map((p) => [p.label, p.value, p.probability]),
+                   [['low', 0, sc1.probabilities['0']], ['medium', 1, sc1.probabilities['1']], ['high', 2, sc1.probabilities['2']]]);
+  assert.deepEqual(angry, { type: 'predicate', name: null, probability: n1.probability });
+  assert.equal(typeof refund.choice, 'boolean');  // values stay typed
+  assert.equal(refund.choice, r1.choice === 'true');
+  assert.deepEqual(refund.probabilities.map((p) => p.value), [true, false]);
+  assert.ok(d.usage.input_tokens > 0 && d.usage.total_tokens === d.usage.input_tokens);
+  assert.equal(d.usage.output_tokens, 0);
+  // A conversation is the state as its JSON (the tiny model's 255-token context holds no more).
+  const convo = await client.decisions.create({
+    model: 'chat',
+    input: [{ role: 'system', content: 's' }, { role: 'user', content: 'hi' }],
+    questions: [{ type: 'predicate', instructions: 'Paid?' }],
+  });
+  assert.equal(convo.answers[0].type, 'predicate');
+  const bad = async (body, param) => {
+    const e = await refused('/v1/decisions', { model: 'chat', input: 'x', questions: [{ type: 'predicate', instructions: 'q' }], ...body }, param, 400);
+    assert.equal(e.type, 'invalid_request_error');
+  };
+  await bad({ input: [{ type: 'function_call_output', call_id: 'nope', output: 'x' }] }, 'input[0].call_id');
+  await bad({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AA' }] }] }, 'input[0].content[0]');
+  await bad({ questions: [{ type: 'choice', instructions: 'q', choices: [{ value: 'a' }] }] }, 'questions[0].choices');
+  await bad({ questions: [{ type: 'choice', instructions: 'q', choices: [{ value: true }, { value: 'true' }] }] }, 'questions[0].choices[1].value');
+  await bad({ questions: [{ type: 'score', instructions: 'q', levels: [{ label: 'a' }, { label: '' }] }] }, 'questions[0].levels[1].label');
+  await bad({ questions: [{ type: 'predicate', name: 'x', instructions: 'q' }, { type: 'predicate', name: 'x', instructions: 'r' }] }, 'questions[1].name');
+  await bad({ questions: [{ type: 'noul', instructions: 'q' }] }, 'questions[0].type');
+  await bad({ questions: [{ type: 'predicate', instructions: 'q', weight: 1 }] }, 'questions[0].weight');
+  await bad({ safety_identifier: 'u1' }, 'safety_identifier');
+  await bad({ cache_salt: 's' }, 'cache_salt');
+  await assert.rejects(client.decisions.create({ model: 'emb', input: 'x', questions: [{ type: 'predicate', instructions: 'q' }] }),
+                       (e) => e.status === 400);
 });
 
 // The body of the curl request in docs/tasks.md's "System One example" section.
