@@ -1,10 +1,12 @@
 // Fuzzes the JSON request bodies of the API as the server validates them: ParseJsonBody, then
 // the endpoint's parser (ParseChatRequest, ParseCompletionRequest, ParseTokenizeRequest,
-// ParseDetokenizeRequest, ParseTaskRequest or ParseResponsesRequest, against a store holding
-// one response). A request that passes is encoded for the worker
-// and must decode there (Encode -> Decode), as it would on its way to the engine.
+// ParseDetokenizeRequest, ParseTaskRequest, ParseResponsesRequest (against a store holding
+// one response), ParseAnthropicMessages or ParseAnthropicCountTokens). A request that passes
+// is encoded for the worker and must decode there (Encode -> Decode), as it would on its way
+// to the engine.
 // Input: the endpoint on the first line ("chat", "completions", "tokenize", "detokenize",
-// "embeddings", "rerank", "moderations", "classify", "systemone", "responses"), then the body.
+// "embeddings", "rerank", "moderations", "classify", "systemone", "responses", "messages",
+// "count_tokens"), then the body.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <variant>
 
 #include "fuzz_util.h"
+#include "server/anthropic_api.h"
 #include "server/openai_api.h"
 #include "server/responses_api.h"
 #include "server/task_api.h"
@@ -24,9 +27,9 @@ namespace tw = tessera::worker;
 
 namespace {
 
-constexpr std::string_view kEndpoints[] = {"chat",       "completions", "tokenize",    "detokenize",
-                                           "embeddings", "rerank",      "moderations", "classify",
-                                           "systemone",  "responses"};
+constexpr std::string_view kEndpoints[] = {
+    "chat",        "completions", "tokenize",  "detokenize", "embeddings", "rerank",
+    "moderations", "classify",    "systemone", "responses",  "messages",   "count_tokens"};
 
 void MustRoundTrip(const tw::JobRequest& job) {
   auto back = tw::Decode<tw::JobRequest>(tw::Encode(job));
@@ -100,6 +103,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)filled;
       auto r = ts::ParseResponsesRequest(json, model, store, "");
       if (auto* p = std::get_if<ts::ParsedResponsesRequest>(&r)) MustRoundTrip(p->request.job);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+    case 10: {
+      auto r = ts::ParseAnthropicMessages(json);
+      if (auto* g = std::get_if<ts::GenerationRequest>(&r)) MustRoundTrip(g->job);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+    case 11: {
+      auto r = ts::ParseAnthropicCountTokens(json);
+      if (auto* j = std::get_if<tw::JobRequest>(&r)) MustRoundTrip(*j);
       if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
       break;
     }

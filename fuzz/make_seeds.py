@@ -236,6 +236,22 @@ def main():
         "tools": [{"type": "function", "name": "f", "parameters": {
             "type": "object", "properties": {"a": {"type": "integer"}}}, "strict": True}],
         "tool_choice": {"type": "function", "name": "f"}, "parallel_tool_calls": True}
+    anthropic = {
+        "model": "m", "system": [{"type": "text", "text": "s", "cache_control": {
+            "type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": [
+                         {"type": "text", "text": "t"},
+                         {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]},
+                     {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "1"},
+                         {"type": "text", "text": "more"}]}],
+        "tools": [{"name": "f", "description": "d", "input_schema": {
+            "type": "object", "properties": {"a": {"type": "integer"}}}}],
+        "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "disabled"}}
+    bodies["messages"] = dict(anthropic, max_tokens=9, stop_sequences=["\n"], temperature=0.5,
+                              top_p=0.9, top_k=4, metadata={"user_id": "u"}, stream=True)
+    bodies["count_tokens"] = anthropic
     for name, body in bodies.items():
         write(root, "api_request", name, name + "\n" + json.dumps(body))
     write(root, "api_request", "responses_text_format", "responses\n" + json.dumps(

@@ -86,6 +86,7 @@ struct Session::Core {
     result.queue_ms = r.queue_ms;
     result.timings = r.timings;
     result.finish = ReasonFor(r);
+    if (result.finish == FinishReason::kStopString) result.stop_string = stream->matched_stop();
     if (result.finish != FinishReason::kStopString && result.finish != FinishReason::kCancelled &&
         result.finish != FinishReason::kError) {
       std::string tail = stream->Finish();

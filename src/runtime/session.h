@@ -58,6 +58,7 @@ struct SessionResult {
   std::vector<int32_t> generated_ids;
   std::string text;  // everything shown, stop strings cut
   FinishReason finish = FinishReason::kLength;
+  std::string stop_string;          // kStopString: the stop string that ended the text
   ResolvedSamplingParams sampling;  // what ran (the seed drawn when none was given)
   std::vector<std::vector<std::pair<int32_t, float>>> top_logits;  // Request::top_logits
   int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache

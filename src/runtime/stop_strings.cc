@@ -19,7 +19,13 @@ StopStringFilter::Step StopStringFilter::Push(std::string_view text) {
   pending_.append(text);
   // The earliest occurrence of any stop string ends the output there.
   size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, pending_.find(stop));
+  for (const std::string& stop : stops_) {
+    const size_t at = pending_.find(stop);
+    if (at < first) {
+      first = at;
+      matched_ = stop;
+    }
+  }
   if (first != std::string::npos) {
     step.text = pending_.substr(0, first);
     step.stopped = true;

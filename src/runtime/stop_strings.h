@@ -28,10 +28,14 @@ class StopStringFilter {
   Step Push(std::string_view text);
   // The held-back text at the end of generation (nothing after a stop).
   std::string Finish();
+  // The stop string that stopped the text (the first listed of those found at the earliest
+  // position), or empty.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
+  std::string matched_;
   bool stopped_ = false;
 };
 

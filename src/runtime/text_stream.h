@@ -51,6 +51,8 @@ class TextStream {
   // The text held back when the sequence ends without a stop string.
   std::string Finish();
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text, or empty.
+  const std::string& matched_stop() const { return filter_.matched(); }
 
  private:
   std::string TextAfter(const StreamingDetokenizer& detok, int32_t id) const;

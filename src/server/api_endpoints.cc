@@ -2,6 +2,7 @@
 // /metrics label, and the model-kind check of a request's `model`.
 #include <nlohmann/json.hpp>
 
+#include "server/anthropic_api.h"
 #include "server/api_service.h"
 #include "server/api_service_internal.h"
 #include "server/responses_api.h"
@@ -179,6 +180,7 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   // OpenAI's decisions API: the same job, OpenAI's shapes.
   table.push_back(task("/v1/decisions", TaskEndpoint::kDecisions,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "dec-"));
+  for (Endpoint& e : AnthropicEndpoints()) table.push_back(std::move(e));
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
     Endpoint ui;  // no path of its own: its paths are IsWebUiPath's

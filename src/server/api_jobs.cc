@@ -33,6 +33,23 @@ std::variant<Request, ApiError> ParseBody(const std::string& body, Parse parse) 
   return parse(std::get<nlohmann::ordered_json>(doc));
 }
 
+std::optional<ApiError> ApiService::GenerationModelError(const std::string& model,
+                                                         bool chat) const {
+  if (!KnownModel(model)) return ModelNotFound(model);
+  const std::optional<ModelKind> kind = KindOf(model);
+  if (kind == ModelKind::kEmbed || kind == ModelKind::kClassify) {
+    return InvalidField("model", "'" + model + "' is " + AModelOfKind(*kind) +
+                                     ", which does not generate text; use " +
+                                     (*kind == ModelKind::kEmbed ? "/v1/embeddings" : "/classify"));
+  }
+  if (chat && kind == ModelKind::kCompletion) {
+    return InvalidField("model", "'" + model +
+                                     "' is a completion model: it has no chat template to "
+                                     "put messages in; use /v1/completions with a prompt");
+  }
+  return std::nullopt;
+}
+
 void ApiService::Generation(std::shared_ptr<ApiCall> call, GenerationParser parse) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
@@ -41,29 +58,48 @@ void ApiService::Generation(std::shared_ptr<ApiCall> call, GenerationParser pars
     auto parsed = ParseBody<ParsedGeneration>(
         call->request.body,
         [&](const nlohmann::ordered_json& doc) { return parse(doc, defaults); });
-    auto* p = std::get_if<ParsedGeneration>(&parsed);
-    if (p && !KnownModel(p->request.job.model)) parsed = ModelNotFound(p->request.job.model);
-    if (auto* r = std::get_if<ParsedGeneration>(&parsed)) {
-      const std::string& model = r->request.job.model;
-      const bool chat = std::holds_alternative<worker::ChatPayload>(r->request.job.payload);
-      const std::optional<ModelKind> kind = KindOf(model);
-      if (kind == ModelKind::kEmbed || kind == ModelKind::kClassify) {
-        parsed = InvalidField("model",
-                              "'" + model + "' is " + AModelOfKind(*kind) +
-                                  ", which does not generate text; use " +
-                                  (*kind == ModelKind::kEmbed ? "/v1/embeddings" : "/classify"));
-      } else if (chat && kind == ModelKind::kCompletion) {
-        parsed = InvalidField("model", "'" + model +
-                                           "' is a completion model: it has no chat template to "
-                                           "put messages in; use /v1/completions with a prompt");
-      }
+    if (auto* p = std::get_if<ParsedGeneration>(&parsed)) {
+      const bool chat = std::holds_alternative<worker::ChatPayload>(p->request.job.payload);
+      if (auto e = GenerationModelError(p->request.job.model, chat)) parsed = *e;
     }
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       admission_.Withdraw(ticket);
       return SendError(*call, *e);
     }
+    auto* p = std::get_if<ParsedGeneration>(&parsed);
     call->exchange->Note([&](AccessRecord& r) { r.model = p->request.job.model; });
     RunGeneration(*call, std::move(*p), ticket);
+  });
+}
+
+void ApiService::ChatTokenCount(std::shared_ptr<ApiCall> call, ChatTokenCountParser parse,
+                                std::function<json(size_t count)> answer) {
+  const std::optional<uint64_t> ticket = EnterQueue(*call);
+  if (!ticket) return;
+  jobs_.Post([this, call, ticket = *ticket, parse = std::move(parse), answer = std::move(answer)] {
+    const GenerationDefaults defaults{default_chat_model_, default_completion_model_};
+    auto parsed = ParseBody<worker::JobRequest>(
+        call->request.body,
+        [&](const nlohmann::ordered_json& doc) { return parse(doc, defaults); });
+    if (auto* job = std::get_if<worker::JobRequest>(&parsed)) {
+      if (auto e = GenerationModelError(job->model, /*chat=*/true)) parsed = *e;
+    }
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      admission_.Withdraw(ticket);
+      return SendError(*call, *e);
+    }
+    worker::JobRequest& job = std::get<worker::JobRequest>(parsed);
+    call->exchange->Note([&](AccessRecord& r) { r.model = job.model; });
+    double queue_ms = 0;
+    std::vector<HttpHeader> extra;
+    auto reply = AwaitAnswer(*call, job, ticket, &extra, &queue_ms);
+    if (auto* e = std::get_if<ApiError>(&reply)) return SendError(*call, *e, queue_ms, extra);
+    const JobAnswer& a = std::get<JobAnswer>(reply);
+    auto m = worker::Decode<worker::TokensMessage>(a.frame);  // checks the message type
+    if (!m) return SendError(*call, ServerError(500, "internal_error", "internal error"));
+    const size_t n = m->ids.size();
+    call->exchange->Note([&](AccessRecord& r) { r.prompt_tokens = static_cast<int64_t>(n); });
+    SendJson(*call, 200, answer(n), queue_ms);
   });
 }
 

@@ -115,6 +115,13 @@ class ApiService final : public HttpHandler {
   // needs a chat template), runs the job and answers through the parser's wire, whole or
   // streamed. Every API that generates text calls this from its endpoint rows.
   void Generation(std::shared_ptr<ApiCall> call, GenerationParser parse);
+  // The prompt tokens of a chat, as a generation would run it (template, tools, thinking
+  // switch): `parse` turns the body into a job with a ChatTokenizePayload, `answer` shapes
+  // the count (Anthropic's count_tokens). The model checks are Generation's.
+  using ChatTokenCountParser = std::function<std::variant<worker::JobRequest, ApiError>(
+      const nlohmann::ordered_json& body, const GenerationDefaults& defaults)>;
+  void ChatTokenCount(std::shared_ptr<ApiCall> call, ChatTokenCountParser parse,
+                      std::function<nlohmann::json(size_t count)> answer);
   // The served models, in --model order, and their kinds (parallel).
   const std::vector<std::string>& model_names() const { return model_names_; }
   const std::vector<ModelKind>& model_kinds() const { return model_kinds_; }
@@ -138,6 +145,9 @@ class ApiService final : public HttpHandler {
   bool OriginAllowed(std::string_view origin) const;
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;
+  // Why `model` cannot run a generation (a chat one when `chat`), or nothing: unknown (404),
+  // an embedding or classifier model, a completion model asked for a chat.
+  std::optional<ApiError> GenerationModelError(const std::string& model, bool chat) const;
 
   // A ticket if the queue has room; else the 429 queue_full (every endpoint) is sent here.
   std::optional<uint64_t> EnterQueue(Call& call);

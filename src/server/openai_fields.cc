@@ -44,7 +44,8 @@ const ojson* Member(const ojson& object, const char* name) {
   return &*it;
 }
 
-// Function names as OpenAI defines them: 1-64 of [a-zA-Z0-9_-].
+}  // namespace
+
 bool ValidFunctionName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -52,8 +53,6 @@ bool ValidFunctionName(const std::string& name) {
            c == '-';
   });
 }
-
-}  // namespace
 
 const std::span<const std::string_view> kChatFields(kChatFieldList);
 const std::span<const std::string_view> kCompletionFields(kCompletionFieldList);

@@ -40,6 +40,9 @@ std::optional<ApiError> RefuseUnknownFields(const nlohmann::ordered_json& body,
 std::optional<ApiError> ReadResponseFormat(const nlohmann::ordered_json& body, bool chat,
                                            worker::ResponseFormat* out);
 
+// Function (tool) names as OpenAI and Anthropic define them: 1-64 of [a-zA-Z0-9_-].
+bool ValidFunctionName(const std::string& name);
+
 // tools (function tools: name, description?, parameters?, strict?), tool_choice ("none",
 // "auto", "required" or {"type": "function", "function": {"name"}}), parallel_tool_calls
 // (true only). A function with strict: true needs tool_choice "required" or its name here:

@@ -139,45 +139,60 @@ struct RenderedPrompt {
   ToolCallPlan tools;
 };
 
-std::variant<RenderedPrompt, JobFailure> RenderPrompt(const JobRequest& job, LoadedModel& model) {
+// A chat through its template, with its tools (and the forced opening of a required call)
+// and its thinking switch.
+std::variant<RenderedPrompt, JobFailure> RenderChatPrompt(const ChatPayload& chat,
+                                                          const std::string& model_name,
+                                                          LoadedModel& model) {
   auto invalid = [](std::string field, std::string message) {
     return InvalidRequest(std::move(field), std::move(message));
   };
-  const ChatPayload* chat = std::get_if<ChatPayload>(&job.payload);
+  if (!model.has_chat_template()) {
+    return invalid("", "the model '" + model_name +
+                           "' has no chat template; use /v1/completions with a prompt");
+  }
   RenderedPrompt out;
-  std::vector<int32_t>& prompt_ids = out.ids;
-  ToolCallPlan& tools = out.tools;
-  if (chat != nullptr) {
-    if (!model.has_chat_template()) {
-      return invalid("", "the model '" + job.model +
-                             "' has no chat template; use /v1/completions with a prompt");
-    }
-    auto messages = TemplateMessages(chat->messages);
-    if (!messages) return Refusal("messages", messages.status().message());
-    auto plan = PlanToolCalls(*chat, job.model, model);
-    if (auto* refused = std::get_if<JobFailure>(&plan)) return std::move(*refused);
-    tools = std::move(std::get<ToolCallPlan>(plan));
-    ojson kwargs = ojson::object();
-    if (tools.syntax != ToolCallSyntax::kNone) kwargs["tools"] = tools.tools;
-    auto prompt = model.RenderChat(*messages, kwargs);
-    if (!prompt) return invalid("messages", prompt.status().message());
-    prompt_ids = std::move(prompt->ids);
-    out.shared_beginning = model.SharedChatBeginning(*messages, kwargs, prompt_ids);
-    if (!tools.forced_opening.empty()) {
-      auto opening = model.EncodeText(tools.forced_opening, /*add_special=*/false);
-      if (!opening) return invalid("tools", opening.status().message());
-      prompt_ids.insert(prompt_ids.end(), opening->begin(), opening->end());
-    }
-  } else {
-    const auto& completion = std::get<CompletionPayload>(job.payload);
-    auto ids = model.EncodeText(completion.prompt, /*add_special=*/true);
-    if (!ids) return invalid("prompt", ids.status().message());
-    prompt_ids = std::move(*ids);
+  auto messages = TemplateMessages(chat.messages);
+  if (!messages) return Refusal("messages", messages.status().message());
+  auto plan = PlanToolCalls(chat, model_name, model);
+  if (auto* refused = std::get_if<JobFailure>(&plan)) return std::move(*refused);
+  out.tools = std::move(std::get<ToolCallPlan>(plan));
+  ojson kwargs = ojson::object();
+  if (out.tools.syntax != ToolCallSyntax::kNone) kwargs["tools"] = out.tools.tools;
+  if (chat.enable_thinking) kwargs["enable_thinking"] = *chat.enable_thinking;
+  auto prompt = model.RenderChat(*messages, kwargs);
+  if (!prompt) return invalid("messages", prompt.status().message());
+  out.ids = std::move(prompt->ids);
+  out.shared_beginning = model.SharedChatBeginning(*messages, kwargs, out.ids);
+  if (!out.tools.forced_opening.empty()) {
+    auto opening = model.EncodeText(out.tools.forced_opening, /*add_special=*/false);
+    if (!opening) return invalid("tools", opening.status().message());
+    out.ids.insert(out.ids.end(), opening->begin(), opening->end());
   }
   return out;
 }
 
+std::variant<RenderedPrompt, JobFailure> RenderPrompt(const JobRequest& job, LoadedModel& model) {
+  if (const auto* chat = std::get_if<ChatPayload>(&job.payload)) {
+    return RenderChatPrompt(*chat, job.model, model);
+  }
+  RenderedPrompt out;
+  const auto& completion = std::get<CompletionPayload>(job.payload);
+  auto ids = model.EncodeText(completion.prompt, /*add_special=*/true);
+  if (!ids) return InvalidRequest("prompt", ids.status().message());
+  out.ids = std::move(*ids);
+  return out;
+}
+
 }  // namespace
+
+std::variant<std::vector<int32_t>, JobFailure> ChatPromptIds(const ChatPayload& chat,
+                                                             const std::string& model_name,
+                                                             LoadedModel& model) {
+  auto rendered = RenderChatPrompt(chat, model_name, model);
+  if (auto* refused = std::get_if<JobFailure>(&rendered)) return std::move(*refused);
+  return std::move(std::get<RenderedPrompt>(rendered).ids);
+}
 
 GenerationJob::~GenerationJob() = default;
 
@@ -429,6 +444,7 @@ void GenerationJob::OnFinish(Choice& c, const SessionResult& r) {
     DoneMessage done;
     done.job_id = job_id_;
     done.finish_reason = choices_.front()->finish_reason;
+    done.stop_sequence = first.stop_string;
     done.prompt_tokens = prompt_tokens_;
     for (const auto& ch : choices_) {
       done.completion_tokens += static_cast<int64_t>(ch->session->result().generated_ids.size());

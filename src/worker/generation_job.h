@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -64,6 +65,12 @@ inline JobFailure InvalidRequest(std::string field, std::string detail) {
 inline JobFailure Refusal(std::string field, std::string message) {
   return JobFailure{JobErrorKind::kInvalidRequest, std::move(message), 0, std::move(field)};
 }
+
+// The ids of the prompt a chat job would run (its template, tools, forced call opening and
+// thinking switch), without running it: what a chat-tokenize job answers.
+std::variant<std::vector<int32_t>, JobFailure> ChatPromptIds(const ChatPayload& chat,
+                                                             const std::string& model_name,
+                                                             LoadedModel& model);
 
 class GenerationJob final : public WorkerJob {
  public:

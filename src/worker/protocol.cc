@@ -274,6 +274,7 @@ void Describe(Io& io, M& m) requires Is<M, ChatPayload> {
   io.Check((m.tool_choice.mode == ToolChoiceMode::kFunction) != m.tool_choice.function.empty(),
            "a tool_choice function without its name, or a name without kFunction");
   Describe(io, m.options);
+  io(m.enable_thinking);
 }
 
 template <typename Io, typename M>
@@ -291,6 +292,11 @@ void Describe(Io& io, M& m) requires Is<M, TokenizePayload> {
 template <typename Io, typename M>
 void Describe(Io& io, M& m) requires Is<M, DetokenizePayload> {
   io.List(m.ids, 4, kMaxListElements);
+}
+
+template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, ChatTokenizePayload> {
+  Describe(io, m.chat);
 }
 
 template <typename Io, typename M>
@@ -425,6 +431,7 @@ void Describe(Io& io, M& m) requires Is<M, DoneMessage> {
   io(m.decode_tok_s);
   io.List(m.choice_finish_reasons, 1, kMaxChoices,
           [&](auto& r) { io.Enum(r, FinishReason::kStop, FinishReason::kCancelled); });
+  io(m.stop_sequence);
   io(m.slots);
   io(m.slots_in_use);
   io(m.sequences_waiting);
@@ -457,9 +464,9 @@ void Describe(Io& io, M& m) requires Is<M, TextMessage> {
 }  // namespace
 
 std::string_view JobPayloadName(const JobPayload& payload) {
-  static constexpr std::string_view kNames[] = {"chat",       "completion", "tokenize",
-                                                "detokenize", "embed",      "rerank",
-                                                "classify",   "moderate",   "systemone"};
+  static constexpr std::string_view kNames[] = {
+      "chat",   "completion", "tokenize", "detokenize", "embed",
+      "rerank", "classify",   "moderate", "systemone",  "chat_tokenize"};
   static_assert(std::size(kNames) == std::variant_size_v<JobPayload>);
   return kNames[payload.index()];
 }

@@ -128,6 +128,9 @@ struct ChatPayload {
   std::vector<ToolDefinition> tools{};
   ToolChoice tool_choice{};
   GenerationOptions options{};
+  // The chat template's enable_thinking (a model's thinking switch, e.g. Qwen3's); unset: the
+  // model's default (LoadedModel::ChatTemplateKwargs). A template without it ignores it.
+  std::optional<bool> enable_thinking{};
 };
 struct CompletionPayload {
   std::string prompt{};
@@ -139,6 +142,11 @@ struct TokenizePayload {
 };
 struct DetokenizePayload {
   std::vector<int32_t> ids{};
+};
+// The ids of the prompt `chat` renders to (its template, tools, tool_choice and thinking
+// switch), as a chat job would run it; answered by a TokensMessage (count_tokens).
+struct ChatTokenizePayload {
+  ChatPayload chat{};
 };
 // The inputs of a task job: texts, or token ids (embed and classify).
 struct TaskInputs {
@@ -170,9 +178,9 @@ struct SystemOnePayload {  // probabilities of each question's options about the
   std::string state{};
   std::vector<Question> questions{};
 };
-using JobPayload =
-    std::variant<ChatPayload, CompletionPayload, TokenizePayload, DetokenizePayload, EmbedPayload,
-                 RerankPayload, ClassifyPayload, ModeratePayload, SystemOnePayload>;
+using JobPayload = std::variant<ChatPayload, CompletionPayload, TokenizePayload, DetokenizePayload,
+                                EmbedPayload, RerankPayload, ClassifyPayload, ModeratePayload,
+                                SystemOnePayload, ChatTokenizePayload>;
 
 // The payload's kind as logs and errors name it ("chat", "embed", ...).
 std::string_view JobPayloadName(const JobPayload& payload);
@@ -254,6 +262,8 @@ struct DoneMessage {
   double decode_tok_s = 0;
   // Every choice's finish reason when n > 1 (finish_reason is choice 0's).
   std::vector<FinishReason> choice_finish_reasons;
+  // The stop string that ended choice 0 (finish_reason kStop), or empty (an end-of-turn token).
+  std::string stop_sequence{};
   // The model's scheduler when the job ended: its slots, how many run a sequence, sequences
   // waiting for one, and its KV block pool: blocks, blocks available (free or cached and
   // evictable), blocks cached (holding a prefix nobody uses right now).

@@ -324,6 +324,14 @@ class Worker {
     return std::nullopt;
   }
 
+  std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job,
+                                const ChatTokenizePayload& p, double) {
+    auto ids = ChatPromptIds(p.chat, job.model, *m.model);
+    if (auto* refused = std::get_if<JobFailure>(&ids)) return std::move(*refused);
+    Send(Encode(TokensMessage{job.job_id, std::move(std::get<std::vector<int32_t>>(ids))}));
+    return std::nullopt;
+  }
+
   std::optional<JobFailure> Run(ResidentModel& m, const JobRequest& job, const DetokenizePayload& p,
                                 double) {
     const Tokenizer& tok = m.model->tokenizer();

@@ -53,6 +53,20 @@ TEST(StopStrings, EarliestOfSeveralWins) {
   EXPECT_TRUE(stopped);
 }
 
+// The stop string that ended the text is named: the earliest found, the first listed on a
+// tie; none before a stop or when nothing matched.
+TEST(StopStrings, NamesTheStopStringThatMatched) {
+  StopStringFilter f({"zz", "b", "bz"});
+  EXPECT_EQ(f.Push("a").text, "a");
+  EXPECT_EQ(f.matched(), "");
+  EXPECT_TRUE(f.Push("bzz").stopped);
+  EXPECT_EQ(f.matched(), "b");
+  StopStringFilter none({"END"});
+  none.Push("abc");
+  none.Finish();
+  EXPECT_EQ(none.matched(), "");
+}
+
 TEST(StopStrings, OneCharacterPerPieceEverySplit) {
   const std::string text = "Once upon a time, Lily went home.";
   for (const std::string stop : {"Lily", "time,", "e.", "Once"}) {

@@ -29,6 +29,7 @@ ChatPayload FullChat() {
   o.response_format.options = {{"\"yes\"", "yes", "it is"}, {"true", "true", ""}};
   o.response_format.property = "answer";
   o.response_format.question = "Is it?";
+  chat.enable_thinking = false;
   return chat;
 }
 
@@ -69,6 +70,12 @@ TEST(WorkerProtocol, ChatJobRoundTripsEveryField) {
   EXPECT_EQ(o.response_format.options[0].description, "it is");
   EXPECT_EQ(o.response_format.property, "answer");
   EXPECT_EQ(o.response_format.question, "Is it?");
+  EXPECT_EQ(chat->enable_thinking, std::optional<bool>(false));
+  // Unset (the model's default) stays unset.
+  JobRequest plain{1, "tiny", ChatPayload{}};
+  auto got_plain = Decode<JobRequest>(Encode(plain));
+  ASSERT_TRUE(got_plain);
+  EXPECT_FALSE(std::get<ChatPayload>(got_plain->payload).enable_thinking.has_value());
 }
 
 // Every payload kind comes back as the same kind with the same bytes, and its own fields.
@@ -88,7 +95,8 @@ TEST(WorkerProtocol, EveryPayloadKindRoundTrips) {
                                             rerank,
                                             classify,
                                             moderate,
-                                            systemone};
+                                            systemone,
+                                            ChatTokenizePayload{FullChat()}};
   ASSERT_EQ(payloads.size(), std::variant_size_v<JobPayload>);
   for (size_t i = 0; i < payloads.size(); ++i) {
     const std::string frame = Encode(JobRequest{i, "m", payloads[i]});
@@ -120,6 +128,9 @@ TEST(WorkerProtocol, EveryPayloadKindRoundTrips) {
   EXPECT_EQ(so.state, "state");
   EXPECT_EQ(so.questions[0].type, QuestionType::kScore);
   EXPECT_EQ(so.questions[0].descriptions[1], "hi");
+  const ChatTokenizePayload ct = std::get<ChatTokenizePayload>(job(9)->payload);
+  EXPECT_EQ(ct.chat.messages[3].tool_call_id, "call_1");
+  EXPECT_EQ(ct.chat.tool_choice.function, "get_weather");
 }
 
 // The cache scope travels with every job kind (the worker scopes the prefix cache by it); one
@@ -193,12 +204,14 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   done.ttft_ms = 1.5;
   done.cached_tokens = 9;
   done.choice_finish_reasons = {FinishReason::kStop, FinishReason::kToolCalls};
+  done.stop_sequence = "END";
   auto got_done = Decode<DoneMessage>(Encode(done));
   ASSERT_TRUE(got_done);
   EXPECT_EQ(got_done->finish_reason, FinishReason::kStop);
   EXPECT_EQ(got_done->cached_tokens, 9);
   EXPECT_EQ(got_done->choice_finish_reasons, done.choice_finish_reasons);
   EXPECT_EQ(got_done->ttft_ms, 1.5);
+  EXPECT_EQ(got_done->stop_sequence, "END");
 
   auto err = Decode<JobErrorMessage>(
       Encode(JobErrorMessage{5, JobErrorKind::kContextLength, "state: too long", 4097, "state"}));
