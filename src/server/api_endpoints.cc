@@ -4,6 +4,7 @@
 
 #include "server/api_service.h"
 #include "server/api_service_internal.h"
+#include "server/ollama_api.h"
 #include "server/web_ui.h"
 
 namespace tessera::server {
@@ -145,6 +146,7 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   // System One runs on a decide model, else on any chat model.
   table.push_back(task("/v1/systemone", TaskEndpoint::kSystemOne,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "s1-"));
+  for (Endpoint& e : OllamaEndpoints()) table.push_back(std::move(e));
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
     Endpoint ui;  // no path of its own: its paths are IsWebUiPath's

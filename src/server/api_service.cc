@@ -330,7 +330,7 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
     r.status = 204;
     r.content_type.clear();
     r.headers = call.cors;
-    r.SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    r.SetHeader("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     r.SetHeader("Access-Control-Allow-Headers",
                 "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     r.SetHeader("Access-Control-Max-Age", "600");
@@ -384,14 +384,16 @@ std::optional<HttpResponse> ApiService::Screen(HttpRequest& head) {
     return refuse(e);
   }
   const bool get_route = endpoint->method == EndpointMethod::kGet;
-  const bool method_ok =
-      get_route ? head.method == "GET" || head.method == "HEAD" : head.method == "POST";
+  const std::string want = get_route                                     ? "GET"
+                           : endpoint->method == EndpointMethod::kDelete ? "DELETE"
+                                                                         : "POST";
+  const bool method_ok = head.method == want || (get_route && head.method == "HEAD");
   if (!method_ok) {
-    ApiError e = InvalidField("", head.method + " is not allowed on " + head.path + "; use " +
-                                      (get_route ? "GET" : "POST"));
+    ApiError e =
+        InvalidField("", head.method + " is not allowed on " + head.path + "; use " + want);
     e.status = 405;
     e.code = "method_not_allowed";
-    return refuse(e, {{"Allow", get_route ? "GET, HEAD" : "POST"}});
+    return refuse(e, {{"Allow", get_route ? "GET, HEAD" : want}});
   }
   return std::nullopt;
 }

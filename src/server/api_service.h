@@ -115,6 +115,18 @@ class ApiService final : public HttpHandler {
   // needs a chat template), runs the job and answers through the parser's wire, whole or
   // streamed. Every API that generates text calls this from its endpoint rows.
   void Generation(std::shared_ptr<ApiCall> call, GenerationParser parse);
+  // A task job (embeddings, ...) in another API's shape (Ollama's /api/embed): `parse` turns
+  // the body into a TaskRequest whose model is routed by `endpoint`'s kinds (ModelFor), and
+  // `answer` shapes the worker's result; the admission and the worker are the task path's.
+  using TaskParser =
+      std::function<std::variant<TaskRequest, ApiError>(const nlohmann::ordered_json& body)>;
+  using TaskAnswer = std::function<nlohmann::ordered_json(const TaskRequest& request,
+                                                          const worker::TaskResultMessage& result,
+                                                          const std::string& id, double queue_ms)>;
+  void Task(std::shared_ptr<ApiCall> call, const Endpoint& endpoint, TaskParser parse,
+            TaskAnswer answer);
+  // The served models as --model gave them (name, checkpoint folder, kind), in order.
+  const std::vector<worker::ModelEntry>& served_models() const { return options_.models; }
   // The served models, in --model order, and their kinds (parallel).
   const std::vector<std::string>& model_names() const { return model_names_; }
   const std::vector<ModelKind>& model_kinds() const { return model_kinds_; }
@@ -164,7 +176,8 @@ class ApiService final : public HttpHandler {
   std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, worker::JobRequest& job,
                                                 uint64_t ticket, std::vector<HttpHeader>* extra,
                                                 double* queue_ms);
-  void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint);
+  void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint,
+               const TaskAnswer& answer);
   std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,
                                    double* queue_ms, ApiError* error,
                                    std::vector<HttpHeader>* extra);

@@ -32,7 +32,7 @@ struct Endpoint;
 using EndpointHandler = std::function<void(ApiService& service, std::shared_ptr<ApiCall> call,
                                            const Endpoint& endpoint)>;
 
-enum class EndpointMethod { kGet, kPost };  // kGet answers HEAD too
+enum class EndpointMethod { kGet, kPost, kDelete };  // kGet answers HEAD too
 // kOpen: no key (/health, the web page); kApiKey: the bearer key when the server has one;
 // kMetrics: kApiKey, or kOpen with --metrics-public.
 enum class EndpointAccess { kOpen, kApiKey, kMetrics };
