@@ -27,8 +27,11 @@ constexpr std::string_view kEmbedFieldList[] = {"model",      "input",   "dimens
                                                 "keep_alive", "options", "truncate"};
 constexpr std::string_view kEmbeddingsFieldList[] = {"model", "prompt", "keep_alive", "options"};
 
-std::optional<ApiError> RefuseUnknown(const ojson& body, std::span<const std::string_view> known,
-                                      std::string_view endpoint) {
+}  // namespace
+
+std::optional<ApiError> RefuseUnknownOllamaFields(const ojson& body,
+                                                  std::span<const std::string_view> known,
+                                                  std::string_view endpoint) {
   for (auto it = body.begin(); it != body.end(); ++it) {
     if (it->is_null() || std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
     return InvalidField(it.key(), it.key() + " is not a field of " + std::string(endpoint) +
@@ -36,6 +39,8 @@ std::optional<ApiError> RefuseUnknown(const ojson& body, std::span<const std::st
   }
   return std::nullopt;
 }
+
+namespace {
 
 // Go's omitempty: "", [], {} and false are the same as absent.
 bool Given(const ojson* v) {
@@ -335,7 +340,7 @@ std::optional<ApiError> ReadCommon(const ojson& body, bool chat, GenerationReque
 std::variant<ParsedGeneration, ApiError> ParseOllamaChat(const ojson& body,
                                                          const GenerationDefaults& defaults,
                                                          const ModelKindLookup& kind_of) {
-  if (auto e = RefuseUnknown(body, kChatFieldList, "/api/chat")) return *e;
+  if (auto e = RefuseUnknownOllamaFields(body, kChatFieldList, "/api/chat")) return *e;
   ParsedGeneration p;
   if (auto e = ReadModelName(body, defaults.chat_model, kind_of, &p.request.job.model)) return *e;
   const ojson* messages = Field(body, "messages");
@@ -362,7 +367,7 @@ std::variant<ParsedGeneration, ApiError> ParseOllamaChat(const ojson& body,
 std::variant<ParsedGeneration, ApiError> ParseOllamaGenerate(const ojson& body,
                                                              const GenerationDefaults& defaults,
                                                              const ModelKindLookup& kind_of) {
-  if (auto e = RefuseUnknown(body, kGenerateFieldList, "/api/generate")) return *e;
+  if (auto e = RefuseUnknownOllamaFields(body, kGenerateFieldList, "/api/generate")) return *e;
   // Ollama's fields with no counterpart here, refused when given.
   static constexpr std::pair<const char*, const char*> kRefused[] = {
       {"template",
@@ -424,10 +429,11 @@ std::variant<ParsedGeneration, ApiError> ParseOllamaGenerate(const ojson& body,
 
 std::variant<TaskRequest, ApiError> ParseOllamaEmbed(const ojson& body, bool legacy,
                                                      const ModelKindLookup& kind_of) {
-  if (auto e = RefuseUnknown(body,
-                             legacy ? std::span<const std::string_view>(kEmbeddingsFieldList)
-                                    : std::span<const std::string_view>(kEmbedFieldList),
-                             legacy ? "/api/embeddings" : "/api/embed")) {
+  if (auto e =
+          RefuseUnknownOllamaFields(body,
+                                    legacy ? std::span<const std::string_view>(kEmbeddingsFieldList)
+                                           : std::span<const std::string_view>(kEmbedFieldList),
+                                    legacy ? "/api/embeddings" : "/api/embed")) {
     return *e;
   }
   if (auto e = CheckKeepAlive(body)) return *e;

@@ -20,7 +20,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -41,6 +43,11 @@ using ModelKindLookup = std::function<std::optional<ModelKind>(const std::string
 // Ollama's names carry a tag, ":latest" when none is given: "tiny:latest" is the served
 // "tiny" when no model is served under the whole name. Any other name is returned as given.
 std::string OllamaServedName(const std::string& name, const ModelKindLookup& kind_of);
+
+// A non-null member of `body` not in `known` is a 400 naming it and `endpoint` ("/api/chat").
+std::optional<ApiError> RefuseUnknownOllamaFields(const nlohmann::ordered_json& body,
+                                                  std::span<const std::string_view> known,
+                                                  std::string_view endpoint);
 
 // options: temperature, top_p, top_k, min_p, seed, num_predict, stop, repeat_penalty,
 // presence_penalty, frequency_penalty into `out`; any other option is a 400 naming it

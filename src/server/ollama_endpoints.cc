@@ -36,6 +36,11 @@ ModelKindLookup KindsOf(const ApiService& s) {
 // A served model by the name in `model` (or the older `name`), or the error to answer.
 std::variant<const worker::ModelEntry*, ApiError> ShownModel(const ApiService& s,
                                                              const ojson& body) {
+  static constexpr std::string_view kShowFields[] = {"model",  "name",     "verbose",
+                                                     "system", "template", "options"};
+  if (auto e = RefuseUnknownOllamaFields(body, kShowFields, "/api/show")) return *e;
+  bool verbose = false;  // the answer is the same either way: tessera lists no tensors
+  if (auto e = ReadBool(body, "verbose", &verbose)) return *e;
   for (const char* refused : {"system", "template", "options"}) {
     const ojson* v = Field(body, refused);
     const bool given =

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
@@ -114,7 +115,10 @@ OllamaModelFacts DescribeServedModel(const worker::ModelEntry& model) {
   const fs::path dir(model.dir);
   std::error_code ec;
   if (fs::is_regular_file(dir, ec)) {  // a single weights file (a .gguf)
-    f.format = dir.extension() == ".gguf" ? "gguf" : "";
+    // A GGUF file, also an Ollama blob without an extension, starts with its magic.
+    char magic[4] = {};
+    std::ifstream in(dir, std::ios::binary);
+    f.format = in.read(magic, sizeof magic) && std::string_view(magic, 4) == "GGUF" ? "gguf" : "";
     f.size_bytes = fs::file_size(dir, ec);
     const auto t = fs::last_write_time(dir, ec);
     f.modified_unix = ec ? 0 : UnixSeconds(t);
