@@ -403,6 +403,29 @@ TEST(OllamaWire, GenerateShapeAndErrorLine) {
   EXPECT_EQ(error[0]["error"], "worker lost");
 }
 
+TEST(OllamaWire, LogprobsInOllamasShape) {
+  auto wire = MakeOllamaWire(true);
+  ResponseMeta meta;
+  meta.model = "chat";
+  meta.logprobs = true;
+  worker::DeltaMessage d;
+  d.text = "Hi";
+  worker::TokenLogprobEntry entry;
+  entry.token = "Hi";
+  entry.logprob = -0.5f;
+  entry.top = {worker::TopLogprob{"Hi", -0.5f}, worker::TopLogprob{"Yo", -1.5f}};
+  d.logprobs = {entry};
+  const std::vector<json> lines = Lines(wire->StreamDelta(meta, d));
+  ASSERT_EQ(lines.size(), 1u);
+  const json& lp = lines[0]["logprobs"];
+  ASSERT_EQ(lp.size(), 1u);
+  EXPECT_EQ(lp[0]["token"], "Hi");
+  EXPECT_EQ(lp[0]["logprob"], -0.5);
+  EXPECT_EQ(lp[0]["top_logprobs"][1]["token"], "Yo");
+  meta.logprobs = false;
+  EXPECT_FALSE(Lines(wire->StreamDelta(meta, d))[0].contains("logprobs"));
+}
+
 TEST(OllamaModels, ParameterSizeAsOllamaPrintsIt) {
   EXPECT_EQ(OllamaParameterSize(0), "");
   EXPECT_EQ(OllamaParameterSize(134515008), "134.52M");

@@ -114,6 +114,16 @@ test('chat streamed equals non-streamed, ending with done', async (ollama) => {
   assert.equal(last.prompt_eval_count, whole.prompt_eval_count);
 });
 
+test('chat: logprobs, one per answer token', async (ollama) => {
+  const r = await ollama.chat({ model: 'tiny', messages: hello, logprobs: true, top_logprobs: 2, options: { num_predict: 4, temperature: 0 } });
+  assert.equal(r.logprobs.length, r.eval_count);
+  assert.equal(r.logprobs.map((l) => l.token).join(''), r.message.content);
+  for (const l of r.logprobs) {
+    assert.equal(l.top_logprobs.length, 2);
+    assert.equal(l.top_logprobs[0].token, l.token);  // greedy: the likeliest token
+  }
+});
+
 test('chat: seeded sampling repeats; stop ends the answer', async (ollama) => {
   const request = { model: 'tiny', messages: hello, options: { num_predict: 10, temperature: 1, seed: 7, top_k: 40, top_p: 0.9 } };
   const a = await ollama.chat(request);
