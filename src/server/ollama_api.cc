@@ -133,11 +133,8 @@ std::optional<ApiError> ReadFormat(const ojson& body, bool chat, worker::Respons
   return std::nullopt;
 }
 
-double AsDouble(const ojson& v) {
-  return v.get<double>();
-}
-
-// One option's value into the sampling parameters; false when `key` is not a sampling option.
+// One option's value into the sampling parameters; *known is false when `key` is not a
+// sampling option (nothing is read then).
 std::optional<ApiError> ReadSamplingOption(const std::string& key, const ojson& v,
                                            SamplingParams* p, bool* known) {
   *known = true;
@@ -151,7 +148,7 @@ std::optional<ApiError> ReadSamplingOption(const std::string& key, const ojson& 
                                                              : nullptr;
   if (real != nullptr) {
     if (!v.is_number()) return InvalidField(param, param + " must be a number");
-    *real = AsDouble(v);
+    *real = v.get<double>();
     return std::nullopt;
   }
   std::optional<int64_t>* integer = key == "top_k" ? &p->top_k : key == "seed" ? &p->seed : nullptr;
