@@ -1,9 +1,11 @@
 // Fuzzes the JSON request bodies of the API as the server validates them: ParseJsonBody, then
 // the endpoint's parser (ParseChatRequest, ParseCompletionRequest, ParseTokenizeRequest,
-// ParseDetokenizeRequest or ParseTaskRequest). A request that passes is encoded for the worker
-// and must decode there (Encode -> Decode), as it would on its way to the engine.
+// ParseDetokenizeRequest or ParseTaskRequest; Ollama's ParseOllamaChat, ParseOllamaGenerate,
+// ParseOllamaEmbed). A request that passes is encoded for the worker and must decode there
+// (Encode -> Decode), as it would on its way to the engine.
 // Input: the endpoint on the first line ("chat", "completions", "tokenize", "detokenize",
-// "embeddings", "rerank", "moderations", "classify", "systemone"), then the body.
+// "embeddings", "rerank", "moderations", "classify", "systemone", "ollama-chat",
+// "ollama-generate", "ollama-embed", "ollama-embeddings"), then the body.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <variant>
 
 #include "fuzz_util.h"
+#include "server/ollama_api.h"
 #include "server/openai_api.h"
 #include "server/task_api.h"
 #include "worker/protocol.h"
@@ -22,9 +25,29 @@ namespace tw = tessera::worker;
 
 namespace {
 
-constexpr std::string_view kEndpoints[] = {"chat",        "completions", "tokenize",
-                                           "detokenize",  "embeddings",  "rerank",
-                                           "moderations", "classify",    "systemone"};
+constexpr std::string_view kEndpoints[] = {"chat",
+                                           "completions",
+                                           "tokenize",
+                                           "detokenize",
+                                           "embeddings",
+                                           "rerank",
+                                           "moderations",
+                                           "classify",
+                                           "systemone",
+                                           "ollama-chat",
+                                           "ollama-generate",
+                                           "ollama-embed",
+                                           "ollama-embeddings"};
+constexpr size_t kFirstOllama = 9;
+
+// Ollama's parsers see "default-model" as a chat model, "story" as a completion model and
+// "emb" as an embedding model.
+std::optional<tessera::ModelKind> Kinds(const std::string& name) {
+  if (name == "default-model") return tessera::ModelKind::kChat;
+  if (name == "story") return tessera::ModelKind::kCompletion;
+  if (name == "emb") return tessera::ModelKind::kEmbed;
+  return std::nullopt;
+}
 
 void MustRoundTrip(const tw::JobRequest& job) {
   auto back = tw::Decode<tw::JobRequest>(tw::Encode(job));
@@ -80,6 +103,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                              : ts::ParseDetokenizeRequest(json, model);
       if (auto* j = std::get_if<tw::JobRequest>(&r)) MustRoundTrip(*j);
       if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+    case kFirstOllama:
+    case kFirstOllama + 1: {
+      const ts::GenerationDefaults defaults{model, model};
+      auto r = endpoint == kFirstOllama ? ts::ParseOllamaChat(json, defaults, Kinds)
+                                        : ts::ParseOllamaGenerate(json, defaults, Kinds);
+      if (auto* g = std::get_if<ts::ParsedGeneration>(&r)) MustRoundTrip(g->request.job);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) {
+        tessera::fuzz::Note("request", e->message);
+        (void)ts::ErrorBodyIn(ts::ApiDialect::kOllama, *e);
+      }
+      break;
+    }
+    case kFirstOllama + 2:
+    case kFirstOllama + 3: {
+      auto r = ts::ParseOllamaEmbed(json, endpoint == kFirstOllama + 3, Kinds);
+      if (auto* t = std::get_if<ts::TaskRequest>(&r)) MustRoundTrip(t->job);
+      if (auto* e = std::get_if<ts::ApiError>(&r))
+        (void)ts::ErrorBodyIn(ts::ApiDialect::kOllama, *e);
       break;
     }
     default: {
