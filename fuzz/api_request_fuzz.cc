@@ -113,7 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (auto* g = std::get_if<ts::ParsedGeneration>(&r)) MustRoundTrip(g->request.job);
       if (auto* e = std::get_if<ts::ApiError>(&r)) {
         tessera::fuzz::Note("request", e->message);
-        (void)ts::ErrorBodyIn(ts::ApiDialect::kOllama, *e);
+        (void)ts::ErrorBody(*e);
       }
       break;
     }
@@ -121,8 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case kFirstOllama + 3: {
       auto r = ts::ParseOllamaEmbed(json, endpoint == kFirstOllama + 3, Kinds);
       if (auto* t = std::get_if<ts::TaskRequest>(&r)) MustRoundTrip(t->job);
-      if (auto* e = std::get_if<ts::ApiError>(&r))
-        (void)ts::ErrorBodyIn(ts::ApiDialect::kOllama, *e);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
       break;
     }
     default: {
