@@ -38,7 +38,15 @@ constexpr std::string_view kEndpoints[] = {"chat",
                                            "ollama-generate",
                                            "ollama-embed",
                                            "ollama-embeddings"};
-constexpr size_t kFirstOllama = 9;
+// Where Ollama's four endpoints start in kEndpoints (found by name, so entries may be added).
+constexpr size_t IndexOf(std::string_view name) {
+  size_t i = 0;
+  while (i < std::size(kEndpoints) && kEndpoints[i] != name) ++i;
+  return i;
+}
+constexpr size_t kFirstOllama = IndexOf("ollama-chat");
+static_assert(kFirstOllama + 3 < std::size(kEndpoints) &&
+              kEndpoints[kFirstOllama + 3] == "ollama-embeddings");
 
 // Ollama's parsers see "default-model" as a chat model, "story" as a completion model and
 // "emb" as an embedding model.
