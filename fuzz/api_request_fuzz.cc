@@ -1,12 +1,13 @@
 // Fuzzes the JSON request bodies of the API as the server validates them: ParseJsonBody, then
 // the endpoint's parser (ParseChatRequest, ParseCompletionRequest, ParseTokenizeRequest,
 // ParseDetokenizeRequest, ParseTaskRequest, ParseResponsesRequest (against a store holding
-// one response), ParseAnthropicMessages or ParseAnthropicCountTokens). A request that passes
-// is encoded for the worker and must decode there (Encode -> Decode), as it would on its way
-// to the engine.
+// one response), ParseAnthropicMessages or ParseAnthropicCountTokens; Ollama's
+// ParseOllamaChat, ParseOllamaGenerate, ParseOllamaEmbed). A request that passes is encoded
+// for the worker and must decode there (Encode -> Decode), as it would on its way to the engine.
 // Input: the endpoint on the first line ("chat", "completions", "tokenize", "detokenize",
 // "embeddings", "rerank", "moderations", "classify", "systemone", "responses", "messages",
-// "count_tokens"), then the body.
+// "count_tokens", "ollama-chat", "ollama-generate", "ollama-embed", "ollama-embeddings"),
+// then the body.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "fuzz_util.h"
 #include "server/anthropic_api.h"
+#include "server/ollama_api.h"
 #include "server/openai_api.h"
 #include "server/responses_api.h"
 #include "server/task_api.h"
@@ -28,8 +30,28 @@ namespace tw = tessera::worker;
 namespace {
 
 constexpr std::string_view kEndpoints[] = {
-    "chat",        "completions", "tokenize",  "detokenize", "embeddings", "rerank",
-    "moderations", "classify",    "systemone", "responses",  "messages",   "count_tokens"};
+    "chat",        "completions",     "tokenize",     "detokenize",
+    "embeddings",  "rerank",          "moderations",  "classify",
+    "systemone",   "responses",       "messages",     "count_tokens",
+    "ollama-chat", "ollama-generate", "ollama-embed", "ollama-embeddings"};
+// Where Ollama's four endpoints start in kEndpoints (found by name, so entries may be added).
+constexpr size_t IndexOf(std::string_view name) {
+  size_t i = 0;
+  while (i < std::size(kEndpoints) && kEndpoints[i] != name) ++i;
+  return i;
+}
+constexpr size_t kFirstOllama = IndexOf("ollama-chat");
+static_assert(kFirstOllama + 3 < std::size(kEndpoints) &&
+              kEndpoints[kFirstOllama + 3] == "ollama-embeddings");
+
+// Ollama's parsers see "default-model" as a chat model, "story" as a completion model and
+// "emb" as an embedding model.
+std::optional<tessera::ModelKind> Kinds(const std::string& name) {
+  if (name == "default-model") return tessera::ModelKind::kChat;
+  if (name == "story") return tessera::ModelKind::kCompletion;
+  if (name == "emb") return tessera::ModelKind::kEmbed;
+  return std::nullopt;
+}
 
 void MustRoundTrip(const tw::JobRequest& job) {
   auto back = tw::Decode<tw::JobRequest>(tw::Encode(job));
@@ -115,6 +137,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 11: {
       auto r = ts::ParseAnthropicCountTokens(json);
       if (auto* j = std::get_if<tw::JobRequest>(&r)) MustRoundTrip(*j);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
+      break;
+    }
+    case kFirstOllama:
+    case kFirstOllama + 1: {
+      const ts::GenerationDefaults defaults{model, model};
+      auto r = endpoint == kFirstOllama ? ts::ParseOllamaChat(json, defaults, Kinds)
+                                        : ts::ParseOllamaGenerate(json, defaults, Kinds);
+      if (auto* g = std::get_if<ts::ParsedGeneration>(&r)) MustRoundTrip(g->request.job);
+      if (auto* e = std::get_if<ts::ApiError>(&r)) {
+        tessera::fuzz::Note("request", e->message);
+        (void)ts::ErrorBody(*e);
+      }
+      break;
+    }
+    case kFirstOllama + 2:
+    case kFirstOllama + 3: {
+      auto r = ts::ParseOllamaEmbed(json, endpoint == kFirstOllama + 3, Kinds);
+      if (auto* t = std::get_if<ts::TaskRequest>(&r)) MustRoundTrip(t->job);
       if (auto* e = std::get_if<ts::ApiError>(&r)) (void)ts::ErrorBody(*e);
       break;
     }

@@ -252,6 +252,24 @@ def main():
     bodies["messages"] = dict(anthropic, max_tokens=9, stop_sequences=["\n"], temperature=0.5,
                               top_p=0.9, top_k=4, metadata={"user_id": "u"}, stream=True)
     bodies["count_tokens"] = anthropic
+    bodies.update({
+        "ollama-chat": {"model": "default-model", "stream": False, "format": "json",
+                        "messages": [
+                            {"role": "user", "content": "hi"},
+                            {"role": "assistant", "content": "", "tool_calls": [
+                                {"function": {"name": "f", "arguments": {"a": 1}}}]},
+                            {"role": "tool", "content": "2", "tool_name": "f"}],
+                        "options": {"temperature": 0.5, "num_predict": -2, "stop": ["x"],
+                                    "repeat_penalty": 1.1, "seed": 4},
+                        "keep_alive": "5m", "logprobs": True, "top_logprobs": 1},
+        "ollama-generate": {"model": "story", "prompt": "Once", "raw": True, "context": [],
+                            "format": {"type": "object", "properties": {
+                                "a": {"type": "integer"}}},
+                            "options": {"top_k": 3, "num_ctx": 8}},
+        "ollama-embed": {"model": "emb", "input": ["a", "b"], "dimensions": 32,
+                         "truncate": False},
+        "ollama-embeddings": {"model": "emb:latest", "prompt": "a"},
+    })
     for name, body in bodies.items():
         write(root, "api_request", name, name + "\n" + json.dumps(body))
     write(root, "api_request", "responses_text_format", "responses\n" + json.dumps(

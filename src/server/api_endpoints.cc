@@ -5,6 +5,7 @@
 #include "server/anthropic_api.h"
 #include "server/api_service.h"
 #include "server/api_service_internal.h"
+#include "server/ollama_api.h"
 #include "server/responses_api.h"
 #include "server/web_ui.h"
 
@@ -181,6 +182,7 @@ std::vector<Endpoint> ApiService::BuiltinEndpoints(bool web_ui) {
   table.push_back(task("/v1/decisions", TaskEndpoint::kDecisions,
                        {ModelKind::kDecide, ModelKind::kChat}, "decide or chat", "dec-"));
   for (Endpoint& e : AnthropicEndpoints()) table.push_back(std::move(e));
+  for (Endpoint& e : OllamaEndpoints()) table.push_back(std::move(e));
   if (web_ui) {
     // The page's files are public: the page itself asks for the key.
     Endpoint ui;  // no path of its own: its paths are IsWebUiPath's

@@ -122,6 +122,18 @@ class ApiService final : public HttpHandler {
       const nlohmann::ordered_json& body, const GenerationDefaults& defaults)>;
   void ChatTokenCount(std::shared_ptr<ApiCall> call, ChatTokenCountParser parse,
                       std::function<nlohmann::json(size_t count)> answer);
+  // A task job (embeddings, ...) in another API's shape (Ollama's /api/embed): `parse` turns
+  // the body into a TaskRequest whose model is routed by `endpoint`'s kinds (ModelFor), and
+  // `answer` shapes the worker's result; the admission and the worker are the task path's.
+  using TaskParser =
+      std::function<std::variant<TaskRequest, ApiError>(const nlohmann::ordered_json& body)>;
+  using TaskAnswer = std::function<nlohmann::ordered_json(const TaskRequest& request,
+                                                          const worker::TaskResultMessage& result,
+                                                          const std::string& id, double queue_ms)>;
+  void Task(std::shared_ptr<ApiCall> call, const Endpoint& endpoint, TaskParser parse,
+            TaskAnswer answer);
+  // The served models as --model gave them (name, checkpoint folder, kind), in order.
+  const std::vector<worker::ModelEntry>& served_models() const { return options_.models; }
   // The served models, in --model order, and their kinds (parallel).
   const std::vector<std::string>& model_names() const { return model_names_; }
   const std::vector<ModelKind>& model_kinds() const { return model_kinds_; }
@@ -178,7 +190,8 @@ class ApiService final : public HttpHandler {
   std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, worker::JobRequest& job,
                                                 uint64_t ticket, std::vector<HttpHeader>* extra,
                                                 double* queue_ms);
-  void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint);
+  void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint,
+               const TaskAnswer& answer);
   std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,
                                    double* queue_ms, ApiError* error,
                                    std::vector<HttpHeader>* extra);

@@ -22,16 +22,26 @@ std::optional<ModelKind> ApiService::KindOf(const std::string& name) const {
 
 void ApiService::TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoint,
                              TaskEndpoint task) {
+  Task(
+      std::move(call), endpoint,
+      [task](const nlohmann::ordered_json& body) { return ParseTaskRequest(task, body); },
+      [](const TaskRequest& request, const worker::TaskResultMessage& result, const std::string& id,
+         double) { return TaskResponseBody(request, result, request.job.model, id, UnixNow()); });
+}
+
+void ApiService::Task(std::shared_ptr<Call> call, const Endpoint& endpoint, TaskParser parse,
+                      TaskAnswer answer) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
   // endpoints_ lives as long as the service, which outlives its job threads.
-  jobs_.Post([this, call, ticket = *ticket, &endpoint, task] {
+  jobs_.Post([this, call, ticket = *ticket, &endpoint, parse = std::move(parse),
+              answer = std::move(answer)] {
     auto doc = ParseJsonBody(call->request.body);
     std::variant<TaskRequest, ApiError> parsed = ApiError{};
     if (auto* e = std::get_if<ApiError>(&doc)) {
       parsed = *e;
     } else {
-      parsed = ParseTaskRequest(task, std::get<nlohmann::ordered_json>(doc));
+      parsed = parse(std::get<nlohmann::ordered_json>(doc));
     }
     if (auto* request = std::get_if<TaskRequest>(&parsed)) {
       auto model = ModelFor(endpoint, request->job.model);
@@ -47,12 +57,12 @@ void ApiService::TaskJobCall(std::shared_ptr<Call> call, const Endpoint& endpoin
     }
     TaskRequest& request = std::get<TaskRequest>(parsed);
     call->exchange->Note([&](AccessRecord& r) { r.model = request.job.model; });
-    RunTask(*call, std::move(request), ticket, endpoint);
+    RunTask(*call, std::move(request), ticket, endpoint, answer);
   });
 }
 
-void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket,
-                         const Endpoint& endpoint) {
+void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint,
+                         const TaskAnswer& shape) {
   double queue_ms = 0;
   std::vector<HttpHeader> extra;
   auto answer = AwaitAnswer(call, request.job, ticket, &extra, &queue_ms);
@@ -75,8 +85,8 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket,
     r.prompt_tokens = m->prompt_tokens;
     r.queue_ms = queue_ms;
   });
-  nlohmann::ordered_json body = TaskResponseBody(
-      request, *m, request.job.model, endpoint.id_prefix + call.exchange->request_id(), UnixNow());
+  nlohmann::ordered_json body =
+      shape(request, *m, endpoint.id_prefix + call.exchange->request_id(), queue_ms);
   body["x_tessera_stats"] = {{"queue_ms", queue_ms},
                              {"worker_queue_ms", m->queue_ms},
                              {"run_ms", m->run_ms},

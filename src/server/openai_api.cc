@@ -209,14 +209,7 @@ std::variant<GenerationRequest, ApiError> ParseChatRequest(const ojson& body,
   if (auto e = ReadModel(body, default_model, &out.job.model)) return *e;
   if (auto e = ReadCacheSalt(body, &out.job.cache_scope.salt)) return *e;
   const ojson* messages = Field(body, "messages");
-  if (messages == nullptr || !messages->is_array() || messages->empty()) {
-    return InvalidField("messages",
-                        "messages must be a non-empty array of {role, content} objects");
-  }
-  if (messages->size() > kMaxMessages) {
-    return InvalidField("messages",
-                        "messages has more than " + std::to_string(kMaxMessages) + " entries");
-  }
+  if (auto e = CheckMessageList(messages)) return *e;
   for (size_t i = 0; i < messages->size(); ++i) {
     const ojson& m = (*messages)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";

@@ -237,6 +237,18 @@ std::optional<ApiError> ReadTools(const ojson& body, worker::ChatPayload* chat) 
   return std::nullopt;
 }
 
+std::optional<ApiError> CheckMessageList(const ojson* messages) {
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return InvalidField("messages",
+                        "messages must be a non-empty array of {role, content} objects");
+  }
+  if (messages->size() > kMaxMessages) {
+    return InvalidField("messages",
+                        "messages has more than " + std::to_string(kMaxMessages) + " entries");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string& where,
                                               worker::ChatMessage* out) {
   if (const ojson* calls = Member(m, "tool_calls")) {

@@ -50,6 +50,9 @@ bool ValidFunctionName(const std::string& name);
 // Reads them into `chat`, whose options.response_format is already read.
 std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, worker::ChatPayload* chat);
 
+// `messages` (may be null: absent) is a non-empty array of at most kMaxMessages entries.
+std::optional<ApiError> CheckMessageList(const nlohmann::ordered_json* messages);
+
 // A chat message's tool fields: assistant tool_calls, tool tool_call_id and name.
 std::optional<ApiError> ReadMessageToolFields(const nlohmann::ordered_json& message,
                                               const std::string& where, worker::ChatMessage* out);

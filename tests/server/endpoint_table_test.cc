@@ -181,5 +181,32 @@ TEST_F(EndpointTable, RowsOfOnePathDifferInMethod) {
   EXPECT_EQ(Call("GET", "/v1/responses/resp_1/input_items", "").status, 404);
 }
 
+// Ollama's rows (ollama_api.h): their errors in Ollama's shape from screening on, DELETE for
+// /api/delete, and the listings answered even when a checkpoint folder cannot be read.
+TEST_F(EndpointTable, OllamaRowsAnswerInOllamasShape) {
+  auto unauthorized = Screen(Head("GET", "/api/tags", false));
+  ASSERT_TRUE(unauthorized);
+  EXPECT_EQ(unauthorized->status, 401);
+  EXPECT_TRUE(nlohmann::json::parse(unauthorized->body)["error"].is_string()) << unauthorized->body;
+  auto wrong_method = Screen(Head("POST", "/api/delete", true));
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
+  EXPECT_TRUE(nlohmann::json::parse(wrong_method->body)["error"].is_string());
+  HttpResponse del = Call("DELETE", "/api/delete", R"({"model": "chat"})");
+  EXPECT_EQ(del.status, 501);
+  EXPECT_NE(nlohmann::json::parse(del.body)["error"].get<std::string>().find("tessera rm"),
+            std::string::npos);
+  HttpResponse tags = Call("GET", "/api/tags", "");
+  ASSERT_EQ(tags.status, 200) << tags.body;
+  const auto models = nlohmann::json::parse(tags.body)["models"];
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0]["name"], "chat");
+  EXPECT_EQ(models[1]["details"]["parameter_size"], "");  // unknown: the folder is missing
+  HttpResponse show = Call("POST", "/api/show", R"({"model": "nope"})");
+  EXPECT_EQ(show.status, 404);
+  EXPECT_TRUE(nlohmann::json::parse(show.body)["error"].is_string()) << show.body;
+  EXPECT_EQ(Call("POST", "/api/show", R"({"name": "emb:latest"})").status, 200);
+}
+
 }  // namespace
 }  // namespace tessera::server
