@@ -176,6 +176,38 @@ int main(int argc, char** argv) {
       tensors.AddTensor(std::string("t.") + traits.name, type, {traits.block_elements, 2}, bytes);
     }
     Write(g + "/every_type", tensors.Build());
+    // A whole (tiny) llama that OpenCheckpoint accepts: 1 layer, hidden 32, 2 heads of 16,
+    // 1 kv head, ffn 32, vocab 8; F32 except one Q8_0 matrix.
+    tt::GgufWriter llama;
+    llama.AddString("general.architecture", "llama");
+    for (const auto& [key, v] :
+         std::vector<std::pair<std::string, uint32_t>>{{"block_count", 1},
+                                                       {"context_length", 64},
+                                                       {"embedding_length", 32},
+                                                       {"feed_forward_length", 32},
+                                                       {"attention.head_count", 2},
+                                                       {"attention.head_count_kv", 1}}) {
+      llama.AddU32("llama." + key, v);
+    }
+    llama.AddF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    llama.AddF32("llama.rope.freq_base", 10000.0f);
+    auto f32 = [](size_t n) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.5f;
+      return tt::F32Bytes(v);
+    };
+    llama.AddTensor("token_embd.weight", GgmlType::kF32, {32, 8}, f32(256));
+    llama.AddTensor("output_norm.weight", GgmlType::kF32, {32}, f32(32));
+    llama.AddTensor("blk.0.attn_norm.weight", GgmlType::kF32, {32}, f32(32));
+    llama.AddTensor("blk.0.ffn_norm.weight", GgmlType::kF32, {32}, f32(32));
+    llama.AddTensor("blk.0.attn_q.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.attn_k.weight", GgmlType::kF32, {32, 16}, f32(512));
+    llama.AddTensor("blk.0.attn_v.weight", GgmlType::kF32, {32, 16}, f32(512));
+    llama.AddTensor("blk.0.attn_output.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.ffn_gate.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.ffn_up.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.ffn_down.weight", GgmlType::kQ8_0, {32, 32}, std::string(32 * 34, 1));
+    Write(g + "/tiny_llama", llama.Build());
   }
 
   // NPU artifacts.
