@@ -29,6 +29,7 @@
 #include "base/status.h"
 #include "catalog/model_location.h"
 #include "catalog/ollama_manifest.h"
+#include "format/gguf.h"  // IsGgufFile
 
 namespace tessera {
 
@@ -55,9 +56,6 @@ struct GgufModel {
 // The GGUF file's size and, when expected_sha256 is set, its sha256 (streamed, reported as the
 // phase "verifying <name>" in bytes). A mismatch is Corrupt, naming the file and what to do.
 Status VerifyGgufModel(const GgufModel& model, const ProgressCallback& progress = {});
-
-// True when `path` is a regular file (symlinks followed) whose first four bytes are "GGUF".
-bool IsGgufFile(const std::string& path);
 
 // The files of `dir` whose names end in ".gguf" (regular files, symlinks followed), by name.
 std::vector<std::string> GgufFileNamesIn(const std::string& dir);

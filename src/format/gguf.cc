@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "base/utf8.h"
@@ -606,6 +608,17 @@ Expected<std::vector<int32_t>> GgufFile::GetI32Array(std::string_view key) const
     out[i] = static_cast<int32_t>(*n);
   }
   return out;
+}
+
+bool IsGgufFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char magic[4] = {};
+  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  std::fclose(f);
+  return ok;
 }
 
 }  // namespace tessera

@@ -65,6 +65,9 @@ struct GgufValue {
 // For messages: "u32 28", "string \"llama\"", "array of 151936 string".
 std::string DescribeGgufValue(const GgufValue& value);
 
+// True when `path` is a regular file (symlinks followed) whose first four bytes are "GGUF".
+bool IsGgufFile(const std::string& path);
+
 struct GgufTensor {
   std::string name;
   GgmlType type = GgmlType::kF32;

@@ -118,15 +118,6 @@ std::string HfTensorName(std::string_view gguf_name) {
   return "";
 }
 
-bool IsGgufFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  char magic[4] = {};
-  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
-  std::fclose(f);
-  return ok;
-}
-
 Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   const std::string& where = gguf.path();
   TS_ASSIGN_OR_RETURN(std::string_view arch_name, gguf.GetString("general.architecture"));

@@ -29,9 +29,6 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf);
 // "model.layers.3.self_attn.q_proj.weight"); empty when tessera knows no counterpart.
 std::string HfTensorName(std::string_view gguf_name);
 
-// True when `path` is a regular file starting with the GGUF magic.
-bool IsGgufFile(const std::string& path);
-
 Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string& path);
 
 }  // namespace tessera
