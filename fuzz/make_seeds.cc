@@ -1,5 +1,6 @@
 // Writes the binary seeds of the fuzz corpus with the project's own writers, so they are real:
-// worker frames (Encode), safetensors files (WriteSafetensors), xclbin (BuildXclbin) and txn
+// worker frames (Encode), safetensors files (WriteSafetensors), GGUF files (tests' GgufWriter),
+// xclbin (BuildXclbin) and txn
 // (BuildTxn). Text seeds come from fuzz/make_seeds.py.
 //
 //   ninja -C build fuzz_make_seeds && build/fuzz/fuzz_make_seeds fuzz/corpus
@@ -12,6 +13,7 @@
 #include "backend/xdna/txn.h"
 #include "backend/xdna/xclbin.h"
 #include "format/safetensors.h"
+#include "support/gguf_writer.h"
 #include "worker/protocol.h"
 
 namespace tw = tessera::worker;
@@ -137,6 +139,75 @@ int main(int argc, char** argv) {
            .ok()) {
     fprintf(stderr, "WriteSafetensors failed\n");
     return 1;
+  }
+
+  // GGUF: every metadata value type, and a tensor of every type the reader knows the
+  // geometry of that tessera converts (plus one it refuses), with patterned bytes.
+  const std::string g = root + "/gguf";
+  fs::create_directories(g);
+  {
+    namespace tt = tessera::test;
+    using tessera::GgmlType;
+    tt::GgufWriter meta;
+    meta.AddString("general.architecture", "qwen3");
+    meta.AddU32("general.alignment", 32);
+    meta.AddU8("a.u8", 1);
+    meta.AddI8("a.i8", -1);
+    meta.AddU16("a.u16", 2);
+    meta.AddI16("a.i16", -2);
+    meta.AddI32("a.i32", -3);
+    meta.AddF32("a.f32", 0.5f);
+    meta.AddBool("a.bool", true);
+    meta.AddU64("a.u64", 4);
+    meta.AddI64("a.i64", -4);
+    meta.AddF64("a.f64", 0.25);
+    meta.AddStringArray("tokenizer.ggml.tokens", {"<s>", "a", "b"});
+    meta.AddF32Array("tokenizer.ggml.scores", {0.0f, -1.0f, -2.0f});
+    meta.AddI32Array("tokenizer.ggml.token_type", {3, 1, 1});
+    Write(g + "/metadata_only", meta.Build());
+    tt::GgufWriter tensors(2);
+    tensors.AddString("general.architecture", "llama");
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                          GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                          GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kQ2_K}) {
+      const tessera::GgmlTypeTraits& traits = tessera::GgmlTraits(type);
+      std::string bytes(2 * traits.block_bytes, '\0');
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 37 + 11) & 0x3b);
+      tensors.AddTensor(std::string("t.") + traits.name, type, {traits.block_elements, 2}, bytes);
+    }
+    Write(g + "/every_type", tensors.Build());
+    // A whole (tiny) llama that OpenCheckpoint accepts: 1 layer, hidden 32, 2 heads of 16,
+    // 1 kv head, ffn 32, vocab 8; F32 except one Q8_0 matrix.
+    tt::GgufWriter llama;
+    llama.AddString("general.architecture", "llama");
+    for (const auto& [key, v] :
+         std::vector<std::pair<std::string, uint32_t>>{{"block_count", 1},
+                                                       {"context_length", 64},
+                                                       {"embedding_length", 32},
+                                                       {"feed_forward_length", 32},
+                                                       {"attention.head_count", 2},
+                                                       {"attention.head_count_kv", 1}}) {
+      llama.AddU32("llama." + key, v);
+    }
+    llama.AddF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    llama.AddF32("llama.rope.freq_base", 10000.0f);
+    auto f32 = [](size_t n) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.5f;
+      return tt::F32Bytes(v);
+    };
+    llama.AddTensor("token_embd.weight", GgmlType::kF32, {32, 8}, f32(256));
+    llama.AddTensor("output_norm.weight", GgmlType::kF32, {32}, f32(32));
+    llama.AddTensor("blk.0.attn_norm.weight", GgmlType::kF32, {32}, f32(32));
+    llama.AddTensor("blk.0.ffn_norm.weight", GgmlType::kF32, {32}, f32(32));
+    llama.AddTensor("blk.0.attn_q.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.attn_k.weight", GgmlType::kF32, {32, 16}, f32(512));
+    llama.AddTensor("blk.0.attn_v.weight", GgmlType::kF32, {32, 16}, f32(512));
+    llama.AddTensor("blk.0.attn_output.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.ffn_gate.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.ffn_up.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    llama.AddTensor("blk.0.ffn_down.weight", GgmlType::kQ8_0, {32, 32}, std::string(32 * 34, 1));
+    Write(g + "/tiny_llama", llama.Build());
   }
 
   // NPU artifacts.

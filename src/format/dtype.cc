@@ -54,6 +54,7 @@ Expected<DType> ParseSafetensorsDType(std::string_view name) {
 }
 
 std::string_view DTypeName(DType dtype) {
+  if (dtype == DType::kGgmlBlocks) return "GGML";
   const DTypeEntry* e = Lookup(dtype);
   return e != nullptr ? e->name : std::string_view("?");
 }

@@ -11,7 +11,9 @@
 
 namespace tessera {
 
-enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool };
+// kGgmlBlocks: a GGUF tensor in one of ggml's block-quantized types (TensorInfo::ggml_type
+// says which); it has no per-element size (DTypeSize 0) and is never read from safetensors.
+enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool, kGgmlBlocks };
 
 // Safetensors spelling ("F32", "BF16", ...). Unknown names (including the FP8 kinds, which
 // tessera does not read) are an error that lists what is supported.

@@ -321,6 +321,19 @@ Expected<CheckpointTensors> CheckpointTensors::Open(const std::string& dir) {
   return result;
 }
 
+Expected<CheckpointTensors> CheckpointTensors::FromTensors(std::vector<TensorInfo> tensors,
+                                                           std::shared_ptr<const void> owner) {
+  CheckpointTensors result;
+  result.adopted_ = std::move(tensors);
+  result.owner_ = std::move(owner);
+  for (const TensorInfo& tensor : result.adopted_) {
+    if (!result.by_name_.emplace(tensor.name, &tensor).second) {
+      return Corrupt(tensor.file + ": tensor " + QuoteForMessage(tensor.name) + " appears twice");
+    }
+  }
+  return result;
+}
+
 const TensorInfo* CheckpointTensors::Find(std::string_view name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

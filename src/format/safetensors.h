@@ -19,6 +19,7 @@
 #include "base/mapped_file.h"
 #include "base/status.h"
 #include "format/dtype.h"
+#include "format/ggml_type.h"
 
 namespace tessera {
 
@@ -29,6 +30,7 @@ struct TensorInfo {
   uint64_t num_elements = 0;      // product of shape (1 for a scalar)
   std::span<const uint8_t> data;  // points into the mapped file; size = num_elements * dtype size
   std::string file;               // the shard it lives in (for messages)
+  GgmlType ggml_type = GgmlType::kF32;  // dtype kGgmlBlocks: the ggml block type of `data`
 };
 
 class SafetensorsFile {
@@ -57,6 +59,10 @@ class SafetensorsFile {
 class CheckpointTensors {
  public:
   static Expected<CheckpointTensors> Open(const std::string& dir);
+  // Tensors that live in another container (a GGUF file): their spans point into memory that
+  // `owner` keeps alive. A name given twice is refused.
+  static Expected<CheckpointTensors> FromTensors(std::vector<TensorInfo> tensors,
+                                                 std::shared_ptr<const void> owner);
 
   CheckpointTensors() = default;  // empty: no tensors
   // Move-only: by_name_ points into shards_, which a copy would not share.
@@ -74,6 +80,8 @@ class CheckpointTensors {
 
  private:
   std::vector<SafetensorsFile> shards_;
+  std::vector<TensorInfo> adopted_;    // FromTensors' tensors
+  std::shared_ptr<const void> owner_;  // what adopted_'s spans point into
   std::map<std::string, const TensorInfo*, std::less<>> by_name_;
 };
 

@@ -1,10 +1,12 @@
 #include "model/checkpoint.h"
 
 #include "base/mapped_file.h"
+#include "model/gguf_checkpoint.h"
 
 namespace tessera {
 
 Expected<std::shared_ptr<const Checkpoint>> OpenCheckpoint(const std::string& dir) {
+  if (IsGgufFile(dir)) return OpenGgufCheckpoint(dir);
   auto config_text = ReadFileToString(dir + "/config.json", 16u << 20);
   if (!config_text) return config_text.status();
   auto config = ParseModelConfig(*config_text);

@@ -25,6 +25,8 @@ struct Checkpoint {
   ModelTensors tensors;  // points into `files`
 };
 
+// `dir` is a checkpoint directory, or a GGUF file (model/gguf_checkpoint.h; then `dir` is the
+// file's path).
 Expected<std::shared_ptr<const Checkpoint>> OpenCheckpoint(const std::string& dir);
 
 // One line for the load log: the architecture (DescribeModelSpec) and what the checkpoint

@@ -30,9 +30,9 @@ class Binder {
       return NotFound("checkpoint is missing tensor '" + name + "' (expected shape " +
                       ShapeText(shape) + ")");
     }
-    if (!IsFloatWeightDType(t->dtype)) {
+    if (!IsFloatWeightDType(t->dtype) && t->dtype != DType::kGgmlBlocks) {
       return Unsupported("tensor '" + name + "' has dtype " + std::string(DTypeName(t->dtype)) +
-                         "; supported weight dtypes: F32, F16, BF16");
+                         "; supported weight dtypes: F32, F16, BF16 (and GGUF's block types)");
     }
     if (t->shape != shape) {
       return Corrupt("tensor '" + name + "' has shape " + ShapeText(t->shape) +

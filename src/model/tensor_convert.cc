@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "format/gguf_quants.h"
 
 namespace tessera {
 namespace {
@@ -35,6 +36,10 @@ Status WidenElements(DType dtype, const uint8_t* src, size_t n, float* dst) {
 
 Status WidenToF32(const TensorInfo& tensor, std::vector<float>* out) {
   out->resize(static_cast<size_t>(tensor.num_elements));
+  if (tensor.dtype == DType::kGgmlBlocks) {
+    return DequantizeToF32(tensor.ggml_type, tensor.data, *out)
+        .WithContext("tensor '" + tensor.name + "'");
+  }
   if (tensor.data.size() != tensor.num_elements * DTypeSize(tensor.dtype)) {
     return Corrupt("tensor '" + tensor.name + "' data size does not match its shape");
   }
@@ -55,6 +60,15 @@ Status WidenRowsToF32(const TensorInfo& tensor, int64_t first_row, int64_t n_row
   }
   size_t n = static_cast<size_t>(n_rows) * row_size;
   if (out.size() != n) return InvalidArgument("output span has the wrong size");
+  if (tensor.dtype == DType::kGgmlBlocks) {
+    TS_ASSIGN_OR_RETURN(uint64_t row_bytes, GgmlRowBytes(tensor.ggml_type, row_size));
+    if (tensor.data.size() != rows * row_bytes) {
+      return Corrupt("tensor '" + tensor.name + "' data size does not match its shape");
+    }
+    return DequantizeToF32(tensor.ggml_type,
+                           tensor.data.subspan(first_row * row_bytes, n_rows * row_bytes), out)
+        .WithContext("tensor '" + tensor.name + "'");
+  }
   size_t esize = DTypeSize(tensor.dtype);
   return WidenElements(tensor.dtype, tensor.data.data() + first_row * row_size * esize, n,
                        out.data());

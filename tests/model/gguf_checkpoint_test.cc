@@ -1,0 +1,278 @@
+// A GGUF file as a checkpoint: the same synthetic weights written as safetensors and as GGUF
+// (the way llama.cpp's convert_hf_to_gguf.py writes them: reversed dims, renamed tensors,
+// llama's q/k rows interleaved per head) give the same logits on the reference backend.
+#include "model/gguf_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "backend/logits_test_util.h"
+#include "base/half.h"
+#include "base/mapped_file.h"
+#include "format/format_test_util.h"
+#include "format/safetensors.h"
+#include "model/synthetic_checkpoint.h"
+#include "support/gguf_writer.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+// Hugging Face name -> GGUF name, as llama.cpp's tensor map has them.
+std::string GgufName(const std::string& hf) {
+  static const std::map<std::string, std::string> kGlobal = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"}};
+  static const std::map<std::string, std::string> kLayer = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.o_proj.bias", "attn_output.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"}};
+  if (auto it = kGlobal.find(hf); it != kGlobal.end()) return it->second;
+  const std::string prefix = "model.layers.";
+  EXPECT_EQ(hf.rfind(prefix, 0), 0u) << hf;
+  const size_t dot = hf.find('.', prefix.size());
+  const std::string index = hf.substr(prefix.size(), dot - prefix.size());
+  auto it = kLayer.find(hf.substr(dot + 1));
+  EXPECT_NE(it, kLayer.end()) << hf;
+  return "blk." + index + "." + it->second;
+}
+
+// convert_hf_to_gguf.py's LlamaModel.permute: reshape(heads, 2, rows/heads/2, ...), swap the
+// first two inner axes: within a head, row (half j, index i) moves to row 2i + j.
+std::vector<float> Permute(const std::vector<float>& w, int64_t rows, int64_t heads) {
+  const int64_t cols = static_cast<int64_t>(w.size()) / rows;
+  const int64_t head_dim = rows / heads, half = head_dim / 2;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t j = 0; j < 2; ++j) {
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t from = h * head_dim + j * half + i, to = h * head_dim + 2 * i + j;
+        std::copy_n(w.begin() + from * cols, cols, out.begin() + to * cols);
+      }
+    }
+  }
+  return out;
+}
+
+// Q8_0 as ggml's reference quantizer makes it: d = amax / 127 stored as f16, q = round(x / d).
+// Returns the blocks and, in *dequantized, the values they stand for (d as stored * q).
+std::string QuantizeQ8_0(const std::vector<float>& x, std::vector<float>* dequantized) {
+  std::string out;
+  dequantized->resize(x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t d16 = FloatToF16(d);
+    out.push_back(static_cast<char>(d16 & 0xff));
+    out.push_back(static_cast<char>(d16 >> 8));
+    for (int j = 0; j < 32; ++j) {
+      const int q = static_cast<int>(std::round(x[32 * b + j] * id));
+      out.push_back(static_cast<char>(static_cast<int8_t>(q)));
+      (*dequantized)[32 * b + j] = F16ToFloat(d16) * static_cast<float>(q);
+    }
+  }
+  return out;
+}
+
+SyntheticModelSpec Spec(ModelFamily family) {
+  SyntheticModelSpec s;
+  s.family = family;
+  s.hidden = 64;
+  s.intermediate = 96;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 16;
+  s.vocab = 128;
+  s.max_position = 64;
+  s.tied = family == ModelFamily::kQwen3;
+  s.attention_bias = family == ModelFamily::kLlama;
+  s.rope_theta = family == ModelFamily::kLlama ? 10000.0 : 1000000.0;
+  s.rms_norm_eps = 1e-5;
+  s.seed = 11 + static_cast<uint64_t>(family);
+  return s;
+}
+
+// Writes the checkpoint at `dir` as a GGUF file, weights F32, or Q8_0 for 2-D matrices whose
+// rows are whole blocks; then (Q8_0) rewrites dir's safetensors with the values the blocks
+// stand for, so that both describe the same model.
+void WriteGguf(const std::string& dir, const SyntheticModelSpec& s, bool q8_0,
+               const std::string& path) {
+  auto ckpt = CheckpointTensors::Open(dir);
+  ASSERT_TRUE(ckpt) << ckpt.status().ToString();
+  const std::string arch(ModelFamilyName(s.family));
+  test::GgufWriter w;
+  w.AddString("general.architecture", arch);
+  w.AddU32(arch + ".block_count", static_cast<uint32_t>(s.layers));
+  w.AddU32(arch + ".context_length", static_cast<uint32_t>(s.max_position));
+  w.AddU32(arch + ".embedding_length", static_cast<uint32_t>(s.hidden));
+  w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(s.intermediate));
+  w.AddU32(arch + ".attention.head_count", static_cast<uint32_t>(s.heads));
+  w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
+  w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(s.head_dim));
+  w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(s.head_dim));
+  w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+  w.AddF32(arch + ".rope.freq_base", static_cast<float>(s.rope_theta));
+  w.AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.rms_norm_eps));
+  w.AddU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos_token_id));
+  w.AddU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos_token_id));
+  std::vector<TensorToWrite> rewritten;
+  for (const std::string& name : ckpt->Names()) {
+    const TensorInfo& t = *ckpt->Find(name);
+    std::vector<float> v(t.num_elements);
+    ASSERT_TRUE(CopyTensorToF32(t, v).ok());
+    std::vector<float> stored = v;  // what the safetensors side holds
+    const bool is_q = name.find("q_proj") != std::string::npos;
+    const bool is_k = name.find("k_proj") != std::string::npos;
+    std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
+    std::string bytes;
+    if (q8_0 && t.shape.size() == 2 && t.shape[1] % 32 == 0) {
+      bytes = QuantizeQ8_0(v, &stored);  // row-wise blocks, before any permutation
+      v = stored;
+    }
+    if (s.family == ModelFamily::kLlama && (is_q || is_k)) {
+      v = Permute(v, t.shape[0], is_q ? s.heads : s.kv_heads);
+      if (!bytes.empty()) {
+        std::vector<float> unused;
+        bytes = QuantizeQ8_0(Permute(stored, t.shape[0], is_q ? s.heads : s.kv_heads), &unused);
+      }
+    }
+    if (bytes.empty()) {
+      w.AddTensor(GgufName(name), GgmlType::kF32, dims, test::F32Bytes(v));
+    } else {
+      w.AddTensor(GgufName(name), GgmlType::kQ8_0, dims, bytes);
+    }
+    rewritten.push_back(MakeTensor(name, DType::kF32, t.shape, stored));
+  }
+  test::WriteFile(path, w.Build());
+  if (q8_0) {
+    ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", rewritten).ok());
+  }
+}
+
+struct Case {
+  ModelFamily family;
+  bool q8_0;
+};
+
+class GgufCheckpointParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufCheckpointParity, LogitsMatchTheSafetensorsCheckpoint) {
+  const Case c = GetParam();
+  test::TempDir tmp;
+  const SyntheticModelSpec spec = Spec(c.family);
+  const std::string dir = tmp.File("hf");
+  ASSERT_TRUE(WriteSyntheticCheckpoint(dir, spec).ok());
+  const std::string gguf = tmp.File("model.gguf");
+  WriteGguf(dir, spec, c.q8_0, gguf);
+  if (HasFatalFailure()) return;
+
+  auto from_gguf = OpenCheckpoint(gguf);
+  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
+  auto from_hf = OpenCheckpoint(dir);
+  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
+  EXPECT_EQ((*from_gguf)->config.tie_word_embeddings, spec.tied);
+  EXPECT_EQ((*from_gguf)->config.head_dim, spec.head_dim);
+  EXPECT_EQ((*from_gguf)->config.num_kv_heads, spec.kv_heads);
+  if (c.q8_0) {
+    EXPECT_EQ((*from_gguf)->tensors.layers[0].gate_proj->dtype, DType::kGgmlBlocks);
+  }
+
+  const std::vector<int32_t> tokens = test::RandomTokens(24, spec.vocab, 5);
+  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
+  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
+  ASSERT_TRUE(want_exec && got_exec);
+  const std::vector<float> want = test::AllLogits(*want_exec, tokens);
+  const std::vector<float> got = test::AllLogits(*got_exec, tokens);
+  double scale = 0;
+  for (float v : want) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  const double diff = test::MaxAbsDiff(got, want);
+  std::printf("[ measured ] %s %s: max |logit| %.3g, max |diff| %.3g\n",
+              std::string(ModelFamilyName(c.family)).c_str(), c.q8_0 ? "Q8_0" : "F32", scale, diff);
+  EXPECT_LE(diff, 1e-4 * scale);
+  // The cpu backend widens the same tensors row range by row range (F32 panels).
+  auto cpu_exec = test::Load(*from_gguf, "cpu", WeightFormat::kF32, 64, 8);
+  ASSERT_TRUE(cpu_exec);
+  const double cpu_diff = test::MaxAbsDiff(test::AllLogits(*cpu_exec, tokens), want);
+  std::printf("[ measured ] cpu F32 from the GGUF: max |diff| %.3g\n", cpu_diff);
+  EXPECT_LE(cpu_diff, 1e-4 * scale);
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(ModelFamilyName(info.param.family)) + (info.param.q8_0 ? "_Q8_0" : "_F32");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GgufCheckpointParity,
+                         ::testing::Values(Case{ModelFamily::kLlama, false},
+                                           Case{ModelFamily::kQwen2, false},
+                                           Case{ModelFamily::kQwen3, false},
+                                           Case{ModelFamily::kLlama, true},
+                                           Case{ModelFamily::kQwen3, true}),
+                         CaseName);
+
+TEST(GgufCheckpoint, MapsTensorNames) {
+  EXPECT_EQ(HfTensorName("blk.12.attn_q.weight"), "model.layers.12.self_attn.q_proj.weight");
+  EXPECT_EQ(HfTensorName("blk.0.ffn_down.weight"), "model.layers.0.mlp.down_proj.weight");
+  EXPECT_EQ(HfTensorName("output.weight"), "lm_head.weight");
+  EXPECT_EQ(HfTensorName("token_embd.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(HfTensorName("blk.x.attn_q.weight"), "");
+  EXPECT_EQ(HfTensorName("blk.01.attn_q.weight"), "");
+  EXPECT_EQ(HfTensorName("blk.1.token_embd.weight"), "");
+  EXPECT_EQ(HfTensorName("rope_freqs.weight"), "");
+}
+
+TEST(GgufCheckpoint, RefusesWhatItCannotRun) {
+  test::TempDir tmp;
+  auto open = [&](const test::GgufWriter& w) {
+    test::WriteFile(tmp.File("m.gguf"), w.Build());
+    return OpenCheckpoint(tmp.File("m.gguf")).status();
+  };
+  test::GgufWriter gemma;
+  gemma.AddString("general.architecture", "mamba");
+  test::ExpectOneLineError(open(gemma), ErrorCode::kUnsupported,
+                           {"m.gguf", "'mamba'", "llama, qwen2, qwen3"});
+
+  // A whole small qwen3 with one Q2_K matrix.
+  test::GgufWriter w;
+  w.AddString("general.architecture", "qwen3");
+  for (auto [key, v] :
+       std::vector<std::pair<std::string, uint32_t>>{{"block_count", 1},
+                                                     {"context_length", 64},
+                                                     {"embedding_length", 256},
+                                                     {"feed_forward_length", 256},
+                                                     {"attention.head_count", 2},
+                                                     {"attention.head_count_kv", 1},
+                                                     {"attention.key_length", 128}}) {
+    w.AddU32("qwen3." + key, v);
+  }
+  w.AddF32("qwen3.attention.layer_norm_rms_epsilon", 1e-6f);
+  w.AddTensor("token_embd.weight", GgmlType::kF32, {256, 4}, std::string(4096, '\0'));
+  w.AddTensor("blk.0.ffn_down.weight", GgmlType::kQ2_K, {256, 256}, std::string(256 * 84, '\0'));
+  test::ExpectOneLineError(open(w), ErrorCode::kUnsupported,
+                           {"'blk.0.ffn_down.weight'", "Q2_K is not supported", "Q6_K"});
+  // Missing metadata is named too.
+  test::GgufWriter bare;
+  bare.AddString("general.architecture", "llama");
+  test::ExpectOneLineError(open(bare), ErrorCode::kNotFound, {"'llama.block_count'", "missing"});
+}
+
+}  // namespace
+}  // namespace tessera
