@@ -78,8 +78,8 @@ int Run(int argc, char** argv) {
   }
   auto sampling = SamplingFromArgs(args);
   if (!sampling) return ReportError("generate", sampling.status());
-  auto resolved_dir = ResolveModelDir(args.GetString("model"));
-  if (!resolved_dir) return ReportError("generate", resolved_dir.status());
+  auto resolved = ResolveModelToLoad(args.GetString("model"));
+  if (!resolved) return ReportError("generate", resolved.status());
   auto weights = ParseWeightFormat(args.GetString("dtype"));
   if (!weights) {
     return ReportError("generate", InvalidArgument("--dtype: " + weights.status().message()));
@@ -89,7 +89,7 @@ int Run(int argc, char** argv) {
   if (args.Has("prompt-ids")) {
     auto ids = ParseIdList(args.GetString("prompt-ids"));
     if (!ids) return ReportError("generate", ids.status());
-    auto ckpt = OpenCheckpoint(*resolved_dir);
+    auto ckpt = OpenCheckpoint(resolved->Where());
     if (!ckpt) return ReportError("generate", ckpt.status());
     const int64_t vocab = (*ckpt)->config.vocab_size;
     for (int32_t id : *ids) {
@@ -119,7 +119,7 @@ int Run(int argc, char** argv) {
   options.context = args.GetInt("context");
   options.parallel = 1;
   auto t_load = std::chrono::steady_clock::now();
-  auto model = OpenModelShowingProgress(*resolved_dir, options);
+  auto model = OpenModelShowingProgress(*resolved, options);
   if (!model) return ReportError("generate", model.status());
   LoadedModel& m = **model;
   double load_ms =

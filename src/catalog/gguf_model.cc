@@ -45,16 +45,8 @@ std::string QuantizationFromFileName(std::string_view file_name) {
   return found;
 }
 
-bool IsGgufFile(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  char magic[4] = {};
-  const size_t n = std::fread(magic, 1, sizeof(magic), f);
-  std::fclose(f);
-  return n == 4 && std::string_view(magic, 4) == "GGUF";
-}
+// IsGgufFile is defined once, in model/gguf_checkpoint.cc (tessera_backend links the model
+// library), with the meaning gguf_model.h gives it.
 
 std::vector<std::string> GgufFileNamesIn(const std::string& dir) {
   std::vector<std::string> names;
