@@ -331,9 +331,10 @@ int RunInteractive(ChatSession& session) {
 
 int Run(int argc, char** argv) {
   CliArgs args(kCommand);
-  args.AddString("model",
-                 "checkpoint directory or model name (default: the one installed model, else "
-                 "the built-in demo model stories260k)");
+  args.AddString(
+      "model",
+      "checkpoint directory, GGUF file or model name (default: the one installed model, else "
+      "the built-in demo model stories260k)");
   args.AddString("system", "system message");
   args.AddString("prompt", "one shot: send this message, print the reply and exit");
   args.AddString("template-kwargs",

@@ -39,7 +39,8 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text) {
 
 int Run(int argc, char** argv) {
   CliArgs args("generate");
-  args.AddString("model", "checkpoint directory, or a model name from `tessera list`", true);
+  args.AddString("model", "checkpoint directory or GGUF file, or a model name from `tessera list`",
+                 true);
   args.AddString("prompt", "prompt text");
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
   args.AddInt("max-tokens",

@@ -60,7 +60,7 @@ Status CheckServedName(const std::string& name, const std::string& spec) {
 
 // --model SPEC, where SPEC is NAME=WHERE or WHERE, and WHERE is a checkpoint directory or a
 // model name resolved through tessera's store and the Hugging Face cache, the same way
-// `tessera generate --model` resolves it (ResolveModelDir). Without NAME, a directory is
+// `tessera generate --model` resolves it (ResolveModelToLoad). Without NAME, a directory is
 // served under its folder name and a model name as written.
 Expected<ModelEntry> ResolveServedModel(const std::string& spec) {
   ModelEntry m;
