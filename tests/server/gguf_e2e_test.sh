@@ -5,7 +5,8 @@
 # greedy and seeded; the same file as the model blob of an Ollama store built here as Ollama
 # lays it out (manifest, config, template/system/params layers) is listed by `tessera list`,
 # run by `tessera generate NAME` and `tessera chat`, and served by `tessera serve --model NAME`
-# (/v1/chat/completions); a blob with one byte changed is refused with one line.
+# (/v1/chat/completions); in LM Studio's folder it runs by publisher/repo; a blob with one byte
+# changed is refused with one line.
 #   gguf_e2e_test.sh TESSERA MAKE_GGUF_MODEL WORK QWEN_TEST_MODEL_DIR
 set -u
 TESSERA=$1 MAKE_GGUF=$2 WORK=$3 QWEN=$4
@@ -76,6 +77,16 @@ grep -q "verifying" "$WORK/ollama_greedy.err" && pass "the blob's sha256 is veri
   --json > "$WORK/ollama_default.json" 2> "$WORK/ollama_default.err"
 check "the params layer's num_predict is the default length" 6 \
   "$(json_get "$WORK/ollama_default.json" "d.generated_ids.length")"
+
+# LM Studio's folder: publisher/repo names its one GGUF file, run in place.
+mkdir -p "$HOME/.lmstudio/models/tester/qwen-tiny-GGUF"
+ln -s "$GGUF" "$HOME/.lmstudio/models/tester/qwen-tiny-GGUF/qwen-tiny-F32.gguf"
+"$TESSERA" generate --model tester/qwen-tiny-GGUF --prompt "Once upon a time, there was a little robot" \
+  --max-tokens 16 --dtype f32 --context 256 --temperature 0 --json > "$WORK/lms_greedy.json" 2> "$WORK/lms_greedy.err" ||
+  fail "generate tester/qwen-tiny-GGUF: $(tail -1 "$WORK/lms_greedy.err")"
+check "greedy ids through LM Studio's folder equal the file's" \
+  "$(ids "$WORK/gguf_greedy.json")" "$(ids "$WORK/lms_greedy.json")"
+rm -rf "$HOME/.lmstudio"
 
 # chat: the Jinja tokenizer.chat_template renders, the system layer is the default system.
 "$TESSERA" chat --model qwen-tiny:latest --prompt "Hello" --context 256 > "$WORK/chat.out" 2> "$WORK/chat.err" &&
