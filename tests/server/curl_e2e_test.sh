@@ -455,7 +455,7 @@ refused() {  # refused DESCRIPTION EXPECTED_TEXT SPEC: serve must exit at once w
     fail "$desc (exit $code): $(cat "$WORK/refused.err")"
   fi
 }
-refused "--model ../x is refused at start" "../x is not a directory" ../x
+refused "--model ../x is refused at start" "../x is neither a checkpoint folder nor a GGUF file" ../x
 refused "a name not installed says how to get it" "tessera pull test-org/missing" test-org/missing
 refused "an invalid model name says what a name may be" "is not a model name" 'bad name!'
 refused "an alias with a space is refused" "cannot be a served model name" 'my model=test-org/tiny-chat'
