@@ -5,7 +5,7 @@
 # greedy and seeded; the same file as the model blob of an Ollama store built here as Ollama
 # lays it out (manifest, config, template/system/params layers) is listed by `tessera list`,
 # run by `tessera generate NAME` and `tessera chat`, and served by `tessera serve --model NAME`
-# (/v1/chat/completions); in LM Studio's folder it runs by publisher/repo; a blob with one byte
+# (/v1/chat/completions, and without --model among the installed models); in LM Studio's folder it runs by publisher/repo; a blob with one byte
 # changed is refused with one line.
 #   gguf_e2e_test.sh TESSERA MAKE_GGUF_MODEL WORK QWEN_TEST_MODEL_DIR
 set -u
@@ -116,6 +116,14 @@ if wait_ready 60; then
     -d '{"model":"qwen-tiny:latest","messages":[{"role":"system","content":"S"},{"role":"user","content":"Hello"}]}'
   check "the system layer is the system message of a chat without one" true \
     "$(node -e "const a=require('$WORK/chat.json'),b=require('$WORK/chat_sys.json'); console.log(a.usage.prompt_tokens > b.usage.prompt_tokens)")"
+fi
+stop_server
+# serve without --model: every installed model, the Ollama one included.
+start_server installed --no-auth --context 256
+if wait_ready 60; then
+  curl -s -o "$WORK/models.json" "$BASE/v1/models"
+  check "serve without --model serves qwen-tiny:latest" true \
+    "$(json_get "$WORK/models.json" "d.data.some(m => m.id === 'qwen-tiny:latest')")"
 fi
 stop_server
 
