@@ -35,6 +35,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/decoding.h"
+#include "format/gguf.h"
 #include "format/json_util.h"
 #include "model/checkpoint.h"
 #include "model_loading.h"
@@ -330,9 +331,10 @@ int RunInteractive(ChatSession& session) {
 
 int Run(int argc, char** argv) {
   CliArgs args(kCommand);
-  args.AddString("model",
-                 "checkpoint directory or model name (default: the one installed model, else "
-                 "the built-in demo model stories260k)");
+  args.AddString(
+      "model",
+      "checkpoint directory, GGUF file or model name (default: the one installed model, else "
+      "the built-in demo model stories260k)");
   args.AddString("system", "system message");
   args.AddString("prompt", "one shot: send this message, print the reply and exit");
   args.AddString("template-kwargs",
@@ -374,11 +376,21 @@ int Run(int argc, char** argv) {
   auto model_name =
       args.Has("model") ? Expected<std::string>(args.GetString("model")) : DefaultChatModelName();
   if (!model_name) return ReportError(kCommand, model_name.status());
-  auto resolved_dir = ResolveModelDir(*model_name);
-  if (!resolved_dir) return ReportError("chat", resolved_dir.status());
-  const std::string dir = *resolved_dir;
+  auto resolved_model = ResolveModelToLoad(*model_name);
+  if (!resolved_model) return ReportError("chat", resolved_model.status());
+  const std::string dir = resolved_model->Where();
   bool completion_mode = false;
-  if (auto chat_config = LoadChatTemplateConfig(dir); !chat_config) {
+  if (resolved_model->gguf) {
+    // A GGUF file's chat template is its tokenizer.chat_template (Ollama's Go template layer
+    // is not interpreted), so one without it cannot chat.
+    auto file = GgufFile::Open(dir);
+    if (!file) return ReportError(kCommand, file.status());
+    if (!file->Has("tokenizer.chat_template")) {
+      return ReportError(kCommand, Unsupported(*model_name + " (" + dir +
+                                               ") has no chat template (tokenizer.chat_template); "
+                                               "use tessera generate for completion"));
+    }
+  } else if (auto chat_config = LoadChatTemplateConfig(dir); !chat_config) {
     if (chat_config.status().code() != ErrorCode::kNotFound) {
       return ReportError(kCommand, chat_config.status());
     }
@@ -414,9 +426,15 @@ int Run(int argc, char** argv) {
   options.npu = *npu;
   options.context = args.GetInt("context");
   options.parallel = 1;
-  auto model = OpenModelShowingProgress(dir, options);
+  auto model = OpenModelShowingProgress(*resolved_model, options);
   if (!model) return ReportError(kCommand, model.status());
   LoadedModel& m = **model;
+  if (resolved_model->gguf) {
+    // Ollama's params layer gives defaults the checkpoint files could not give above.
+    if (!sampling.seed) sampling.seed = m.request_defaults().seed;
+    resolved = ResolveSamplingParams(sampling, m.sampling_defaults());
+    if (!resolved) return ReportError(kCommand, resolved.status());
+  }
   if (resolved->seed_was_generated) {
     // One seed for the whole conversation, printed so that it can be replayed.
     sampling.seed = static_cast<int64_t>(resolved->seed);
@@ -435,8 +453,11 @@ int Run(int argc, char** argv) {
   // half the context so that a long --max-tokens still leaves space for the conversation.
   const int64_t reply_reserve = std::min(max_tokens.value_or(m.context()), m.context() / 2);
 
-  ChatSession session(m, max_tokens, sampling, args.GetList("stop"), std::move(kwargs),
-                      args.Has("system") ? args.GetString("system") : std::string(), reply_reserve);
+  // --system, else the model's own (Ollama's system layer).
+  const std::string system =
+      args.Has("system") ? args.GetString("system") : m.default_system_prompt().value_or("");
+  ChatSession session(m, max_tokens, sampling, args.GetList("stop"), std::move(kwargs), system,
+                      reply_reserve);
   InstallInterruptHandler();
   if (args.Has("prompt")) {
     bool cancelled = false;

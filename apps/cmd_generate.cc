@@ -39,7 +39,8 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text) {
 
 int Run(int argc, char** argv) {
   CliArgs args("generate");
-  args.AddString("model", "checkpoint directory, or a model name from `tessera list`", true);
+  args.AddString("model", "checkpoint directory or GGUF file, or a model name from `tessera list`",
+                 true);
   args.AddString("prompt", "prompt text");
   args.AddString("prompt-ids", "prompt as comma-separated token ids (no special tokens added)");
   args.AddInt("max-tokens",
@@ -78,8 +79,8 @@ int Run(int argc, char** argv) {
   }
   auto sampling = SamplingFromArgs(args);
   if (!sampling) return ReportError("generate", sampling.status());
-  auto resolved_dir = ResolveModelDir(args.GetString("model"));
-  if (!resolved_dir) return ReportError("generate", resolved_dir.status());
+  auto resolved = ResolveModelToLoad(args.GetString("model"));
+  if (!resolved) return ReportError("generate", resolved.status());
   auto weights = ParseWeightFormat(args.GetString("dtype"));
   if (!weights) {
     return ReportError("generate", InvalidArgument("--dtype: " + weights.status().message()));
@@ -89,7 +90,7 @@ int Run(int argc, char** argv) {
   if (args.Has("prompt-ids")) {
     auto ids = ParseIdList(args.GetString("prompt-ids"));
     if (!ids) return ReportError("generate", ids.status());
-    auto ckpt = OpenCheckpoint(*resolved_dir);
+    auto ckpt = OpenCheckpoint(resolved->Where());
     if (!ckpt) return ReportError("generate", ckpt.status());
     const int64_t vocab = (*ckpt)->config.vocab_size;
     for (int32_t id : *ids) {
@@ -119,7 +120,7 @@ int Run(int argc, char** argv) {
   options.context = args.GetInt("context");
   options.parallel = 1;
   auto t_load = std::chrono::steady_clock::now();
-  auto model = OpenModelShowingProgress(*resolved_dir, options);
+  auto model = OpenModelShowingProgress(*resolved, options);
   if (!model) return ReportError("generate", model.status());
   LoadedModel& m = **model;
   double load_ms =

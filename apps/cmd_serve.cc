@@ -21,7 +21,9 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "engine/placement.h"
+#include "format/gguf.h"
 #include "format/model_config.h"
+#include "model/gguf_checkpoint.h"
 #include "model_loading.h"
 #include "npu_device.h"
 #include "runtime/loaded_model.h"
@@ -58,7 +60,7 @@ Status CheckServedName(const std::string& name, const std::string& spec) {
 
 // --model SPEC, where SPEC is NAME=WHERE or WHERE, and WHERE is a checkpoint directory or a
 // model name resolved through tessera's store and the Hugging Face cache, the same way
-// `tessera generate --model` resolves it (ResolveModelDir). Without NAME, a directory is
+// `tessera generate --model` resolves it (ResolveModelToLoad). Without NAME, a directory is
 // served under its folder name and a model name as written.
 Expected<ModelEntry> ResolveServedModel(const std::string& spec) {
   ModelEntry m;
@@ -69,22 +71,40 @@ Expected<ModelEntry> ResolveServedModel(const std::string& spec) {
     where = spec.substr(eq + 1);
   }
   if (where.empty()) return InvalidArgument("--model '" + spec + "' must be DIR, NAME or NAME=DIR");
-  auto dir = ResolveModelDir(where);
-  if (!dir && LooksLikePath(where)) {
-    return Status(dir.status().code(),
-                  "--model '" + spec + "': " + dir.status().message() +
-                      "; give a checkpoint folder, an installed model name (tessera list) or "
-                      "NAME=either");
+  auto resolved = ResolveModelToLoad(where);  // a GGUF model from Ollama's store: hashed here
+  if (!resolved && LooksLikePath(where)) {
+    return Status(resolved.status().code(),
+                  "--model '" + spec + "': " + resolved.status().message() +
+                      "; give a checkpoint folder, a GGUF file, an installed model name "
+                      "(tessera list) or NAME=either");
   }
-  if (!dir) return dir.status().WithContext("--model '" + spec + "'");
-  m.dir = *dir;
+  if (!resolved) return resolved.status().WithContext("--model '" + spec + "'");
   if (m.name.empty()) m.name = IsDirectory(where) ? FolderName(where) : where;
   TS_RETURN_IF_ERROR(CheckServedName(m.name, spec));
+  if (resolved->gguf) {
+    // What the worker resolves again (worker::GgufModelOfEntry): the Ollama name, whose
+    // layers it needs, or the file by absolute path.
+    std::error_code ec;
+    m.dir = resolved->gguf->location == ModelLocation::kOllama
+                ? resolved->gguf->name
+                : std::filesystem::absolute(resolved->gguf->path, ec).string();
+    return m;
+  }
+  m.dir = resolved->dir;
   struct stat st {};
   if (::stat((m.dir + "/config.json").c_str(), &st) != 0) {
     return InvalidArgument("--model '" + spec + "': no checkpoint (config.json) in " + m.dir);
   }
   return m;
+}
+
+// The config.json text of a served model: its folder's, or what its GGUF file's metadata
+// stands for (GgufConfigJson).
+Expected<std::string> ServedModelConfigJson(const ModelEntry& m) {
+  TS_ASSIGN_OR_RETURN(std::optional<GgufModel> gguf, worker::GgufModelOfEntry(m));
+  if (!gguf) return ReadFileToString(m.dir + "/config.json", 16u << 20);
+  TS_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(gguf->path));
+  return GgufConfigJson(file);
 }
 
 // Every subfolder of `dir` holding a checkpoint (config.json), named by the folder, sorted.
@@ -109,6 +129,17 @@ Expected<std::vector<ModelEntry>> InstalledServableModels() {
   TS_ASSIGN_OR_RETURN(std::vector<InstalledModel> listed, ListInstalledModels(*catalog, false));
   std::vector<ModelEntry> found;
   for (const InstalledModel& m : listed) {
+    if (!m.file.empty() && !m.verification.starts_with("refused: ")) {
+      // A GGUF model (Ollama, LM Studio): resolved, and hashed when its store records a sha256.
+      auto entry = ResolveServedModel(m.name);
+      if (entry) {
+        found.push_back(std::move(*entry));
+        continue;
+      }
+      std::fprintf(stderr, "tessera serve: skipping installed %s (%s): %s\n", m.name.c_str(),
+                   m.Where().c_str(), entry.status().message().c_str());
+      continue;
+    }
     auto text = ReadFileToString(m.dir + "/config.json", 16u << 20);
     if (!text || !ParseModelConfig(*text) || !CheckServedName(m.name, m.name).ok()) {
       std::fprintf(stderr, "tessera serve: skipping installed %s (%s): not a model tessera runs\n",
@@ -128,7 +159,7 @@ Expected<std::vector<ModelEntry>> InstalledServableModels() {
 Status CheckPlacementFitsModels(const std::string& spec, const std::vector<ModelEntry>& models,
                                 std::map<std::string, std::string>* placements, bool* uses_npu) {
   for (const ModelEntry& m : models) {
-    auto text = ReadFileToString(m.dir + "/config.json", 16u << 20);
+    auto text = ServedModelConfigJson(m);
     if (!text) continue;
     auto config = ParseModelConfig(*text);
     if (!config) continue;

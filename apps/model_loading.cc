@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "base/progress.h"
@@ -19,6 +20,19 @@ namespace {
 bool IsDirectory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// `open` (a LoadedModel::Open) with the load's phases shown on stderr: a bar on a terminal,
+// plain lines otherwise, its notes as "tessera: ..." lines among them.
+template <typename OpenFn>
+Expected<std::unique_ptr<LoadedModel>> OpenShowingProgress(ModelLoadOptions options, OpenFn open) {
+  ProgressRenderer shown = ProgressRenderer::ForStderr();
+  shown.set_line_prefix("tessera: ");
+  options.progress = shown.Callback();
+  const std::function<void(const std::string&)> log = [&shown](const std::string& line) {
+    shown.Note("tessera: " + line);
+  };
+  return open(options, log);
 }
 
 }  // namespace
@@ -38,15 +52,12 @@ Expected<ResolvedModel> ResolveModelArg(const std::string& model_arg) {
   return ResolveModel(model_arg, *catalog);
 }
 
-Expected<std::string> ResolveModelDir(const std::string& model_arg) {
+Expected<ResolvedModel> ResolveModelToLoad(const std::string& model_arg) {
   TS_ASSIGN_OR_RETURN(ResolvedModel resolved, ResolveModelArg(model_arg));
-  if (resolved.gguf) {
-    return Unsupported(model_arg + " resolves to the GGUF file " + resolved.gguf->path + " (" +
-                       ModelLocationName(resolved.location) +
-                       "), and this command does not load GGUF files yet; give a checkpoint "
-                       "folder or a model from tessera's store");
+  if (resolved.gguf && !resolved.gguf->expected_sha256.empty()) {
+    TS_RETURN_IF_ERROR(VerifyGgufShowingProgress(*resolved.gguf));
   }
-  return resolved.dir;
+  return resolved;
 }
 
 Status VerifyGgufShowingProgress(const GgufModel& model) {
@@ -57,11 +68,17 @@ Status VerifyGgufShowingProgress(const GgufModel& model) {
 
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
                                                                 ModelLoadOptions options) {
-  ProgressRenderer shown = ProgressRenderer::ForStderr();
-  shown.set_line_prefix("tessera: ");  // among the load's own "tessera: " notes
-  options.progress = shown.Callback();
-  return LoadedModel::Open(dir, options,
-                           [&shown](const std::string& line) { shown.Note("tessera: " + line); });
+  return OpenShowingProgress(std::move(options), [&](const ModelLoadOptions& o, const auto& log) {
+    return LoadedModel::Open(dir, o, log);
+  });
+}
+
+Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const ResolvedModel& model,
+                                                                ModelLoadOptions options) {
+  return OpenShowingProgress(std::move(options), [&](const ModelLoadOptions& o, const auto& log) {
+    return model.gguf ? LoadedModel::Open(*model.gguf, o, log)
+                      : LoadedModel::Open(model.dir, o, log);
+  });
 }
 
 Expected<std::string> DefaultChatModelName() {

@@ -17,9 +17,9 @@ namespace tessera {
 // struct the GGUF loader takes (catalog/gguf_model.h).
 Expected<ResolvedModel> ResolveModelArg(const std::string& model_arg);
 
-// ResolveModelArg for the commands that load checkpoint folders: a GGUF model is refused
-// (Unsupported, naming the file it resolved to) until the GGUF loader is wired in here.
-Expected<std::string> ResolveModelDir(const std::string& model_arg);
+// ResolveModelArg for the commands that load a model: a GGUF model whose store records its
+// sha256 (Ollama's) is verified here (VerifyGgufShowingProgress), once, when it is opened.
+Expected<ResolvedModel> ResolveModelToLoad(const std::string& model_arg);
 
 // VerifyGgufModel with its progress on stderr (a bar on a terminal, plain lines otherwise):
 // what opening a GGUF model from a store does first, once.
@@ -28,6 +28,10 @@ Status VerifyGgufShowingProgress(const GgufModel& model);
 // LoadedModel::Open with its phases (and a first-use conversion) shown on stderr: a bar on a
 // terminal, plain lines otherwise (base/progress.h); its notes as "tessera: ..." lines.
 Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const std::string& dir,
+                                                                ModelLoadOptions options);
+// The same for a resolved model: its checkpoint folder, or its GGUF file in place with the
+// store's layers (LoadedModel::Open(GgufModel)).
+Expected<std::unique_ptr<LoadedModel>> OpenModelShowingProgress(const ResolvedModel& model,
                                                                 ModelLoadOptions options);
 
 // The model `tessera chat` uses without --model: the one installed model (tessera list; an

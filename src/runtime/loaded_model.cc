@@ -18,6 +18,8 @@
 #include "engine/decoding.h"
 #include "engine/placement.h"
 #include "model/checkpoint.h"
+#include "model/gguf_checkpoint.h"
+#include "runtime/gguf_loading.h"
 
 namespace tessera {
 namespace {
@@ -65,6 +67,22 @@ uint64_t SlotStateBytes(const ModelSpec& spec, int64_t context, KvCacheType type
   return bytes;
 }
 
+// Runs `work` as the load phase `name`, reported as it starts and when it ends, so a slow one
+// is never silent.
+template <typename Work>
+auto InPhase(const ProgressCallback& progress, std::string_view name, Work&& work) {
+  ReportProgress(progress, {.phase = name});
+  auto result = work();
+  bool succeeded = false;
+  if constexpr (std::is_same_v<decltype(result), Status>) {
+    succeeded = result.ok();
+  } else {
+    succeeded = result.has_value();
+  }
+  if (succeeded) ReportProgress(progress, {.phase = name, .finished = true});
+  return result;
+}
+
 }  // namespace
 
 Expected<std::optional<KvCacheType>> ParseKvCacheType(std::string_view name) {
@@ -107,18 +125,8 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
     const std::function<void(const std::string&)>& log) {
   std::unique_ptr<LoadedModel> m(new LoadedModel());
   m->dir_ = dir;
-  // Each phase is reported as it starts and when it ends, so a slow one is never silent.
   auto in_phase = [&](std::string_view name, auto&& work) {
-    ReportProgress(options.progress, {.phase = name});
-    auto result = work();
-    bool succeeded = false;
-    if constexpr (std::is_same_v<decltype(result), Status>) {
-      succeeded = result.ok();
-    } else {
-      succeeded = result.has_value();
-    }
-    if (succeeded) ReportProgress(options.progress, {.phase = name, .finished = true});
-    return result;
+    return InPhase(options.progress, name, work);
   };
   TS_ASSIGN_OR_RETURN(
       std::shared_ptr<const Checkpoint> ckpt,
@@ -154,11 +162,60 @@ Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
       m->stop_ids_.push_back(*eos);
     }
   }
+  return Finish(std::move(m), std::move(ckpt), dir, options, log);
+}
+
+Expected<std::unique_ptr<LoadedModel>> LoadedModel::Open(
+    const GgufModel& gguf, const ModelLoadOptions& options,
+    const std::function<void(const std::string&)>& log) {
+  std::unique_ptr<LoadedModel> m(new LoadedModel());
+  m->dir_ = gguf.path;
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> ckpt,
+                      InPhase(options.progress, "mapping the GGUF file",
+                              [&] { return OpenGgufCheckpoint(gguf.path); }));
+  TS_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(gguf.path));
+  TS_ASSIGN_OR_RETURN(GgufTokenizerData data, ReadGgufTokenizerData(file));
+  auto tok = TokenizerFromGguf(data);
+  if (!tok) return tok.status().WithContext(gguf.path);
+  m->tokenizer_.emplace(std::move(*tok));
+  // BOS follows tokenizer.ggml.add_bos_token inside the tokenizer's post-processor, so
+  // tokenizer_config_ stays empty (EncodeText adds nothing more).
+  auto tmpl = GgufChatTemplate(data);
+  if (!tmpl) return tmpl.status().WithContext(gguf.path);
+  if (*tmpl) {
+    TS_ASSIGN_OR_RETURN(PromptAssembler assembler, PromptAssembler::Create(**tmpl, *m->tokenizer_));
+    m->assembler_.emplace(std::move(assembler));
+  }
+  TS_RETURN_IF_ERROR(m->ChooseToolCallSyntax(options.tool_call_syntax, log));
+  m->stop_ids_ = GgufStopIds(data, ckpt->config.vocab_size);
+  m->default_system_ = gguf.system_prompt;
+  if (gguf.params) {
+    const OllamaParams& p = *gguf.params;
+    m->defaults_.temperature = p.temperature;
+    m->defaults_.top_p = p.top_p;
+    m->defaults_.top_k = p.top_k;
+    m->defaults_.min_p = p.min_p;
+    m->defaults_.repetition_penalty = p.repeat_penalty;
+    m->request_defaults_.stop = p.stop;
+    if (p.num_predict && *p.num_predict > 0) m->request_defaults_.max_tokens = p.num_predict;
+    m->request_defaults_.seed = p.seed;
+  }
+  return Finish(std::move(m), std::move(ckpt), /*package_dir=*/"", options, log);
+}
+
+Expected<std::unique_ptr<LoadedModel>> LoadedModel::Finish(
+    std::unique_ptr<LoadedModel> m, std::shared_ptr<const Checkpoint> ckpt,
+    const std::string& package_dir, const ModelLoadOptions& options,
+    const std::function<void(const std::string&)>& log) {
+  auto in_phase = [&](std::string_view name, auto&& work) {
+    return InPhase(options.progress, name, work);
+  };
   TS_ASSIGN_OR_RETURN(Placement placement,
                       ParsePlacement(options.placement, ckpt->config.num_layers));
-  if (options.package_cache) {
-    TS_ASSIGN_OR_RETURN(ckpt, CheckpointForRun(dir, std::move(ckpt), placement.OnlyOn("cpu"),
-                                               options.weights, {log, options.progress}));
+  if (options.package_cache && !package_dir.empty()) {
+    TS_ASSIGN_OR_RETURN(ckpt,
+                        CheckpointForRun(package_dir, std::move(ckpt), placement.OnlyOn("cpu"),
+                                         options.weights, {log, options.progress}));
   }
   TS_ASSIGN_OR_RETURN(const KvCacheType kv_cache,
                       KvCacheFor(*ckpt, options.weights, options.kv_cache));
@@ -340,6 +397,15 @@ Expected<AssembledPrompt> LoadedModel::RenderChat(const nlohmann::ordered_json& 
   if (!assembler_) {
     return InvalidArgument("the model in " + dir_ +
                            " has no chat template; give a plain prompt instead");
+  }
+  if (default_system_ && messages.is_array() &&
+      !(!messages.empty() && messages[0].is_object() && messages[0].contains("role") &&
+        messages[0]["role"] == "system")) {
+    nlohmann::ordered_json with_system = nlohmann::ordered_json::array();
+    with_system.push_back({{"role", "system"}, {"content", *default_system_}});
+    for (const auto& message : messages) with_system.push_back(message);
+    return assembler_->Assemble(with_system, add_generation_prompt,
+                                ChatTemplateKwargs(std::move(kwargs)));
   }
   return assembler_->Assemble(messages, add_generation_prompt,
                               ChatTemplateKwargs(std::move(kwargs)));

@@ -25,6 +25,7 @@
 #include "backend/backend.h"
 #include "base/progress.h"
 #include "base/status.h"
+#include "catalog/gguf_model.h"
 #include "chat/tool_call_syntax.h"
 #include "engine/model_executor.h"
 #include "engine/scheduler.h"
@@ -90,11 +91,28 @@ int DefaultParallelSlots(int cores, uint64_t memory_bytes, uint64_t kv_bytes_per
 // throughput because a step's prompt rows are one chunk anyway.
 int64_t TaskKvPoolBlocks(int64_t context, int slots);
 
+// What a model brings beyond generation_config.json's sampling defaults (Ollama's params
+// layer: stop, num_predict, seed); a request's own values win (Session::Start).
+struct RequestDefaults {
+  std::vector<std::string> stop{};      // used when the request gives no stop strings
+  std::optional<int64_t> max_tokens{};  // num_predict when > 0
+  std::optional<int64_t> seed{};        // used when the request gives no seed
+};
+
 class LoadedModel {
  public:
   // `log` receives one line per note (package conversion, slots chosen); may be empty.
   static Expected<std::unique_ptr<LoadedModel>> Open(
       const std::string& dir, const ModelLoadOptions& options,
+      const std::function<void(const std::string&)>& log = {});
+  // A GGUF model in place (catalog/gguf_model.h; its sha256 is the caller's to verify, once):
+  // the checkpoint from the file (model/gguf_checkpoint.h), the tokenizer, chat template and
+  // stop ids from its metadata (runtime/gguf_loading.h), and Ollama's system layer (the system
+  // message of a chat that has none) and params layer (temperature, top_p, top_k, min_p,
+  // repeat_penalty, stop, num_predict, seed as defaults a request overrides). Ollama's Go
+  // template layer is not interpreted: the file's own tokenizer.chat_template is used.
+  static Expected<std::unique_ptr<LoadedModel>> Open(
+      const GgufModel& gguf, const ModelLoadOptions& options,
       const std::function<void(const std::string&)>& log = {});
 
   const std::string& dir() const { return dir_; }
@@ -108,6 +126,9 @@ class LoadedModel {
   Scheduler& scheduler() { return *scheduler_; }
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   const SamplingDefaults& sampling_defaults() const { return defaults_; }
+  const RequestDefaults& request_defaults() const { return request_defaults_; }
+  // The system message RenderChat puts first when a chat has none (Ollama's system layer).
+  const std::optional<std::string>& default_system_prompt() const { return default_system_; }
   int64_t context() const { return exec_->max_seq(); }
   int slots() const { return exec_->max_slots(); }
   uint64_t kv_bytes() const { return kv_bytes_; }
@@ -147,6 +168,13 @@ class LoadedModel {
 
  private:
   LoadedModel() = default;
+  // The part of Open shared by checkpoint folders and GGUF files, once the tokenizer, template,
+  // stop ids and defaults are set: placement, KV pool, executor, scheduler, prewarm.
+  // `package_dir`: the folder whose package a path-given checkpoint runs from ("" for none).
+  static Expected<std::unique_ptr<LoadedModel>> Finish(
+      std::unique_ptr<LoadedModel> m, std::shared_ptr<const Checkpoint> ckpt,
+      const std::string& package_dir, const ModelLoadOptions& options,
+      const std::function<void(const std::string&)>& log);
   // Sets tool_call_syntax_ (ChooseToolCallSyntax: option, catalog entry of dir_, template).
   Status ChooseToolCallSyntax(std::optional<ToolCallSyntax> option,
                               const std::function<void(const std::string&)>& log);
@@ -160,6 +188,8 @@ class LoadedModel {
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<int32_t> stop_ids_;
   SamplingDefaults defaults_;
+  RequestDefaults request_defaults_;
+  std::optional<std::string> default_system_;
   uint64_t kv_bytes_ = 0;
   KvCacheType kv_cache_ = KvCacheType::kBF16;
   ToolCallSyntaxChoice tool_call_syntax_;

@@ -129,6 +129,11 @@ Expected<std::unique_ptr<Session>> Session::Start(LoadedModel& model, Request re
                              " is outside the vocabulary (0.." + std::to_string(vocab - 1) + ")");
     }
   }
+  // The model's own defaults (Ollama's params layer) where the request leaves a field unset.
+  const RequestDefaults& defaults = model.request_defaults();
+  if (request.stop.empty()) request.stop = defaults.stop;
+  if (!request.max_tokens) request.max_tokens = defaults.max_tokens;
+  if (!request.sampling.seed) request.sampling.seed = defaults.seed;
   TS_ASSIGN_OR_RETURN(result.sampling,
                       ResolveSamplingParams(request.sampling, model.sampling_defaults()));
   core->max_tokens = request.max_tokens;

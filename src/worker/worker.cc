@@ -10,13 +10,17 @@
 #include <cstdlib>
 #include <ctime>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "base/progress.h"
+#include "catalog/catalog.h"
+#include "catalog/model_store.h"
 #include "grammar/tokenizer_vocabulary.h"
+#include "runtime/gguf_loading.h"
 #include "runtime/loaded_model.h"
 #include "worker/decision_job.h"
 #include "worker/generation_job.h"
@@ -208,7 +212,8 @@ class Worker {
     }
     auto t0 = std::chrono::steady_clock::now();
     LogLoad(name, "loading from " + entry->dir, std::nullopt);
-    TS_ASSIGN_OR_RETURN(ModelKindInfo kind, DetectModelKind(entry->dir));
+    TS_ASSIGN_OR_RETURN(ModelKindInfo kind, DetectEntryKind(*entry));
+    TS_ASSIGN_OR_RETURN(std::optional<GgufModel> gguf, GgufModelOfEntry(*entry));
     kind.kind = entry->kind;
     ModelLoadOptions o;
     o.placement = options_.placement;
@@ -229,7 +234,9 @@ class Worker {
       LogLoad(name, std::string(text), std::nullopt);
     });
     o.progress = phases.Callback();
-    TS_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Open(entry->dir, o, log));
+    TS_ASSIGN_OR_RETURN(
+        std::unique_ptr<LoadedModel> loaded,
+        gguf ? LoadedModel::Open(*gguf, o, log) : LoadedModel::Open(entry->dir, o, log));
     auto m = std::make_unique<ResidentModel>();
     m->name = name;
     m->kind = std::move(kind);
@@ -454,10 +461,28 @@ Expected<int> ParseSystemOneReuse(std::string_view name) {
                          std::string(name) + "'");
 }
 
+Expected<std::optional<GgufModel>> GgufModelOfEntry(const ModelEntry& entry) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(entry.dir, ec)) return std::optional<GgufModel>();
+  TS_ASSIGN_OR_RETURN(const Catalog* catalog, BuiltinCatalog());
+  auto resolved = ResolveModel(entry.dir, *catalog);
+  if (!resolved) return resolved.status().WithContext("model '" + entry.name + "'");
+  if (!resolved->gguf) {
+    return InvalidArgument("model '" + entry.name + "': " + entry.dir +
+                           " is neither a checkpoint folder nor a GGUF model");
+  }
+  return resolved->gguf;
+}
+
+Expected<ModelKindInfo> DetectEntryKind(const ModelEntry& entry) {
+  TS_ASSIGN_OR_RETURN(std::optional<GgufModel> gguf, GgufModelOfEntry(entry));
+  return gguf ? DetectGgufModelKind(gguf->path) : DetectModelKind(entry.dir);
+}
+
 Status ResolveModelKinds(std::vector<ModelEntry>& models,
                          const std::vector<std::string>& declared) {
   for (ModelEntry& m : models) {
-    auto info = DetectModelKind(m.dir);
+    auto info = DetectEntryKind(m);
     if (!info) return info.status().WithContext("model '" + m.name + "'");
     m.kind = info->kind;
   }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "catalog/gguf_model.h"
 #include "chat/tool_call_syntax.h"
 #include "format/model_kind.h"
 
@@ -27,7 +28,9 @@ namespace tessera::worker {
 
 struct ModelEntry {
   std::string name;  // what requests call it
-  std::string dir;   // the checkpoint folder
+  // The checkpoint folder, or a GGUF model as `tessera serve` resolved it: its file by
+  // absolute path, or its Ollama name (GgufModelOfEntry resolves it again, without rehashing).
+  std::string dir;
   // What it serves: recognised from the checkpoint (DetectModelKind) or declared by the
   // operator for causal LMs that are rerankers, guards or deciders (ResolveModelKinds).
   ModelKind kind = ModelKind::kChat;
@@ -35,6 +38,13 @@ struct ModelEntry {
   // catalog's declaration, else a logged guess from the chat template.
   std::optional<ToolCallSyntax> tool_call_syntax{};
 };
+
+// The GGUF model an entry's `dir` names (a GGUF file, or an Ollama name in Ollama's store);
+// nullopt when it is a checkpoint folder.
+Expected<std::optional<GgufModel>> GgufModelOfEntry(const ModelEntry& entry);
+
+// What the entry serves: DetectModelKind of its folder, or DetectGgufModelKind of its GGUF file.
+Expected<ModelKindInfo> DetectEntryKind(const ModelEntry& entry);
 
 // Sets each model's kind from its checkpoint, then from `declared` ("NAME=KIND" entries, e.g.
 // "guard=guard"): a declaration may make a causal LM with a chat template a rerank, guard or

@@ -16,58 +16,22 @@
 #include "format/safetensors.h"
 #include "model/synthetic_checkpoint.h"
 #include "support/gguf_writer.h"
+#include "support/hf_to_gguf.h"
 #include "test_support.h"
 
 namespace tessera {
 namespace {
 
-// Hugging Face name -> GGUF name, as llama.cpp's tensor map has them.
+// Hugging Face name -> GGUF name, as llama.cpp's tensor map has them (support/hf_to_gguf.h).
 std::string GgufName(const std::string& hf) {
-  static const std::map<std::string, std::string> kGlobal = {
-      {"model.embed_tokens.weight", "token_embd.weight"},
-      {"model.norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"}};
-  static const std::map<std::string, std::string> kLayer = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.o_proj.bias", "attn_output.bias"},
-      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"}};
-  if (auto it = kGlobal.find(hf); it != kGlobal.end()) return it->second;
-  const std::string prefix = "model.layers.";
-  EXPECT_EQ(hf.rfind(prefix, 0), 0u) << hf;
-  const size_t dot = hf.find('.', prefix.size());
-  const std::string index = hf.substr(prefix.size(), dot - prefix.size());
-  auto it = kLayer.find(hf.substr(dot + 1));
-  EXPECT_NE(it, kLayer.end()) << hf;
-  return "blk." + index + "." + it->second;
+  std::string name = test::GgufTensorNameOf(hf);
+  EXPECT_FALSE(name.empty()) << hf;
+  return name;
 }
 
-// convert_hf_to_gguf.py's LlamaModel.permute: reshape(heads, 2, rows/heads/2, ...), swap the
-// first two inner axes: within a head, row (half j, index i) moves to row 2i + j.
+// convert_hf_to_gguf.py's LlamaModel.permute (support/hf_to_gguf.h).
 std::vector<float> Permute(const std::vector<float>& w, int64_t rows, int64_t heads) {
-  const int64_t cols = static_cast<int64_t>(w.size()) / rows;
-  const int64_t head_dim = rows / heads, half = head_dim / 2;
-  std::vector<float> out(w.size());
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t j = 0; j < 2; ++j) {
-      for (int64_t i = 0; i < half; ++i) {
-        const int64_t from = h * head_dim + j * half + i, to = h * head_dim + 2 * i + j;
-        std::copy_n(w.begin() + from * cols, cols, out.begin() + to * cols);
-      }
-    }
-  }
-  return out;
+  return test::PermuteLlamaRows(w, rows, heads);
 }
 
 // Q8_0 as ggml's reference quantizer makes it: d = amax / 127 stored as f16, q = round(x / d).
