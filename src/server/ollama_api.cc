@@ -73,11 +73,6 @@ std::optional<ApiError> CheckKeepAlive(const ojson& body) {
 
 // The fields tessera has no counterpart for, refused when given.
 std::optional<ApiError> RefuseUnsupported(const ojson& body) {
-  if (Given(Field(body, "think"))) {
-    return InvalidField("think",
-                        "think is not supported: tessera's server has no per-request thinking "
-                        "switch; remove it");
-  }
   if (Given(Field(body, "truncate"))) {
     return InvalidField("truncate",
                         "truncate: true is not supported: a prompt longer than the context is "
@@ -94,6 +89,25 @@ std::optional<ApiError> RefuseUnsupported(const ojson& body) {
     }
   }
   return CheckKeepAlive(body);
+}
+
+// think: true / false is the chat template's thinking switch (enable_thinking); the levels
+// some models take ("high", "medium", "low") have no counterpart in the families tessera runs.
+std::optional<ApiError> ReadThink(const ojson& body, bool templated, worker::ChatPayload* chat) {
+  const ojson* v = Field(body, "think");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) {
+    return InvalidField("think",
+                        "think must be true or false: thinking levels (\"high\", ...) "
+                        "are not supported by the models tessera runs");
+  }
+  if (!templated) {
+    return InvalidField("think",
+                        "think needs the chat template: it cannot apply with raw: true "
+                        "or on a completion model; remove it");
+  }
+  chat->enable_thinking = v->get<bool>();
+  return std::nullopt;
 }
 
 std::optional<ApiError> ReadLogprobs(const ojson& body, worker::GenerationOptions* out) {
@@ -349,6 +363,7 @@ std::variant<ParsedGeneration, ApiError> ParseOllamaChat(const ojson& body,
     chat.messages.push_back(std::move(msg));
   }
   if (auto e = ReadCommon(body, /*chat=*/true, &p.request, &chat.options)) return *e;
+  if (auto e = ReadThink(body, /*templated=*/true, &chat)) return *e;
   if (auto e =
           ReadTools(ojson{{"tools", body.contains("tools") ? body["tools"] : ojson()}}, &chat)) {
     if (e->param == "response_format") {
@@ -420,6 +435,8 @@ std::variant<ParsedGeneration, ApiError> ParseOllamaGenerate(const ojson& body,
     options = &completion.options;
   }
   if (auto e = ReadCommon(body, templated, &p.request, options)) return *e;
+  if (auto e = ReadThink(body, templated, std::get_if<worker::ChatPayload>(&p.request.job.payload)))
+    return *e;
   p.wire = MakeOllamaWire(/*chat=*/false);
   return p;
 }

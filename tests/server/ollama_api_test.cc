@@ -115,15 +115,39 @@ TEST(OllamaApi, OutOfRangeSamplingNamesOllamasOption) {
   EXPECT_EQ(Refused(Chat(body)), "options.stop");
 }
 
+TEST(OllamaApi, ThinkIsTheChatTemplatesThinkingSwitch) {
+  for (bool think : {true, false}) {
+    ojson body = Hello();
+    body["think"] = think;
+    auto r = Chat(body);
+    ASSERT_TRUE(std::holds_alternative<ParsedGeneration>(r)) << std::get<ApiError>(r).message;
+    const auto& chat =
+        std::get<worker::ChatPayload>(std::get<ParsedGeneration>(r).request.job.payload);
+    EXPECT_EQ(chat.enable_thinking, std::optional<bool>(think));
+    auto g = Generate({{"model", "chat"}, {"prompt", "Hi"}, {"think", think}});
+    ASSERT_TRUE(std::holds_alternative<ParsedGeneration>(g)) << std::get<ApiError>(g).message;
+    EXPECT_EQ(std::get<worker::ChatPayload>(std::get<ParsedGeneration>(g).request.job.payload)
+                  .enable_thinking,
+              std::optional<bool>(think));
+  }
+  EXPECT_FALSE(
+      std::get<worker::ChatPayload>(std::get<ParsedGeneration>(Chat(Hello())).request.job.payload)
+          .enable_thinking.has_value());
+  // Without the chat template there is no switch to set.
+  EXPECT_EQ(
+      Refused(Generate({{"model", "chat"}, {"prompt", "Hi"}, {"raw", true}, {"think", true}})),
+      "think");
+  EXPECT_EQ(Refused(Generate({{"model", "story"}, {"prompt", "Hi"}, {"think", false}})), "think");
+}
+
 TEST(OllamaApi, UnsupportedFieldsAreRefusedByName) {
   struct Case {
     const char* field;
     ojson value;
   };
-  for (const Case& c :
-       {Case{"think", true}, Case{"think", "high"}, Case{"truncate", true}, Case{"shift", true},
-        Case{"keep_alive", ojson::array()}, Case{"format", "yaml"}, Case{"stream", "yes"},
-        Case{"n", 2}, Case{"tool_choice", "required"}}) {
+  for (const Case& c : {Case{"think", "high"}, Case{"truncate", true}, Case{"shift", true},
+                        Case{"keep_alive", ojson::array()}, Case{"format", "yaml"},
+                        Case{"stream", "yes"}, Case{"n", 2}, Case{"tool_choice", "required"}}) {
     ojson body = Hello();
     body[c.field] = c.value;
     EXPECT_EQ(Refused(Chat(body)), c.field) << c.field;

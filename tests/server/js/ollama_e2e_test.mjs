@@ -207,7 +207,7 @@ test('an unknown or unsupported option is refused by name', async (ollama) => {
   await refused(ollama.chat({ model: 'tiny', messages: hello, options: { num_ctx: 4096 } }), 400, 'options.num_ctx', '--context');
   await refused(ollama.chat({ model: 'tiny', messages: hello, stream: true, options: { mirostat: 2 } }), 400, 'options.mirostat');
   await refused(ollama.generate({ model: 'tiny', prompt: 'x', options: { no_such_option: 1 } }), 400, 'options.no_such_option');
-  await refused(ollama.chat({ model: 'tiny', messages: hello, think: true }), 400, 'think');
+  await refused(ollama.chat({ model: 'tiny', messages: hello, think: 'high' }), 400, 'think');
   await refused(ollama.chat({ model: 'tiny', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }), 400, 'images');
 });
 
