@@ -8,9 +8,12 @@
 namespace tessera {
 namespace {
 
-constexpr std::array<GgmlType, 10> kSupported = {
-    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
-    GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL};
+// Q5_0 and Q5_1 too: llama-quantize falls back to them in Q4_K_M/Q5_K_M files for matrices
+// whose rows are not whole 256-value super-blocks (Qwen2.5-0.5B's 896 columns).
+constexpr std::array<GgmlType, 12> kSupported = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL};
 
 // IQ4_NL's 16 non-uniform levels (ggml's kvalues_iq4nl), scaled by the block's d.
 constexpr int8_t kIq4NlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -48,6 +51,27 @@ void DequantizeQ4_1(const uint8_t* b, float* y) {
     y[j] = d * static_cast<float>(qs[j] & 0x0f) + m;
     y[j + 16] = d * static_cast<float>(qs[j] >> 4) + m;
   }
+}
+
+// Q5_0: {f16 d; u8 qh[4]; u8 qs[16]}: the low four bits as Q4_0's nibbles, the fifth bit of
+// element j in bit j of qh (little-endian u32); x = d * (q - 16).
+// Q5_1: {f16 d; f16 m; u8 qh[4]; u8 qs[16]}: the same bits; x = d * q + m.
+void DequantizeQ5(const uint8_t* b, float d, float m, int offset, float* y) {
+  uint32_t qh = 0;
+  std::memcpy(&qh, b, 4);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = d * static_cast<float>(lo - offset) + m;
+    y[j + 16] = d * static_cast<float>(hi - offset) + m;
+  }
+}
+void DequantizeQ5_0(const uint8_t* b, float* y) {
+  DequantizeQ5(b + 2, LoadF16(b), 0.0f, 16, y);
+}
+void DequantizeQ5_1(const uint8_t* b, float* y) {
+  DequantizeQ5(b + 4, LoadF16(b), LoadF16(b + 2), 0, y);
 }
 
 // IQ4_NL: {f16 d; u8 qs[16]}: x = d * levels[q], nibbles as Q4_0.
@@ -151,6 +175,10 @@ BlockFn BlockFunction(GgmlType type) {
       return DequantizeQ4_0;
     case GgmlType::kQ4_1:
       return DequantizeQ4_1;
+    case GgmlType::kQ5_0:
+      return DequantizeQ5_0;
+    case GgmlType::kQ5_1:
+      return DequantizeQ5_1;
     case GgmlType::kIQ4_NL:
       return DequantizeIq4Nl;
     case GgmlType::kQ4_K:

@@ -1,5 +1,5 @@
 // Scalar conversion of GGUF tensor data to fp32 for the weight types people download: F32,
-// F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_NL (block layouts as ggml-common.h
+// F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and IQ4_NL (block layouts as ggml-common.h
 // defines them). Every other ggml type is refused by name.
 //
 //   TS_RETURN_IF_ERROR(CheckDequantizable(t->type));  // "Q2_K is not supported; supported: ..."
@@ -18,7 +18,7 @@
 namespace tessera {
 
 bool IsDequantizable(GgmlType type);
-// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL"
+// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL"
 std::string DequantizableTypesText();
 // Ok, or kUnsupported naming the type and listing the supported ones.
 Status CheckDequantizable(GgmlType type);

@@ -84,6 +84,42 @@ TEST(GgufQuants, Q4_1) {
   for (int e = 0; e < 32; ++e) EXPECT_EQ(y[e], 0.5f * q[e] - 3.0f) << e;
 }
 
+// Q5_0/Q5_1: four low bits as Q4's nibbles, the fifth bit of element e in bit e of qh.
+std::string PackQ5(const int q[32]) {
+  int low[32];
+  uint32_t qh = 0;
+  for (int e = 0; e < 32; ++e) {
+    low[e] = q[e] & 15;
+    qh |= static_cast<uint32_t>(q[e] >> 4) << e;
+  }
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((qh >> (8 * i)) & 0xff);
+  return out + PackNibbles32(low);
+}
+
+TEST(GgufQuants, Q5_0) {
+  int q[32];
+  for (int e = 0; e < 32; ++e) q[e] = (e * 11 + 5) % 32;
+  std::string b(2, '\0');
+  PutF16(&b, 0, 0.25f);
+  b += PackQ5(q);
+  ASSERT_EQ(b.size(), 22u);
+  const auto y = Dequantize(GgmlType::kQ5_0, b, 32);
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(y[e], 0.25f * (q[e] - 16)) << e;
+}
+
+TEST(GgufQuants, Q5_1) {
+  int q[32];
+  for (int e = 0; e < 32; ++e) q[e] = (e * 13 + 7) % 32;
+  std::string b(4, '\0');
+  PutF16(&b, 0, 0.5f);
+  PutF16(&b, 2, -4.0f);
+  b += PackQ5(q);
+  ASSERT_EQ(b.size(), 24u);
+  const auto y = Dequantize(GgmlType::kQ5_1, b, 32);
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(y[e], 0.5f * q[e] - 4.0f) << e;
+}
+
 TEST(GgufQuants, Iq4Nl) {
   const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   int q[32];
@@ -193,7 +229,7 @@ TEST(GgufQuants, Q6_K) {
 TEST(GgufQuants, OtherTypesAreRefusedByName) {
   ExpectOneLineError(CheckDequantizable(GgmlType::kQ2_K), ErrorCode::kUnsupported,
                      {"Q2_K is not supported",
-                      "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                      "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
                       "Q4_K, Q5_K, Q6_K, IQ4_NL"});
   std::vector<float> out(256);
   std::string bytes(84, '\0');
@@ -202,7 +238,7 @@ TEST(GgufQuants, OtherTypesAreRefusedByName) {
                       std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), out),
       ErrorCode::kUnsupported, {"Q2_K"});
   for (GgmlType t :
-       {GgmlType::kQ5_0, GgmlType::kIQ4_XS, GgmlType::kMXFP4, GgmlType::kI32, GgmlType::kF64}) {
+       {GgmlType::kQ8_1, GgmlType::kIQ4_XS, GgmlType::kMXFP4, GgmlType::kI32, GgmlType::kF64}) {
     EXPECT_EQ(CheckDequantizable(t).code(), ErrorCode::kUnsupported);
   }
 }
