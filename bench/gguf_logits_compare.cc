@@ -2,9 +2,12 @@
 // through tessera (cpu backend, the weight format asked) and compares every position's logits
 // with the [n, vocab] float32 file bench/llamacpp/llama_logits.c wrote for the same ids.
 // Prints the top-1 agreement, the largest and mean absolute logit error, and the largest
-// error relative to the position's largest |logit|.
+// error relative to the position's largest |logit|. --save writes tessera's logits in the same
+// [n, vocab] float32 layout, so one format's run (f32: the exact product of the file's
+// dequantized weights) can be the reference of the others.
 //   llama_logits FILE.gguf llama.f32 ID...
-//   gguf_logits_compare FILE.gguf llama.f32 auto|f32|bf16|int8|int4 [avx2|avx512|...] -- ID...
+//   gguf_logits_compare FILE.gguf REF.f32 auto|f32|bf16|int8|int4 [avx2|avx512|...]
+//                       [--save OURS.f32] -- ID...
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,13 +47,18 @@ int main(int argc, char** argv) {
   backend.weights = *format;
   backend.threads = 2;
   int at = 4;
-  if (std::string(argv[at]) != "--") {
+  std::string save_path;
+  for (; at < argc && std::string(argv[at]) != "--"; ++at) {
+    if (std::string(argv[at]) == "--save") {
+      if (++at >= argc) return Fail("--save needs a file name");
+      save_path = argv[at];
+      continue;
+    }
     auto isa = ParseCpuIsa(argv[at]);
     if (!isa) return Fail(isa.status().message());
     backend.cpu_isa = *isa;
-    ++at;
   }
-  if (at >= argc || std::string(argv[at]) != "--") return Fail("expected -- before the ids");
+  if (at >= argc) return Fail("expected -- before the ids");
   std::vector<int32_t> ids;
   for (int i = at + 1; i < argc; ++i) ids.push_back(static_cast<int32_t>(std::atoi(argv[i])));
   if (ids.empty()) return Fail("no token ids");
@@ -71,6 +79,14 @@ int main(int argc, char** argv) {
   const size_t n = ids.size();
   std::vector<float> last(vocab), ours(n * vocab);
   if (Status s = (*exec)->Forward(0, 0, ids, last, ours); !s.ok()) return Fail(s.message());
+
+  if (!save_path.empty()) {
+    std::FILE* out = std::fopen(save_path.c_str(), "wb");
+    const bool saved = out != nullptr && std::fwrite(ours.data(), sizeof(float), ours.size(),
+                                                     out) == ours.size();
+    if (out != nullptr && std::fclose(out) != 0) return Fail("cannot write " + save_path);
+    if (!saved) return Fail("cannot write " + save_path);
+  }
 
   std::vector<float> theirs(n * vocab);
   std::FILE* f = std::fopen(llama_file.c_str(), "rb");

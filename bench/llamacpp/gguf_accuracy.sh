@@ -2,16 +2,20 @@
 # Teacher-forced accuracy of tessera on GGUF files against llama.cpp's own logits for the same
 # files: N pseudo-random token ids (fixed seed) go through llama.cpp (llama_logits.c, built here
 # against a llama.cpp build) and through tessera (gguf_logits_compare) in each weight format.
-#   bench/llamacpp/gguf_accuracy.sh LLAMA_SRC TESSERA_BUILD [--positions N] [--formats "auto int8"] FILE.gguf...
+# With --exact, each format (and llama.cpp itself) is also compared with tessera's f32 run: the
+# exact product of the file's dequantized weights, so the two runtimes' own errors show apart.
+#   bench/llamacpp/gguf_accuracy.sh LLAMA_SRC TESSERA_BUILD [--positions N] [--formats "auto int8"]
+#                                   [--exact] FILE.gguf...
 # LLAMA_SRC: a llama.cpp checkout built with cmake into LLAMA_SRC/build (libllama in build/bin).
 set -euo pipefail
 LLAMA=$1 BUILD=$2
 shift 2
-N=256 FORMATS="auto"
+N=256 FORMATS="auto" EXACT=0
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --positions) N=$2; shift 2 ;;
     --formats) FORMATS=$2; shift 2 ;;
+    --exact) EXACT=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -27,8 +31,20 @@ for file in "$@"; do
   # shellcheck disable=SC2086
   "$WORK/llama_logits" "$file" "$WORK/llama.f32" $ids 2> "$WORK/llama.err" ||
     { cat "$WORK/llama.err" >&2; exit 1; }
+  echo "against llama.cpp's logits:"
   for format in $FORMATS; do
     # shellcheck disable=SC2086
     "$BUILD/bench/gguf_logits_compare" "$file" "$WORK/llama.f32" "$format" -- $ids
   done
+  if [[ $EXACT == 1 ]]; then
+    echo "llama.cpp's own error (tessera f32 = the exact product of the dequantized weights):"
+    # shellcheck disable=SC2086
+    "$BUILD/bench/gguf_logits_compare" "$file" "$WORK/llama.f32" f32 --save "$WORK/exact.f32" \
+      -- $ids
+    echo "against tessera f32:"
+    for format in $FORMATS; do
+      # shellcheck disable=SC2086
+      "$BUILD/bench/gguf_logits_compare" "$file" "$WORK/exact.f32" "$format" -- $ids
+    done
+  fi
 done

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -178,6 +179,40 @@ TEST_P(GgufCheckpointParity, LogitsMatchTheSafetensorsCheckpoint) {
   const double cpu_diff = test::MaxAbsDiff(test::AllLogits(*cpu_exec, tokens), want);
   std::printf("[ measured ] cpu F32 from the GGUF: max |diff| %.3g\n", cpu_diff);
   EXPECT_LE(cpu_diff, 1e-4 * scale);
+
+  // The cpu backend's default: exact F32 for an F32 file, the INT8 repack for block-quantized
+  // weights. Its error (per-row INT8 weights and activations) is about 1e-2 of the largest
+  // logit at real shapes (bench/results/gguf.md); bounded here at 3e-2 with top-1 agreement.
+  auto resolved = ResolveWeightFormat(**from_gguf, WeightFormat::kAuto);
+  ASSERT_TRUE(resolved);
+  EXPECT_EQ(*resolved, c.q8_0 ? WeightFormat::kInt8 : WeightFormat::kF32);
+  auto auto_exec = test::Load(*from_gguf, "cpu", WeightFormat::kAuto, 64, 8);
+  ASSERT_TRUE(auto_exec);
+  const std::vector<float> by_default = test::AllLogits(*auto_exec, tokens);
+  const double bound = (c.q8_0 ? 3e-2 : 1e-4) * scale;
+  const double auto_diff = test::MaxAbsDiff(by_default, want);
+  // Top-1 must agree wherever the reference's lead over its runner-up exceeds twice the bound
+  // (closer calls may flip legitimately: the small llama's logits span only about 2).
+  const size_t vocab = static_cast<size_t>(spec.vocab);
+  auto argmax = [](const float* row, size_t n) {
+    return static_cast<size_t>(std::max_element(row, row + n) - row);
+  };
+  size_t clear = 0, agree = 0;
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    std::vector<float> row(want.begin() + static_cast<ptrdiff_t>(p * vocab),
+                           want.begin() + static_cast<ptrdiff_t>((p + 1) * vocab));
+    const size_t top = argmax(row.data(), vocab);
+    const float lead = row[top];
+    row[top] = -INFINITY;
+    if (lead - row[argmax(row.data(), vocab)] <= 2 * bound) continue;
+    ++clear;
+    agree += argmax(by_default.data() + p * vocab, vocab) == top;
+  }
+  std::printf("[ measured ] cpu default (%s) from the GGUF: max |diff| %.3g, top-1 %zu/%zu "
+              "(positions with a clear lead)\n",
+              std::string(WeightFormatName(*resolved)).c_str(), auto_diff, agree, clear);
+  EXPECT_LE(auto_diff, bound);
+  EXPECT_EQ(agree, clear);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {

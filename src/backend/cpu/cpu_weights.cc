@@ -130,10 +130,16 @@ Expected<WeightFormat> ResolveCpuWeightFormat(const Checkpoint& ckpt, WeightForm
     return *format;
   }
   if (requested != WeightFormat::kAuto) return requested;
-  // One format for the whole model, from its first projection (the embedding if none).
+  // One format for the whole model, from its first projection (the embedding if none): F32
+  // stays exact, F16/BF16 become BF16 panels, and a GGUF file's block-quantized weights are
+  // repacked into INT8 panels. Why INT8 for blocks: BF16 panels stream 2-4x the bytes of the
+  // blocks (decode 0.8x llama.cpp's on Q4_K_M), the INT8 repack decodes about 2x llama.cpp's,
+  // and its logit error against the exact dequantized product is about twice llama.cpp's own
+  // (docs/models.md, bench/results/gguf.md); `--dtype bf16` or `f32` trade speed back for it.
   const auto& layers = ckpt.tensors.layers;
   const TensorInfo* sample =
       !layers.empty() && layers[0].gate_proj ? layers[0].gate_proj.info : ckpt.tensors.embed.info;
+  if (sample && sample->dtype == DType::kGgmlBlocks) return WeightFormat::kInt8;
   return sample && sample->dtype == DType::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
 }
 
