@@ -105,6 +105,28 @@ class GgufWriter {
     tensors_.push_back(
         {std::move(name), static_cast<uint32_t>(type), std::move(dims), std::move(data), offset});
   }
+  // Drops what was added under `key` / as tensor `name` (to replace it with a bad value);
+  // false when there was none.
+  bool RemoveKey(std::string_view key) {
+    std::string prefix;
+    AppendGgufString(&prefix, key);
+    for (auto it = kvs_.begin(); it != kvs_.end(); ++it) {
+      if (it->rfind(prefix, 0) == 0) {
+        kvs_.erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
+  bool RemoveTensor(std::string_view name) {
+    for (auto it = tensors_.begin(); it != tensors_.end(); ++it) {
+      if (it->name == name) {
+        tensors_.erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
   // Layout alignment (the general.alignment key is written only if added explicitly).
   void SetAlignment(uint64_t alignment) { alignment_ = alignment; }
   // Counts written in the header instead of the true ones.
