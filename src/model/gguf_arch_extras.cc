@@ -51,25 +51,40 @@ Status Gemma3Config(const GgufFile& gguf, const std::string& p, json* config) {
   c["query_pre_attn_scalar"] =
       layers == 62 && heads ? hidden / heads : c["head_dim"].get<uint32_t>();
   // Sliding layers: with attention.sliding_window > 0, layer i slides unless
-  // i % pattern == pattern - 1 (pattern: attention.sliding_window_pattern, default 6);
-  // their RoPE base is rope.freq_base_swa (default 10000).
+  // i % pattern == pattern - 1 (pattern: attention.sliding_window_pattern, default 6, as
+  // llama.cpp reads it) or as the pattern key's one bool per layer says (Ollama's converter
+  // writes it so); their RoPE base is rope.freq_base_swa (llama.cpp's key) or
+  // rope.local.freq_base (Ollama's), default 10000.
   uint32_t window = 0;
   if (gguf.Has(p + "attention.sliding_window")) {
     TS_ASSIGN_OR_RETURN(window, gguf.GetU32(p + "attention.sliding_window"));
   }
-  json types = json::array();
-  uint32_t pattern = 6;
-  if (window > 0 && gguf.Has(p + "attention.sliding_window_pattern")) {
-    TS_ASSIGN_OR_RETURN(pattern, gguf.GetU32(p + "attention.sliding_window_pattern"));
+  const std::string pattern_key = p + "attention.sliding_window_pattern";
+  const GgufValue* per_layer = gguf.Find(pattern_key);
+  if (per_layer != nullptr && per_layer->type != GgufValueType::kArray) per_layer = nullptr;
+  if (per_layer != nullptr &&
+      (per_layer->item_type != GgufValueType::kBool || per_layer->item_count != layers)) {
+    return Corrupt(gguf.path() + ": " + pattern_key + " is " + DescribeGgufValue(*per_layer) +
+                   "; expected a u32 period or one bool per layer (" + std::to_string(layers) +
+                   ")");
   }
+  uint32_t pattern = 6;
+  if (window > 0 && per_layer == nullptr && gguf.Has(pattern_key)) {
+    TS_ASSIGN_OR_RETURN(pattern, gguf.GetU32(pattern_key));
+  }
+  json types = json::array();
   for (uint32_t i = 0; i < layers; ++i) {
-    const bool sliding = window > 0 && (pattern == 0 || i % pattern < pattern - 1);
+    const bool sliding =
+        window > 0 && (per_layer != nullptr ? per_layer->items[i] != 0
+                                            : pattern == 0 || i % pattern < pattern - 1);
     types.push_back(sliding ? "sliding_attention" : "full_attention");
   }
   c["layer_types"] = std::move(types);
   if (window > 0) {
     c["sliding_window"] = window;
-    TS_ASSIGN_OR_RETURN(auto local, OptionalPositive(gguf, p + "rope.freq_base_swa"));
+    std::string base_key = p + "rope.freq_base_swa";
+    if (!gguf.Has(base_key)) base_key = p + "rope.local.freq_base";
+    TS_ASSIGN_OR_RETURN(auto local, OptionalPositive(gguf, base_key));
     c["rope_local_base_freq"] = static_cast<double>(local.value_or(10000.0f));
   }
   if (gguf.Has(p + "final_logit_softcapping")) {
@@ -167,9 +182,10 @@ Status MiniCpmConfig(const GgufFile& gguf, const std::string& p, json* config) {
                        "original context is not supported from GGUF; only the converter's "
                        "MiniCPM layout (original context = context_length)");
   }
-  const auto head_dim = c.contains("head_dim")
-                            ? c["head_dim"].get<uint32_t>()
-                            : (hidden / c["num_attention_heads"].get<uint32_t>());
+  const auto heads = c["num_attention_heads"].get<uint32_t>();
+  const uint32_t head_dim = c.contains("head_dim") ? c["head_dim"].get<uint32_t>()
+                            : heads != 0           ? hidden / heads
+                                                   : 0;
   TS_ASSIGN_OR_RETURN(auto long_factor,
                       RopeFactors(gguf, kMiniCpmRopeFactorTensors[0], head_dim / 2));
   TS_ASSIGN_OR_RETURN(auto short_factor,

@@ -155,6 +155,11 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   config["model_type"] = arch->model_type;
   config["architectures"] = json::array({arch->hf_class});
   TS_ASSIGN_OR_RETURN(uint32_t layers, gguf.GetU32(p + "block_count"));
+  if (layers > gguf.tensors().size()) {  // each layer has tensors; no huge per-layer tables
+    return Corrupt(where + ": " + p + "block_count " + std::to_string(layers) +
+                   " is more than the file's " + std::to_string(gguf.tensors().size()) +
+                   " tensors");
+  }
   TS_ASSIGN_OR_RETURN(uint32_t hidden, gguf.GetU32(p + "embedding_length"));
   TS_ASSIGN_OR_RETURN(uint32_t ffn, gguf.GetU32(p + "feed_forward_length"));
   TS_ASSIGN_OR_RETURN(uint32_t heads, gguf.GetU32(p + "attention.head_count"));

@@ -181,6 +181,29 @@ Status OpenMutated(const SyntheticModelSpec& spec, void (*mutate)(test::GgufWrit
   return ckpt ? Status::Ok() : ckpt.status();
 }
 
+// The layout Ollama's converter writes for Gemma3ForCausalLM: the local RoPE base as
+// rope.local.freq_base and the sliding layers as one bool per layer.
+TEST(GgufArchExtras, ReadsOllamasGemma3Keys) {
+  test::TempDir tmp;
+  SyntheticModelSpec spec = Gemma3Spec();
+  ASSERT_TRUE(WriteSyntheticCheckpoint(tmp.File("hf"), spec).ok());
+  test::GgufWriter w;
+  ASSERT_TRUE(test::BuildGgufOfCheckpoint(tmp.File("hf"), "", true, &w).ok());
+  ASSERT_TRUE(w.RemoveKey("gemma3.rope.freq_base_swa"));
+  w.AddF32("gemma3.rope.local.freq_base", static_cast<float>(spec.rope_local_theta));
+  // Not llama.cpp's every-6th pattern, so that the bools are what is read.
+  const std::vector<bool> sliding = {true, false, true, true, false, true, true};
+  w.AddBoolArray("gemma3.attention.sliding_window_pattern", sliding);
+  test::WriteFile(tmp.File("ollama.gguf"), w.Build());
+  auto ckpt = OpenCheckpoint(tmp.File("ollama.gguf"));
+  ASSERT_TRUE(ckpt) << ckpt.status().ToString();
+  EXPECT_DOUBLE_EQ((*ckpt)->config.rope_local_theta, spec.rope_local_theta);
+  ASSERT_EQ((*ckpt)->config.layer_types.size(), sliding.size());
+  for (size_t i = 0; i < sliding.size(); ++i) {
+    EXPECT_EQ((*ckpt)->config.layer_types[i] == LayerType::kSlidingAttention, sliding[i]) << i;
+  }
+}
+
 TEST(GgufArchExtras, RefusesMalformedGemma3Fields) {
   const SyntheticModelSpec s = Gemma3Spec();
   test::ExpectOneLineError(OpenMutated(s,
@@ -195,6 +218,12 @@ TEST(GgufArchExtras, RefusesMalformedGemma3Fields) {
                                          w->AddF32("gemma3.rope.freq_base_swa", -1.0f);
                                        }),
                            ErrorCode::kCorrupt, {"gemma3.rope.freq_base_swa", "positive"});
+  test::ExpectOneLineError(
+      OpenMutated(s,
+                  [](test::GgufWriter* w) {
+                    w->AddBoolArray("gemma3.attention.sliding_window_pattern", {true, false});
+                  }),
+      ErrorCode::kCorrupt, {"gemma3.attention.sliding_window_pattern", "one bool per layer (7)"});
   test::ExpectOneLineError(
       OpenMutated(s, [](test::GgufWriter* w) { w->AddF32("gemma3.final_logit_softcapping", 30); }),
       ErrorCode::kUnsupported, {"gemma3.final_logit_softcapping", "soft-capping"});

@@ -90,6 +90,13 @@ class GgufWriter {
     payload += F32Bytes(items);
     AddRaw(key, static_cast<uint32_t>(GgufValueType::kArray), payload);
   }
+  void AddBoolArray(std::string_view key, const std::vector<bool>& items) {
+    std::string payload;
+    AppendLe(&payload, static_cast<uint32_t>(GgufValueType::kBool), 4);
+    AppendLe(&payload, items.size(), 8);
+    for (bool v : items) payload.push_back(v ? 1 : 0);
+    AddRaw(key, static_cast<uint32_t>(GgufValueType::kArray), payload);
+  }
   void AddI32Array(std::string_view key, const std::vector<int32_t>& items) {
     std::string payload;
     AppendLe(&payload, static_cast<uint32_t>(GgufValueType::kI32), 4);
