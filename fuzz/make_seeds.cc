@@ -13,7 +13,9 @@
 #include "backend/xdna/txn.h"
 #include "backend/xdna/xclbin.h"
 #include "format/safetensors.h"
+#include "model/synthetic_checkpoint.h"
 #include "support/gguf_writer.h"
+#include "support/hf_to_gguf.h"
 #include "worker/protocol.h"
 
 namespace tw = tessera::worker;
@@ -208,6 +210,42 @@ int main(int argc, char** argv) {
     llama.AddTensor("blk.0.ffn_up.weight", GgmlType::kF32, {32, 32}, f32(1024));
     llama.AddTensor("blk.0.ffn_down.weight", GgmlType::kQ8_0, {32, 32}, std::string(32 * 34, 1));
     Write(g + "/tiny_llama", llama.Build());
+    // Tiny gemma3 (sliding window, shifted norms) and minicpm (muP scales, LongRoPE factor
+    // tensors) files as llama.cpp's converter writes them (tests/support/hf_to_gguf.h).
+    for (tessera::ModelFamily family :
+         {tessera::ModelFamily::kGemma3, tessera::ModelFamily::kMiniCpm}) {
+      tessera::SyntheticModelSpec spec;
+      spec.family = family;
+      spec.nested_config = false;
+      spec.hidden = 32;
+      spec.intermediate = 32;
+      spec.heads = 2;
+      spec.kv_heads = 1;
+      spec.head_dim = 16;
+      spec.vocab = 8;
+      spec.max_position = 64;
+      spec.sliding_window = 4;
+      spec.query_pre_attn_scalar = 16;
+      spec.bos_token_id = 0;
+      spec.eos_token_id = 1;
+      if (family == tessera::ModelFamily::kMiniCpm) {
+        spec.scale_emb = 12.0;
+        spec.scale_depth = 1.4;
+        spec.dim_model_base = 8.0;
+        spec.rope_longrope = tessera::LongRopeScaling{
+            {1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5}, {2, 3, 4, 5, 6, 7, 8, 9}, 64};
+      }
+      const std::string name(tessera::ModelFamilyName(family));
+      const std::string dir = root + "/.tiny_" + name;
+      tt::GgufWriter w;
+      if (!tessera::WriteSyntheticCheckpoint(dir, spec).ok() ||
+          !tt::BuildGgufOfCheckpoint(dir, "", true, &w).ok()) {
+        fprintf(stderr, "cannot write the tiny %s seed\n", name.c_str());
+        return 1;
+      }
+      fs::remove_all(dir);
+      Write(g + "/tiny_" + name, w.Build());
+    }
   }
 
   // NPU artifacts.

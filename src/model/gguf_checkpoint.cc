@@ -1,12 +1,16 @@
 #include "model/gguf_checkpoint.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "format/gguf_quants.h"
 #include "format/json_util.h"
+#include "model/gguf_arch_extras.h"
+#include "model/tensor_convert.h"
 
 namespace tessera {
 namespace {
@@ -14,15 +18,18 @@ namespace {
 using nlohmann::json;
 
 struct ArchitectureInfo {
-  const char* gguf_name;   // general.architecture
-  const char* model_type;  // config.json model_type
-  const char* hf_class;    // config.json architectures[0]
-  bool permuted_qk;        // llama.cpp's converter interleaves q/k rows per head
+  const char* gguf_name;                   // general.architecture
+  const char* model_type;                  // config.json model_type
+  const char* hf_class;                    // config.json architectures[0]
+  bool permuted_qk;                        // llama.cpp's converter interleaves q/k rows per head
+  const GgufArchExtras* extras = nullptr;  // what else the converter does (gguf_arch_extras.h)
 };
-constexpr std::array<ArchitectureInfo, 3> kArchitectures = {{
+constexpr std::array<ArchitectureInfo, 5> kArchitectures = {{
     {"llama", "llama", "LlamaForCausalLM", true},
     {"qwen2", "qwen2", "Qwen2ForCausalLM", false},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", false},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", false, &kGemma3GgufExtras},
+    {"minicpm", "minicpm", "MiniCPMForCausalLM", true, &kMiniCpmGgufExtras},
 }};
 
 // Per-layer GGUF suffix -> Hugging Face suffix (after "blk.N." / "model.layers.N.").
@@ -62,11 +69,22 @@ std::string SupportedArchitectures() {
   return out;
 }
 
-// What the checkpoint keeps alive: the mapped file and llama's re-ordered q/k rows.
+// What the checkpoint keeps alive: the mapped file and the tensors rewritten to undo the
+// converter (re-ordered q/k rows, un-shifted norms).
 struct GgufCheckpointData {
   GgufFile file;
-  std::vector<std::vector<uint8_t>> reordered;
+  std::vector<std::vector<uint8_t>> rewritten;
 };
+
+// The tensor as F32 values minus `shift` (undoing the converter's norm shift).
+Expected<std::vector<uint8_t>> UnshiftedF32(const TensorInfo& info, float shift) {
+  std::vector<float> values;
+  TS_RETURN_IF_ERROR(WidenToF32(info, &values));
+  for (float& v : values) v -= shift;
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
 
 // Undoes convert_hf_to_gguf.py's LlamaModel.permute: per head of head_dim rows, Hugging Face row
 // h (rotate_half order: the first half's pairs, then the second's) was written as row
@@ -97,7 +115,8 @@ Expected<std::vector<uint8_t>> UnpermuteRows(const GgufTensor& t, uint64_t heads
 
 }  // namespace
 
-std::string HfTensorName(std::string_view gguf_name) {
+std::string HfTensorName(std::string_view gguf_name, std::string_view architecture) {
+  const ArchitectureInfo* arch = FindArchitecture(architecture);
   for (size_t i = kLayerNames.size() - kGlobalNames; i < kLayerNames.size(); ++i) {
     if (gguf_name == kLayerNames[i].first) return std::string(kLayerNames[i].second);
   }
@@ -110,6 +129,10 @@ std::string HfTensorName(std::string_view gguf_name) {
   }
   if (index.size() > 1 && index[0] == '0') return "";
   const std::string_view suffix = gguf_name.substr(dot + 1);
+  if (arch != nullptr && arch->extras != nullptr) {
+    const std::string_view hf = GgufLayerNameOverride(*arch->extras, suffix);
+    if (!hf.empty()) return "model.layers." + std::string(index) + "." + std::string(hf);
+  }
   for (size_t i = 0; i < kLayerNames.size() - kGlobalNames; ++i) {
     if (suffix == kLayerNames[i].first) {
       return "model.layers." + std::string(index) + "." + std::string(kLayerNames[i].second);
@@ -132,6 +155,11 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   config["model_type"] = arch->model_type;
   config["architectures"] = json::array({arch->hf_class});
   TS_ASSIGN_OR_RETURN(uint32_t layers, gguf.GetU32(p + "block_count"));
+  if (layers > gguf.tensors().size()) {  // each layer has tensors; no huge per-layer tables
+    return Corrupt(where + ": " + p + "block_count " + std::to_string(layers) +
+                   " is more than the file's " + std::to_string(gguf.tensors().size()) +
+                   " tensors");
+  }
   TS_ASSIGN_OR_RETURN(uint32_t hidden, gguf.GetU32(p + "embedding_length"));
   TS_ASSIGN_OR_RETURN(uint32_t ffn, gguf.GetU32(p + "feed_forward_length"));
   TS_ASSIGN_OR_RETURN(uint32_t heads, gguf.GetU32(p + "attention.head_count"));
@@ -155,11 +183,20 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
     }
     config["head_dim"] = key_length;
   }
-  if (gguf.Has(p + "rope.scaling.type")) {
+  const GgufArchExtras* extras = arch->extras;
+  if (gguf.Has(p + "rope.scaling.type") && !(extras && extras->reads_rope_scaling)) {
     TS_ASSIGN_OR_RETURN(std::string_view scaling, gguf.GetString(p + "rope.scaling.type"));
-    if (scaling != "none") {
+    if (scaling == "linear") {
+      // Positions divided by the factor (Gemma 3 4B and larger, on their global layers).
+      TS_ASSIGN_OR_RETURN(float factor, gguf.GetF32(p + "rope.scaling.factor"));
+      if (!std::isfinite(factor) || !(factor >= 1.0f)) {
+        return Corrupt(where + ": " + p + "rope.scaling.factor " +
+                       JsonForMessage(json(static_cast<double>(factor))) + " must be >= 1");
+      }
+      config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", static_cast<double>(factor)}};
+    } else if (scaling != "none") {
       return Unsupported(where + ": " + p + "rope.scaling.type " + QuoteForMessage(scaling) +
-                         " is not supported from GGUF; only unscaled RoPE");
+                         " is not supported from GGUF; only unscaled or linear RoPE");
     }
   }
   if (gguf.FindTensor("rope_freqs.weight") != nullptr) {
@@ -201,6 +238,7 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   if (std::string(arch_name) != "qwen2") {
     config["attention_bias"] = gguf.FindTensor("blk.0.attn_q.bias") != nullptr;
   }
+  if (extras != nullptr) TS_RETURN_IF_ERROR(extras->add_config(gguf, p, &config));
   if (gguf.Has("tokenizer.ggml.bos_token_id")) {
     TS_ASSIGN_OR_RETURN(uint32_t bos, gguf.GetU32("tokenizer.ggml.bos_token_id"));
     config["bos_token_id"] = bos;
@@ -224,9 +262,15 @@ Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string
 
   std::vector<TensorInfo> tensors;
   tensors.reserve(gguf.tensors().size());
+  const GgufArchExtras* extras = arch->extras;
   for (const GgufTensor& t : gguf.tensors()) {
+    if (extras != nullptr &&
+        std::find(extras->metadata_tensors.begin(), extras->metadata_tensors.end(), t.name) !=
+            extras->metadata_tensors.end()) {
+      continue;  // read into the config (e.g. MiniCPM's LongRoPE factors)
+    }
     TensorInfo info;
-    info.name = HfTensorName(t.name);
+    info.name = HfTensorName(t.name, arch->gguf_name);
     if (info.name.empty()) {
       return Unsupported(path + ": tensor " + QuoteForMessage(t.name) +
                          " has no counterpart tessera knows for " + arch->gguf_name);
@@ -258,11 +302,21 @@ Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string
     info.file = path;
     const bool is_q = t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias");
     const bool is_k = t.name.ends_with(".attn_k.weight") || t.name.ends_with(".attn_k.bias");
-    if (arch->permuted_qk && (is_q || is_k)) {
+    const bool bias_in_hf_order =
+        t.name.ends_with(".bias") && extras != nullptr && extras->qk_biases_in_hf_order;
+    if (arch->permuted_qk && (is_q || is_k) && !bias_in_hf_order) {
       const uint64_t heads = static_cast<uint64_t>(is_q ? config->num_heads : config->num_kv_heads);
       TS_ASSIGN_OR_RETURN(std::vector<uint8_t> rows, UnpermuteRows(t, heads, path));
-      data->reordered.push_back(std::move(rows));
-      info.data = std::span<const uint8_t>(data->reordered.back());
+      data->rewritten.push_back(std::move(rows));
+      info.data = std::span<const uint8_t>(data->rewritten.back());
+    }
+    if (extras != nullptr && extras->norm_shift != 0.0f && t.name.ends_with("norm.weight")) {
+      auto unshifted = UnshiftedF32(info, extras->norm_shift);
+      if (!unshifted) return unshifted.status().WithContext(path);
+      data->rewritten.push_back(std::move(*unshifted));
+      info.data = std::span<const uint8_t>(data->rewritten.back());
+      info.dtype = DType::kF32;
+      info.ggml_type = GgmlType::kF32;
     }
     tensors.push_back(std::move(info));
   }

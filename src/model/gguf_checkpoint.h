@@ -3,12 +3,14 @@
 // ParseModelConfig like any other), its tensor names map back to Hugging Face ones, and its
 // tensors stay in the mapped file; block-quantized ones are converted to fp32 tensor by tensor
 // (or row range by row range) when a backend widens them (tensor_convert.h), never all at once.
-// Only llama's attn_q/attn_k, whose rows llama.cpp's converter interleaves per head, are copied
-// (still in the file's type) to undo that.
+// Only what llama.cpp's converter transformed is copied to undo it: the attn_q/attn_k rows of
+// llama and minicpm, which it interleaves per head (still in the file's type), and gemma3's
+// norm weights, to which it added 1 (F32 copies, 1 subtracted back).
 //
 //   TS_ASSIGN_OR_RETURN(auto ckpt, OpenGgufCheckpoint("/models/qwen3-0.6b-q8_0.gguf"));
 //
-// Architectures: llama, qwen2, qwen3 (others refused by name). Weight types: those
+// Architectures: llama, qwen2, qwen3, gemma3, minicpm (others refused by name; the per-family
+// metadata and transforms are in gguf_arch_extras.h). Weight types: those
 // gguf_quants.h converts (others refused by name, with the tensor).
 #pragma once
 
@@ -26,8 +28,9 @@ namespace tessera {
 Expected<std::string> GgufConfigJson(const GgufFile& gguf);
 
 // GGUF tensor name -> Hugging Face name ("blk.3.attn_q.weight" ->
-// "model.layers.3.self_attn.q_proj.weight"); empty when tessera knows no counterpart.
-std::string HfTensorName(std::string_view gguf_name);
+// "model.layers.3.self_attn.q_proj.weight") in `architecture` (gemma3 names some norms its own
+// way); empty when tessera knows no counterpart.
+std::string HfTensorName(std::string_view gguf_name, std::string_view architecture = "llama");
 
 Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string& path);
 

@@ -121,5 +121,41 @@ TEST(GgufLoading, OllamaLayersAreDefaults) {
   EXPECT_FALSE(plain->get()->request_defaults().max_tokens);
 }
 
+// A minicpm checkpoint with a SentencePiece tokenizer (stories260k's, a Llama 2 style
+// vocabulary like MiniCPM's own) written as MiniCPMModel writes it: the model loads, and the
+// tokenizer rebuilt from the file's tokenizer.ggml.* keys encodes the reference prompts as
+// llama2.c does.
+TEST(GgufLoading, MiniCpmWithASentencePieceVocabulary) {
+  test::TempDir tmp;
+  const std::string dir = tmp.File("hf");
+  SyntheticModelSpec spec;
+  spec.family = ModelFamily::kMiniCpm;
+  spec.vocab = 512;
+  spec.scale_emb = 12.0;
+  spec.scale_depth = 1.4;
+  spec.dim_model_base = 16.0;
+  ASSERT_TRUE(WriteSyntheticCheckpoint(dir, spec).ok());
+  const std::string stories = test::SharedDir() + "/models/stories260k";
+  for (const char* f : {"/tokenizer.json", "/tokenizer_config.json"}) {
+    test::WriteFile(dir + f, test::ReadFile(stories + f));
+  }
+  const Status written = test::WriteGgufOfCheckpoint(dir, "", tmp.File("m.gguf"));
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  GgufModel gguf;
+  gguf.path = tmp.File("m.gguf");
+  ModelLoadOptions o;
+  o.placement = "reference";
+  o.parallel = 1;
+  auto m = LoadedModel::Open(gguf, o);
+  ASSERT_TRUE(m) << m.status().ToString();
+  const nlohmann::json ref =
+      nlohmann::json::parse(test::ReadFile(stories + "/reference_greedy.json"));
+  for (const nlohmann::json& c : ref["cases"]) {
+    auto ids = (*m)->EncodeText(c["prompt"].get<std::string>(), true);
+    ASSERT_TRUE(ids) << ids.status().ToString();
+    EXPECT_EQ(*ids, c["prompt_ids"].get<std::vector<int32_t>>()) << c["prompt"];
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -90,6 +90,13 @@ class GgufWriter {
     payload += F32Bytes(items);
     AddRaw(key, static_cast<uint32_t>(GgufValueType::kArray), payload);
   }
+  void AddBoolArray(std::string_view key, const std::vector<bool>& items) {
+    std::string payload;
+    AppendLe(&payload, static_cast<uint32_t>(GgufValueType::kBool), 4);
+    AppendLe(&payload, items.size(), 8);
+    for (bool v : items) payload.push_back(v ? 1 : 0);
+    AddRaw(key, static_cast<uint32_t>(GgufValueType::kArray), payload);
+  }
   void AddI32Array(std::string_view key, const std::vector<int32_t>& items) {
     std::string payload;
     AppendLe(&payload, static_cast<uint32_t>(GgufValueType::kI32), 4);
@@ -104,6 +111,28 @@ class GgufWriter {
                  std::optional<uint64_t> offset = std::nullopt) {
     tensors_.push_back(
         {std::move(name), static_cast<uint32_t>(type), std::move(dims), std::move(data), offset});
+  }
+  // Drops what was added under `key` / as tensor `name` (to replace it with a bad value);
+  // false when there was none.
+  bool RemoveKey(std::string_view key) {
+    std::string prefix;
+    AppendGgufString(&prefix, key);
+    for (auto it = kvs_.begin(); it != kvs_.end(); ++it) {
+      if (it->rfind(prefix, 0) == 0) {
+        kvs_.erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
+  bool RemoveTensor(std::string_view name) {
+    for (auto it = tensors_.begin(); it != tensors_.end(); ++it) {
+      if (it->name == name) {
+        tensors_.erase(it);
+        return true;
+      }
+    }
+    return false;
   }
   // Layout alignment (the general.alignment key is written only if added explicitly).
   void SetAlignment(uint64_t alignment) { alignment_ = alignment; }

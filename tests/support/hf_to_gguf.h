@@ -1,15 +1,20 @@
-// A Hugging Face checkpoint folder (llama, qwen2, qwen3; any float dtype) written as an F32
-// GGUF file the way llama.cpp's convert_hf_to_gguf.py writes one: the architecture's metadata
-// keys, tensors renamed with their dims reversed, llama's q/k rows interleaved per head, and the
-// tokenizer as tokenizer.ggml.* keys (byte-level BPE: every vocabulary id's token, the
+// A Hugging Face checkpoint folder (llama, qwen2, qwen3, gemma3, minicpm; any float dtype)
+// written as an F32 GGUF file the way llama.cpp's convert_hf_to_gguf.py writes one: the
+// architecture's metadata keys, tensors renamed with their dims reversed, and the converter's
+// transforms: llama's and minicpm's q/k rows interleaved per head (minicpm: weights only),
+// gemma3's norm weights + 1 and embedding rows past a byte-level tokenizer dropped, minicpm's
+// muP scales as embedding/residual/logit_scale and its LongRoPE factors as tensors. The
+// tokenizer as tokenizer.ggml.* keys: byte-level BPE (every vocabulary id's token, the
 // "[PAD<id>]" UNUSED fillers up to the model's vocabulary, added special tokens as CONTROL and
 // the others USER_DEFINED, the merges, the special ids from tokenizer_config.json and
-// config.json, add_bos_token, tokenizer.chat_template).
+// config.json, add_bos_token, tokenizer.chat_template), or for minicpm and a gemma3 whose
+// tokenizer.json is SentencePiece-style the SentencePiece vocabulary (hf_tokenizer_to_gguf.h).
 //
 //   TS_RETURN_IF_ERROR(test::WriteGgufOfCheckpoint(dir, "qwen2", "/tmp/m.gguf"));  // pre: the
 //   // tokenizer.ggml.pre name the caller knows the tokenizer to be
 #pragma once
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,12 +27,15 @@
 #include "format/safetensors.h"
 #include "model/checkpoint.h"
 #include "support/gguf_writer.h"
+#include "support/hf_tokenizer_to_gguf.h"
 #include "tokenizer/gguf_tokenizer.h"
 
 namespace tessera::test {
 
-// Hugging Face name -> GGUF name, as llama.cpp's tensor map has them ("" when unknown).
-inline std::string GgufTensorNameOf(const std::string& hf) {
+// Hugging Face name -> GGUF name, as llama.cpp's tensor map has them for `family` ("" when
+// unknown): gemma3's sandwich norms have names of their own.
+inline std::string GgufTensorNameOf(const std::string& hf,
+                                    ModelFamily family = ModelFamily::kLlama) {
   static const std::map<std::string, std::string> kGlobal = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -48,13 +56,23 @@ inline std::string GgufTensorNameOf(const std::string& hf) {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"}};
+  static const std::map<std::string, std::string> kGemma3Layer = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
   if (auto it = kGlobal.find(hf); it != kGlobal.end()) return it->second;
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
   if (dot == std::string::npos) return "";
   const std::string index = hf.substr(prefix.size(), dot - prefix.size());
-  auto it = kLayer.find(hf.substr(dot + 1));
+  const std::string suffix = hf.substr(dot + 1);
+  if (family == ModelFamily::kGemma3) {
+    if (auto it = kGemma3Layer.find(suffix); it != kGemma3Layer.end()) {
+      return "blk." + index + "." + it->second;
+    }
+  }
+  auto it = kLayer.find(suffix);
   return it == kLayer.end() ? "" : "blk." + index + "." + it->second;
 }
 
@@ -139,15 +157,96 @@ inline Status AddGgufTokenizer(const std::string& dir, const ModelConfig& config
   return Status::Ok();
 }
 
-// The whole checkpoint in `dir` as an F32 GGUF (see the top of this file).
-// Without `chat_template` the file has no tokenizer.chat_template (a base model's).
-inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& pre,
-                                    const std::string& path, bool chat_template = true) {
+// The keys only gemma3 and minicpm files have (Gemma3Model / MiniCPMModel
+// set_gguf_parameters); refuses what their GGUF metadata cannot express.
+inline Status AddConverterFamilyKeys(const ModelConfig& c, const nlohmann::json& text_config,
+                                     GgufWriter* w) {
+  const std::string p = std::string(ModelFamilyName(c.family)) + ".";
+  if (c.family == ModelFamily::kGemma3) {
+    w->AddU32(p + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w->AddU32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+    w->AddF32(p + "rope.freq_base_swa", static_cast<float>(c.rope_local_theta));
+    // llama.cpp knows sliding layers only as "all but every 6th", and the query scale only as
+    // 1/sqrt(head_dim) (1/sqrt(hidden / heads) at 62 layers).
+    if (c.sliding_window > 0) {
+      for (size_t i = 0; i < c.layer_types.size(); ++i) {
+        if ((c.layer_types[i] == LayerType::kSlidingAttention) != (i % 6 < 5)) {
+          return Unsupported("gemma3 layer_types other than five sliding layers per full one");
+        }
+      }
+      w->AddU32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+    }
+    const int64_t scalar = c.num_layers == 62 ? c.hidden_size / c.num_heads : c.head_dim;
+    if (c.query_pre_attn_scalar != static_cast<double>(scalar)) {
+      return Unsupported("gemma3 query_pre_attn_scalar other than llama.cpp's");
+    }
+    if (c.rope_linear_factor != 1.0) {
+      w->AddString(p + "rope.scaling.type", "linear");
+      w->AddF32(p + "rope.scaling.factor", static_cast<float>(c.rope_linear_factor));
+    }
+  } else if (c.family == ModelFamily::kMiniCpm) {
+    if (text_config.contains("head_dim")) {
+      w->AddU32(p + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+      w->AddU32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+    }
+    w->AddF32(p + "embedding_scale", static_cast<float>(c.embed_scale));
+    w->AddF32(p + "residual_scale", static_cast<float>(c.residual_scale));
+    // hidden / dim_model_base; llama.cpp divides the logits by it.
+    w->AddF32(p + "logit_scale", static_cast<float>(1.0 / c.logit_scale));
+    if (c.rope_longrope) {
+      if (c.rope_longrope->original_max_position_embeddings != c.max_position_embeddings) {
+        return Unsupported("minicpm LongRoPE whose original context is not the context length");
+      }
+      w->AddString(p + "rope.scaling.type", "longrope");
+    }
+  }
+  return Status::Ok();
+}
+
+// The tokenizer keys the converter writes for the folder; *embed_rows becomes the rows of the
+// embedding it keeps (Gemma3Model drops rows past a byte-level tokenizer's tokens).
+inline Status AddConverterTokenizer(const std::string& dir, const ModelConfig& c,
+                                    const std::string& pre, bool chat_template, GgufWriter* w,
+                                    int64_t* embed_rows) {
+  auto text = ReadFileToString(dir + "/tokenizer.json", 64u << 20);
+  if (!text) return text.status();
+  const nlohmann::json tok = nlohmann::json::parse(*text);
+  // A SentencePiece-style tokenizer.json stands for the tokenizer.model such a folder ships.
+  const bool sentencepiece = tok["model"].value("byte_fallback", false);
+  if (c.family == ModelFamily::kMiniCpm && !sentencepiece) {
+    return Unsupported(dir + ": MiniCPMModel converts a SentencePiece vocabulary only");
+  }
+  if (sentencepiece && (c.family == ModelFamily::kMiniCpm || c.family == ModelFamily::kGemma3)) {
+    auto vocab = SentencePieceVocab(dir, static_cast<size_t>(c.vocab_size));
+    if (!vocab) return vocab.status();
+    GgufTokenizerData& g = *vocab;
+    if (c.family == ModelFamily::kGemma3) g.add_space_prefix = false;
+    if (!chat_template) g.chat_template.reset();
+    AddGgufTokenizerKeys(g, w);
+    return Status::Ok();
+  }
+  if (c.family == ModelFamily::kGemma3) {
+    *embed_rows = std::min<int64_t>(
+        c.vocab_size,
+        static_cast<int64_t>(tok["model"]["vocab"].size() + tok["added_tokens"].size()));
+  }
+  return AddGgufTokenizer(dir, c, pre, chat_template, w);
+}
+
+// The whole checkpoint in `dir` as an F32 GGUF (see the top of this file), built in a writer
+// the caller may still change.
+// Without `chat_template` the file has no tokenizer.chat_template (a base model's); without a
+// tokenizer.json it has no tokenizer keys (weights only).
+inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& pre,
+                                    bool chat_template, GgufWriter* out_writer) {
   auto config_text = ReadFileToString(dir + "/config.json", 16u << 20);
   if (!config_text) return config_text.status();
   auto config = ParseModelConfig(*config_text);
   if (!config) return config.status();
   const ModelConfig& c = *config;
+  if (c.tensor_prefix != "model.") return Unsupported("a multimodal checkpoint's text model");
+  const nlohmann::json raw = nlohmann::json::parse(*config_text);
+  const bool own_keys = c.family == ModelFamily::kGemma3 || c.family == ModelFamily::kMiniCpm;
   const std::string arch(ModelFamilyName(c.family));
   GgufWriter w;
   w.AddString("general.architecture", arch);
@@ -157,28 +256,68 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
   w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
   w.AddU32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
   w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
-  w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
-  w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-  w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  if (!own_keys) {
+    w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+    w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  }
   w.AddF32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
   w.AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
-  TS_RETURN_IF_ERROR(AddGgufTokenizer(dir, c, pre, chat_template, &w));
+  TS_RETURN_IF_ERROR(AddConverterFamilyKeys(c, raw, &w));
+  int64_t embed_rows = c.vocab_size;
+  if (FileExists(dir + "/tokenizer.json")) {
+    TS_RETURN_IF_ERROR(AddConverterTokenizer(dir, c, pre, chat_template, &w, &embed_rows));
+  }
+  if (c.family == ModelFamily::kMiniCpm && c.rope_longrope) {
+    // MiniCPMModel.generate_extra_tensors, written before the checkpoint's tensors.
+    const uint64_t pairs = static_cast<uint64_t>(c.head_dim / 2);
+    for (auto [name, factors] :
+         {std::pair{"rope_factors_long.weight", &c.rope_longrope->long_factor},
+          std::pair{"rope_factors_short.weight", &c.rope_longrope->short_factor}}) {
+      const std::vector<float> v(factors->begin(), factors->end());
+      w.AddTensor(name, GgmlType::kF32, {pairs}, F32Bytes(v));
+    }
+  }
   auto ckpt = CheckpointTensors::Open(dir);
   if (!ckpt) return ckpt.status();
   for (const std::string& name : ckpt->Names()) {
     const TensorInfo& t = *ckpt->Find(name);
     std::vector<float> v(t.num_elements);
     TS_RETURN_IF_ERROR(CopyTensorToF32(t, v));
+    std::vector<int64_t> shape = t.shape;
     const bool is_q = name.find("q_proj") != std::string::npos;
     const bool is_k = name.find("k_proj") != std::string::npos;
-    if (c.family == ModelFamily::kLlama && (is_q || is_k)) {
+    const bool weight = name.ends_with(".weight");
+    // LlamaModel.modify_tensors permutes q/k weights and biases; MiniCPMModel weights only.
+    if ((c.family == ModelFamily::kLlama || (c.family == ModelFamily::kMiniCpm && weight)) &&
+        (is_q || is_k)) {
       v = PermuteLlamaRows(v, t.shape[0], is_q ? c.num_heads : c.num_kv_heads);
     }
-    const std::string gguf_name = GgufTensorNameOf(name);
+    if (c.family == ModelFamily::kGemma3) {
+      // Gemma3Model.modify_tensors: out-of-vocabulary embedding rows dropped, and 1 added to
+      // every norm weight (llama.cpp's RMSNorm multiplies by the weight as stored).
+      if (name.ends_with("embed_tokens.weight") && shape[0] > embed_rows) {
+        v.resize(static_cast<size_t>(embed_rows * shape[1]));
+        shape[0] = embed_rows;
+      }
+      if (name.ends_with("norm.weight")) {
+        for (float& x : v) x += 1.0f;
+      }
+    }
+    const std::string gguf_name = GgufTensorNameOf(name, c.family);
     if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
-    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()),
+    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(shape.rbegin(), shape.rend()),
                 F32Bytes(v));
   }
+  *out_writer = std::move(w);
+  return Status::Ok();
+}
+
+// As BuildGgufOfCheckpoint, written to `path`.
+inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& pre,
+                                    const std::string& path, bool chat_template = true) {
+  GgufWriter w;
+  TS_RETURN_IF_ERROR(BuildGgufOfCheckpoint(dir, pre, chat_template, &w));
   const std::string bytes = w.Build();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

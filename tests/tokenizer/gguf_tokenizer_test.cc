@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gguf_test_util.h"
+#include "support/hf_tokenizer_to_gguf.h"
 #include "test_support.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/sentencepiece_merges.h"
@@ -31,11 +32,9 @@ namespace {
 using nlohmann::json;
 
 constexpr int32_t kNormal = static_cast<int32_t>(GgufTokenType::kNormal);
-constexpr int32_t kUnknown = static_cast<int32_t>(GgufTokenType::kUnknown);
 constexpr int32_t kControl = static_cast<int32_t>(GgufTokenType::kControl);
 constexpr int32_t kUserDefined = static_cast<int32_t>(GgufTokenType::kUserDefined);
 constexpr int32_t kUnused = static_cast<int32_t>(GgufTokenType::kUnused);
-constexpr int32_t kByte = static_cast<int32_t>(GgufTokenType::kByte);
 
 json LoadJson(const std::string& path) {
   json j = json::parse(test::ReadFile(path), nullptr, false);
@@ -48,56 +47,8 @@ std::string Dir(const std::string& name) {
   return test::SharedDir() + "/tokenizers/" + name;
 }
 
-// ModelBase.does_token_look_special in convert_hf_to_gguf.py.
-bool LooksSpecial(const std::string& t) {
-  auto starts = [&](const std::string& p) { return t.rfind(p, 0) == 0; };
-  auto ends = [&](const std::string& s) {
-    return t.size() >= s.size() && t.compare(t.size() - s.size(), s.size(), s) == 0;
-  };
-  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" ||
-         (starts("<|") && ends("|>")) || (starts("<\xef\xbd\x9c") && ends("\xef\xbd\x9c>")) ||
-         (starts("<unused") && ends(">"));
-}
-
-std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) {
-    s.replace(p, from.size(), to);
-  }
-  return s;
-}
-
-// gguf-py SpecialVocab: ids from tokenizer_config's *_token strings (looked up among
-// tokenizer.json's added tokens), add_bos/add_eos from tokenizer_config (else from a
-// TemplateProcessing post-processor), and the chat template.
-void SetSpecialVocab(const json& tj, const json& tc, GgufTokenizerData* g) {
-  auto id_of = [&](const char* key) -> std::optional<uint32_t> {
-    auto it = tc.find(key);
-    if (it == tc.end() || it->is_null()) return std::nullopt;
-    std::string content =
-        it->is_string() ? it->get<std::string>() : (*it)["content"].get<std::string>();
-    for (const json& a : tj["added_tokens"]) {
-      if (a["content"] == content) return a["id"].get<uint32_t>();
-    }
-    return std::nullopt;
-  };
-  g->bos_id = id_of("bos_token");
-  g->eos_id = id_of("eos_token");
-  g->unk_id = id_of("unk_token");
-  g->pad_id = id_of("pad_token");
-  const json& post = tj["post_processor"];
-  if (post.is_object() && post["type"] == "TemplateProcessing" && post["single"].size() > 1 &&
-      post["single"][0].contains("SpecialToken")) {
-    g->add_bos_token = true;
-  }
-  if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()) {
-    g->add_bos_token = tc["add_bos_token"].get<bool>();
-  }
-  if (tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean()) {
-    g->add_eos_token = tc["add_eos_token"].get<bool>();
-  }
-  if (tc.contains("chat_template") && tc["chat_template"].is_string()) {
-    g->chat_template = tc["chat_template"].get<std::string>();
-  }
+std::string ReplaceAll(const std::string& s, const std::string& from, const std::string& to) {
+  return test::ReplaceAllOf(s, from, to);
 }
 
 // _set_vocab_gpt2 / get_vocab_base: one token per id up to the config's vocab_size (ids the
@@ -131,7 +82,7 @@ GgufTokenizerData ConvertByteLevel(const std::string& name, const std::string& p
     auto a = added.find(token);
     if (a == added.end()) {
       g.token_types.push_back(kNormal);
-    } else if ((*a->second)["special"].get<bool>() || LooksSpecial(token)) {
+    } else if ((*a->second)["special"].get<bool>() || test::ConverterLooksSpecial(token)) {
       g.token_types.push_back(kControl);
     } else {
       token = ReplaceAll(token, "\xe2\x96\x81", " ");
@@ -143,69 +94,18 @@ GgufTokenizerData ConvertByteLevel(const std::string& name, const std::string& p
     g.merges.push_back(m.is_string() ? m.get<std::string>()
                                      : m[0].get<std::string>() + " " + m[1].get<std::string>());
   }
-  SetSpecialVocab(tj, tc, &g);
+  test::SetConverterSpecialVocab(tj, tc, &g);
   return g;
 }
 
 // _set_vocab_sentencepiece, from the tokenizer.json these folders ship instead of
-// tokenizer.model. SentencePiece's piece scores are not in tokenizer.json; they are recovered
-// from its merges, which Hugging Face derived from them: a merged piece scores minus the rank
-// of its first merge among the ordinary pieces, every other piece 0 (SentencePiece gives
-// user-defined, control and byte pieces 0). Then, as the converter does: <unk> UNKNOWN,
-// <0xHH> BYTE, and tokenizer_config's added_tokens_decoder entries CONTROL (special or
-// special-looking) or USER_DEFINED (with "▁" turned into " "), each with score -1000.
+// tokenizer.model (support/hf_tokenizer_to_gguf.h).
 GgufTokenizerData ConvertSentencePiece(const std::string& name, std::optional<bool> space_prefix) {
-  json tj = LoadJson(Dir(name) + "/tokenizer.json");
-  json tc = LoadJson(Dir(name) + "/tokenizer_config.json");
-  const json& vocab = tj["model"]["vocab"];
-  GgufTokenizerData g;
-  g.model = "llama";
-  g.pre = "default";
-  g.tokens.resize(vocab.size());
-  for (auto it = vocab.begin(); it != vocab.end(); ++it)
-    g.tokens[it.value().get<size_t>()] = it.key();
-  std::set<std::string> added;
-  for (const json& a : tj["added_tokens"]) added.insert(a["content"].get<std::string>());
-  std::map<std::string, size_t> first_merge;
-  const json& merges = tj["model"]["merges"];
-  for (size_t i = 0; i < merges.size(); ++i) {
-    std::string merged = merges[i].is_string()
-                             ? ReplaceAll(merges[i].get<std::string>(), " ", "")
-                             : merges[i][0].get<std::string>() + merges[i][1].get<std::string>();
-    first_merge.emplace(merged, i);
-  }
-  std::vector<std::pair<size_t, std::string>> ordinary;
-  for (const auto& [piece, index] : first_merge) {
-    if (!added.count(piece)) ordinary.emplace_back(index, piece);
-  }
-  std::sort(ordinary.begin(), ordinary.end());
-  std::map<std::string, float> score;
-  for (size_t rank = 0; rank < ordinary.size(); ++rank) {
-    score[ordinary[rank].second] = -static_cast<float>(rank);
-  }
-  std::string unk =
-      tj["model"]["unk_token"].is_string() ? tj["model"]["unk_token"].get<std::string>() : "";
-  for (const std::string& piece : g.tokens) {
-    g.scores.push_back(score.count(piece) ? score[piece] : 0.0f);
-    bool is_byte = piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece.back() == '>';
-    g.token_types.push_back(piece == unk ? kUnknown : is_byte ? kByte : kNormal);
-  }
-  for (auto it = tc["added_tokens_decoder"].begin(); it != tc["added_tokens_decoder"].end(); ++it) {
-    size_t id = std::stoul(it.key());
-    if (id >= g.tokens.size()) continue;  // out of the config's vocab_size: skipped
-    std::string token = it.value()["content"].get<std::string>();
-    if (it.value()["special"].get<bool>() || LooksSpecial(token)) {
-      g.token_types[id] = kControl;
-    } else {
-      token = ReplaceAll(token, "\xe2\x96\x81", " ");
-      g.token_types[id] = kUserDefined;
-    }
-    g.scores[id] = -1000.0f;
-    g.tokens[id] = token;
-  }
-  g.add_space_prefix = space_prefix;
-  SetSpecialVocab(tj, tc, &g);
-  return g;
+  auto g = test::SentencePieceVocab(Dir(name));
+  EXPECT_TRUE(g) << g.status().ToString();
+  if (!g) return {};
+  g->add_space_prefix = space_prefix;
+  return *g;
 }
 
 Tokenizer Build(const GgufTokenizerData& g) {
