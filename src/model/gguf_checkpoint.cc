@@ -7,6 +7,7 @@
 
 #include "format/gguf_quants.h"
 #include "format/json_util.h"
+#include "model/gguf_arch.h"
 
 namespace tessera {
 namespace {
@@ -14,16 +15,18 @@ namespace {
 using nlohmann::json;
 
 struct ArchitectureInfo {
-  const char* gguf_name;   // general.architecture
-  const char* model_type;  // config.json model_type
-  const char* hf_class;    // config.json architectures[0]
-  bool permuted_qk;        // llama.cpp's converter interleaves q/k rows per head
+  const char* gguf_name;                 // general.architecture
+  const char* model_type;                // config.json model_type
+  const char* hf_class;                  // config.json architectures[0]
+  bool permuted_qk;                      // llama.cpp's converter interleaves q/k rows per head
+  const GgufArchHooks* hooks = nullptr;  // more than the common mapping (gguf_arch.h)
 };
-constexpr std::array<ArchitectureInfo, 3> kArchitectures = {{
+constexpr ArchitectureInfo kArchitectures[] = {
     {"llama", "llama", "LlamaForCausalLM", true},
     {"qwen2", "qwen2", "Qwen2ForCausalLM", false},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", false},
-}};
+    {"qwen35", "qwen3_5_text", "Qwen3_5ForCausalLM", false, &kQwen35GgufHooks},
+};
 
 // Per-layer GGUF suffix -> Hugging Face suffix (after "blk.N." / "model.layers.N.").
 constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kLayerNames = {{
@@ -62,10 +65,11 @@ std::string SupportedArchitectures() {
   return out;
 }
 
-// What the checkpoint keeps alive: the mapped file and llama's re-ordered q/k rows.
+// What the checkpoint keeps alive: the mapped file and the tensors restored in memory (llama's
+// re-ordered q/k rows, an architecture's hooks' output).
 struct GgufCheckpointData {
   GgufFile file;
-  std::vector<std::vector<uint8_t>> reordered;
+  GgufOwnedBytes reordered;
 };
 
 // Undoes convert_hf_to_gguf.py's LlamaModel.permute: per head of head_dim rows, Hugging Face row
@@ -172,7 +176,7 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   if (gguf.Has(p + "rope.freq_base")) {
     TS_ASSIGN_OR_RETURN(rope_theta, gguf.GetF32(p + "rope.freq_base"));
   }
-  if (gguf.Has(p + "rope.dimension_count")) {
+  if (arch->hooks == nullptr && gguf.Has(p + "rope.dimension_count")) {
     TS_ASSIGN_OR_RETURN(uint32_t rope_dims, gguf.GetU32(p + "rope.dimension_count"));
     const uint32_t head_dim = config.contains("head_dim") ? config["head_dim"].get<uint32_t>()
                                                           : (heads ? hidden / heads : 0);
@@ -209,6 +213,9 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
     TS_ASSIGN_OR_RETURN(uint32_t eos, gguf.GetU32("tokenizer.ggml.eos_token_id"));
     config["eos_token_id"] = eos;
   }
+  if (arch->hooks != nullptr && arch->hooks->add_config != nullptr) {
+    TS_RETURN_IF_ERROR(arch->hooks->add_config(gguf, p, config));
+  }
   return config.dump();
 }
 
@@ -226,7 +233,10 @@ Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string
   tensors.reserve(gguf.tensors().size());
   for (const GgufTensor& t : gguf.tensors()) {
     TensorInfo info;
-    info.name = HfTensorName(t.name);
+    const GgufArchHooks* hooks = arch->hooks;
+    if (hooks != nullptr && hooks->tensor_name != nullptr)
+      info.name = hooks->tensor_name(t.name, *config);
+    if (info.name.empty()) info.name = HfTensorName(t.name);
     if (info.name.empty()) {
       return Unsupported(path + ": tensor " + QuoteForMessage(t.name) +
                          " has no counterpart tessera knows for " + arch->gguf_name);
@@ -263,6 +273,10 @@ Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string
       TS_ASSIGN_OR_RETURN(std::vector<uint8_t> rows, UnpermuteRows(t, heads, path));
       data->reordered.push_back(std::move(rows));
       info.data = std::span<const uint8_t>(data->reordered.back());
+    }
+    if (hooks != nullptr && hooks->restore_tensor != nullptr) {
+      const Status restored = hooks->restore_tensor(t, *config, info, data->reordered);
+      if (!restored.ok()) return restored.WithContext(path);
     }
     tensors.push_back(std::move(info));
   }

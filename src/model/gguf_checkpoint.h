@@ -3,12 +3,13 @@
 // ParseModelConfig like any other), its tensor names map back to Hugging Face ones, and its
 // tensors stay in the mapped file; block-quantized ones are converted to fp32 tensor by tensor
 // (or row range by row range) when a backend widens them (tensor_convert.h), never all at once.
-// Only llama's attn_q/attn_k, whose rows llama.cpp's converter interleaves per head, are copied
-// (still in the file's type) to undo that.
+// Only tensors the converter transformed are copied to undo that: llama's attn_q/attn_k, whose
+// rows it interleaves per head (still in the file's type), and an architecture's own
+// (gguf_arch.h; qwen35: its (1 + w) norms, A_log, regrouped value heads).
 //
 //   TS_ASSIGN_OR_RETURN(auto ckpt, OpenGgufCheckpoint("/models/qwen3-0.6b-q8_0.gguf"));
 //
-// Architectures: llama, qwen2, qwen3 (others refused by name). Weight types: those
+// Architectures: llama, qwen2, qwen3, qwen35 (others refused by name). Weight types: those
 // gguf_quants.h converts (others refused by name, with the tensor).
 #pragma once
 

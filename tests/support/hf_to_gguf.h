@@ -1,6 +1,7 @@
-// A Hugging Face checkpoint folder (llama, qwen2, qwen3; any float dtype) written as an F32
-// GGUF file the way llama.cpp's convert_hf_to_gguf.py writes one: the architecture's metadata
-// keys, tensors renamed with their dims reversed, llama's q/k rows interleaved per head, and the
+// A Hugging Face checkpoint folder (llama, qwen2, qwen3, qwen3_5; any float dtype) written as an
+// F32 GGUF file the way llama.cpp's convert_hf_to_gguf.py writes one: the architecture's metadata
+// keys, tensors renamed with their dims reversed, llama's q/k rows interleaved per head, Qwen3.5's
+// tensors transformed as its converter does (support/hf_to_gguf_qwen35.h), and the
 // tokenizer as tokenizer.ggml.* keys (byte-level BPE: every vocabulary id's token, the
 // "[PAD<id>]" UNUSED fillers up to the model's vocabulary, added special tokens as CONTROL and
 // the others USER_DEFINED, the merges, the special ids from tokenizer_config.json and
@@ -22,6 +23,7 @@
 #include "format/safetensors.h"
 #include "model/checkpoint.h"
 #include "support/gguf_writer.h"
+#include "support/hf_to_gguf_qwen35.h"
 #include "tokenizer/gguf_tokenizer.h"
 
 namespace tessera::test {
@@ -148,7 +150,8 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
   auto config = ParseModelConfig(*config_text);
   if (!config) return config.status();
   const ModelConfig& c = *config;
-  const std::string arch(ModelFamilyName(c.family));
+  const bool qwen35 = c.family == ModelFamily::kQwen3_5;
+  const std::string arch = qwen35 ? "qwen35" : std::string(ModelFamilyName(c.family));
   GgufWriter w;
   w.AddString("general.architecture", arch);
   w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers));
@@ -159,7 +162,11 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
   w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
   w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
   w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-  w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  if (qwen35) {
+    TS_RETURN_IF_ERROR(AddQwen35GgufKeys(c, &w));
+  } else {
+    w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  }
   w.AddF32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
   w.AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   TS_RETURN_IF_ERROR(AddGgufTokenizer(dir, c, pre, chat_template, &w));
@@ -174,9 +181,20 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
     if (c.family == ModelFamily::kLlama && (is_q || is_k)) {
       v = PermuteLlamaRows(v, t.shape[0], is_q ? c.num_heads : c.num_kv_heads);
     }
-    const std::string gguf_name = GgufTensorNameOf(name);
+    std::string hf = name;
+    std::vector<int64_t> shape = t.shape;
+    if (qwen35) {
+      // The converter's filter_tensors drops "language_model."; then its modify_tensors.
+      if (const size_t at = hf.find("language_model."); at != std::string::npos) hf.erase(at, 15);
+      auto converted = Qwen35ConvertTensor(hf, c, std::move(v), std::move(shape));
+      if (!converted) continue;
+      v = std::move(converted->values);
+      shape = std::move(converted->shape);
+    }
+    std::string gguf_name = qwen35 ? Qwen35GgufTensorNameOf(hf) : "";
+    if (gguf_name.empty()) gguf_name = GgufTensorNameOf(hf);
     if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
-    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()),
+    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(shape.rbegin(), shape.rend()),
                 F32Bytes(v));
   }
   const std::string bytes = w.Build();

@@ -1,0 +1,161 @@
+// Qwen3.5 from GGUF: a synthetic qwen3_5 checkpoint written as the F32 GGUF llama.cpp's
+// converter would write (support/hf_to_gguf_qwen35.h: 1 + w norms, -exp(A_log), squeezed
+// conv1d, value heads regrouped to tiled order) loads back to the same model: the same config
+// and the same logits as the Hugging Face folder, on the reference and cpu backends; and the
+// loader refuses malformed qwen35 fields with one line naming them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "backend/logits_test_util.h"
+#include "format/format_test_util.h"
+#include "model/checkpoint.h"
+#include "model/synthetic_checkpoint.h"
+#include "support/gguf_writer.h"
+#include "support/hf_to_gguf.h"
+#include "test_support.h"
+
+namespace tessera {
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t key_heads, value_heads, key_dim, value_dim;
+  bool tied, nested;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+SyntheticModelSpec Spec(const Case& c) {
+  SyntheticModelSpec s;
+  s.family = ModelFamily::kQwen3_5;
+  s.hidden = 64;
+  s.intermediate = 96;
+  s.layers = 6;  // linear, linear, attention, linear, linear, attention
+  s.full_attention_interval = 3;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 16;
+  s.partial_rotary_factor = 0.25;
+  s.vocab = 4352;  // the synthetic tokenizer's ids fit
+  s.max_position = 64;
+  s.tied = c.tied;
+  s.nested_config = c.nested;
+  s.rope_theta = 1e7;
+  s.rms_norm_eps = 1e-6;
+  s.linear_key_heads = c.key_heads;
+  s.linear_value_heads = c.value_heads;
+  s.linear_key_dim = c.key_dim;
+  s.linear_value_dim = c.value_dim;
+  s.linear_conv_kernel = 4;
+  s.seed = 35;
+  return s;
+}
+
+class GgufQwen35 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufQwen35, LogitsMatchTheHuggingFaceCheckpoint) {
+  const SyntheticModelSpec spec = Spec(GetParam());
+  test::TempDir tmp;
+  const std::string dir = tmp.File("hf"), gguf = tmp.File("m.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(dir, spec).ok());
+  const Status written = test::WriteGgufOfCheckpoint(dir, "qwen35", gguf);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+
+  auto from_gguf = OpenCheckpoint(gguf);
+  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
+  auto from_hf = OpenCheckpoint(dir);
+  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
+  const ModelConfig& got = (*from_gguf)->config;
+  const ModelConfig& want = (*from_hf)->config;
+  EXPECT_EQ(got.family, ModelFamily::kQwen3_5);
+  EXPECT_EQ(got.num_layers, want.num_layers);
+  EXPECT_EQ(got.layer_types, want.layer_types);
+  EXPECT_EQ(got.head_dim, want.head_dim);
+  EXPECT_EQ(got.partial_rotary_factor, want.partial_rotary_factor);
+  EXPECT_EQ(got.tie_word_embeddings, want.tie_word_embeddings);
+  ASSERT_TRUE(got.linear_attention);
+  EXPECT_EQ(got.linear_attention->num_key_heads, want.linear_attention->num_key_heads);
+  EXPECT_EQ(got.linear_attention->num_value_heads, want.linear_attention->num_value_heads);
+  EXPECT_EQ(got.linear_attention->key_head_dim, want.linear_attention->key_head_dim);
+  EXPECT_EQ(got.linear_attention->value_head_dim, want.linear_attention->value_head_dim);
+  EXPECT_EQ(got.linear_attention->conv_kernel, want.linear_attention->conv_kernel);
+  EXPECT_TRUE(got.attn_output_gate && got.norm_one_plus_weight);
+
+  const std::vector<int32_t> tokens = test::RandomTokens(20, spec.vocab, 7);
+  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
+  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
+  ASSERT_TRUE(want_exec && got_exec);
+  const std::vector<float> reference = test::AllLogits(*want_exec, tokens);
+  double scale = 0;
+  for (float v : reference) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  const double diff = test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), reference);
+  std::printf("[ measured ] qwen35 %s reference: max |logit| %.3g, max |diff| %.3g\n",
+              GetParam().name, scale, diff);
+  EXPECT_LE(diff, 1e-4 * scale);
+  // The cpu backend: the HF folder's and the GGUF file's F32 weights, alike.
+  auto cpu_hf = test::Load(*from_hf, "cpu", WeightFormat::kF32, 64, 8);
+  auto cpu_gguf = test::Load(*from_gguf, "cpu", WeightFormat::kF32, 64, 8);
+  ASSERT_TRUE(cpu_hf && cpu_gguf);
+  const std::vector<float> cpu_want = test::AllLogits(*cpu_hf, tokens);
+  const double cpu_diff = test::MaxAbsDiff(test::AllLogits(*cpu_gguf, tokens), cpu_want);
+  std::printf("[ measured ] qwen35 %s cpu: max |diff| %.3g (cpu vs reference %.3g)\n",
+              GetParam().name, cpu_diff, test::MaxAbsDiff(cpu_want, reference));
+  EXPECT_LE(cpu_diff, 1e-4 * scale);
+}
+
+// Regrouped: more value heads than key heads (the converter tiles them), value heads wider
+// than key heads, the published multimodal layout (vision tower and MTP weights left out).
+// Plain: as many value as key heads of one size (what llama.cpp's loader requires), untied,
+// the text-only layout.
+INSTANTIATE_TEST_SUITE_P(All, GgufQwen35,
+                         ::testing::Values(Case{"regrouped", 2, 4, 8, 12, true, true},
+                                           Case{"plain", 2, 2, 16, 16, false, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A one-layer (linear) qwen35 file with the given conv1d dims and A values.
+std::string SmallQwen35(std::vector<uint64_t> conv_dims, float a, bool with_kernel_key = true) {
+  test::GgufWriter w;
+  w.AddString("general.architecture", "qwen35");
+  for (auto [key, v] : std::vector<std::pair<std::string, uint32_t>>{{"block_count", 1},
+                                                                     {"context_length", 64},
+                                                                     {"embedding_length", 32},
+                                                                     {"feed_forward_length", 64},
+                                                                     {"attention.head_count", 2},
+                                                                     {"attention.head_count_kv", 1},
+                                                                     {"attention.key_length", 16},
+                                                                     {"rope.dimension_count", 4},
+                                                                     {"ssm.state_size", 8},
+                                                                     {"ssm.group_count", 1},
+                                                                     {"ssm.time_step_rank", 2},
+                                                                     {"ssm.inner_size", 16}}) {
+    w.AddU32("qwen35." + key, v);
+  }
+  if (with_kernel_key) w.AddU32("qwen35.ssm.conv_kernel", 4);
+  w.AddF32("qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+  auto zeros = [](size_t n) { return std::string(4 * n, '\0'); };
+  w.AddTensor("token_embd.weight", GgmlType::kF32, {32, 8}, zeros(256));
+  const float a_values[2] = {a, -1.0f};
+  w.AddTensor("blk.0.ssm_a", GgmlType::kF32, {2}, test::F32Bytes(a_values));
+  w.AddTensor("blk.0.ssm_conv1d.weight", GgmlType::kF32, conv_dims,
+              zeros(conv_dims[0] * conv_dims[1]));
+  return w.Build();
+}
+
+TEST(GgufQwen35Refusals, MalformedFieldsAreNamed) {
+  test::TempDir tmp;
+  auto open = [&](const std::string& bytes) {
+    test::WriteFile(tmp.File("m.gguf"), bytes);
+    return OpenCheckpoint(tmp.File("m.gguf")).status();
+  };
+  // conv1d: [kernel 4, channels 2*1*8 + 16 = 32], here a kernel of 3.
+  test::ExpectOneLineError(open(SmallQwen35({3, 32}, -1.0f)), ErrorCode::kCorrupt,
+                           {"m.gguf", "'blk.0.ssm_conv1d.weight'", "[3, 32]", "[4, 32]"});
+  test::ExpectOneLineError(open(SmallQwen35({4, 32}, 0.5f)), ErrorCode::kCorrupt,
+                           {"m.gguf", "'blk.0.ssm_a'", "-exp(A_log)"});
+  test::ExpectOneLineError(open(SmallQwen35({4, 32}, -1.0f, false)), ErrorCode::kNotFound,
+                           {"'qwen35.ssm.conv_kernel'", "missing"});
+}
+
+}  // namespace
+}  // namespace tessera
