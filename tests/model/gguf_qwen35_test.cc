@@ -5,6 +5,7 @@
 // loader refuses malformed qwen35 fields with one line naming them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -24,7 +25,9 @@ struct Case {
   int64_t key_heads, value_heads, key_dim, value_dim;
   bool tied, nested;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
 
 SyntheticModelSpec Spec(const Case& c) {
   SyntheticModelSpec s;
@@ -113,48 +116,96 @@ INSTANTIATE_TEST_SUITE_P(All, GgufQwen35,
                                            Case{"plain", 2, 2, 16, 16, false, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// A one-layer (linear) qwen35 file with the given conv1d dims and A values.
-std::string SmallQwen35(std::vector<uint64_t> conv_dims, float a, bool with_kernel_key = true) {
-  test::GgufWriter w;
-  w.AddString("general.architecture", "qwen35");
-  for (auto [key, v] : std::vector<std::pair<std::string, uint32_t>>{{"block_count", 1},
-                                                                     {"context_length", 64},
-                                                                     {"embedding_length", 32},
-                                                                     {"feed_forward_length", 64},
-                                                                     {"attention.head_count", 2},
-                                                                     {"attention.head_count_kv", 1},
-                                                                     {"attention.key_length", 16},
-                                                                     {"rope.dimension_count", 4},
-                                                                     {"ssm.state_size", 8},
-                                                                     {"ssm.group_count", 1},
-                                                                     {"ssm.time_step_rank", 2},
-                                                                     {"ssm.inner_size", 16}}) {
-    w.AddU32("qwen35." + key, v);
-  }
-  if (with_kernel_key) w.AddU32("qwen35.ssm.conv_kernel", 4);
-  w.AddF32("qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
-  auto zeros = [](size_t n) { return std::string(4 * n, '\0'); };
-  w.AddTensor("token_embd.weight", GgmlType::kF32, {32, 8}, zeros(256));
-  const float a_values[2] = {a, -1.0f};
-  w.AddTensor("blk.0.ssm_a", GgmlType::kF32, {2}, test::F32Bytes(a_values));
-  w.AddTensor("blk.0.ssm_conv1d.weight", GgmlType::kF32, conv_dims,
-              zeros(conv_dims[0] * conv_dims[1]));
-  return w.Build();
-}
+// A qwen35 file of one linear layer (hidden 32; 1 key head and 2 value heads of 8; conv1d
+// [kernel 4, channels 32]) with the given conv1d dims and first A value; `whole`: every tensor
+// of that layer and an MTP block after it (nextn_predict_layers 1), else only the embedding,
+// ssm_a and ssm_conv1d.
+struct SmallQwen35 {
+  std::vector<uint64_t> conv_dims = {4, 32};
+  float a = -1.0f;
+  bool kernel_key = true;
+  bool whole = false;
 
-TEST(GgufQwen35Refusals, MalformedFieldsAreNamed) {
+  std::string Build() const {
+    test::GgufWriter w;
+    w.AddString("general.architecture", "qwen35");
+    for (auto [key, v] :
+         std::vector<std::pair<std::string, uint32_t>>{{"block_count", whole ? 2 : 1},
+                                                       {"context_length", 64},
+                                                       {"embedding_length", 32},
+                                                       {"feed_forward_length", 64},
+                                                       {"attention.head_count", 2},
+                                                       {"attention.head_count_kv", 1},
+                                                       {"attention.key_length", 16},
+                                                       {"rope.dimension_count", 4},
+                                                       {"ssm.state_size", 8},
+                                                       {"ssm.group_count", 1},
+                                                       {"ssm.time_step_rank", 2},
+                                                       {"ssm.inner_size", 16}}) {
+      w.AddU32("qwen35." + key, v);
+    }
+    if (kernel_key) w.AddU32("qwen35.ssm.conv_kernel", 4);
+    if (whole) w.AddU32("qwen35.nextn_predict_layers", 1);
+    w.AddF32("qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+    auto zeros = [&](const std::string& name, std::vector<uint64_t> dims) {
+      uint64_t n = 1;
+      for (uint64_t d : dims) n *= d;
+      w.AddTensor(name, GgmlType::kF32, dims, std::string(4 * n, '\0'));
+    };
+    zeros("token_embd.weight", {32, 8});
+    const float a_values[2] = {a, -1.0f};
+    w.AddTensor("blk.0.ssm_a", GgmlType::kF32, {2}, test::F32Bytes(a_values));
+    zeros("blk.0.ssm_conv1d.weight", conv_dims);
+    if (!whole) return w.Build();
+    for (auto [name, dims] : std::vector<std::pair<std::string, std::vector<uint64_t>>>{
+             {"output_norm.weight", {32}},
+             {"blk.0.attn_norm.weight", {32}},
+             {"blk.0.post_attention_norm.weight", {32}},
+             {"blk.0.attn_qkv.weight", {32, 32}},
+             {"blk.0.attn_gate.weight", {32, 16}},
+             {"blk.0.ssm_beta.weight", {32, 2}},
+             {"blk.0.ssm_alpha.weight", {32, 2}},
+             {"blk.0.ssm_dt.bias", {2}},
+             {"blk.0.ssm_norm.weight", {8}},
+             {"blk.0.ssm_out.weight", {16, 32}},
+             {"blk.0.ffn_gate.weight", {32, 64}},
+             {"blk.0.ffn_up.weight", {32, 64}},
+             {"blk.0.ffn_down.weight", {64, 32}},
+             {"blk.1.attn_norm.weight", {32}},
+             {"blk.1.nextn.eh_proj.weight", {64, 32}}}) {
+      zeros(name, dims);
+    }
+    return w.Build();
+  }
+};
+
+TEST(GgufQwen35File, MalformedFieldsAreRefusedByName) {
   test::TempDir tmp;
-  auto open = [&](const std::string& bytes) {
-    test::WriteFile(tmp.File("m.gguf"), bytes);
+  auto open = [&](const SmallQwen35& m) {
+    test::WriteFile(tmp.File("m.gguf"), m.Build());
     return OpenCheckpoint(tmp.File("m.gguf")).status();
   };
   // conv1d: [kernel 4, channels 2*1*8 + 16 = 32], here a kernel of 3.
-  test::ExpectOneLineError(open(SmallQwen35({3, 32}, -1.0f)), ErrorCode::kCorrupt,
+  test::ExpectOneLineError(open({.conv_dims = {3, 32}}), ErrorCode::kCorrupt,
                            {"m.gguf", "'blk.0.ssm_conv1d.weight'", "[3, 32]", "[4, 32]"});
-  test::ExpectOneLineError(open(SmallQwen35({4, 32}, 0.5f)), ErrorCode::kCorrupt,
+  test::ExpectOneLineError(open({.a = 0.5f}), ErrorCode::kCorrupt,
                            {"m.gguf", "'blk.0.ssm_a'", "-exp(A_log)"});
-  test::ExpectOneLineError(open(SmallQwen35({4, 32}, -1.0f, false)), ErrorCode::kNotFound,
+  test::ExpectOneLineError(open({.kernel_key = false}), ErrorCode::kNotFound,
                            {"'qwen35.ssm.conv_kernel'", "missing"});
+}
+
+TEST(GgufQwen35File, MtpBlocksAreIgnored) {
+  test::TempDir tmp;
+  test::WriteFile(tmp.File("m.gguf"), SmallQwen35{.whole = true}.Build());
+  auto ckpt = OpenCheckpoint(tmp.File("m.gguf"));
+  ASSERT_TRUE(ckpt) << ckpt.status().ToString();
+  EXPECT_EQ((*ckpt)->config.num_layers, 1);  // block_count 2 - nextn_predict_layers 1
+  EXPECT_EQ((*ckpt)->config.layer_types, std::vector<LayerType>{LayerType::kLinearAttention});
+  EXPECT_NE((*ckpt)->files.Find("mtp.blk.1.nextn.eh_proj.weight"), nullptr);
+  const auto& ignored = (*ckpt)->tensors.ignored;
+  EXPECT_NE(std::find(ignored.begin(), ignored.end(),
+                      "2 tensors under mtp. (not part of the text model)"),
+            ignored.end());
 }
 
 }  // namespace
