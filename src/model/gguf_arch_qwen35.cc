@@ -15,11 +15,12 @@
 //   - with more value heads than key heads, value heads regrouped from "by key head"
 //     (h = g * r + j for key head g) to tiled (stored at j * key_heads + g): the v rows of
 //     in_proj_qkv and conv1d, the rows of in_proj_z, in_proj_a, in_proj_b, A_log and dt_bias,
-//     and the columns of out_proj.
+//     and the columns of out_proj (widened to F32 first when quantized blocks straddle heads).
 #include <cmath>
 #include <cstring>
 
 #include "base/half.h"
+#include "format/gguf_quants.h"
 #include "format/json_util.h"
 #include "model/gguf_arch.h"
 
@@ -264,15 +265,23 @@ Status Qwen35RestoreTensor(const GgufTensor& t, const ModelConfig& config, Tenso
     untile_rows(0, 1);
   } else if (name.ends_with(".out_proj.weight") && regrouped) {
     TS_RETURN_IF_ERROR(ExpectDims(t, {v_width, hidden}, "ssm.inner_size inputs"));
-    auto head_bytes = GgmlRowBytes(t.type, value_dim);
-    if (!head_bytes) {
-      return Unsupported("tensor " + QuoteForMessage(t.name) + " is " +
-                         std::string(GgmlTypeName(t.type)) + ", whose blocks straddle its " +
-                         std::to_string(value_dim) + "-column value heads");
+    if (auto head_bytes = GgmlRowBytes(t.type, value_dim)) {  // whole blocks per value head
+      std::vector<uint8_t> out(t.data.size());
+      UntileHeads(t.data.data(), out.data(), t.rows(), key_heads, per_key, *head_bytes);
+      Own(std::move(out), info, owned);
+      return Status::Ok();
     }
-    std::vector<uint8_t> out(t.data.size());
-    UntileHeads(t.data.data(), out.data(), t.rows(), key_heads, per_key, *head_bytes);
+    // Blocks straddle value heads (a K-quant's 256 columns over heads of 128): the matrix is
+    // widened to F32 at open (exact; 4 bytes a weight for this one matrix), then its columns
+    // move.
+    std::vector<float> w(t.num_elements);
+    TS_RETURN_IF_ERROR(
+        DequantizeToF32(t.type, t.data, w).WithContext("tensor " + QuoteForMessage(t.name)));
+    std::vector<uint8_t> out(w.size() * sizeof(float));
+    UntileHeads(reinterpret_cast<const uint8_t*>(w.data()), out.data(), t.rows(), key_heads,
+                per_key, value_dim * sizeof(float));
     Own(std::move(out), info, owned);
+    info.dtype = DType::kF32;
   }
   return Status::Ok();
 }

@@ -8,11 +8,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
 
 #include "backend/logits_test_util.h"
+#include "base/half.h"
 #include "format/format_test_util.h"
+#include "format/gguf_quants.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/tensor_convert.h"
 #include "support/gguf_writer.h"
 #include "support/hf_to_gguf.h"
 #include "test_support.h"
@@ -115,6 +121,151 @@ INSTANTIATE_TEST_SUITE_P(All, GgufQwen35,
                          ::testing::Values(Case{"regrouped", 2, 4, 8, 12, true, true},
                                            Case{"plain", 2, 2, 16, 16, false, false}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Every metadata value of `from`, copied as written.
+void CopyMetadata(const GgufFile& from, test::GgufWriter* w) {
+  for (const auto& [key, v] : from.metadata()) {
+    std::string payload;
+    if (v.type == GgufValueType::kString) {
+      test::AppendGgufString(&payload, v.string);
+    } else if (v.type == GgufValueType::kArray) {
+      test::AppendLe(&payload, static_cast<uint32_t>(v.item_type), 4);
+      test::AppendLe(&payload, v.item_count, 8);
+      if (v.item_type == GgufValueType::kString) {
+        for (std::string_view item : v.strings) test::AppendGgufString(&payload, item);
+      } else {
+        payload.append(reinterpret_cast<const char*>(v.items.data()), v.items.size());
+      }
+    } else {
+      payload.append(reinterpret_cast<const char*>(v.scalar.data()), v.scalar.size());
+    }
+    w->AddRaw(key, static_cast<uint32_t>(v.type), payload);
+  }
+}
+
+// Block bytes for a tensor of the F32 file, and the values they stand for; nullopt keeps F32.
+struct Blocks {
+  GgmlType type = GgmlType::kF32;
+  std::string bytes;
+  std::vector<float> values;
+};
+using Quantizer =
+    std::function<std::optional<Blocks>(const GgufTensor&, const std::vector<float>&)>;
+
+// The F32 file of `spec` written twice more: with the tensors `quantize` picks as blocks, and
+// with the values those blocks stand for as F32. Both load to the same tensors (every one
+// widens to exactly the same floats) and the same logits, on the reference and cpu backends;
+// the F32 file itself is the Hugging Face folder's model (LogitsMatchTheHuggingFaceCheckpoint).
+// Returns the block file's checkpoint.
+std::shared_ptr<const Checkpoint> ExpectBlocksLoadAsTheirValues(const SyntheticModelSpec& spec,
+                                                                const Quantizer& quantize) {
+  test::TempDir tmp;
+  const std::string dir = tmp.File("hf"), f32 = tmp.File("f32.gguf");
+  EXPECT_TRUE(WriteSyntheticModel(dir, spec).ok());
+  EXPECT_TRUE(test::WriteGgufOfCheckpoint(dir, "qwen35", f32).ok());
+  auto file = GgufFile::Open(f32);
+  EXPECT_TRUE(file) << file.status().ToString();
+  if (!file) return nullptr;
+  test::GgufWriter quantized, dequantized;
+  CopyMetadata(*file, &quantized);
+  CopyMetadata(*file, &dequantized);
+  for (const GgufTensor& t : file->tensors()) {
+    std::vector<float> v(t.num_elements);
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    if (std::optional<Blocks> b = quantize(t, v)) {
+      quantized.AddTensor(t.name, b->type, t.dims, b->bytes);
+      dequantized.AddTensor(t.name, GgmlType::kF32, t.dims, test::F32Bytes(b->values));
+    } else {
+      quantized.AddTensor(t.name, GgmlType::kF32, t.dims, test::F32Bytes(v));
+      dequantized.AddTensor(t.name, GgmlType::kF32, t.dims, test::F32Bytes(v));
+    }
+  }
+  test::WriteFile(tmp.File("blocks.gguf"), quantized.Build());
+  test::WriteFile(tmp.File("values.gguf"), dequantized.Build());
+  auto from_blocks = OpenCheckpoint(tmp.File("blocks.gguf"));
+  EXPECT_TRUE(from_blocks) << from_blocks.status().ToString();
+  auto from_values = OpenCheckpoint(tmp.File("values.gguf"));
+  EXPECT_TRUE(from_values) << from_values.status().ToString();
+  if (!from_blocks || !from_values) return nullptr;
+  for (const std::string& name : (*from_values)->files.Names()) {
+    std::vector<float> got, want;
+    EXPECT_TRUE(WidenToF32(*(*from_blocks)->files.Find(name), &got).ok()) << name;
+    EXPECT_TRUE(WidenToF32(*(*from_values)->files.Find(name), &want).ok()) << name;
+    EXPECT_TRUE(got == want) << name;
+  }
+  const std::vector<int32_t> tokens = test::RandomTokens(20, spec.vocab, 9);
+  for (const char* backend : {"reference", "cpu"}) {
+    const WeightFormat format =
+        std::string(backend) == "cpu" ? WeightFormat::kF32 : WeightFormat::kAuto;
+    auto want_exec = test::Load(*from_values, backend, format, 64, 8);
+    auto got_exec = test::Load(*from_blocks, backend, format, 64, 8);
+    EXPECT_TRUE(want_exec && got_exec);
+    if (!want_exec || !got_exec) return nullptr;
+    const std::vector<float> want = test::AllLogits(*want_exec, tokens);
+    double scale = 0;
+    for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
+    const double diff = test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), want);
+    std::printf("[ measured ] qwen35 blocks %s: max |logit| %.3g, max |diff| %.3g\n", backend,
+                scale, diff);
+    EXPECT_LE(diff, 1e-5 * scale) << backend;
+  }
+  return *from_blocks;
+}
+
+// Q8_0 matrices as the converter's q8_0 (or llama-quantize) makes them: every 2-D ".weight"
+// of whole blocks but ssm_conv1d and the norms. With value heads regrouped their blocks move
+// whole: the rows of attn_qkv, attn_gate, ssm_alpha, ssm_beta, and ssm_out's columns (a value
+// head of 32 columns being one block).
+TEST(GgufQwen35File, Q8_0BlocksMoveWhole) {
+  int matrices = 0;
+  auto ckpt = ExpectBlocksLoadAsTheirValues(
+      Spec(Case{"q8_0", 2, 4, 16, 32, true, true}),
+      [&](const GgufTensor& t, const std::vector<float>& v) -> std::optional<Blocks> {
+        if (t.dims.size() != 2 || t.dims[0] % 32 != 0 || !t.name.ends_with(".weight") ||
+            t.name.ends_with("ssm_conv1d.weight") || t.name.ends_with("norm.weight")) {
+          return std::nullopt;
+        }
+        ++matrices;
+        Blocks b{GgmlType::kQ8_0, "", {}};
+        b.bytes = test::QuantizeQ8_0(v, &b.values);
+        return b;
+      });
+  ASSERT_TRUE(ckpt);
+  EXPECT_GT(matrices, 20);
+  EXPECT_EQ(ckpt->files.Find("model.layers.0.linear_attn.out_proj.weight")->dtype,
+            DType::kGgmlBlocks);
+}
+
+// Q4_K blocks of 256 columns over value heads of 64: ssm_out is widened to F32 at open, then
+// its columns move. (Random block bytes with finite scales: only the layout is under test.)
+TEST(GgufQwen35File, Q4_KBlocksStraddlingValueHeadsAreWidened) {
+  uint64_t state = 1;
+  auto ckpt = ExpectBlocksLoadAsTheirValues(
+      Spec(Case{"q4_k", 2, 4, 16, 64, true, true}),
+      [&](const GgufTensor& t, const std::vector<float>&) -> std::optional<Blocks> {
+        if (!t.name.ends_with("ssm_out.weight")) return std::nullopt;
+        Blocks b{GgmlType::kQ4_K, std::string(t.num_elements / 256 * 144, '\0'), {}};
+        for (size_t i = 0; i < b.bytes.size(); ++i) {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          b.bytes[i] = static_cast<char>(state >> 56);
+          if (i % 144 == 0) {  // d and dmin: small finite f16
+            const uint16_t d = FloatToF16(0.002f), dmin = FloatToF16(0.001f);
+            std::memcpy(&b.bytes[i], &d, 2);
+            std::memcpy(&b.bytes[i + 2], &dmin, 2);
+            i += 3;
+          }
+        }
+        b.values.resize(t.num_elements);
+        EXPECT_TRUE(DequantizeToF32(
+                        GgmlType::kQ4_K,
+                        std::span(reinterpret_cast<const uint8_t*>(b.bytes.data()), b.bytes.size()),
+                        b.values)
+                        .ok());
+        return b;
+      });
+  ASSERT_TRUE(ckpt);
+  EXPECT_EQ(ckpt->files.Find("model.layers.0.linear_attn.out_proj.weight")->dtype, DType::kF32);
+}
 
 // A qwen35 file of one linear layer (hidden 32; 1 key head and 2 value heads of 8; conv1d
 // [kernel 4, channels 32]) with the given conv1d dims and first A value; `whole`: every tensor
