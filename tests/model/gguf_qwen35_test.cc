@@ -236,6 +236,32 @@ TEST(GgufQwen35File, Q8_0BlocksMoveWhole) {
             DType::kGgmlBlocks);
 }
 
+// F16 and BF16 files (the converter's --outtype f16 / bf16: every 2-D ".weight" but
+// ssm_conv1d and the norms): regrouped rows and ssm_out's columns move as 2-byte elements.
+TEST(GgufQwen35File, HalfPrecisionMatricesMove) {
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16}) {
+    SCOPED_TRACE(std::string(GgmlTypeName(type)));
+    auto ckpt = ExpectBlocksLoadAsTheirValues(
+        Spec(Case{"half", 2, 4, 8, 12, true, true}),
+        [&](const GgufTensor& t, const std::vector<float>& v) -> std::optional<Blocks> {
+          if (t.dims.size() != 2 || !t.name.ends_with(".weight") ||
+              t.name.ends_with("ssm_conv1d.weight") || t.name.ends_with("norm.weight")) {
+            return std::nullopt;
+          }
+          Blocks b{type, std::string(2 * v.size(), '\0'), std::vector<float>(v.size())};
+          for (size_t i = 0; i < v.size(); ++i) {
+            const uint16_t h = type == GgmlType::kF16 ? FloatToF16(v[i]) : FloatToBf16(v[i]);
+            std::memcpy(&b.bytes[2 * i], &h, 2);
+            b.values[i] = type == GgmlType::kF16 ? F16ToFloat(h) : Bf16ToFloat(h);
+          }
+          return b;
+        });
+    ASSERT_TRUE(ckpt);
+    EXPECT_EQ(ckpt->files.Find("model.layers.0.linear_attn.out_proj.weight")->dtype,
+              type == GgmlType::kF16 ? DType::kF16 : DType::kBF16);
+  }
+}
+
 // Q4_K blocks of 256 columns over value heads of 64: ssm_out is widened to F32 at open, then
 // its columns move. (Random block bytes with finite scales: only the layout is under test.)
 TEST(GgufQwen35File, Q4_KBlocksStraddlingValueHeadsAreWidened) {
