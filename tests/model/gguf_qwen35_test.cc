@@ -10,12 +10,15 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "backend/logits_test_util.h"
 #include "base/half.h"
+#include "base/mapped_file.h"
 #include "format/format_test_util.h"
 #include "format/gguf_quants.h"
+#include "format/safetensors.h"
 #include "model/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 #include "model/tensor_convert.h"
@@ -291,6 +294,93 @@ TEST(GgufQwen35File, Q4_KBlocksStraddlingValueHeadsAreWidened) {
       });
   ASSERT_TRUE(ckpt);
   EXPECT_EQ(ckpt->files.Find("model.layers.0.linear_attn.out_proj.weight")->dtype, DType::kF32);
+}
+
+// An MTP head as Qwen3.5 publishes it (mtp_num_hidden_layers 1; mtp.layers.0 a gated attention
+// decoder layer; mtp.fc and three norms): the converter writes it as block num_layers
+// (nextn_predict_layers 1, its own tensors as blk.N.nextn.*, every norm 1 + w); tessera reads
+// the decoder alone from the file, as from the folder.
+TEST(GgufQwen35File, MtpHeadIsWrittenAfterTheDecoderAndNotRun) {
+  const SyntheticModelSpec spec = Spec(Case{"mtp", 2, 2, 16, 16, false, false});
+  test::TempDir tmp;
+  const std::string dir = tmp.File("hf"), gguf = tmp.File("m.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(dir, spec).ok());
+  std::vector<TensorToWrite> tensors;
+  {
+    auto ckpt = CheckpointTensors::Open(dir);
+    ASSERT_TRUE(ckpt);
+    for (const std::string& name : ckpt->Names()) {
+      const TensorInfo& t = *ckpt->Find(name);
+      std::vector<float> v(t.num_elements);
+      ASSERT_TRUE(CopyTensorToF32(t, v).ok());
+      tensors.push_back(MakeTensor(name, DType::kF32, t.shape, v));
+    }
+  }
+  const int64_t h = spec.hidden, q = spec.heads * spec.head_dim, kv = spec.kv_heads * spec.head_dim;
+  const std::string l = "mtp.layers.0.";
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {l + "input_layernorm.weight", {h}},
+           {l + "self_attn.q_proj.weight", {2 * q, h}},
+           {l + "self_attn.k_proj.weight", {kv, h}},
+           {l + "self_attn.v_proj.weight", {kv, h}},
+           {l + "self_attn.o_proj.weight", {h, q}},
+           {l + "self_attn.q_norm.weight", {spec.head_dim}},
+           {l + "self_attn.k_norm.weight", {spec.head_dim}},
+           {l + "post_attention_layernorm.weight", {h}},
+           {l + "mlp.gate_proj.weight", {spec.intermediate, h}},
+           {l + "mlp.up_proj.weight", {spec.intermediate, h}},
+           {l + "mlp.down_proj.weight", {h, spec.intermediate}},
+           {"mtp.pre_fc_norm_embedding.weight", {h}},
+           {"mtp.pre_fc_norm_hidden.weight", {h}},
+           {"mtp.norm.weight", {h}}}) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i % 7);
+    tensors.push_back(MakeTensor(name, DType::kF32, shape, v));
+  }
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors).ok());
+  auto config_text = ReadFileToString(dir + "/config.json", 1 << 20);
+  ASSERT_TRUE(config_text);
+  nlohmann::json config = nlohmann::json::parse(*config_text);
+  config["mtp_num_hidden_layers"] = 1;
+  test::WriteFile(dir + "/config.json", config.dump(2));
+  const Status written = test::WriteGgufOfCheckpoint(dir, "qwen35", gguf);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+
+  auto file = GgufFile::Open(gguf);
+  ASSERT_TRUE(file) << file.status().ToString();
+  EXPECT_EQ(*file->GetU32("qwen35.block_count"), spec.layers + 1);
+  EXPECT_EQ(*file->GetU32("qwen35.nextn_predict_layers"), 1u);
+  const std::string b = "blk." + std::to_string(spec.layers) + ".";
+  for (const auto& [name, dims] : std::vector<std::pair<std::string, std::vector<uint64_t>>>{
+           {b + "nextn.eh_proj.weight", {2 * static_cast<uint64_t>(h), static_cast<uint64_t>(h)}},
+           {b + "nextn.enorm.weight", {static_cast<uint64_t>(h)}},
+           {b + "nextn.hnorm.weight", {static_cast<uint64_t>(h)}},
+           {b + "nextn.shared_head_norm.weight", {static_cast<uint64_t>(h)}},
+           {b + "attn_q.weight", {static_cast<uint64_t>(h), 2 * static_cast<uint64_t>(q)}},
+           {b + "post_attention_norm.weight", {static_cast<uint64_t>(h)}}}) {
+    const GgufTensor* t = file->FindTensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->dims, dims) << name;
+  }
+  float enorm1 = 0;  // 0.01 * (1 % 7), plus the converter's 1
+  std::memcpy(&enorm1, file->FindTensor(b + "nextn.enorm.weight")->data.data() + 4, 4);
+  EXPECT_FLOAT_EQ(enorm1, 1.01f);
+
+  auto from_gguf = OpenCheckpoint(gguf);
+  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
+  auto from_hf = OpenCheckpoint(dir);
+  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
+  EXPECT_EQ((*from_gguf)->config.num_layers, spec.layers);
+  const std::vector<int32_t> tokens = test::RandomTokens(12, spec.vocab, 3);
+  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
+  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
+  ASSERT_TRUE(want_exec && got_exec);
+  const std::vector<float> want = test::AllLogits(*want_exec, tokens);
+  double scale = 0;
+  for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
+  EXPECT_LE(test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), want), 1e-4 * scale);
 }
 
 // A qwen35 file of one linear layer (hidden 32; 1 key head and 2 value heads of 8; conv1d

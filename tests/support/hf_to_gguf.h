@@ -152,9 +152,10 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
   const ModelConfig& c = *config;
   const bool qwen35 = c.family == ModelFamily::kQwen3_5;
   const std::string arch = qwen35 ? "qwen35" : std::string(ModelFamilyName(c.family));
+  const int64_t mtp_layers = qwen35 ? Qwen35MtpLayers(*config_text) : 0;
   GgufWriter w;
   w.AddString("general.architecture", arch);
-  w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers));
+  w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers + mtp_layers));
   w.AddU32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
   w.AddU32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
   w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
@@ -163,7 +164,7 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
   w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
   w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   if (qwen35) {
-    TS_RETURN_IF_ERROR(AddQwen35GgufKeys(c, &w));
+    TS_RETURN_IF_ERROR(AddQwen35GgufKeys(c, mtp_layers, &w));
   } else {
     w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   }
@@ -181,21 +182,24 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
     if (c.family == ModelFamily::kLlama && (is_q || is_k)) {
       v = PermuteLlamaRows(v, t.shape[0], is_q ? c.num_heads : c.num_kv_heads);
     }
-    std::string hf = name;
-    std::vector<int64_t> shape = t.shape;
+    std::vector<ConvertedTensor> converted;
     if (qwen35) {
       // The converter's filter_tensors drops "language_model."; then its modify_tensors.
+      std::string hf = name;
       if (const size_t at = hf.find("language_model."); at != std::string::npos) hf.erase(at, 15);
-      auto converted = Qwen35ConvertTensor(hf, c, std::move(v), std::move(shape));
-      if (!converted) continue;
-      v = std::move(converted->values);
-      shape = std::move(converted->shape);
+      auto out = Qwen35ConvertTensor(hf, c, mtp_layers, std::move(v), t.shape);
+      if (!out) return out.status();
+      converted = std::move(*out);
+    } else {
+      converted.push_back({name, std::move(v), t.shape});
     }
-    std::string gguf_name = qwen35 ? Qwen35GgufTensorNameOf(hf) : "";
-    if (gguf_name.empty()) gguf_name = GgufTensorNameOf(hf);
-    if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
-    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(shape.rbegin(), shape.rend()),
-                F32Bytes(v));
+    for (const ConvertedTensor& ct : converted) {
+      std::string gguf_name = qwen35 ? Qwen35GgufTensorNameOf(ct.hf_name) : "";
+      if (gguf_name.empty()) gguf_name = GgufTensorNameOf(ct.hf_name);
+      if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
+      w.AddTensor(gguf_name, GgmlType::kF32,
+                  std::vector<uint64_t>(ct.shape.rbegin(), ct.shape.rend()), F32Bytes(ct.values));
+    }
   }
   const std::string bytes = w.Build();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

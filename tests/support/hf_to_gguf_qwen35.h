@@ -2,14 +2,18 @@
 // llama.cpp's converter does it (conversion/qwen.py: Qwen3_5TextModel, with Qwen3NextModel
 // and _LinearAttentionVReorderBase under it): the "qwen35" metadata keys, the tensor names,
 // and each transformation it applies (1 + w norms, -exp(A_log), the squeezed conv1d, value
-// heads regrouped to tiled order when there are more of them than key heads).
+// heads regrouped to tiled order when there are more of them than key heads), and the MTP
+// head of a config with mtp_num_hidden_layers (_Qwen35MtpMixin: its blocks after the decoder's,
+// nextn_predict_layers; without that field the converter writes none of the mtp.* tensors).
 //
-//   test::AddQwen35GgufKeys(config, &writer);
-//   auto t = test::Qwen35GgufTensor("model.layers.0.linear_attn.A_log", config, values, shape);
+//   const int64_t mtp = test::Qwen35MtpLayers(config_json_text);
+//   TS_RETURN_IF_ERROR(test::AddQwen35GgufKeys(config, mtp, &writer));
+//   TS_ASSIGN_OR_RETURN(auto out, test::Qwen35ConvertTensor(hf_name, config, mtp, values, shape));
 #pragma once
 
+#include <algorithm>
 #include <cmath>
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,7 +37,12 @@ inline std::string Qwen35GgufTensorNameOf(const std::string& hf) {
       {"linear_attn.dt_bias", "ssm_dt.bias"},  // renamed dt_proj.bias, mapped to SSM_DT
       {"linear_attn.A_log", "ssm_a"},
       {"linear_attn.norm.weight", "ssm_norm.weight"},
-      {"linear_attn.out_proj.weight", "ssm_out.weight"}};
+      {"linear_attn.out_proj.weight", "ssm_out.weight"},
+      // The MTP head's own (NEXTN_*), after _Qwen35MtpMixin's renaming.
+      {"eh_proj.weight", "nextn.eh_proj.weight"},
+      {"enorm.weight", "nextn.enorm.weight"},
+      {"hnorm.weight", "nextn.hnorm.weight"},
+      {"shared_head.norm.weight", "nextn.shared_head_norm.weight"}};
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
@@ -47,7 +56,15 @@ inline std::string Qwen35GgufTensorNameOf(const std::string& hf) {
 
 // Qwen3NextModel.set_gguf_parameters' keys and _Qwen35MRopeMixin's default sections (the
 // common ones are the caller's). Refuses layer_types that full_attention_interval cannot say.
-inline Status AddQwen35GgufKeys(const ModelConfig& c, GgufWriter* w) {
+// mtp_num_hidden_layers (text_config's over the top level's, as the converter merges them).
+inline int64_t Qwen35MtpLayers(const std::string& config_json) {
+  const nlohmann::json j = nlohmann::json::parse(config_json);
+  const nlohmann::json& text = j.contains("text_config") ? j["text_config"] : j;
+  if (text.contains("mtp_num_hidden_layers")) return text["mtp_num_hidden_layers"].get<int64_t>();
+  return j.value("mtp_num_hidden_layers", int64_t{0});
+}
+
+inline Status AddQwen35GgufKeys(const ModelConfig& c, int64_t mtp_layers, GgufWriter* w) {
   const LinearAttentionConfig& la = *c.linear_attention;
   // The interval that layer_types follow (the converter writes the config's, default 4).
   int64_t interval = 1;
@@ -71,6 +88,7 @@ inline Status AddQwen35GgufKeys(const ModelConfig& c, GgufWriter* w) {
   w->AddU32(p + "rope.dimension_count",
             static_cast<uint32_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor));
   w->AddI32Array(p + "rope.dimension_sections", {11, 11, 10, 0});
+  if (mtp_layers > 0) w->AddU32(p + "nextn_predict_layers", static_cast<uint32_t>(mtp_layers));
   return Status::Ok();
 }
 
@@ -88,23 +106,23 @@ inline void TileValueHeads(std::vector<float>& v, int64_t first_row, int64_t hea
   }
 }
 
-// One tensor as the converter writes it: its values transformed and its Hugging Face shape
-// (reversed into GGUF dims by the caller); nullopt when the converter leaves it out (the MTP
-// head of a config without mtp_num_hidden_layers, the vision tower).
+// One tensor as the converter writes it: its (renamed) Hugging Face name, values transformed
+// and Hugging Face shape (reversed into GGUF dims by the caller).
 struct ConvertedTensor {
+  std::string hf_name;
   std::vector<float> values;
   std::vector<int64_t> shape;
 };
-inline std::optional<ConvertedTensor> Qwen35ConvertTensor(const std::string& hf,
-                                                          const ModelConfig& c,
-                                                          std::vector<float> v,
-                                                          std::vector<int64_t> shape) {
-  if (hf.rfind("mtp.", 0) == 0 || hf.find("visual.") != std::string::npos) return std::nullopt;
+
+// Qwen3NextModel.modify_tensors' value transformations (and the regrouping under it).
+inline void Qwen35TransformValues(ConvertedTensor& t, const ModelConfig& c) {
   const LinearAttentionConfig& la = *c.linear_attention;
   const int64_t per_key = la.num_value_heads / la.num_key_heads;
   const int64_t qk_rows = 2 * la.num_key_heads * la.key_head_dim;
-  auto ends = [&](std::string_view s) { return hf.ends_with(s); };
-  if (per_key > 1 && hf.find(".linear_attn.") != std::string::npos) {
+  std::vector<float>& v = t.values;
+  std::vector<int64_t>& shape = t.shape;
+  auto ends = [&](std::string_view s) { return t.hf_name.ends_with(s); };
+  if (per_key > 1 && t.hf_name.find(".linear_attn.") != std::string::npos) {
     const int64_t cols = shape.size() == 2 ? shape[1] : 1;
     if (ends(".in_proj_qkv.weight")) {
       TileValueHeads(v, qk_rows, la.value_head_dim, cols, la.num_key_heads, per_key);
@@ -128,9 +146,48 @@ inline std::optional<ConvertedTensor> Qwen35ConvertTensor(const std::string& hf,
   } else if (ends(".conv1d.weight")) {
     shape = {shape[0], shape[2]};  // squeeze()
   } else if (ends("norm.weight") && !ends("linear_attn.norm.weight")) {
-    for (float& x : v) x += 1.0f;
+    for (float& x : v) x += 1.0f;  // every RMSNorm but the linear layers' (MTP's enorm too)
   }
-  return ConvertedTensor{std::move(v), std::move(shape)};
+}
+
+// What the converter writes for Hugging Face tensor `hf` (already without "language_model."):
+// nothing for the vision tower, nor for mtp.* without MTP layers; an MTP layer's tensor as
+// block num_layers + i; mtp.fc and the MTP norms once per MTP block.
+inline Expected<std::vector<ConvertedTensor>> Qwen35ConvertTensor(const std::string& hf,
+                                                                  const ModelConfig& c,
+                                                                  int64_t mtp_layers,
+                                                                  std::vector<float> v,
+                                                                  std::vector<int64_t> shape) {
+  std::vector<ConvertedTensor> out;
+  if (hf.find("visual.") != std::string::npos) return out;
+  if (hf.rfind("mtp.", 0) == 0) {
+    if (mtp_layers == 0) return out;
+    if (hf.rfind("mtp.layers.", 0) == 0) {
+      const size_t dot = hf.find('.', 11);
+      if (dot == std::string::npos) return Unsupported("no GGUF name for " + hf);
+      const int64_t i = std::stoll(hf.substr(11, dot - 11));
+      out.push_back({"model.layers." + std::to_string(c.num_layers + i) + hf.substr(dot),
+                     std::move(v), std::move(shape)});
+    } else {
+      static const std::pair<const char*, const char*> kRemap[] = {
+          {"mtp.fc.weight", "eh_proj.weight"},
+          {"mtp.pre_fc_norm_embedding.weight", "enorm.weight"},
+          {"mtp.pre_fc_norm_hidden.weight", "hnorm.weight"},
+          {"mtp.norm.weight", "shared_head.norm.weight"}};
+      const char* to = nullptr;
+      for (const auto& [from, renamed] : kRemap) {
+        if (hf == from) to = renamed;
+      }
+      if (to == nullptr) return Unsupported("no GGUF name for " + hf);
+      for (int64_t b = c.num_layers; b < c.num_layers + mtp_layers; ++b) {
+        out.push_back({"model.layers." + std::to_string(b) + "." + to, v, shape});
+      }
+    }
+  } else {
+    out.push_back({hf, std::move(v), std::move(shape)});
+  }
+  for (ConvertedTensor& t : out) Qwen35TransformValues(t, c);
+  return out;
 }
 
 }  // namespace tessera::test
