@@ -38,6 +38,25 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
+// Every position's logits of `tokens` from both checkpoints on one backend: the largest |logit|
+// of `want`'s and the largest difference (infinite when one fails to load).
+struct LogitsDiff {
+  double scale = 0, diff = INFINITY;
+};
+LogitsDiff CompareLogits(std::shared_ptr<const Checkpoint> want,
+                         std::shared_ptr<const Checkpoint> got, const std::string& backend,
+                         const std::vector<int32_t>& tokens) {
+  const WeightFormat format = backend == "cpu" ? WeightFormat::kF32 : WeightFormat::kAuto;
+  auto want_exec = test::Load(std::move(want), backend, format, 64, 8);
+  auto got_exec = test::Load(std::move(got), backend, format, 64, 8);
+  LogitsDiff r;
+  if (!want_exec || !got_exec) return r;
+  const std::vector<float> logits = test::AllLogits(*want_exec, tokens);
+  for (float x : logits) r.scale = std::max(r.scale, std::fabs(static_cast<double>(x)));
+  r.diff = test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), logits);
+  return r;
+}
+
 SyntheticModelSpec Spec(const Case& c) {
   SyntheticModelSpec s;
   s.family = ModelFamily::kQwen3_5;
@@ -95,25 +114,12 @@ TEST_P(GgufQwen35, LogitsMatchTheHuggingFaceCheckpoint) {
   EXPECT_TRUE(got.attn_output_gate && got.norm_one_plus_weight);
 
   const std::vector<int32_t> tokens = test::RandomTokens(20, spec.vocab, 7);
-  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
-  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
-  ASSERT_TRUE(want_exec && got_exec);
-  const std::vector<float> reference = test::AllLogits(*want_exec, tokens);
-  double scale = 0;
-  for (float v : reference) scale = std::max(scale, std::fabs(static_cast<double>(v)));
-  const double diff = test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), reference);
-  std::printf("[ measured ] qwen35 %s reference: max |logit| %.3g, max |diff| %.3g\n",
-              GetParam().name, scale, diff);
-  EXPECT_LE(diff, 1e-4 * scale);
-  // The cpu backend: the HF folder's and the GGUF file's F32 weights, alike.
-  auto cpu_hf = test::Load(*from_hf, "cpu", WeightFormat::kF32, 64, 8);
-  auto cpu_gguf = test::Load(*from_gguf, "cpu", WeightFormat::kF32, 64, 8);
-  ASSERT_TRUE(cpu_hf && cpu_gguf);
-  const std::vector<float> cpu_want = test::AllLogits(*cpu_hf, tokens);
-  const double cpu_diff = test::MaxAbsDiff(test::AllLogits(*cpu_gguf, tokens), cpu_want);
-  std::printf("[ measured ] qwen35 %s cpu: max |diff| %.3g (cpu vs reference %.3g)\n",
-              GetParam().name, cpu_diff, test::MaxAbsDiff(cpu_want, reference));
-  EXPECT_LE(cpu_diff, 1e-4 * scale);
+  for (const char* backend : {"reference", "cpu"}) {
+    const LogitsDiff d = CompareLogits(*from_hf, *from_gguf, backend, tokens);
+    std::printf("[ measured ] qwen35 %s %s: max |logit| %.3g, max |diff| %.3g\n", GetParam().name,
+                backend, d.scale, d.diff);
+    EXPECT_LE(d.diff, 1e-4 * d.scale) << backend;
+  }
 }
 
 // Regrouped: more value heads than key heads (the converter tiles them), value heads wider
@@ -198,19 +204,10 @@ std::shared_ptr<const Checkpoint> ExpectBlocksLoadAsTheirValues(const SyntheticM
   }
   const std::vector<int32_t> tokens = test::RandomTokens(20, spec.vocab, 9);
   for (const char* backend : {"reference", "cpu"}) {
-    const WeightFormat format =
-        std::string(backend) == "cpu" ? WeightFormat::kF32 : WeightFormat::kAuto;
-    auto want_exec = test::Load(*from_values, backend, format, 64, 8);
-    auto got_exec = test::Load(*from_blocks, backend, format, 64, 8);
-    EXPECT_TRUE(want_exec && got_exec);
-    if (!want_exec || !got_exec) return nullptr;
-    const std::vector<float> want = test::AllLogits(*want_exec, tokens);
-    double scale = 0;
-    for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
-    const double diff = test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), want);
+    const LogitsDiff d = CompareLogits(*from_values, *from_blocks, backend, tokens);
     std::printf("[ measured ] qwen35 blocks %s: max |logit| %.3g, max |diff| %.3g\n", backend,
-                scale, diff);
-    EXPECT_LE(diff, 1e-5 * scale) << backend;
+                d.scale, d.diff);
+    EXPECT_LE(d.diff, 1e-5 * d.scale) << backend;
   }
   return *from_blocks;
 }
@@ -374,13 +371,8 @@ TEST(GgufQwen35File, MtpHeadIsWrittenAfterTheDecoderAndNotRun) {
   ASSERT_TRUE(from_hf) << from_hf.status().ToString();
   EXPECT_EQ((*from_gguf)->config.num_layers, spec.layers);
   const std::vector<int32_t> tokens = test::RandomTokens(12, spec.vocab, 3);
-  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
-  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
-  ASSERT_TRUE(want_exec && got_exec);
-  const std::vector<float> want = test::AllLogits(*want_exec, tokens);
-  double scale = 0;
-  for (float x : want) scale = std::max(scale, std::fabs(static_cast<double>(x)));
-  EXPECT_LE(test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), want), 1e-4 * scale);
+  const LogitsDiff d = CompareLogits(*from_hf, *from_gguf, "reference", tokens);
+  EXPECT_LE(d.diff, 1e-4 * d.scale);
 }
 
 // A qwen35 file of one linear layer (hidden 32; 1 key head and 2 value heads of 8; conv1d
