@@ -15,11 +15,12 @@ namespace {
 using nlohmann::json;
 
 struct ArchitectureInfo {
-  const char* gguf_name;                 // general.architecture
-  const char* model_type;                // config.json model_type
-  const char* hf_class;                  // config.json architectures[0]
-  bool permuted_qk;                      // llama.cpp's converter interleaves q/k rows per head
-  const GgufArchHooks* hooks = nullptr;  // more than the common mapping (gguf_arch.h)
+  const char* gguf_name;   // general.architecture
+  const char* model_type;  // config.json model_type
+  const char* hf_class;    // config.json architectures[0]
+  bool permuted_qk;        // llama.cpp's converter interleaves q/k rows per head
+  // An architecture whose file is more than the common mapping (gguf_arch.h).
+  const GgufArchHooks* hooks = nullptr;
 };
 constexpr ArchitectureInfo kArchitectures[] = {
     {"llama", "llama", "LlamaForCausalLM", true},
