@@ -20,10 +20,9 @@ def add(name, shape, scale, offset=0.0):
     tensors[name] = (shape, array.array('f', (offset + scale * (2 * rng.random() - 1) for _ in range(n))))
 inv = lambda n: 1 / math.sqrt(n)
 add("model.embed_tokens.weight", [V, H], 1.0)
-for i in range(L):
-    p = f"model.layers.{i}."
+def add_layer(p, linear):  # a decoder layer: Gated DeltaNet or gated attention, then the MLP
     add(p + "input_layernorm.weight", [H], 0.1)
-    if (i + 1) % interval != 0:
+    if linear:
         a = p + "linear_attn."; qk = kh * KD; vw = vh * VD
         add(a + "in_proj_qkv.weight", [2 * qk + vw, H], inv(H))
         add(a + "in_proj_z.weight", [vw, H], inv(H))
@@ -45,19 +44,10 @@ for i in range(L):
     add(p + "mlp.gate_proj.weight", [I, H], inv(H))
     add(p + "mlp.up_proj.weight", [I, H], inv(H))
     add(p + "mlp.down_proj.weight", [H, I], inv(I))
+for i in range(L):
+    add_layer(f"model.layers.{i}.", (i + 1) % interval != 0)
 if mtp:  # an MTP layer, as Qwen3.5 publishes it
-    p = "mtp.layers.0."
-    add(p + "input_layernorm.weight", [H], 0.1)
-    add(p + "self_attn.q_proj.weight", [2 * NH * HD, H], inv(H))
-    add(p + "self_attn.k_proj.weight", [KV * HD, H], inv(H))
-    add(p + "self_attn.v_proj.weight", [KV * HD, H], inv(H))
-    add(p + "self_attn.o_proj.weight", [H, NH * HD], inv(NH * HD))
-    add(p + "self_attn.q_norm.weight", [HD], 0.1)
-    add(p + "self_attn.k_norm.weight", [HD], 0.1)
-    add(p + "post_attention_layernorm.weight", [H], 0.1)
-    add(p + "mlp.gate_proj.weight", [I, H], inv(H))
-    add(p + "mlp.up_proj.weight", [I, H], inv(H))
-    add(p + "mlp.down_proj.weight", [H, I], inv(I))
+    add_layer("mtp.layers.0.", False)
     add("mtp.fc.weight", [H, 2 * H], inv(2 * H))
     add("mtp.pre_fc_norm_embedding.weight", [H], 0.1)
     add("mtp.pre_fc_norm_hidden.weight", [H], 0.1)
