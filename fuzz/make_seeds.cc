@@ -246,6 +246,47 @@ int main(int argc, char** argv) {
       fs::remove_all(dir);
       Write(g + "/tiny_" + name, w.Build());
     }
+    // A whole (tiny) qwen35: one Gated DeltaNet layer (hidden 32, 1 key head of 8, 2 value
+    // heads of 32: regrouped rows and Q8_0 ssm_out columns move at open) and an MTP block.
+    tt::GgufWriter qwen35;
+    qwen35.AddString("general.architecture", "qwen35");
+    for (const auto& [key, v] :
+         std::vector<std::pair<std::string, uint32_t>>{{"block_count", 2},
+                                                       {"context_length", 64},
+                                                       {"embedding_length", 32},
+                                                       {"feed_forward_length", 32},
+                                                       {"attention.head_count", 2},
+                                                       {"attention.head_count_kv", 1},
+                                                       {"attention.key_length", 16},
+                                                       {"rope.dimension_count", 4},
+                                                       {"ssm.conv_kernel", 4},
+                                                       {"ssm.state_size", 8},
+                                                       {"ssm.group_count", 1},
+                                                       {"ssm.time_step_rank", 2},
+                                                       {"ssm.inner_size", 64},
+                                                       {"nextn_predict_layers", 1}}) {
+      qwen35.AddU32("qwen35." + key, v);
+    }
+    qwen35.AddF32("qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+    const float a_values[2] = {-0.5f, -2.0f};
+    qwen35.AddTensor("token_embd.weight", GgmlType::kF32, {32, 8}, f32(256));
+    qwen35.AddTensor("output_norm.weight", GgmlType::kF32, {32}, f32(32));
+    qwen35.AddTensor("blk.0.attn_norm.weight", GgmlType::kF32, {32}, f32(32));
+    qwen35.AddTensor("blk.0.post_attention_norm.weight", GgmlType::kF32, {32}, f32(32));
+    qwen35.AddTensor("blk.0.attn_qkv.weight", GgmlType::kF32, {32, 80}, f32(2560));
+    qwen35.AddTensor("blk.0.attn_gate.weight", GgmlType::kF32, {32, 64}, f32(2048));
+    qwen35.AddTensor("blk.0.ssm_beta.weight", GgmlType::kF32, {32, 2}, f32(64));
+    qwen35.AddTensor("blk.0.ssm_alpha.weight", GgmlType::kF32, {32, 2}, f32(64));
+    qwen35.AddTensor("blk.0.ssm_conv1d.weight", GgmlType::kF32, {4, 80}, f32(320));
+    qwen35.AddTensor("blk.0.ssm_dt.bias", GgmlType::kF32, {2}, f32(2));
+    qwen35.AddTensor("blk.0.ssm_a", GgmlType::kF32, {2}, tt::F32Bytes(a_values));
+    qwen35.AddTensor("blk.0.ssm_norm.weight", GgmlType::kF32, {32}, f32(32));
+    qwen35.AddTensor("blk.0.ssm_out.weight", GgmlType::kQ8_0, {64, 32}, std::string(64 * 34, 1));
+    qwen35.AddTensor("blk.0.ffn_gate.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    qwen35.AddTensor("blk.0.ffn_up.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    qwen35.AddTensor("blk.0.ffn_down.weight", GgmlType::kF32, {32, 32}, f32(1024));
+    qwen35.AddTensor("blk.1.nextn.eh_proj.weight", GgmlType::kF32, {64, 32}, f32(2048));
+    Write(g + "/tiny_qwen35", qwen35.Build());
   }
 
   // NPU artifacts.

@@ -243,7 +243,9 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    if (std::isnan(d)) return INFINITY;  // std::max would keep m: a NaN must not compare equal
+    m = std::max(m, d);
   }
   return m;
 }

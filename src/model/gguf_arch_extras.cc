@@ -1,4 +1,4 @@
-#include "model/gguf_arch_extras.h"
+#include "model/gguf_arch.h"
 
 #include <array>
 #include <cmath>
@@ -37,8 +37,8 @@ constexpr std::array<GgufNamePair, 3> kGemma3LayerNames = {{
     {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
 }};
 
-Status Gemma3Config(const GgufFile& gguf, const std::string& p, json* config) {
-  json& c = *config;
+Status Gemma3Config(const GgufFile& gguf, const std::string& p, json& config) {
+  json& c = config;
   const auto layers = c["num_hidden_layers"].get<uint32_t>();
   const auto hidden = c["hidden_size"].get<uint32_t>();
   const auto heads = c["num_attention_heads"].get<uint32_t>();
@@ -127,8 +127,8 @@ Expected<std::vector<double>> RopeFactors(const GgufFile& gguf, std::string_view
   return out;
 }
 
-Status MiniCpmConfig(const GgufFile& gguf, const std::string& p, json* config) {
-  json& c = *config;
+Status MiniCpmConfig(const GgufFile& gguf, const std::string& p, json& config) {
+  json& c = config;
   const auto layers = c["num_hidden_layers"].get<uint32_t>();
   const auto hidden = c["hidden_size"].get<uint32_t>();
   // The converter writes the muP scales as llama.cpp applies them: embeddings times
@@ -199,7 +199,7 @@ Status MiniCpmConfig(const GgufFile& gguf, const std::string& p, json* config) {
 
 }  // namespace
 
-const GgufArchExtras kGemma3GgufExtras = {
+const GgufArchHooks kGemma3GgufHooks = {
     .add_config = Gemma3Config,
     .layer_names = kGemma3LayerNames,
     .metadata_tensors = {},
@@ -208,7 +208,7 @@ const GgufArchExtras kGemma3GgufExtras = {
     .reads_rope_scaling = false,
 };
 
-const GgufArchExtras kMiniCpmGgufExtras = {
+const GgufArchHooks kMiniCpmGgufHooks = {
     .add_config = MiniCpmConfig,
     .layer_names = {},
     .metadata_tensors = kMiniCpmRopeFactorTensors,
@@ -217,8 +217,8 @@ const GgufArchExtras kMiniCpmGgufExtras = {
     .reads_rope_scaling = true,
 };
 
-std::string_view GgufLayerNameOverride(const GgufArchExtras& extras, std::string_view gguf_suffix) {
-  for (const GgufNamePair& names : extras.layer_names) {
+std::string_view GgufLayerNameOverride(const GgufArchHooks& hooks, std::string_view gguf_suffix) {
+  for (const GgufNamePair& names : hooks.layer_names) {
     if (names.first == gguf_suffix) return names.second;
   }
   return {};

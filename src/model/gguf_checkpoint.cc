@@ -9,7 +9,7 @@
 
 #include "format/gguf_quants.h"
 #include "format/json_util.h"
-#include "model/gguf_arch_extras.h"
+#include "model/gguf_arch.h"
 #include "model/tensor_convert.h"
 
 namespace tessera {
@@ -18,19 +18,20 @@ namespace {
 using nlohmann::json;
 
 struct ArchitectureInfo {
-  const char* gguf_name;                   // general.architecture
-  const char* model_type;                  // config.json model_type
-  const char* hf_class;                    // config.json architectures[0]
-  bool permuted_qk;                        // llama.cpp's converter interleaves q/k rows per head
-  const GgufArchExtras* extras = nullptr;  // what else the converter does (gguf_arch_extras.h)
+  const char* gguf_name;                 // general.architecture
+  const char* model_type;                // config.json model_type
+  const char* hf_class;                  // config.json architectures[0]
+  bool permuted_qk;                      // llama.cpp's converter interleaves q/k rows per head
+  const GgufArchHooks* hooks = nullptr;  // what else the converter does (gguf_arch.h)
 };
-constexpr std::array<ArchitectureInfo, 5> kArchitectures = {{
+constexpr ArchitectureInfo kArchitectures[] = {
     {"llama", "llama", "LlamaForCausalLM", true},
     {"qwen2", "qwen2", "Qwen2ForCausalLM", false},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", false},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", false, &kGemma3GgufExtras},
-    {"minicpm", "minicpm", "MiniCPMForCausalLM", true, &kMiniCpmGgufExtras},
-}};
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", false, &kGemma3GgufHooks},
+    {"minicpm", "minicpm", "MiniCPMForCausalLM", true, &kMiniCpmGgufHooks},
+    {"qwen35", "qwen3_5_text", "Qwen3_5ForCausalLM", false, &kQwen35GgufHooks},
+};
 
 // Per-layer GGUF suffix -> Hugging Face suffix (after "blk.N." / "model.layers.N.").
 constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kLayerNames = {{
@@ -70,10 +71,10 @@ std::string SupportedArchitectures() {
 }
 
 // What the checkpoint keeps alive: the mapped file and the tensors rewritten to undo the
-// converter (re-ordered q/k rows, un-shifted norms).
+// converter (re-ordered q/k rows, un-shifted norms, an architecture's hooks' output).
 struct GgufCheckpointData {
   GgufFile file;
-  std::vector<std::vector<uint8_t>> rewritten;
+  GgufOwnedBytes rewritten;
 };
 
 // The tensor as F32 values minus `shift` (undoing the converter's norm shift).
@@ -129,8 +130,8 @@ std::string HfTensorName(std::string_view gguf_name, std::string_view architectu
   }
   if (index.size() > 1 && index[0] == '0') return "";
   const std::string_view suffix = gguf_name.substr(dot + 1);
-  if (arch != nullptr && arch->extras != nullptr) {
-    const std::string_view hf = GgufLayerNameOverride(*arch->extras, suffix);
+  if (arch != nullptr && arch->hooks != nullptr) {
+    const std::string_view hf = GgufLayerNameOverride(*arch->hooks, suffix);
     if (!hf.empty()) return "model.layers." + std::string(index) + "." + std::string(hf);
   }
   for (size_t i = 0; i < kLayerNames.size() - kGlobalNames; ++i) {
@@ -183,8 +184,8 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
     }
     config["head_dim"] = key_length;
   }
-  const GgufArchExtras* extras = arch->extras;
-  if (gguf.Has(p + "rope.scaling.type") && !(extras && extras->reads_rope_scaling)) {
+  const GgufArchHooks* hooks = arch->hooks;
+  if (gguf.Has(p + "rope.scaling.type") && !(hooks && hooks->reads_rope_scaling)) {
     TS_ASSIGN_OR_RETURN(std::string_view scaling, gguf.GetString(p + "rope.scaling.type"));
     if (scaling == "linear") {
       // Positions divided by the factor (Gemma 3 4B and larger, on their global layers).
@@ -209,7 +210,7 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   if (gguf.Has(p + "rope.freq_base")) {
     TS_ASSIGN_OR_RETURN(rope_theta, gguf.GetF32(p + "rope.freq_base"));
   }
-  if (gguf.Has(p + "rope.dimension_count")) {
+  if (!(hooks && hooks->reads_rope_dimensions) && gguf.Has(p + "rope.dimension_count")) {
     TS_ASSIGN_OR_RETURN(uint32_t rope_dims, gguf.GetU32(p + "rope.dimension_count"));
     const uint32_t head_dim = config.contains("head_dim") ? config["head_dim"].get<uint32_t>()
                                                           : (heads ? hidden / heads : 0);
@@ -238,7 +239,6 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   if (std::string(arch_name) != "qwen2") {
     config["attention_bias"] = gguf.FindTensor("blk.0.attn_q.bias") != nullptr;
   }
-  if (extras != nullptr) TS_RETURN_IF_ERROR(extras->add_config(gguf, p, &config));
   if (gguf.Has("tokenizer.ggml.bos_token_id")) {
     TS_ASSIGN_OR_RETURN(uint32_t bos, gguf.GetU32("tokenizer.ggml.bos_token_id"));
     config["bos_token_id"] = bos;
@@ -246,6 +246,9 @@ Expected<std::string> GgufConfigJson(const GgufFile& gguf) {
   if (gguf.Has("tokenizer.ggml.eos_token_id")) {
     TS_ASSIGN_OR_RETURN(uint32_t eos, gguf.GetU32("tokenizer.ggml.eos_token_id"));
     config["eos_token_id"] = eos;
+  }
+  if (hooks != nullptr && hooks->add_config != nullptr) {
+    TS_RETURN_IF_ERROR(hooks->add_config(gguf, p, config));
   }
   return config.dump();
 }
@@ -262,15 +265,18 @@ Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string
 
   std::vector<TensorInfo> tensors;
   tensors.reserve(gguf.tensors().size());
-  const GgufArchExtras* extras = arch->extras;
+  const GgufArchHooks* hooks = arch->hooks;
   for (const GgufTensor& t : gguf.tensors()) {
-    if (extras != nullptr &&
-        std::find(extras->metadata_tensors.begin(), extras->metadata_tensors.end(), t.name) !=
-            extras->metadata_tensors.end()) {
+    if (hooks != nullptr &&
+        std::find(hooks->metadata_tensors.begin(), hooks->metadata_tensors.end(), t.name) !=
+            hooks->metadata_tensors.end()) {
       continue;  // read into the config (e.g. MiniCPM's LongRoPE factors)
     }
     TensorInfo info;
-    info.name = HfTensorName(t.name, arch->gguf_name);
+    const std::string tensor_name = hooks != nullptr && hooks->tensor_name != nullptr
+                                        ? hooks->tensor_name(t.name, *config)
+                                        : std::string();
+    info.name = tensor_name.empty() ? HfTensorName(t.name, arch->gguf_name) : tensor_name;
     if (info.name.empty()) {
       return Unsupported(path + ": tensor " + QuoteForMessage(t.name) +
                          " has no counterpart tessera knows for " + arch->gguf_name);
@@ -303,20 +309,24 @@ Expected<std::shared_ptr<const Checkpoint>> OpenGgufCheckpoint(const std::string
     const bool is_q = t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias");
     const bool is_k = t.name.ends_with(".attn_k.weight") || t.name.ends_with(".attn_k.bias");
     const bool bias_in_hf_order =
-        t.name.ends_with(".bias") && extras != nullptr && extras->qk_biases_in_hf_order;
+        t.name.ends_with(".bias") && hooks != nullptr && hooks->qk_biases_in_hf_order;
     if (arch->permuted_qk && (is_q || is_k) && !bias_in_hf_order) {
       const uint64_t heads = static_cast<uint64_t>(is_q ? config->num_heads : config->num_kv_heads);
       TS_ASSIGN_OR_RETURN(std::vector<uint8_t> rows, UnpermuteRows(t, heads, path));
       data->rewritten.push_back(std::move(rows));
       info.data = std::span<const uint8_t>(data->rewritten.back());
     }
-    if (extras != nullptr && extras->norm_shift != 0.0f && t.name.ends_with("norm.weight")) {
-      auto unshifted = UnshiftedF32(info, extras->norm_shift);
+    if (hooks != nullptr && hooks->norm_shift != 0.0f && t.name.ends_with("norm.weight")) {
+      auto unshifted = UnshiftedF32(info, hooks->norm_shift);
       if (!unshifted) return unshifted.status().WithContext(path);
       data->rewritten.push_back(std::move(*unshifted));
       info.data = std::span<const uint8_t>(data->rewritten.back());
       info.dtype = DType::kF32;
       info.ggml_type = GgmlType::kF32;
+    }
+    if (hooks != nullptr && hooks->restore_tensor != nullptr) {
+      const Status restored = hooks->restore_tensor(t, *config, info, data->rewritten);
+      if (!restored.ok()) return restored.WithContext(path);
     }
     tensors.push_back(std::move(info));
   }

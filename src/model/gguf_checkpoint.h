@@ -4,13 +4,14 @@
 // tensors stay in the mapped file; block-quantized ones are converted to fp32 tensor by tensor
 // (or row range by row range) when a backend widens them (tensor_convert.h), never all at once.
 // Only what llama.cpp's converter transformed is copied to undo it: the attn_q/attn_k rows of
-// llama and minicpm, which it interleaves per head (still in the file's type), and gemma3's
-// norm weights, to which it added 1 (F32 copies, 1 subtracted back).
+// llama and minicpm, which it interleaves per head (still in the file's type), gemma3's norm
+// weights, to which it added 1 (F32 copies, 1 subtracted back), and qwen35's (1 + w) norms,
+// A_log and regrouped value heads.
 //
 //   TS_ASSIGN_OR_RETURN(auto ckpt, OpenGgufCheckpoint("/models/qwen3-0.6b-q8_0.gguf"));
 //
-// Architectures: llama, qwen2, qwen3, gemma3, minicpm (others refused by name; the per-family
-// metadata and transforms are in gguf_arch_extras.h). Weight types: those
+// Architectures: llama, qwen2, qwen3, gemma3, minicpm, qwen35 (others refused by name; the
+// per-family metadata and transforms are in gguf_arch.h). Weight types: those
 // gguf_quants.h converts (others refused by name, with the tensor).
 #pragma once
 

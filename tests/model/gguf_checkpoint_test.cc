@@ -35,28 +35,6 @@ std::vector<float> Permute(const std::vector<float>& w, int64_t rows, int64_t he
   return test::PermuteLlamaRows(w, rows, heads);
 }
 
-// Q8_0 as ggml's reference quantizer makes it: d = amax / 127 stored as f16, q = round(x / d).
-// Returns the blocks and, in *dequantized, the values they stand for (d as stored * q).
-std::string QuantizeQ8_0(const std::vector<float>& x, std::vector<float>* dequantized) {
-  std::string out;
-  dequantized->resize(x.size());
-  for (size_t b = 0; b < x.size() / 32; ++b) {
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    const uint16_t d16 = FloatToF16(d);
-    out.push_back(static_cast<char>(d16 & 0xff));
-    out.push_back(static_cast<char>(d16 >> 8));
-    for (int j = 0; j < 32; ++j) {
-      const int q = static_cast<int>(std::round(x[32 * b + j] * id));
-      out.push_back(static_cast<char>(static_cast<int8_t>(q)));
-      (*dequantized)[32 * b + j] = F16ToFloat(d16) * static_cast<float>(q);
-    }
-  }
-  return out;
-}
-
 SyntheticModelSpec Spec(ModelFamily family) {
   SyntheticModelSpec s;
   s.family = family;
@@ -110,14 +88,15 @@ void WriteGguf(const std::string& dir, const SyntheticModelSpec& s, bool q8_0,
     std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
     std::string bytes;
     if (q8_0 && t.shape.size() == 2 && t.shape[1] % 32 == 0) {
-      bytes = QuantizeQ8_0(v, &stored);  // row-wise blocks, before any permutation
+      bytes = test::QuantizeQ8_0(v, &stored);  // row-wise blocks, before any permutation
       v = stored;
     }
     if (s.family == ModelFamily::kLlama && (is_q || is_k)) {
       v = Permute(v, t.shape[0], is_q ? s.heads : s.kv_heads);
       if (!bytes.empty()) {
         std::vector<float> unused;
-        bytes = QuantizeQ8_0(Permute(stored, t.shape[0], is_q ? s.heads : s.kv_heads), &unused);
+        bytes =
+            test::QuantizeQ8_0(Permute(stored, t.shape[0], is_q ? s.heads : s.kv_heads), &unused);
       }
     }
     if (bytes.empty()) {

@@ -1,6 +1,6 @@
-// Writes a checkpoint folder (e.g. make_test_model's --qwen model) as an F32 GGUF file with
-// its tokenizer as tokenizer.ggml.* metadata, as llama.cpp's converter would
-// (tests/support/hf_to_gguf.h), for the GGUF end-to-end test.
+// Writes a checkpoint folder (llama, qwen2, qwen3 or qwen3_5; e.g. make_test_model's --qwen
+// model) as an F32 GGUF file with its tokenizer as tokenizer.ggml.* metadata, as llama.cpp's
+// converter would (tests/support/hf_to_gguf.h), for the GGUF end-to-end test.
 //
 //   make_gguf_model CHECKPOINT_DIR OUT.gguf PRE [--no-chat-template]
 // PRE: the tokenizer.ggml.pre name ("qwen2"); --no-chat-template leaves tokenizer.chat_template

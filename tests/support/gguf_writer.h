@@ -9,6 +9,8 @@
 //   WriteFile(path, w.Build());
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "format/ggml_type.h"
 #include "format/gguf.h"
 
@@ -31,6 +34,28 @@ inline void AppendGgufString(std::string* out, std::string_view s) {
 inline std::string F32Bytes(std::span<const float> values) {
   std::string out(values.size() * 4, '\0');
   if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+// Q8_0 as ggml's reference quantizer makes it: d = amax / 127 stored as f16, q = round(x / d).
+// Returns the blocks and, in *dequantized, the values they stand for (d as stored * q).
+inline std::string QuantizeQ8_0(const std::vector<float>& x, std::vector<float>* dequantized) {
+  std::string out;
+  dequantized->resize(x.size());
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t d16 = FloatToF16(d);
+    out.push_back(static_cast<char>(d16 & 0xff));
+    out.push_back(static_cast<char>(d16 >> 8));
+    for (int j = 0; j < 32; ++j) {
+      const int q = static_cast<int>(std::round(x[32 * b + j] * id));
+      out.push_back(static_cast<char>(static_cast<int8_t>(q)));
+      (*dequantized)[32 * b + j] = F16ToFloat(d16) * static_cast<float>(q);
+    }
+  }
   return out;
 }
 

@@ -1,9 +1,10 @@
-// A Hugging Face checkpoint folder (llama, qwen2, qwen3, gemma3, minicpm; any float dtype)
-// written as an F32 GGUF file the way llama.cpp's convert_hf_to_gguf.py writes one: the
+// A Hugging Face checkpoint folder (llama, qwen2, qwen3, gemma3, minicpm, qwen3_5; any float
+// dtype) written as an F32 GGUF file the way llama.cpp's convert_hf_to_gguf.py writes one: the
 // architecture's metadata keys, tensors renamed with their dims reversed, and the converter's
 // transforms: llama's and minicpm's q/k rows interleaved per head (minicpm: weights only),
 // gemma3's norm weights + 1 and embedding rows past a byte-level tokenizer dropped, minicpm's
-// muP scales as embedding/residual/logit_scale and its LongRoPE factors as tensors. The
+// muP scales as embedding/residual/logit_scale and its LongRoPE factors as tensors, Qwen3.5's
+// tensors as its converter writes them (support/hf_to_gguf_qwen35.h). The
 // tokenizer as tokenizer.ggml.* keys: byte-level BPE (every vocabulary id's token, the
 // "[PAD<id>]" UNUSED fillers up to the model's vocabulary, added special tokens as CONTROL and
 // the others USER_DEFINED, the merges, the special ids from tokenizer_config.json and
@@ -27,6 +28,7 @@
 #include "format/safetensors.h"
 #include "model/checkpoint.h"
 #include "support/gguf_writer.h"
+#include "support/hf_to_gguf_qwen35.h"
 #include "support/hf_tokenizer_to_gguf.h"
 #include "tokenizer/gguf_tokenizer.h"
 
@@ -244,19 +246,28 @@ inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& p
   auto config = ParseModelConfig(*config_text);
   if (!config) return config.status();
   const ModelConfig& c = *config;
-  if (c.tensor_prefix != "model.") return Unsupported("a multimodal checkpoint's text model");
+  const bool qwen35 = c.family == ModelFamily::kQwen3_5;
+  // Qwen3.5's text model sits under model.language_model. (the converter drops that part).
+  if (!qwen35 && c.tensor_prefix != "model.") {
+    return Unsupported("a multimodal checkpoint's text model");
+  }
   const nlohmann::json raw = nlohmann::json::parse(*config_text);
   const bool own_keys = c.family == ModelFamily::kGemma3 || c.family == ModelFamily::kMiniCpm;
-  const std::string arch(ModelFamilyName(c.family));
+  const std::string arch = qwen35 ? "qwen35" : std::string(ModelFamilyName(c.family));
+  const int64_t mtp_layers = qwen35 ? Qwen35MtpLayers(*config_text) : 0;
   GgufWriter w;
   w.AddString("general.architecture", arch);
-  w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers));
+  w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers + mtp_layers));
   w.AddU32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
   w.AddU32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
   w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
   w.AddU32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
   w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
-  if (!own_keys) {
+  if (qwen35) {
+    w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+    TS_RETURN_IF_ERROR(AddQwen35GgufKeys(c, mtp_layers, &w));
+  } else if (!own_keys) {
     w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
     w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
@@ -304,10 +315,24 @@ inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& p
         for (float& x : v) x += 1.0f;
       }
     }
-    const std::string gguf_name = GgufTensorNameOf(name, c.family);
-    if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
-    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(shape.rbegin(), shape.rend()),
-                F32Bytes(v));
+    std::vector<ConvertedTensor> converted;
+    if (qwen35) {
+      // The converter's filter_tensors drops "language_model."; then its modify_tensors.
+      std::string hf = name;
+      if (const size_t at = hf.find("language_model."); at != std::string::npos) hf.erase(at, 15);
+      auto out = Qwen35ConvertTensor(hf, c, mtp_layers, std::move(v), shape);
+      if (!out) return out.status();
+      converted = std::move(*out);
+    } else {
+      converted.push_back({name, std::move(v), shape});
+    }
+    for (const ConvertedTensor& ct : converted) {
+      std::string gguf_name = qwen35 ? Qwen35GgufTensorNameOf(ct.hf_name) : "";
+      if (gguf_name.empty()) gguf_name = GgufTensorNameOf(ct.hf_name, c.family);
+      if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
+      w.AddTensor(gguf_name, GgmlType::kF32,
+                  std::vector<uint64_t>(ct.shape.rbegin(), ct.shape.rend()), F32Bytes(ct.values));
+    }
   }
   *out_writer = std::move(w);
   return Status::Ok();
