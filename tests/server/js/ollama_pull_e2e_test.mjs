@@ -6,7 +6,7 @@
 // /api/tags and answering a chat; a pull with stream: false (already current: one success);
 // a name the hub lacks (an error line mid-stream, a 404 whole); an Ollama registry name (400); a second pull of a name being
 // pulled (409); a client that leaves mid-download stops the download (the hub sees its
-// connection closed) and frees the name, and the next pull resumes and succeeds.
+// connection closed), streamed or not, and frees the name; the next pull resumes and succeeds.
 //   node ollama_pull_e2e_test.mjs TESSERA E2E_WORK_DIR STORIES_MODEL   (E2E_WORK_DIR: tiny/)
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -27,7 +27,8 @@ for (const name of fs.readdirSync(`${work}/tiny`)) files[name] = fs.readFileSync
 const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const gitBlobId = (b) => crypto.createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
 const weights = 'model.safetensors';
-const hub = { stalled: 0, closedStalls: 0, repos: new Set(['test-org/tiny', 'test-org/stall']) };
+const hub = { stalled: new Set(), closedStalls: 0,
+              repos: new Set(['test-org/tiny', 'test-org/stall', 'test-org/stall-whole']) };
 const hubServer = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://hub');
   let m = url.pathname.match(/^\/api\/models\/([^/]+\/[^/]+)\/revision\/([^/]+)$/);
@@ -42,8 +43,8 @@ const hubServer = http.createServer((req, res) => {
   m = url.pathname.match(/^\/([^/]+\/[^/]+)\/resolve\/([0-9a-f]{40})\/(.+)$/);
   const body = m && hub.repos.has(m[1]) && m[2] === commit ? files[decodeURIComponent(m[3])] : undefined;
   if (!body) { res.writeHead(404); return res.end(); }
-  if (m[1] === 'test-org/stall' && m[3] === weights && hub.stalled === 0) {
-    hub.stalled++;
+  if (m[1].startsWith('test-org/stall') && m[3] === weights && !hub.stalled.has(m[1])) {
+    hub.stalled.add(m[1]);
     res.writeHead(200, { 'Content-Length': body.length });
     res.write(body.subarray(0, body.length >> 1));
     res.on('close', () => { hub.closedStalls++; });
@@ -152,6 +153,21 @@ try {
     assert.equal(last?.status, 'success', String(last?.error ?? JSON.stringify(last)));
     const { models: listed } = await ollama.list();
     assert.ok(listed.some((m) => m.name === 'test-org/stall'));
+  });
+
+  await check('a client that leaves a pull with stream: false stops it too', async () => {
+    const leaving = new AbortController();
+    const answer = fetch(`${base}/api/pull`, { method: 'POST', signal: leaving.signal,
+      body: JSON.stringify({ model: 'test-org/stall-whole', stream: false }) }).catch(() => 'aborted');
+    const until = deadline(10);
+    while (!hub.stalled.has('test-org/stall-whole') && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(hub.stalled.has('test-org/stall-whole'), 'the download did not start');
+    leaving.abort();
+    assert.equal(await answer, 'aborted');
+    while (hub.closedStalls < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(hub.closedStalls, 2, 'the download went on after the client left');
   });
 } finally {
   child.kill('SIGTERM');
