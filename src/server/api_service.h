@@ -78,8 +78,15 @@ class ApiService final : public HttpHandler {
   int rate_limit() const { return rate_limiter_.limit(); }
   AdmissionQueue& admission() { return admission_; }
   void StartDraining() { draining_ = true; }
-  // Joins the job threads (after the front end stopped and the worker was stopped).
-  void Stop() { jobs_.Stop(); }
+  bool draining() const { return draining_; }
+  // Joins the job threads and ends the endpoints' own work (Endpoint::stop), after the front
+  // end stopped and the worker was stopped.
+  void Stop() {
+    jobs_.Stop();
+    for (const Endpoint& e : endpoints_) {
+      if (e.stop) e.stop();
+    }
+  }
 
   std::optional<HttpResponse> Screen(HttpRequest& head) override;
   // SIGHUP: reads the --api-keys file again; a file that fails to load or check leaves the keys

@@ -27,12 +27,14 @@ std::string HowToName() {
 }
 
 // The pulls running in this server: at most one per model name, kMaxConcurrentPulls in all,
-// each on a thread of its own pool. Destroyed with the endpoint table (first of the service's
-// members), it stops the pulls and joins their threads.
+// each on a thread of its own pool. ApiService::Stop (the row's stop) ends them, before the
+// front end that carries their answers is destroyed.
 class PullRegistry {
  public:
   PullRegistry() : threads_(kMaxConcurrentPulls) {}
-  ~PullRegistry() {
+  ~PullRegistry() { Stop(); }
+  // Stops every pull (each notices within a second) and joins their threads.
+  void Stop() {
     stopping_ = true;
     threads_.Stop();
   }
@@ -110,7 +112,10 @@ void RunPull(ApiService& s, ApiCall& call, const ModelRef& spec, const std::stri
     open = ex.StreamWrite(Line(line));
   });
   PullOptions options = PullOptionsFromEnvironment();
-  options.cancelled = [&] { return registry.stopping() || !open || ex.client_gone(); };
+  // A draining server (SIGTERM) stops its pulls at once: the next pull resumes them.
+  options.cancelled = [&] {
+    return registry.stopping() || s.draining() || !open || ex.client_gone();
+  };
   options.listed = [&](const RemoteRevision& revision) { progress.Listed(revision); };
   options.progress = [&](const ProgressEvent& event) { progress.File(event); };
   options.installing = [&] { progress.Installing(); };
@@ -287,6 +292,7 @@ std::vector<Endpoint> OllamaPullEndpoints() {
       pulls->Leave(spec.store_name);
     });
   };
+  e.stop = [registry] { registry->Stop(); };
   return {std::move(e)};
 }
 
