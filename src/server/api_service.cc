@@ -280,6 +280,7 @@ bool ApiService::AddServedModel(const worker::ModelEntry& model) {
   served_.push_back(model);
   model_names_.push_back(model.name);
   model_kinds_.push_back(model.kind);
+  metrics_->AddModel(model.name);
   return true;
 }
 

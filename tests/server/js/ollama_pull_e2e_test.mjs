@@ -104,7 +104,7 @@ try {
     }
   });
 
-  await check('the pulled model is listed by /api/tags and answers a chat', async () => {
+  await check('the pulled model is listed by /api/tags and /v1/models, answers a chat, has its /metrics', async () => {
     const { models: listed } = await ollama.list();
     assert.ok(listed.some((m) => m.name === 'test-org/tiny' && m.details.format === 'safetensors'),
               JSON.stringify(listed.map((m) => m.name)));
@@ -113,6 +113,10 @@ try {
     assert.equal(r.done, true);
     assert.equal(r.model, 'test-org/tiny');
     assert.ok(r.eval_count >= 1);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    assert.match(metrics, /tessera_prompt_tokens_total\{model="test-org\/tiny"\} [1-9]/);
+    const { data } = await (await fetch(`${base}/v1/models`)).json();
+    assert.ok(data.some((m) => m.id === 'test-org/tiny' && m.x_tessera_kind === 'chat'));
   });
 
   await check('stream: false answers one {"status":"success"} (already current)', async () => {
