@@ -3,7 +3,7 @@
 // this test (HF_ENDPOINT; never the internet) that publishes the tiny test model. Checked: the
 // streamed progress in Ollama's shape and order (pulling manifest, per-file lines with digest,
 // total and completed, verifying sha256 digest, writing manifest, success); the pulled model in
-// /api/tags and answering a chat; a pull with stream: false (already current: one success);
+// /api/tags and answering a chat; a catalog name (served under it); a pull with stream: false (already current: one success);
 // a name the hub lacks (an error line mid-stream, a 404 whole); an Ollama registry name (400); a second pull of a name being
 // pulled (409); a client that leaves mid-download stops the download (the hub sees its
 // connection closed), streamed or not, and frees the name; the next pull resumes and succeeds.
@@ -28,7 +28,8 @@ const sha256 = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const gitBlobId = (b) => crypto.createHash('sha1').update(`blob ${b.length}\0`).update(b).digest('hex');
 const weights = 'model.safetensors';
 const hub = { stalled: new Set(), closedStalls: 0,
-              repos: new Set(['test-org/tiny', 'test-org/stall', 'test-org/stall-whole']) };
+              repos: new Set(['test-org/tiny', 'test-org/stall', 'test-org/stall-whole',
+                              'HuggingFaceTB/SmolLM2-135M-Instruct']) };
 const hubServer = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://hub');
   let m = url.pathname.match(/^\/api\/models\/([^/]+\/[^/]+)\/revision\/([^/]+)$/);
@@ -122,6 +123,14 @@ try {
   await check('stream: false answers one {"status":"success"} (already current)', async () => {
     const r = await ollama.pull({ model: 'test-org/tiny:latest', stream: false });
     assert.equal(r.status, 'success', JSON.stringify(r));
+  });
+
+  await check('a catalog name pulls its repository and is served under the catalog name', async () => {
+    const r = await ollama.pull({ model: 'smollm2-135m-instruct', stream: false });
+    assert.equal(r.status, 'success', JSON.stringify(r));
+    const { models: listed } = await ollama.list();
+    assert.ok(listed.some((m) => m.name === 'smollm2-135m-instruct'), JSON.stringify(listed.map((m) => m.name)));
+    assert.ok(fs.existsSync(`${models}/smollm2-135m-instruct/tessera-lock.json`));
   });
 
   await check('a name the hub does not have: an error line streamed, a 404 whole', async () => {
