@@ -3,10 +3,11 @@
 // this test (HF_ENDPOINT; never the internet) that publishes the tiny test model. Checked: the
 // streamed progress in Ollama's shape and order (pulling manifest, per-file lines with digest,
 // total and completed, verifying sha256 digest, writing manifest, success); the pulled model in
-// /api/tags and answering a chat; a catalog name (served under it); a pull with stream: false (already current: one success);
-// a name the hub lacks (an error line mid-stream, a 404 whole); an Ollama registry name (400); a second pull of a name being
-// pulled (409); a client that leaves mid-download stops the download (the hub sees its
-// connection closed), streamed or not, and frees the name; the next pull resumes and succeeds.
+// /api/tags, /v1/models and /metrics, answering a chat; a catalog name (served under it); a pull
+// with stream: false (already current: one success); a name the hub lacks (an error line
+// mid-stream, a 404 whole); an Ollama registry name (400); a second pull of a name being pulled
+// (409); a client that leaves mid-download stops the download (the hub sees its connection
+// closed), streamed or not, and frees the name; the next pull resumes and succeeds.
 //   node ollama_pull_e2e_test.mjs TESSERA E2E_WORK_DIR STORIES_MODEL   (E2E_WORK_DIR: tiny/)
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
