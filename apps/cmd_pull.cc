@@ -71,7 +71,7 @@ int RunPullCommand(int argc, char** argv) {
   options.stall_timeout_seconds = static_cast<int>(args.GetInt("timeout"));
   ProgressRenderer shown = ProgressRenderer::ForStderr();  // a bar on a terminal, else lines
   options.progress = shown.Callback();
-  options.cancel = &g_pull_interrupted;
+  options.cancelled = [] { return g_pull_interrupted.load(); };
   options.log = [&shown](const std::string& line) { shown.Note(line); };
   struct sigaction action {};
   action.sa_handler = OnInterrupt;

@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
       {"job_detokenize", tw::Encode(detok_job)},
       {"job_systemone", tw::Encode(systemone_job)},
       {"cancel", tw::Encode(tw::CancelRequest{7})},
+      {"add_model",
+       tw::Encode(tw::AddModelMessage{"org/m", "/models/m", tessera::ModelKind::kChat})},
       {"ready", tw::Encode(tw::ReadyMessage{"qwen"})},
       {"started", tw::Encode(started)},
       {"delta", tw::Encode(delta)},

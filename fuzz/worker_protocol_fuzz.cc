@@ -43,6 +43,8 @@ void DecodePayload(std::string_view payload) {
       return DecodeAs<ts::JobRequest>(payload);
     case ts::MessageType::kCancel:
       return DecodeAs<ts::CancelRequest>(payload);
+    case ts::MessageType::kAddModel:
+      return DecodeAs<ts::AddModelMessage>(payload);
     case ts::MessageType::kReady:
       return DecodeAs<ts::ReadyMessage>(payload);
     case ts::MessageType::kStarted:

@@ -44,6 +44,10 @@ bool IsSha256Hex(const std::string& text) {
   return true;
 }
 
+bool IsCancelled(const PullOptions& options) {
+  return options.cancelled && options.cancelled();
+}
+
 void Log(const PullOptions& options, const std::string& line) {
   if (options.log) options.log(line);
 }
@@ -163,7 +167,7 @@ struct MetadataWatch {
 
 int MetadataProgress(void* user, curl_off_t, curl_off_t now_bytes, curl_off_t, curl_off_t) {
   auto* w = static_cast<MetadataWatch*>(user);
-  if (w->options->cancel != nullptr && w->options->cancel->load()) return 1;
+  if (IsCancelled(*w->options)) return 1;
   auto now = Clock::now();
   if (now_bytes != w->last_bytes) {
     w->last_bytes = now_bytes;
@@ -257,7 +261,7 @@ void ReportDownload(const Download& d, bool finished) {
 
 int DownloadProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* d = static_cast<Download*>(user);
-  if (d->options->cancel != nullptr && d->options->cancel->load()) return 1;
+  if (IsCancelled(*d->options)) return 1;
   auto now = Clock::now();
   if (d->written != d->written_at_last_check) {
     d->written_at_last_check = d->written;
@@ -573,6 +577,7 @@ Expected<PullResult> PullModel(const ModelRef& spec, const std::string& models_d
       PullLock::Acquire(models_dir + "/.pull-" + spec.store_name + ".lock", spec.store_name));
 
   TS_ASSIGN_OR_RETURN(RemoteRevision revision, FetchRevision(spec, options));
+  if (options.listed) options.listed(revision);
   PullResult result;
   result.commit = revision.commit;
   result.dir = models_dir + "/" + spec.store_name;
@@ -603,7 +608,7 @@ Expected<PullResult> PullModel(const ModelRef& spec, const std::string& models_d
       options.endpoint + "/" + spec.repo + "/resolve/" + revision.commit + "/";
   LockFile lock{spec.repo, spec.revision, revision.commit, {}};
   for (const auto& file : revision.files) {
-    if (options.cancel != nullptr && options.cancel->load()) {
+    if (IsCancelled(options)) {
       return Cancelled("interrupted; the installed copy is untouched and the next pull resumes");
     }
     const std::string dest = staging + "/" + file.name;
@@ -639,6 +644,7 @@ Expected<PullResult> PullModel(const ModelRef& spec, const std::string& models_d
     for (const auto& f : lock.files) listed |= f.path == name;
     if (!listed) fs::remove_all(entry.path(), ec);
   }
+  if (options.installing) options.installing();
   TS_RETURN_IF_ERROR(WriteLockFile(staging, lock));
   TS_RETURN_IF_ERROR(SwapDirectoryIntoPlace(staging, result.dir));
   return result;

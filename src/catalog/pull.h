@@ -13,7 +13,6 @@
 // Every LFS file must match its sha256; other files their size and Git blob id when given.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -27,15 +26,24 @@
 
 namespace tessera {
 
+struct RemoteRevision;  // below
+
 struct PullOptions {
   std::string endpoint = "https://huggingface.co";
   std::string token;               // sent as "Authorization: Bearer" when set
   int stall_timeout_seconds = 30;  // no byte for this long ends the download (also connect)
   int max_attempts = 3;            // per file, for dropped connections (resumed with Range)
   bool force = false;              // download and verify everything again
-  const std::atomic<bool>* cancel = nullptr;    // set (e.g. by SIGINT) to stop cleanly
+  // Asked at least once a second while the pull runs (also while a download stalls): true
+  // stops it cleanly (SIGINT; a server's client that left). May be empty.
+  std::function<bool()> cancelled;
   std::function<void(const std::string&)> log;  // notes (resuming, verified); may be empty
   ProgressCallback progress;  // bytes of each file as it downloads (phase: the file's name)
+  // Once the hub's file list is read, before anything is fetched: the files the pull needs.
+  std::function<void(const RemoteRevision&)> listed;
+  // Once every file is downloaded and verified, before the lock file is written and the copy
+  // swapped in (not called when the installed copy is already current).
+  std::function<void()> installing;
 };
 
 // Defaults, with HF_ENDPOINT and HF_TOKEN applied.

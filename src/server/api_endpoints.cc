@@ -81,6 +81,7 @@ std::variant<std::string, ApiError> ApiService::ModelFor(const Endpoint& e,
   }
   const ModelKind want = e.model_kinds.front();
   if (name.empty()) {
+    std::lock_guard<std::mutex> lock(models_mu_);
     for (ModelKind kind : e.model_kinds) {
       for (size_t i = 0; i < model_names_.size(); ++i) {
         if (model_kinds_[i] == kind) return model_names_[i];

@@ -107,10 +107,15 @@ void ApiService::TokenJob(std::shared_ptr<Call> call, bool tokenize) {
   const std::optional<uint64_t> ticket = EnterQueue(*call);
   if (!ticket) return;
   jobs_.Post([this, call, ticket = *ticket, tokenize] {
+    std::string first_model;
+    {
+      std::lock_guard<std::mutex> lock(models_mu_);
+      first_model = model_names_.front();
+    }
     auto parsed =
         ParseBody<worker::JobRequest>(call->request.body, [&](const nlohmann::ordered_json& doc) {
-          return tokenize ? ParseTokenizeRequest(doc, model_names_.front())
-                          : ParseDetokenizeRequest(doc, model_names_.front());
+          return tokenize ? ParseTokenizeRequest(doc, first_model)
+                          : ParseDetokenizeRequest(doc, first_model);
         });
     auto* request = std::get_if<worker::JobRequest>(&parsed);
     if (request && !KnownModel(request->model)) parsed = ModelNotFound(request->model);

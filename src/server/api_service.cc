@@ -119,6 +119,7 @@ ApiService::ApiService(const ServeOptions& options)
                         : options.rate_limit_per_minute),
       // Every admitted job (running or queued) has its thread; Enter() bounds how many.
       jobs_(options.max_active + options.max_queued) {
+  served_ = options.models;
   for (const worker::ModelEntry& m : options.models) {
     model_names_.push_back(m.name);
     model_kinds_.push_back(m.kind);
@@ -266,7 +267,25 @@ std::vector<HttpHeader> ApiService::CorsHeaders(const HttpRequest& head) const {
   return {{"Access-Control-Allow-Origin", std::string(origin)}, {"Vary", "Origin"}};
 }
 
+std::vector<worker::ModelEntry> ApiService::served_models() const {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  return served_;
+}
+
+bool ApiService::AddServedModel(const worker::ModelEntry& model) {
+  if (KnownModel(model.name)) return false;
+  supervisor_.AddModel({model.name, model.dir, model.kind});
+  std::lock_guard<std::mutex> lock(models_mu_);
+  // Two pulls of one name never run together (ollama_pull.cc), so nothing added it meanwhile.
+  served_.push_back(model);
+  model_names_.push_back(model.name);
+  model_kinds_.push_back(model.kind);
+  metrics_->AddModel(model.name);
+  return true;
+}
+
 bool ApiService::KnownModel(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(models_mu_);
   return std::find(model_names_.begin(), model_names_.end(), name) != model_names_.end();
 }
 
@@ -450,6 +469,7 @@ void ApiService::Metrics(Call& call) {
 
 void ApiService::ModelsList(Call& call) {
   // x_tessera_kind lets a client (the web page) offer each endpoint the models it takes.
+  std::lock_guard<std::mutex> lock(models_mu_);
   json body = ModelsListBody(model_names_, created_);
   for (size_t i = 0; i < model_kinds_.size(); ++i)
     body["data"][i]["x_tessera_kind"] = std::string(ModelKindName(model_kinds_[i]));

@@ -78,8 +78,15 @@ class ApiService final : public HttpHandler {
   int rate_limit() const { return rate_limiter_.limit(); }
   AdmissionQueue& admission() { return admission_; }
   void StartDraining() { draining_ = true; }
-  // Joins the job threads (after the front end stopped and the worker was stopped).
-  void Stop() { jobs_.Stop(); }
+  bool draining() const { return draining_; }
+  // Joins the job threads and ends the endpoints' own work (Endpoint::stop), after the front
+  // end stopped and the worker was stopped.
+  void Stop() {
+    jobs_.Stop();
+    for (const Endpoint& e : endpoints_) {
+      if (e.stop) e.stop();
+    }
+  }
 
   std::optional<HttpResponse> Screen(HttpRequest& head) override;
   // SIGHUP: reads the --api-keys file again; a file that fails to load or check leaves the keys
@@ -132,12 +139,14 @@ class ApiService final : public HttpHandler {
                                                           const std::string& id, double queue_ms)>;
   void Task(std::shared_ptr<ApiCall> call, const Endpoint& endpoint, TaskParser parse,
             TaskAnswer answer);
-  // The served models as --model gave them (name, checkpoint folder, kind), in order.
-  const std::vector<worker::ModelEntry>& served_models() const { return options_.models; }
-  // The served models, in --model order, and their kinds (parallel).
-  const std::vector<std::string>& model_names() const { return model_names_; }
-  const std::vector<ModelKind>& model_kinds() const { return model_kinds_; }
+  // The served models as --model gave them (name, checkpoint folder, kind), in order, then
+  // those added since (AddServedModel).
+  std::vector<worker::ModelEntry> served_models() const;
   std::optional<ModelKind> KindOf(const std::string& name) const;
+  // Serves `model` from now on (a model pulled while the server runs: /api/pull): the worker
+  // is told first, so a request naming it once this returns finds it there. A name already
+  // served is left as it is (false).
+  bool AddServedModel(const worker::ModelEntry& model);
   int64_t started_unix() const { return created_; }
 
  private:
@@ -210,6 +219,10 @@ class ApiService final : public HttpHandler {
   RateLimiter rate_limiter_;
   ApiKeyring api_keys_;
   bool auth_required_ = false;  // a key (TESSERA_API_KEY, saved, or --api-keys) is set
+  // The served models (--model's, then AddServedModel's) and their names and kinds, parallel;
+  // requests read them on every thread while a pull may add one.
+  mutable std::mutex models_mu_;
+  std::vector<worker::ModelEntry> served_;
   std::vector<std::string> model_names_;
   std::unique_ptr<ServerMetrics> metrics_;  // /metrics; fed by Completed()
   std::vector<ModelKind> model_kinds_;      // parallel to model_names_

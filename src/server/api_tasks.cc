@@ -14,6 +14,7 @@ namespace tessera::server {
 using namespace api_internal;  // NOLINT: this service's own helpers
 
 std::optional<ModelKind> ApiService::KindOf(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(models_mu_);
   for (size_t i = 0; i < model_names_.size(); ++i) {
     if (model_names_[i] == name) return model_kinds_[i];
   }

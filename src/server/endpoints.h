@@ -58,6 +58,10 @@ struct Endpoint {
   std::string id_prefix;                     // of the answers' ids ("rerank-")
   ApiDialect dialect = ApiDialect::kOpenAI;  // the shape of its errors, screening's included
   EndpointHandler handler;
+  // Called by ApiService::Stop, once the front end has stopped and before it is destroyed: a
+  // row whose handler runs work on threads of its own (/api/pull) ends it here, as nothing may
+  // answer through an exchange after that. May be empty.
+  std::function<void()> stop{};
 };
 
 // Whether `path` is one `e` answers; `label` (may be null) gets the /metrics label.

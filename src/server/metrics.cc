@@ -61,8 +61,8 @@ std::string ServerMetrics::ModelLabel(const std::string& model) const {
 
 void ServerMetrics::Observe(const std::string& route, int status, const std::string& key,
                             const AccessRecord& record, double total_ms) {
-  const std::string model = ModelLabel(record.model);
   std::lock_guard lock(mu_);
+  const std::string model = ModelLabel(record.model);
   ++requests_[{route, status, key}];
   latency_[route].Add(total_ms / 1000.0);
   if (model.empty()) return;

@@ -43,6 +43,11 @@ class ServerMetrics {
   // authenticated with (empty: none), which only the operator's key files name; `model` labels
   // are kept only for served models.
   explicit ServerMetrics(std::vector<std::string> models) : models_(std::move(models)) {}
+  // A model served from now on (pulled while the server runs: /api/pull).
+  void AddModel(const std::string& model) {
+    std::lock_guard lock(mu_);
+    models_.push_back(model);
+  }
   void Observe(const std::string& route, int status, const std::string& key,
                const AccessRecord& record, double total_ms);
   std::string Render(const MetricsGauges& gauges) const;
@@ -54,10 +59,10 @@ class ServerMetrics {
     double sum = 0;
     void Add(double seconds);
   };
-  std::string ModelLabel(const std::string& model) const;
+  std::string ModelLabel(const std::string& model) const;  // under mu_
 
-  const std::vector<std::string> models_;
   mutable std::mutex mu_;
+  std::vector<std::string> models_;  // the served models (AddModel may add one)
   std::map<std::tuple<std::string, int, std::string>, uint64_t> requests_;  // (route, status, key)
   std::map<std::string, uint64_t> prompt_tokens_, completion_tokens_;       // by model
   std::map<std::string, Histogram> latency_;                                // by route

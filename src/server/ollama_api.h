@@ -2,7 +2,8 @@
 // parsed into the same GenerationRequest as /v1/chat/completions (generation_wire.h) and
 // answered as NDJSON lines (or one object with stream: false), /api/embed and /api/embeddings
 // through the task path, /api/tags, /api/show, /api/ps and /api/version from what the server
-// knows of its models (ollama_models.cc), and 501 for the store-changing calls. Errors take
+// knows of its models (ollama_models.cc), /api/pull through tessera's own pull (ollama_pull.h),
+// and 501 for the other store-changing calls. Errors take
 // Ollama's shape, {"error": "..."} (ApiDialect::kOllama). Every field of Ollama's requests is
 // either mapped or refused by name; docs/server.md ("Ollama API") lists which.
 //

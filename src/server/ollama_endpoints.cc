@@ -1,13 +1,15 @@
 // The /api/* rows of the endpoint table (ollama_api.h): every row answers errors in Ollama's
 // shape. Generation and embeddings go through ApiService's shared paths; the model listings
-// are answered on the spot from the checkpoint folders; the calls that would change a model
-// store answer 501 with what to run instead.
+// are answered on the spot from the checkpoint folders; /api/pull runs tessera's pull
+// (ollama_pull.h); the other calls that would change a model store answer 501 with what to run
+// instead.
 #include <nlohmann/json.hpp>
 
 #include "server/api_service.h"
 #include "server/api_service_internal.h"
 #include "server/json_fields.h"
 #include "server/ollama_api.h"
+#include "server/ollama_pull.h"
 
 #ifndef TESSERA_VERSION
 #error "TESSERA_VERSION must be defined (src/server/CMakeLists.txt)"
@@ -34,8 +36,7 @@ ModelKindLookup KindsOf(const ApiService& s) {
 }
 
 // A served model by the name in `model` (or the older `name`), or the error to answer.
-std::variant<const worker::ModelEntry*, ApiError> ShownModel(const ApiService& s,
-                                                             const ojson& body) {
+std::variant<worker::ModelEntry, ApiError> ShownModel(const ApiService& s, const ojson& body) {
   static constexpr std::string_view kShowFields[] = {"model",  "name",     "verbose",
                                                      "system", "template", "options"};
   if (auto e = RefuseUnknownOllamaFields(body, kShowFields, "/api/show")) return *e;
@@ -57,8 +58,8 @@ std::variant<const worker::ModelEntry*, ApiError> ShownModel(const ApiService& s
   }
   if (name.empty()) return InvalidField("model", "model must name a served model");
   name = OllamaServedName(name, KindsOf(s));
-  for (const worker::ModelEntry& m : s.served_models()) {
-    if (m.name == name) return &m;
+  for (worker::ModelEntry& m : s.served_models()) {
+    if (m.name == name) return std::move(m);
   }
   return ModelNotFound(name);
 }
@@ -97,16 +98,16 @@ std::vector<Endpoint> OllamaEndpoints() {
                        }
                        s.SendJson(*call, 200, {{"models", std::move(models)}});
                      }));
-  rows.push_back(Row("/api/show", EndpointMethod::kPost,
-                     [](ApiService& s, std::shared_ptr<ApiCall> call, const Endpoint&) {
-                       auto body = ParseJsonBody(call->request.body);
-                       if (auto* e = std::get_if<ApiError>(&body)) return s.SendError(*call, *e);
-                       auto model = ShownModel(s, std::get<ojson>(body));
-                       if (auto* e = std::get_if<ApiError>(&model)) return s.SendError(*call, *e);
-                       s.SendJson(*call, 200,
-                                  OllamaShowBody(DescribeServedModel(
-                                      *std::get<const worker::ModelEntry*>(model))));
-                     }));
+  rows.push_back(
+      Row("/api/show", EndpointMethod::kPost,
+          [](ApiService& s, std::shared_ptr<ApiCall> call, const Endpoint&) {
+            auto body = ParseJsonBody(call->request.body);
+            if (auto* e = std::get_if<ApiError>(&body)) return s.SendError(*call, *e);
+            auto model = ShownModel(s, std::get<ojson>(body));
+            if (auto* e = std::get_if<ApiError>(&model)) return s.SendError(*call, *e);
+            s.SendJson(*call, 200,
+                       OllamaShowBody(DescribeServedModel(std::get<worker::ModelEntry>(model))));
+          }));
   for (const bool chat : {true, false}) {
     rows.push_back(Row(chat ? "/api/chat" : "/api/generate", EndpointMethod::kPost,
                        [chat](ApiService& s, std::shared_ptr<ApiCall> call, const Endpoint&) {
@@ -137,12 +138,9 @@ std::vector<Endpoint> OllamaEndpoints() {
     e.id_prefix = "embd-";
     rows.push_back(std::move(e));
   }
-  // The calls that change a model store: tessera's store is changed by its CLI, and a server
-  // serves the models it was started with.
+  // The other calls that change a model store: tessera's store is changed by its CLI.
+  for (Endpoint& e : OllamaPullEndpoints()) rows.push_back(std::move(e));
   const std::pair<const char*, const char*> not_implemented[] = {
-      {"/api/pull",
-       "/api/pull is not implemented: run `tessera pull NAME` on the server's machine, then "
-       "restart `tessera serve` to serve it"},
       {"/api/create", "/api/create is not implemented: tessera serves checkpoints as they are"},
       {"/api/push", "/api/push is not implemented: tessera does not publish models"},
       {"/api/copy",

@@ -121,6 +121,24 @@ void WorkerSupervisor::Cancel(uint64_t job_id) {
   (void)worker::WriteFrame(fd, worker::Encode(worker::CancelRequest{job_id}));
 }
 
+void WorkerSupervisor::AddModel(const worker::AddModelMessage& model) {
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    added_models_.push_back(model);
+    // No worker yet: the one being started is told by Monitor when its arguments lack it.
+    if (fd_ < 0) return;
+    fd = fd_;
+  }
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ != fd) return;  // that worker died; its successor's arguments name the model
+  }
+  // A failed write means the worker is dying; the next one is started with the model.
+  (void)worker::WriteFrame(fd, worker::Encode(model));
+}
+
 void WorkerSupervisor::Release(uint64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   routes_.Release(job_id);
@@ -165,6 +183,14 @@ bool WorkerSupervisor::Spawn(int* fd, pid_t* pid) {
   // process may only make async-signal-safe calls.
   std::vector<std::string> args = {options_.executable, "worker", "--fd", "3"};
   args.insert(args.end(), options_.worker_args.begin(), options_.worker_args.end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const worker::AddModelMessage& m : added_models_) {
+      args.insert(args.end(), {"--model", m.name + "=" + m.dir, "--kind",
+                               m.name + "=" + std::string(ModelKindName(m.kind))});
+    }
+    spawned_with_ = added_models_.size();
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -239,12 +265,21 @@ void WorkerSupervisor::Monitor() {
                    std::strerror(errno));
       continue;
     }
+    std::vector<worker::AddModelMessage> missed;  // added while it was being started
     {
       std::lock_guard<std::mutex> lock(mu_);
       fd_ = fd;
       pid_ = pid;
       if (!first) ++restarts_;
       if (stopping_) ::kill(pid, SIGKILL);
+      missed.assign(added_models_.begin() + static_cast<std::ptrdiff_t>(spawned_with_),
+                    added_models_.end());
+    }
+    if (!missed.empty()) {
+      std::lock_guard<std::mutex> write_lock(write_mu_);
+      for (const worker::AddModelMessage& m : missed) {
+        (void)worker::WriteFrame(fd, worker::Encode(m));
+      }
     }
     while (true) {
       auto frame = worker::ReadFrame(fd);

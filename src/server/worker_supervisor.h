@@ -76,6 +76,10 @@ class WorkerSupervisor {
   // Asks the worker to stop the job (once; later calls do nothing) and starts its hang clock.
   void Cancel(uint64_t job_id);
   void Release(uint64_t job_id);
+  // Serves `model` from now on: the running worker is told (AddModelMessage) and every worker
+  // started later gets it on its command line (--model NAME=DIR --kind NAME=KIND). A job for
+  // it submitted after this returns reaches a worker that knows it.
+  void AddModel(const worker::AddModelMessage& model);
 
  private:
   void Monitor();
@@ -99,6 +103,8 @@ class WorkerSupervisor {
   int restarts_ = 0;
   int hang_kills_ = 0;
   std::optional<uint64_t> hung_job_;  // the job the watchdog killed the current worker over
+  std::vector<worker::AddModelMessage> added_models_;  // AddModel, in order
+  size_t spawned_with_ = 0;  // of added_models_, how many the current worker's arguments had
   JobRoutes routes_;
 };
 

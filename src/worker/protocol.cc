@@ -379,6 +379,13 @@ void Describe(Io& io, M& m) requires Is<M, CancelRequest> {
 }
 
 template <typename Io, typename M>
+void Describe(Io& io, M& m) requires Is<M, AddModelMessage> {
+  io(m.name);
+  io(m.dir);
+  io.Enum(m.kind, ModelKind::kChat, ModelKind::kCompletion);
+}
+
+template <typename Io, typename M>
 void Describe(Io& io, M& m) requires Is<M, ReadyMessage> {
   io(m.model);
 }
@@ -491,6 +498,7 @@ Expected<MessageType> PeekMessageType(std::string_view payload) {
   switch (static_cast<MessageType>(t)) {
     case MessageType::kJobRequest:
     case MessageType::kCancel:
+    case MessageType::kAddModel:
     case MessageType::kReady:
     case MessageType::kStarted:
     case MessageType::kDelta:
@@ -526,6 +534,7 @@ Expected<M> Decode(std::string_view payload) {
   template Expected<M> Decode<M>(std::string_view payload);
 TESSERA_WORKER_MESSAGE(JobRequest)
 TESSERA_WORKER_MESSAGE(CancelRequest)
+TESSERA_WORKER_MESSAGE(AddModelMessage)
 TESSERA_WORKER_MESSAGE(ReadyMessage)
 TESSERA_WORKER_MESSAGE(StartedMessage)
 TESSERA_WORKER_MESSAGE(DeltaMessage)

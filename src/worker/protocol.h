@@ -29,6 +29,7 @@
 
 #include "base/status.h"
 #include "engine/cache_scope.h"
+#include "format/model_kind.h"
 #include "sampling/sampling_params.h"
 
 namespace tessera::worker {
@@ -38,6 +39,7 @@ inline constexpr uint32_t kMaxFrameBytes = 16u << 20;  // larger than any valid 
 enum class MessageType : uint8_t {
   kJobRequest = 1,   // server -> worker
   kCancel = 2,       // server -> worker
+  kAddModel = 3,     // server -> worker: a model the server now serves (pulled while running)
   kReady = 10,       // worker -> server: models loaded and warmed, jobs accepted
   kStarted = 11,     // the prompt is tokenized and fits; sampling resolved
   kDelta = 12,       // generated text (maybe empty while a stop string is pending) + logprobs
@@ -198,6 +200,15 @@ struct JobRequest {
 struct CancelRequest {
   static constexpr MessageType kType = MessageType::kCancel;
   uint64_t job_id = 0;
+};
+
+// A model served from now on, as the worker's --model/--kind give one (ModelEntry): the server
+// pulled it while running. Loaded on demand like the others; a name already known is ignored.
+struct AddModelMessage {
+  static constexpr MessageType kType = MessageType::kAddModel;
+  std::string name;
+  std::string dir;
+  ModelKind kind = ModelKind::kChat;
 };
 
 struct ReadyMessage {

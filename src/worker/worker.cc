@@ -152,6 +152,16 @@ class Worker {
       if (cancel) CancelJob(cancel->job_id);
       return true;
     }
+    if (*type == MessageType::kAddModel) {
+      auto added = Decode<AddModelMessage>(frame);
+      if (!added) return false;
+      if (FindEntry(added->name) == nullptr) {
+        added_models_.push_back({added->name, added->dir, added->kind});
+        std::fprintf(stderr, "tessera worker: serving model '%s' from %s\n", added->name.c_str(),
+                     added->dir.c_str());
+      }
+      return true;
+    }
     if (*type != MessageType::kJobRequest) return true;
     auto job = Decode<JobRequest>(frame);
     if (!job) {
@@ -192,10 +202,7 @@ class Worker {
         return m.get();
       }
     }
-    const ModelEntry* entry = nullptr;
-    for (const ModelEntry& e : options_.models) {
-      if (e.name == name) entry = &e;
-    }
+    const ModelEntry* entry = FindEntry(name);
     if (entry == nullptr) return NotFound("the model '" + name + "' is not served here");
     while (!resident_.empty() && static_cast<int>(resident_.size()) >= options_.max_loaded_models) {
       auto lru = resident_.end();
@@ -250,6 +257,17 @@ class Worker {
             *load_ms);
     resident_.push_back(std::move(m));
     return resident_.back().get();
+  }
+
+  // The model served as `name`: given at start, or added since (AddModelMessage).
+  const ModelEntry* FindEntry(const std::string& name) const {
+    for (const ModelEntry& e : options_.models) {
+      if (e.name == name) return &e;
+    }
+    for (const ModelEntry& e : added_models_) {
+      if (e.name == name) return &e;
+    }
+    return nullptr;
   }
 
   // One model-load line on stderr: "tessera worker: model 'x' TEXT", or with --log-format
@@ -442,6 +460,7 @@ class Worker {
 
   int fd_;
   const WorkerOptions& options_;
+  std::deque<ModelEntry> added_models_;  // AddModelMessage; a deque keeps entries in place
   std::vector<std::unique_ptr<ResidentModel>> resident_;
   std::vector<ModelLoad> loads_;  // StepModels' scratch, one per resident model
   std::map<uint64_t, RunningJob> jobs_;

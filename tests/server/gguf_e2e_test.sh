@@ -5,8 +5,9 @@
 # greedy and seeded; the same file as the model blob of an Ollama store built here as Ollama
 # lays it out (manifest, config, template/system/params layers) is listed by `tessera list`,
 # run by `tessera generate NAME` and `tessera chat`, and served by `tessera serve --model NAME`
-# (/v1/chat/completions, and without --model among the installed models); in LM Studio's folder it runs by publisher/repo; a blob with one byte
-# changed is refused with one line.
+# (/v1/chat/completions, and without --model among the installed models); in LM Studio's
+# folder it runs by publisher/repo, and `tessera serve` lists it (/v1/models, /api/tags) and
+# answers a chat by that name; a blob with one byte changed is refused with one line.
 #   gguf_e2e_test.sh TESSERA MAKE_GGUF_MODEL WORK QWEN_TEST_MODEL_DIR
 set -u
 TESSERA=$1 MAKE_GGUF=$2 WORK=$3 QWEN=$4
@@ -78,14 +79,35 @@ grep -q "verifying" "$WORK/ollama_greedy.err" && pass "the blob's sha256 is veri
 check "the params layer's num_predict is the default length" 6 \
   "$(json_get "$WORK/ollama_default.json" "d.generated_ids.length")"
 
-# LM Studio's folder: publisher/repo names its one GGUF file, run in place.
+# LM Studio's folder as LM Studio writes it (<root>/<publisher>/<repo>/<file>.gguf, a real
+# file): publisher/repo names its one GGUF file, run in place.
 mkdir -p "$HOME/.lmstudio/models/tester/qwen-tiny-GGUF"
-ln -s "$GGUF" "$HOME/.lmstudio/models/tester/qwen-tiny-GGUF/qwen-tiny-F32.gguf"
+cp "$GGUF" "$HOME/.lmstudio/models/tester/qwen-tiny-GGUF/qwen-tiny-F32.gguf"
 "$TESSERA" generate --model tester/qwen-tiny-GGUF --prompt "Once upon a time, there was a little robot" \
   --max-tokens 16 --dtype f32 --context 256 --temperature 0 --json > "$WORK/lms_greedy.json" 2> "$WORK/lms_greedy.err" ||
   fail "generate tester/qwen-tiny-GGUF: $(tail -1 "$WORK/lms_greedy.err")"
 check "greedy ids through LM Studio's folder equal the file's" \
   "$(ids "$WORK/gguf_greedy.json")" "$(ids "$WORK/lms_greedy.json")"
+# serve without --model serves LM Studio's model under the name `tessera list` gives it
+# (publisher/repo/file.gguf): listed by /v1/models and /api/tags, and a chat by that name
+# answers.
+LMS_NAME=tester/qwen-tiny-GGUF/qwen-tiny-F32.gguf
+start_server lmstudio --no-auth --context 256
+if wait_ready 60; then
+  curl -s -o "$WORK/lms_models.json" "$BASE/v1/models"
+  check "/v1/models lists $LMS_NAME" true \
+    "$(json_get "$WORK/lms_models.json" "d.data.some(m => m.id === '$LMS_NAME')")"
+  curl -s -o "$WORK/lms_tags.json" "$BASE/api/tags"
+  check "/api/tags lists $LMS_NAME as a gguf model" true \
+    "$(json_get "$WORK/lms_tags.json" "d.models.some(m => m.name === '$LMS_NAME' && m.details.format === 'gguf')")"
+  code=$(curl -s -o "$WORK/lms_chat.json" -w '%{http_code}' "$BASE/v1/chat/completions" \
+    -H 'Content-Type: application/json' \
+    -d '{"model":"'"$LMS_NAME"'","messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"temperature":0}')
+  check "POST /v1/chat/completions on $LMS_NAME" 200 "$code"
+  check "the chat is answered by $LMS_NAME" true \
+    "$(json_get "$WORK/lms_chat.json" "d.model === '$LMS_NAME' && d.usage.completion_tokens >= 1 && d.choices[0].message.role === 'assistant'")"
+fi
+stop_server
 rm -rf "$HOME/.lmstudio"
 
 # chat: the Jinja tokenizer.chat_template renders, the system layer is the default system.

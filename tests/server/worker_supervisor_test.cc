@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "server/worker_supervisor.h"
@@ -167,8 +170,9 @@ TEST(JobRoutes, AServerStopConcernsEveryJobAlike) {
 }
 
 // A stand-in worker: announces Ready on fd 3, then sleeps, reading nothing (a hung step).
-std::string WriteHungWorker() {
-  const std::string path = ::testing::TempDir() + "/hung_worker_" + std::to_string(::getpid());
+// A stand-in worker: a shell script that says Ready on fd 3, then runs `rest`.
+std::string WriteStandInWorker(const std::string& name, const std::string& rest) {
+  const std::string path = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
   const std::string ready = worker::Encode(worker::ReadyMessage{"m"});
   std::string octal;  // printf's escapes: the frame's bytes through the shell unharmed
   const uint32_t n = static_cast<uint32_t>(ready.size());
@@ -179,9 +183,18 @@ std::string WriteHungWorker() {
     std::snprintf(buf, sizeof buf, "\\%03o", c);
     octal += buf;
   }
-  std::ofstream(path) << "#!/bin/sh\nprintf '" << octal << "' >&3\nexec sleep 600\n";
+  std::ofstream(path) << "#!/bin/sh\nprintf '" << octal << "' >&3\n" << rest << "\n";
   ::chmod(path.c_str(), 0755);
   return path;
+}
+
+std::string WriteHungWorker() {
+  return WriteStandInWorker("hung_worker", "exec sleep 600");
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 worker::JobRequest Job(uint64_t id) {
@@ -234,6 +247,45 @@ TEST(WorkerSupervisor, WithoutACancelNothingIsKilledAndAStopSaysSo) {
   EXPECT_TRUE(ev->worker_died);
   EXPECT_EQ(ev->loss, WorkerLoss::kServerStopping);
   ::unlink(script.c_str());
+}
+
+// A model added while serving reaches the running worker as an AddModelMessage frame, and
+// every worker started later has it on its command line.
+TEST(WorkerSupervisor, AnAddedModelReachesTheWorkerAndItsSuccessors) {
+  const std::string dir = ::testing::TempDir();
+  const std::string args_file = dir + "/added_args_" + std::to_string(::getpid());
+  const std::string frames_file = dir + "/added_frames_" + std::to_string(::getpid());
+  ::unlink(args_file.c_str());
+  ::unlink(frames_file.c_str());
+  // Before Ready: its arguments, one line per start; after: every frame it is sent.
+  const std::string script = WriteStandInWorker(
+      "recording_worker", "echo \"$*\" >> " + args_file + "\nexec cat <&3 >> " + frames_file);
+  WorkerSupervisor sup({script, {"--model", "m=/d/m"}, std::chrono::milliseconds(50)});
+  sup.Start();
+  ASSERT_TRUE(sup.WaitReady(Clock::now() + seconds(30)));
+  const worker::AddModelMessage added{"pulled", "/d/pulled", ModelKind::kChat};
+  sup.AddModel(added);
+  const std::string frame = worker::Encode(added);
+  const auto deadline = Clock::now() + seconds(30);
+  while (ReadAll(frames_file).find(frame) == std::string::npos && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(ReadAll(frames_file).find(frame), std::string::npos);
+  // A worker started after it (this one dies) is given the model on its command line.
+  const pid_t first = sup.worker_pid();
+  ::kill(first, SIGKILL);
+  while ((sup.worker_pid() == first || !sup.ready()) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(sup.ready());
+  const std::string args = ReadAll(args_file);
+  const size_t second_start = args.find('\n') + 1;
+  EXPECT_EQ(args.substr(0, second_start).find("pulled"), std::string::npos) << args;
+  EXPECT_NE(args.find("--model m=/d/m --model pulled=/d/pulled --kind pulled=chat", second_start),
+            std::string::npos)
+      << args;
+  sup.Stop();
+  for (const std::string& f : {script, args_file, frames_file}) ::unlink(f.c_str());
 }
 
 }  // namespace

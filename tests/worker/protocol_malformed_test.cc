@@ -37,6 +37,7 @@ const std::vector<Codec>& Codecs() {
   static const std::vector<Codec> codecs = {
       {MessageType::kJobRequest, "JobRequest", Reencode<JobRequest>},
       {MessageType::kCancel, "Cancel", Reencode<CancelRequest>},
+      {MessageType::kAddModel, "AddModel", Reencode<AddModelMessage>},
       {MessageType::kReady, "Ready", Reencode<ReadyMessage>},
       {MessageType::kStarted, "Started", Reencode<StartedMessage>},
       {MessageType::kDelta, "Delta", Reencode<DeltaMessage>},
@@ -111,6 +112,8 @@ std::vector<Sample> Samples() {
                   {QuestionType::kNoul, "Angry?", {"yes", "no"}, {"", ""}}};
   out.push_back({MessageType::kJobRequest, Encode(JobRequest{9, "m", s1})});
   out.push_back({MessageType::kCancel, Encode(CancelRequest{42})});
+  out.push_back(
+      {MessageType::kAddModel, Encode(AddModelMessage{"org/m", "/models/m", ModelKind::kRerank})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{"stories"})});
   out.push_back({MessageType::kReady, Encode(ReadyMessage{""})});
   StartedMessage started;

@@ -224,6 +224,16 @@ TEST(WorkerProtocol, EventsRoundTrip) {
   EXPECT_EQ(Decode<TextMessage>(Encode(TextMessage{1, "x"}))->text, "x");
   EXPECT_EQ(Decode<ReadyMessage>(Encode(ReadyMessage{"m"}))->model, "m");
   EXPECT_EQ(Decode<CancelRequest>(Encode(CancelRequest{8}))->job_id, 8u);
+  auto added =
+      Decode<AddModelMessage>(Encode(AddModelMessage{"org/m", "/models/m", ModelKind::kEmbed}));
+  ASSERT_TRUE(added);
+  EXPECT_EQ(added->name, "org/m");
+  EXPECT_EQ(added->dir, "/models/m");
+  EXPECT_EQ(added->kind, ModelKind::kEmbed);
+  EXPECT_EQ(*PeekMessageType(Encode(*added)), MessageType::kAddModel);
+  std::string bad_kind = Encode(AddModelMessage{"m", "/d", ModelKind::kChat});
+  bad_kind.back() = static_cast<char>(99);  // the kind byte comes last
+  EXPECT_FALSE(Decode<AddModelMessage>(bad_kind));
 }
 
 // A bound the engine hits while running (the NPU queue full or timed out, the KV pool) is the

@@ -1,5 +1,6 @@
 // What the openai-client end-to-end tests share: starting `tessera serve` on a free loopback
 // port, waiting for /ready, and running named tests with a pass/fail summary.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 
 // Starts `tessera serve --port 0 ARGS...`; resolves with the child, its port once it listens
@@ -67,4 +68,15 @@ export function checker() {
       }
     },
   };
+}
+
+// The `ollama` client's call is refused with `status`, the error (Ollama's {"error": "..."})
+// naming each of `words`.
+export async function ollamaRefused(promise, status, ...words) {
+  await assert.rejects(promise, (e) => {
+    assert.equal(e.name, 'ResponseError', String(e));
+    assert.equal(e.status_code, status, e.error);
+    for (const w of words) assert.ok(e.error.includes(w), `${e.error} does not name ${w}`);
+    return true;
+  });
 }
