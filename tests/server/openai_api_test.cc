@@ -5,6 +5,7 @@
 
 #include "server/api_service_internal.h"
 #include "server/decision_format.h"
+#include "server/json_fields.h"
 
 namespace tessera::server {
 namespace {
@@ -118,6 +119,22 @@ TEST(OpenAiApi, BadFieldsNameTheField) {
     EXPECT_EQ(e.param, c.field) << e.message;
     EXPECT_NE(e.message.find(c.field), std::string::npos) << e.message;
   }
+}
+
+// One refusal of unknown fields for every API: the first non-null unknown member, named with
+// its path in the body; null members are absent.
+TEST(JsonFields, RefuseUnknownFieldsNamesTheMemberAndItsPath) {
+  const nlohmann::ordered_json part = {{"type", "text"}, {"cache", 1}, {"x", nullptr}};
+  EXPECT_FALSE(RefuseUnknownFields(part, {"type", "cache"}).has_value());
+  std::optional<ApiError> e = RefuseUnknownFields(part, {"type"}, "input[2]", "in this item");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "input[2].cache");
+  EXPECT_EQ(e->message, "input[2].cache is not supported in this item; remove it");
+  e = RefuseUnknownFields(part, {"type"});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "cache");
+  EXPECT_EQ(e->message, "cache is not supported by this server; remove it");
 }
 
 TEST(OpenAiApi, RefusesBothTokenLimits) {
