@@ -181,7 +181,8 @@ class ApiService final : public HttpHandler {
   void RunTokenJob(Call& call, worker::JobRequest request, uint64_t ticket);
   // The generic client of every job answered by one message (tokenizer and task endpoints):
   // admits `job`, waits for the worker's answer and returns its frame, or the error to send
-  // (a refusal names its field: the worker's "field: ..." message gives the param).
+  // (a refusal names its field as the client's API does: `input_field` is the request field
+  // the job's input was read from, TaskRequest::input_field).
   struct JobAnswer {
     worker::MessageType type = worker::MessageType::kDone;
     std::string frame;
@@ -189,7 +190,8 @@ class ApiService final : public HttpHandler {
   };
   std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, worker::JobRequest& job,
                                                 uint64_t ticket, std::vector<HttpHeader>* extra,
-                                                double* queue_ms);
+                                                double* queue_ms,
+                                                std::string_view input_field = {});
   void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint,
                const TaskAnswer& answer);
   std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,

@@ -52,9 +52,6 @@ class GenerationWire {
   virtual std::string id_prefix() const = 0;
   // The stream's Content-Type.
   virtual std::string stream_content_type() const { return "text/event-stream"; }
-  // The field a prompt longer than the context is blamed on; empty: the chat's "messages"
-  // (the completion's "prompt").
-  virtual std::string prompt_param() const { return ""; }
 
   // The whole answer of a job run without streaming. `stats` is tessera's stats object
   // (x_tessera_stats) for wires that carry it.

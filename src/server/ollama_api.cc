@@ -426,6 +426,7 @@ std::variant<ParsedGeneration, ApiError> ParseOllamaGenerate(const ojson& body,
     options = &completion.options;
   }
   if (auto e = ReadCommon(body, templated, &p.request, options)) return *e;
+  p.request.input_field = "prompt";  // a chat's messages, when templated
   if (auto e = ReadThink(body, templated, std::get_if<worker::ChatPayload>(&p.request.job.payload)))
     return *e;
   p.wire = MakeOllamaWire(/*chat=*/false);
@@ -481,6 +482,7 @@ std::variant<TaskRequest, ApiError> ParseOllamaEmbed(const ojson& body, bool leg
   if (auto* e = std::get_if<ApiError>(&parsed); e != nullptr && legacy && e->param == "input") {
     e->param = "prompt";
   }
+  if (auto* request = std::get_if<TaskRequest>(&parsed)) request->input_field = input_name;
   return parsed;
 }
 

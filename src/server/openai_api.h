@@ -51,6 +51,10 @@ struct GenerationRequest {
   worker::JobRequest job;  // its payload: a ChatPayload or a CompletionPayload
   bool stream = false;
   bool include_usage = false;
+  // The request field the job's input was read from, as the client's API spells it, when it is
+  // not the payload's own name (a chat's "messages", a completion's "prompt"): Responses'
+  // "input", Ollama's /api/generate "prompt". Errors about the input name it.
+  std::string input_field{};
   const worker::GenerationOptions& options() const;  // the payload's
 };
 

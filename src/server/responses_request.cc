@@ -574,6 +574,7 @@ std::variant<ParsedResponsesRequest, ApiError> ParseResponsesRequest(
   if (auto e = ReadTextFormat(body, &chat, &echo)) return *e;
   if (auto e = ReadResponsesTools(body, &chat, &echo)) return *e;
   out.request.job.payload = std::move(chat);
+  out.request.input_field = "input";
   return out;
 }
 

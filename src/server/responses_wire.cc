@@ -74,7 +74,6 @@ class ResponsesWire final : public GenerationWire {
       : context_(std::move(context)), store_(std::move(store)), tenant_(std::move(tenant)) {}
 
   std::string id_prefix() const override { return "resp_"; }
-  std::string prompt_param() const override { return "input"; }
 
   json Body(const ResponseMeta& meta, const JobOutcome& outcome, json stats) override {
     const ChoiceOutcome& choice = outcome.choices.front();

@@ -537,6 +537,7 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, cons
       break;
     case TaskEndpoint::kDecisions:
       e = ParseDecisions(body, &r);
+      r.input_field = "input";  // a System One payload's state
       break;
   }
   if (e) return *e;

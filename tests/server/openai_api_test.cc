@@ -400,20 +400,42 @@ TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
 
 // A worker refusal's param is the field it travels with, whatever its message says.
 TEST(OpenAiApi, JobErrorParamIsItsFieldNotItsMessage) {
+  const api_internal::InputFieldNames chat = api_internal::InputFieldOf(worker::ChatPayload{}, "");
   const ApiError refused = api_internal::FromJobError(
       worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "tools: bad: worse", 0,
                               "tools[0].function"},
-      true);
+      chat);
   EXPECT_EQ(refused.param, "tools[0].function");
   EXPECT_EQ(api_internal::FromJobError(
-                worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "n: no", 0}, true)
+                worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "n: no", 0}, chat)
                 .param,
             "");
   // The engine being busy (the NPU queue full or timed out) is 503 engine_busy.
   const ApiError busy = api_internal::FromJobError(
-      worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, false);
+      worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, chat);
   EXPECT_EQ(busy.status, 503);
   EXPECT_EQ(busy.code, "engine_busy");
+}
+
+// A refusal of the job's input names the request field the client sent it in: the payload's
+// own name unless the request was read from another (Responses' and the decisions API's input).
+TEST(OpenAiApi, JobErrorNamesTheInputAsTheClientsApiDoes) {
+  using api_internal::FromJobError;
+  using api_internal::InputFieldOf;
+  const worker::JobErrorMessage too_long{5, worker::JobErrorKind::kContextLength, "too long", 9};
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::ChatPayload{}, "")).param, "messages");
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::CompletionPayload{}, "")).param, "prompt");
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::ChatPayload{}, "input")).param, "input");
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::EmbedPayload{}, "prompt")).param, "prompt");
+  // System One's state, as the decisions API calls it; other fields keep their names.
+  const worker::JobErrorMessage state{5, worker::JobErrorKind::kContextLength, "state: long", 9,
+                                      "state"};
+  EXPECT_EQ(FromJobError(state, InputFieldOf(worker::SystemOnePayload{}, "")).param, "state");
+  EXPECT_EQ(FromJobError(state, InputFieldOf(worker::SystemOnePayload{}, "input")).param, "input");
+  const worker::JobErrorMessage questions{5, worker::JobErrorKind::kInvalidRequest, "none", 0,
+                                          "questions"};
+  EXPECT_EQ(FromJobError(questions, InputFieldOf(worker::SystemOnePayload{}, "input")).param,
+            "questions");
 }
 
 // Which response_formats are decisions (scored by the worker) and which are generated.
