@@ -329,7 +329,7 @@ void ApiService::RunGeneration(Call& call, ParsedGeneration parsed, uint64_t tic
     }
     if (step != Step::kFailed) break;
     if (!RunAgain(*job, request.job, &error))
-      return SendJobError(call, error, outcome, meta.queue_ms);
+      return SendJobError(call, wire, error, outcome, meta.queue_ms);
   }
   if (seed_kept && outcome.started) outcome.started->sampling.seed_was_generated = true;
   if (!request.stream) {
@@ -375,7 +375,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
   }
   if (step == Step::kFailed) {
     note_finish(error.code);
-    send(wire.StreamError(JobErrorBody(call.dialect, error, outcome, meta.queue_ms)));
+    send(
+        wire.StreamError(JobErrorBody(wire, call.dialect, error, outcome, meta.queue_ms), outcome));
     ex.EndStream();
     return;
   }

@@ -151,9 +151,10 @@ class ApiService final : public HttpHandler {
   nlohmann::json FullStats(const JobOutcome& outcome, double queue_ms) const;
   HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
                             double queue_wait_ms = 0) const;
-  void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome, double queue_ms);
-  nlohmann::json JobErrorBody(ApiDialect dialect, const ApiError& e, const JobOutcome& outcome,
-                              double queue_ms) const;
+  void SendJobError(Call& call, const GenerationWire& wire, const ApiError& e,
+                    const JobOutcome& outcome, double queue_ms);
+  nlohmann::json JobErrorBody(const GenerationWire& wire, ApiDialect dialect, const ApiError& e,
+                              const JobOutcome& outcome, double queue_ms) const;
   bool OriginAllowed(std::string_view origin) const;
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;

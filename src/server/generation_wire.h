@@ -65,8 +65,14 @@ class GenerationWire {
   virtual std::string StreamEnd(const ResponseMeta& meta, const JobOutcome& outcome,
                                 const nlohmann::json& stats) = 0;
   // A failure after the stream began; `body` is the error in this wire's dialect with the
-  // usage and stats so far.
-  virtual std::string StreamError(const nlohmann::json& body) { return SseData(body); }
+  // stats so far (and the usage, when errors_carry_usage), `outcome` what the worker reported.
+  virtual std::string StreamError(const nlohmann::json& body, const JobOutcome& outcome) {
+    (void)outcome;
+    return SseData(body);
+  }
+  // Whether an error once the worker had the job carries OpenAI's `usage` so far (chat and
+  // completions do; Anthropic's, Ollama's and the Responses API's error shapes have none).
+  virtual bool errors_carry_usage() const { return false; }
 };
 
 // What a request parser returns: the job and the wire that will answer it.

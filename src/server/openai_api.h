@@ -113,6 +113,7 @@ nlohmann::json UsageJson(const JobOutcome& outcome);
 nlohmann::json StatsJson(const JobOutcome& outcome, double queue_ms);
 nlohmann::json LogprobsContentJson(const std::vector<worker::TokenLogprobEntry>& entries);
 
+// The whole answers, without x_tessera_stats (the wire adds the full stats object).
 nlohmann::json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 nlohmann::json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 

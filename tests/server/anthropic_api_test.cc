@@ -476,7 +476,8 @@ TEST(AnthropicWire, ErrorsTakeAnthropicsShape) {
   const json body = ErrorBodyIn(ApiDialect::kAnthropic, e);
   EXPECT_EQ(body, json({{"type", "error"},
                         {"error", {{"type", "not_found_error"}, {"message", "no such model"}}}}));
-  const std::vector<Event> events = Events(MakeAnthropicWire()->StreamError(body));
+  const std::vector<Event> events = Events(MakeAnthropicWire()->StreamError(body, JobOutcome{}));
+  EXPECT_FALSE(MakeAnthropicWire()->errors_carry_usage());
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].name, "error");
   EXPECT_EQ(events[0].data["error"]["type"], "not_found_error");

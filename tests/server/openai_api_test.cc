@@ -5,6 +5,7 @@
 
 #include "server/api_service_internal.h"
 #include "server/decision_format.h"
+#include "server/generation_wire.h"
 #include "server/json_fields.h"
 
 namespace tessera::server {
@@ -415,6 +416,12 @@ TEST(OpenAiApi, JobErrorParamIsItsFieldNotItsMessage) {
       worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, chat);
   EXPECT_EQ(busy.status, 503);
   EXPECT_EQ(busy.code, "engine_busy");
+}
+
+// OpenAI's chat and completion errors carry the usage so far (the other APIs' shapes do not).
+TEST(OpenAiApi, ChatAndCompletionErrorsCarryUsage) {
+  EXPECT_TRUE(MakeOpenAIChatWire(false)->errors_carry_usage());
+  EXPECT_TRUE(MakeOpenAITextWire(true)->errors_carry_usage());
 }
 
 // A refusal of the job's input names the request field the client sent it in: the payload's

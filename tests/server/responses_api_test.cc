@@ -386,12 +386,16 @@ TEST(ResponsesWire, AFailureAfterTheStartIsAnErrorThenResponseFailed) {
   worker::DeltaMessage text;
   text.text = "x";
   sse += wire->StreamDelta(meta, text);
+  JobOutcome so_far;
+  so_far.started = worker::StartedMessage{};
+  so_far.started->prompt_tokens = 4;
+  so_far.completion_tokens_so_far = 1;
   sse += wire->StreamError({{"error",
                              {{"message", "the worker stopped"},
                               {"type", "server_error"},
                               {"param", nullptr},
-                              {"code", "worker_crashed"}}},
-                            {"usage", {{"prompt_tokens", 4}, {"completion_tokens", 1}}}});
+                              {"code", "worker_crashed"}}}},
+                           so_far);
   const std::vector<Frame> frames = Frames(sse);
   ASSERT_GE(frames.size(), 2u);
   const Frame& error = frames[frames.size() - 2];
@@ -403,7 +407,10 @@ TEST(ResponsesWire, AFailureAfterTheStartIsAnErrorThenResponseFailed) {
   EXPECT_EQ(failed.data["sequence_number"], frames.size() - 1);
   EXPECT_EQ(failed.data["response"]["status"], "failed");
   EXPECT_EQ(failed.data["response"]["error"]["code"], "server_error");
+  EXPECT_EQ(failed.data["response"]["usage"]["input_tokens"], 4);
   EXPECT_EQ(failed.data["response"]["usage"]["output_tokens"], 1);
+  EXPECT_FALSE(MakeResponsesWire(Context(true), std::make_shared<ResponseStore>(), "a")
+                   ->errors_carry_usage());
   EXPECT_EQ(failed.data["response"]["output"][0]["content"][0]["text"], "x");
 }
 
