@@ -76,6 +76,32 @@ inline std::vector<float> PermuteLlamaRows(const std::vector<float>& w, int64_t 
   return out;
 }
 
+// The architecture's metadata keys (general.architecture, ARCH.block_count, ...) of `c`.
+inline void AddGgufArchitecture(const ModelConfig& c, GgufWriter* w) {
+  const std::string arch(ModelFamilyName(c.family));
+  w->AddString("general.architecture", arch);
+  w->AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers));
+  w->AddU32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
+  w->AddU32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+  w->AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  w->AddU32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
+  w->AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
+  w->AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+  w->AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+  w->AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  w->AddF32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w->AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+}
+
+// The heads whose rows convert_hf_to_gguf.py interleaves in the tensor `hf_name` (llama's q
+// and k projections: PermuteLlamaRows), or 0 when it keeps the rows as they are.
+inline int64_t GgufPermutedHeads(const std::string& hf_name, const ModelConfig& c) {
+  if (c.family != ModelFamily::kLlama) return 0;
+  if (hf_name.find("q_proj") != std::string::npos) return c.num_heads;
+  if (hf_name.find("k_proj") != std::string::npos) return c.num_kv_heads;
+  return 0;
+}
+
 // The tokenizer keys of a byte-level BPE tokenizer.json (+ tokenizer_config.json) in `dir`.
 inline Status AddGgufTokenizer(const std::string& dir, const ModelConfig& config,
                                const std::string& pre, bool chat_template, GgufWriter* w) {
@@ -148,20 +174,8 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
   auto config = ParseModelConfig(*config_text);
   if (!config) return config.status();
   const ModelConfig& c = *config;
-  const std::string arch(ModelFamilyName(c.family));
   GgufWriter w;
-  w.AddString("general.architecture", arch);
-  w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers));
-  w.AddU32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
-  w.AddU32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
-  w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
-  w.AddU32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
-  w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
-  w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
-  w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-  w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
-  w.AddF32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  AddGgufArchitecture(c, &w);
   TS_RETURN_IF_ERROR(AddGgufTokenizer(dir, c, pre, chat_template, &w));
   auto ckpt = CheckpointTensors::Open(dir);
   if (!ckpt) return ckpt.status();
@@ -169,11 +183,8 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
     const TensorInfo& t = *ckpt->Find(name);
     std::vector<float> v(t.num_elements);
     TS_RETURN_IF_ERROR(CopyTensorToF32(t, v));
-    const bool is_q = name.find("q_proj") != std::string::npos;
-    const bool is_k = name.find("k_proj") != std::string::npos;
-    if (c.family == ModelFamily::kLlama && (is_q || is_k)) {
-      v = PermuteLlamaRows(v, t.shape[0], is_q ? c.num_heads : c.num_kv_heads);
-    }
+    if (const int64_t heads = GgufPermutedHeads(name, c))
+      v = PermuteLlamaRows(v, t.shape[0], heads);
     const std::string gguf_name = GgufTensorNameOf(name);
     if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
     w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()),
