@@ -19,22 +19,38 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "server/api_error.h"
 #include "server/api_keys.h"
 #include "server/endpoints.h"
-#include "server/generation_wire.h"
 #include "server/guards.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
-#include "server/openai_api.h"
-#include "server/task_api.h"
 #include "server/worker_supervisor.h"
 
 namespace tessera::server {
+
+// Named here, defined where they are built (generation_wire.h, openai_api.h, task_api.h):
+// a file that only routes or screens requests needs neither JSON nor the wires.
+class GenerationWire;
+struct GenerationDefaults;
+struct JobOutcome;
+struct ParsedGeneration;
+struct ResponseMeta;
+struct TaskRequest;
+enum class TaskEndpoint;
+
+// Turns a request body into the job and the wire that answers it (generation_wire.h).
+using GenerationParser = std::function<std::variant<ParsedGeneration, ApiError>(
+    const nlohmann::ordered_json& body, const GenerationDefaults& defaults)>;
 
 // At most `max_threads` threads, started as needed, that run posted tasks in order; Stop()
 // runs what is queued, then joins. Tasks posted after Stop() are dropped.

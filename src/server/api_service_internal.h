@@ -10,6 +10,9 @@
 #include <string_view>
 
 #include "server/api_service.h"
+#include "server/generation_wire.h"
+#include "server/openai_api.h"
+#include "server/task_api.h"
 
 namespace tessera::server::api_internal {
 

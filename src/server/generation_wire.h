@@ -87,9 +87,6 @@ struct GenerationDefaults {
   std::string completion_model;  // the first that continues a prompt, else the first
 };
 
-using GenerationParser = std::function<std::variant<ParsedGeneration, ApiError>(
-    const nlohmann::ordered_json& body, const GenerationDefaults& defaults)>;
-
 // OpenAI's chat.completion / text_completion wires (openai_wire.cc).
 std::unique_ptr<GenerationWire> MakeOpenAIChatWire(bool include_usage);
 std::unique_ptr<GenerationWire> MakeOpenAITextWire(bool include_usage);

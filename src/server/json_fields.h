@@ -19,7 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/openai_api.h"
+#include "engine/cache_scope.h"
+#include "server/api_error.h"
 
 namespace tessera::server {
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/ordered_json.h"
+#include "server/api_error.h"
 #include "worker/protocol.h"
 
 namespace tessera::server {
@@ -32,15 +33,6 @@ inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopStringBytes = 256;
 inline constexpr int kMaxTopLogprobs = 20;
 
-struct ApiError {
-  int status = 400;
-  std::string type = "invalid_request_error";
-  std::string message;
-  std::string param;  // empty: null
-  std::string code;   // empty: null
-};
-
-ApiError InvalidField(const std::string& param, const std::string& message);
 nlohmann::json ErrorBody(const ApiError& error);
 
 // Request bodies keep their member order (a response_format schema's properties are generated
