@@ -33,6 +33,8 @@ constexpr std::array<std::string_view, 8> kMessagesOnlyFields = {
     "max_tokens", "stop_sequences", "temperature", "top_p",
     "top_k",      "metadata",       "stream",      "cache_control"};
 constexpr std::array<std::string_view, 1> kCountOnlyFields = {"cache_control"};
+constexpr auto kMessagesFields = JoinFieldLists(kConversationFields, kMessagesOnlyFields);
+constexpr auto kCountTokensFields = JoinFieldLists(kConversationFields, kCountOnlyFields);
 
 std::string At(const std::string& where, const char* member) {
   return where + "." + member;
@@ -40,34 +42,6 @@ std::string At(const std::string& where, const char* member) {
 
 std::string Index(const std::string& where, size_t i) {
   return where + "[" + std::to_string(i) + "]";
-}
-
-// A member not listed in `known` (and not null) is refused by name.
-template <size_t N>
-std::optional<ApiError> RefuseOthers(const ojson& object, const std::string& where,
-                                     const std::array<std::string_view, N>& known,
-                                     const char* what) {
-  for (auto it = object.begin(); it != object.end(); ++it) {
-    if (it->is_null() || std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
-    const std::string name = where.empty() ? it.key() : where + "." + it.key();
-    return InvalidField(name, it.key() + " is not supported " + what + "; remove it");
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> RefuseUnknownTopLevel(const ojson& body, bool messages_endpoint) {
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    const std::string& key = it.key();
-    const auto in = [&](const auto& list) {
-      return std::find(list.begin(), list.end(), key) != list.end();
-    };
-    if (it->is_null() || in(kConversationFields) ||
-        (messages_endpoint ? in(kMessagesOnlyFields) : in(kCountOnlyFields))) {
-      continue;
-    }
-    return InvalidField(key, key + " is not supported by this server; remove it");
-  }
-  return std::nullopt;
 }
 
 // cache_control: {"type": "ephemeral", "ttl"?: "5m" | "1h"}.
@@ -81,7 +55,7 @@ std::optional<ApiError> CheckCacheControl(const ojson& object, const std::string
     return InvalidField(name,
                         name + " must be {\"type\": \"ephemeral\", \"ttl\"?: \"5m\" | \"1h\"}");
   }
-  return RefuseOthers(*c, name, std::array<std::string_view, 2>{"type", "ttl"}, "in cache_control");
+  return RefuseUnknownFields(*c, {"type", "ttl"}, name, "in cache_control");
 }
 
 std::string TypeOf(const ojson& block) {
@@ -109,9 +83,8 @@ std::optional<ApiError> ReadTextBlock(const ojson& block, const std::string& whe
   if (text == nullptr || !text->is_string())
     return InvalidField(At(where, "text"), At(where, "text") + " must be a string");
   if (auto e = CheckCacheControl(block, where)) return e;
-  if (auto e = RefuseOthers(block, where,
-                            std::array<std::string_view, 3>{"type", "text", "cache_control"},
-                            "in a text block")) {
+  if (auto e =
+          RefuseUnknownFields(block, {"type", "text", "cache_control"}, where, "in a text block")) {
     return e;
   }
   if (!out->empty()) out->append("\n\n");
@@ -175,10 +148,8 @@ std::optional<ApiError> ReadToolUse(const ojson& block, const std::string& where
   if (input == nullptr || !input->is_object())
     return InvalidField(At(where, "input"), At(where, "input") + " must be an object");
   if (auto e = CheckCacheControl(block, where)) return e;
-  if (auto e = RefuseOthers(
-          block, where,
-          std::array<std::string_view, 5>{"type", "id", "name", "input", "cache_control"},
-          "in a tool_use block")) {
+  if (auto e = RefuseUnknownFields(block, {"type", "id", "name", "input", "cache_control"}, where,
+                                   "in a tool_use block")) {
     return e;
   }
   (*seen)[id->get<std::string>()] = name->get<std::string>();
@@ -210,10 +181,9 @@ std::optional<ApiError> ReadToolResult(const ojson& block, const std::string& wh
     if (auto e = ReadTextContent(*content, At(where, "content"), &turn->content)) return e;
   }
   if (auto e = CheckCacheControl(block, where)) return e;
-  if (auto e = RefuseOthers(block, where,
-                            std::array<std::string_view, 5>{"type", "tool_use_id", "content",
-                                                            "is_error", "cache_control"},
-                            "in a tool_result block")) {
+  if (auto e = RefuseUnknownFields(block,
+                                   {"type", "tool_use_id", "content", "is_error", "cache_control"},
+                                   where, "in a tool_result block")) {
     return e;
   }
   turn->tool_call_id = call->first;
@@ -228,8 +198,7 @@ std::optional<ApiError> ReadMessage(const ojson& m, const std::string& where, To
   const ojson* role = Field(m, "role");
   if (role == nullptr || (*role != "user" && *role != "assistant" && *role != "system"))
     return InvalidField(At(where, "role"), At(where, "role") + " must be user or assistant");
-  if (auto e = RefuseOthers(m, where, std::array<std::string_view, 2>{"role", "content"},
-                            "in a message")) {
+  if (auto e = RefuseUnknownFields(m, {"role", "content"}, where, "in a message")) {
     return e;
   }
   const std::string r = role->get<std::string>();
@@ -345,11 +314,9 @@ std::variant<ojson, ApiError> ReadTool(const ojson& t, const std::string& where)
   if (strict != nullptr && !strict->is_boolean())
     return InvalidField(At(where, "strict"), At(where, "strict") + " must be true or false");
   if (auto e = CheckCacheControl(t, where)) return *e;
-  if (auto e =
-          RefuseOthers(t, where,
-                       std::array<std::string_view, 6>{"type", "name", "description",
-                                                       "input_schema", "strict", "cache_control"},
-                       "in a tool")) {
+  if (auto e = RefuseUnknownFields(
+          t, {"type", "name", "description", "input_schema", "strict", "cache_control"}, where,
+          "in a tool")) {
     return *e;
   }
   ojson function = {{"name", *name}};
@@ -369,10 +336,8 @@ std::variant<ojson, ApiError> ReadToolChoice(const ojson& choice) {
                         "tool_choice must be {\"type\": \"auto\" | \"any\" | \"none\"} or "
                         "{\"type\": \"tool\", \"name\": ...}");
   }
-  if (auto e =
-          RefuseOthers(choice, "tool_choice",
-                       std::array<std::string_view, 3>{"type", "name", "disable_parallel_tool_use"},
-                       "in tool_choice")) {
+  if (auto e = RefuseUnknownFields(choice, {"type", "name", "disable_parallel_tool_use"},
+                                   "tool_choice", "in tool_choice")) {
     return *e;
   }
   const ojson* name = Field(choice, "name");
@@ -435,8 +400,8 @@ std::optional<ApiError> ReadThinking(const ojson& body, std::optional<int64_t> m
   if (thinking == nullptr) return std::nullopt;
   const std::string type = TypeOf(*thinking);
   if (type == "disabled") {
-    if (auto e = RefuseOthers(*thinking, "thinking", std::array<std::string_view, 1>{"type"},
-                              "in thinking {type: disabled}")) {
+    if (auto e =
+            RefuseUnknownFields(*thinking, {"type"}, "thinking", "in thinking {type: disabled}")) {
       return e;
     }
     chat->enable_thinking = false;
@@ -445,9 +410,8 @@ std::optional<ApiError> ReadThinking(const ojson& body, std::optional<int64_t> m
   if (type != "enabled" && type != "adaptive") {
     return InvalidField("thinking.type", "thinking.type must be enabled, adaptive or disabled");
   }
-  if (auto e = RefuseOthers(*thinking, "thinking",
-                            std::array<std::string_view, 2>{"type", "budget_tokens"},
-                            "in thinking (tessera shows the model's thinking as text)")) {
+  if (auto e = RefuseUnknownFields(*thinking, {"type", "budget_tokens"}, "thinking",
+                                   "in thinking (tessera shows the model's thinking as text)")) {
     return e;
   }
   const ojson* budget = Field(*thinking, "budget_tokens");
@@ -532,8 +496,7 @@ std::optional<ApiError> ReadGeneration(const ojson& body, GenerationRequest* out
     const ojson* user = Field(*metadata, "user_id");
     if (user != nullptr && !user->is_string())
       return InvalidField("metadata.user_id", "metadata.user_id must be a string");
-    if (auto e = RefuseOthers(*metadata, "metadata", std::array<std::string_view, 1>{"user_id"},
-                              "in metadata")) {
+    if (auto e = RefuseUnknownFields(*metadata, {"user_id"}, "metadata", "in metadata")) {
       return e;
     }
   }
@@ -545,7 +508,7 @@ std::optional<ApiError> ReadGeneration(const ojson& body, GenerationRequest* out
 std::variant<GenerationRequest, ApiError> ParseAnthropicMessages(const ojson& body) {
   GenerationRequest out;
   worker::ChatPayload chat;
-  if (auto e = RefuseUnknownTopLevel(body, /*messages_endpoint=*/true)) return *e;
+  if (auto e = RefuseUnknownFields(body, kMessagesFields)) return *e;
   if (auto e = ReadModel(body, &out.job.model)) return *e;
   if (auto e = ReadGeneration(body, &out, &chat.options)) return *e;
   if (auto e = CheckCacheControl(body, "")) return *e;
@@ -559,7 +522,7 @@ std::variant<GenerationRequest, ApiError> ParseAnthropicMessages(const ojson& bo
 std::variant<worker::JobRequest, ApiError> ParseAnthropicCountTokens(const ojson& body) {
   worker::JobRequest job;
   worker::ChatTokenizePayload count;
-  if (auto e = RefuseUnknownTopLevel(body, /*messages_endpoint=*/false)) return *e;
+  if (auto e = RefuseUnknownFields(body, kCountTokensFields)) return *e;
   if (auto e = ReadModel(body, &job.model)) return *e;
   if (auto e = CheckCacheControl(body, "")) return *e;
   if (auto e = ReadConversation(body, &count.chat)) return *e;

@@ -112,7 +112,9 @@ class AnthropicWire final : public GenerationWire {
     return frames + SseEvent("message_stop", {{"type", "message_stop"}});
   }
 
-  std::string StreamError(const json& body) override { return SseEvent("error", body); }
+  std::string StreamError(const json& body, const JobOutcome&) override {
+    return SseEvent("error", body);
+  }
 
  private:
   enum class Open { kNone, kText, kToolUse };

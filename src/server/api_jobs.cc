@@ -275,9 +275,7 @@ ApiService::Step ApiService::NextEvent(ActiveJob& job, JobOutcome& outcome, ApiE
     case worker::MessageType::kJobError:
       job.finished = true;
       if (auto m = worker::Decode<worker::JobErrorMessage>(ev->frame)) {
-        *error = FromJobError(*m, job.chat);
-        if (m->kind == worker::JobErrorKind::kContextLength && !job.prompt_param.empty())
-          error->param = job.prompt_param;
+        *error = FromJobError(*m, job.input);
         outcome.refused_prompt_tokens = m->prompt_tokens;
       } else {
         *error = ServerError(500, "internal_error", "internal error");
@@ -312,8 +310,7 @@ void ApiService::RunGeneration(Call& call, ParsedGeneration parsed, uint64_t tic
   std::vector<HttpHeader> extra;
   std::unique_ptr<ActiveJob> job = Admit(call, request.job, ticket, &meta.queue_ms, &error, &extra);
   if (!job) return SendError(call, error, meta.queue_ms, std::move(extra));
-  job->chat = std::holds_alternative<worker::ChatPayload>(request.job.payload);
-  job->prompt_param = wire.prompt_param();
+  job->input = InputFieldOf(request.job.payload, request.input_field);
   JobOutcome outcome;
   // Nothing reaches the client before Started (a stream's headers wait for it) nor, without
   // stream, before the whole answer: until then a job whose worker was lost under it may run
@@ -337,7 +334,7 @@ void ApiService::RunGeneration(Call& call, ParsedGeneration parsed, uint64_t tic
     }
     if (step != Step::kFailed) break;
     if (!RunAgain(*job, request.job, &error))
-      return SendJobError(call, error, outcome, meta.queue_ms);
+      return SendJobError(call, wire, error, outcome, meta.queue_ms);
   }
   if (seed_kept && outcome.started) outcome.started->sampling.seed_was_generated = true;
   if (!request.stream) {
@@ -383,7 +380,8 @@ void ApiService::StreamEvents(Call& call, ActiveJob& job, JobOutcome& outcome,
   }
   if (step == Step::kFailed) {
     note_finish(error.code);
-    send(wire.StreamError(JobErrorBody(call.dialect, error, outcome, meta.queue_ms)));
+    send(
+        wire.StreamError(JobErrorBody(wire, call.dialect, error, outcome, meta.queue_ms), outcome));
     ex.EndStream();
     return;
   }
@@ -402,10 +400,11 @@ static json TokenUsage(size_t n) {
 
 std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
     Call& call, worker::JobRequest& request, uint64_t ticket, std::vector<HttpHeader>* extra,
-    double* queue_ms) {
+    double* queue_ms, std::string_view input_field) {
   ApiError error;
   std::unique_ptr<ActiveJob> job = Admit(call, request, ticket, queue_ms, &error, extra);
   if (!job) return error;
+  job->input = InputFieldOf(request.payload, input_field);
   while (true) {
     auto ev = WaitEvent(*job, &error);
     if (!ev) return error;
@@ -424,10 +423,7 @@ std::variant<ApiService::JobAnswer, ApiError> ApiService::AwaitAnswer(
     if (*type == worker::MessageType::kJobError) {
       auto m = worker::Decode<worker::JobErrorMessage>(ev->frame);
       if (!m) return ServerError(500, "internal_error", "internal error");
-      ApiError e = FromJobError(*m, false);
-      if (m->kind == worker::JobErrorKind::kContextLength)
-        e.param = m->field.empty() ? "input" : m->field;
-      return e;
+      return FromJobError(*m, job->input);
     }
     if (*type == worker::MessageType::kDone) return ClientGone();  // cancelled: nobody waits for it
     return JobAnswer{*type, std::move(ev->frame), *queue_ms};

@@ -233,23 +233,24 @@ void ApiService::SendError(Call& call, const ApiError& e, double queue_wait_ms,
   call.exchange->Respond(std::move(r));
 }
 
-// An error once the worker had the job: the usage so far and the full stats object (the
-// job's and the server's) go with it.
-json ApiService::JobErrorBody(ApiDialect dialect, const ApiError& e, const JobOutcome& outcome,
-                              double queue_ms) const {
+// An error once the worker had the job: the full stats object (the job's and the server's)
+// goes with it, and the usage so far where the wire's API has it in its errors.
+json ApiService::JobErrorBody(const GenerationWire& wire, ApiDialect dialect, const ApiError& e,
+                              const JobOutcome& outcome, double queue_ms) const {
   json body = ErrorBodyIn(dialect, e);
-  body["usage"] = UsageJson(outcome);
+  if (wire.errors_carry_usage()) body["usage"] = UsageJson(outcome);
   body["x_tessera_stats"] = FullStats(outcome, queue_ms);
   return body;
 }
 
-void ApiService::SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome,
-                              double queue_ms) {
+void ApiService::SendJobError(Call& call, const GenerationWire& wire, const ApiError& e,
+                              const JobOutcome& outcome, double queue_ms) {
   call.exchange->Note([&](AccessRecord& r) {
     FillRecord(r, outcome, queue_ms);
     if (AbnormalEnd(e)) r.finish = e.code;
   });
-  HttpResponse r = JsonResponse(call, e.status, JobErrorBody(call.dialect, e, outcome, queue_ms));
+  HttpResponse r =
+      JsonResponse(call, e.status, JobErrorBody(wire, call.dialect, e, outcome, queue_ms));
   AddRetryAfter(e, r.headers);
   call.exchange->Respond(std::move(r));
 }

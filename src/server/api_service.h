@@ -19,22 +19,38 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "server/api_error.h"
 #include "server/api_keys.h"
 #include "server/endpoints.h"
-#include "server/generation_wire.h"
 #include "server/guards.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
-#include "server/openai_api.h"
-#include "server/task_api.h"
 #include "server/worker_supervisor.h"
 
 namespace tessera::server {
+
+// Named here, defined where they are built (generation_wire.h, openai_api.h, task_api.h):
+// a file that only routes or screens requests needs neither JSON nor the wires.
+class GenerationWire;
+struct GenerationDefaults;
+struct JobOutcome;
+struct ParsedGeneration;
+struct ResponseMeta;
+struct TaskRequest;
+enum class TaskEndpoint;
+
+// Turns a request body into the job and the wire that answers it (generation_wire.h).
+using GenerationParser = std::function<std::variant<ParsedGeneration, ApiError>(
+    const nlohmann::ordered_json& body, const GenerationDefaults& defaults)>;
 
 // At most `max_threads` threads, started as needed, that run posted tasks in order; Stop()
 // runs what is queued, then joins. Tasks posted after Stop() are dropped.
@@ -160,9 +176,10 @@ class ApiService final : public HttpHandler {
   nlohmann::json FullStats(const JobOutcome& outcome, double queue_ms) const;
   HttpResponse JsonResponse(const Call& call, int status, nlohmann::json body,
                             double queue_wait_ms = 0) const;
-  void SendJobError(Call& call, const ApiError& e, const JobOutcome& outcome, double queue_ms);
-  nlohmann::json JobErrorBody(ApiDialect dialect, const ApiError& e, const JobOutcome& outcome,
-                              double queue_ms) const;
+  void SendJobError(Call& call, const GenerationWire& wire, const ApiError& e,
+                    const JobOutcome& outcome, double queue_ms);
+  nlohmann::json JobErrorBody(const GenerationWire& wire, ApiDialect dialect, const ApiError& e,
+                              const JobOutcome& outcome, double queue_ms) const;
   bool OriginAllowed(std::string_view origin) const;
   std::vector<HttpHeader> CorsHeaders(const HttpRequest& head) const;
   bool KnownModel(const std::string& name) const;
@@ -190,7 +207,8 @@ class ApiService final : public HttpHandler {
   void RunTokenJob(Call& call, worker::JobRequest request, uint64_t ticket);
   // The generic client of every job answered by one message (tokenizer and task endpoints):
   // admits `job`, waits for the worker's answer and returns its frame, or the error to send
-  // (a refusal names its field: the worker's "field: ..." message gives the param).
+  // (a refusal names its field as the client's API does: `input_field` is the request field
+  // the job's input was read from, TaskRequest::input_field).
   struct JobAnswer {
     worker::MessageType type = worker::MessageType::kDone;
     std::string frame;
@@ -198,7 +216,8 @@ class ApiService final : public HttpHandler {
   };
   std::variant<JobAnswer, ApiError> AwaitAnswer(Call& call, worker::JobRequest& job,
                                                 uint64_t ticket, std::vector<HttpHeader>* extra,
-                                                double* queue_ms);
+                                                double* queue_ms,
+                                                std::string_view input_field = {});
   void RunTask(Call& call, TaskRequest request, uint64_t ticket, const Endpoint& endpoint,
                const TaskAnswer& answer);
   std::unique_ptr<ActiveJob> Admit(Call& call, worker::JobRequest& job, uint64_t ticket,

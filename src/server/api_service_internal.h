@@ -10,6 +10,9 @@
 #include <string_view>
 
 #include "server/api_service.h"
+#include "server/generation_wire.h"
+#include "server/openai_api.h"
+#include "server/task_api.h"
 
 namespace tessera::server::api_internal {
 
@@ -65,7 +68,26 @@ inline ApiError ModelNotFound(const std::string& name) {
   return e;
 }
 
-inline ApiError FromJobError(const worker::JobErrorMessage& m, bool chat) {
+// The request field a job's input (its prompt, messages or state) was read from: as the worker
+// names it in its refusals (by the payload) and as the client's API spells it.
+struct InputFieldNames {
+  std::string_view worker;  // a chat's "messages", a completion's "prompt", System One's
+                            // "state", any other job's "input"
+  std::string_view client;  // GenerationRequest / TaskRequest::input_field; empty: the worker's
+};
+
+inline InputFieldNames InputFieldOf(const worker::JobPayload& payload,
+                                    std::string_view client_name) {
+  std::string_view worker = "input";
+  if (std::holds_alternative<worker::ChatPayload>(payload)) worker = "messages";
+  if (std::holds_alternative<worker::CompletionPayload>(payload)) worker = "prompt";
+  if (std::holds_alternative<worker::SystemOnePayload>(payload)) worker = "state";
+  return {worker, client_name.empty() ? worker : client_name};
+}
+
+// The worker's refusal of a job, its fields named as the client's API names them: a refusal of
+// the input (a too-long prompt, or one naming input.worker) names input.client.
+inline ApiError FromJobError(const worker::JobErrorMessage& m, const InputFieldNames& input) {
   ApiError e;
   e.message = m.message;
   switch (m.kind) {
@@ -74,7 +96,7 @@ inline ApiError FromJobError(const worker::JobErrorMessage& m, bool chat) {
       break;
     case worker::JobErrorKind::kContextLength:
       e.code = "context_length_exceeded";
-      e.param = chat ? "messages" : "prompt";
+      e.param = m.field.empty() ? std::string(input.worker) : m.field;
       break;
     case worker::JobErrorKind::kModelNotFound:
       e.status = 404;
@@ -88,6 +110,7 @@ inline ApiError FromJobError(const worker::JobErrorMessage& m, bool chat) {
       e = ServerError(503, "engine_busy", m.message);
       break;
   }
+  if (e.param == input.worker) e.param = input.client;
   return e;
 }
 
@@ -197,8 +220,7 @@ struct ApiService::ActiveJob {
   // often it ran again (RunAgain: at most once).
   std::optional<WorkerLoss> worker_lost;
   int retries = 0;
-  bool chat = false;         // which endpoint (names the param of a too-long prompt)
-  std::string prompt_param;  // else this names it (GenerationWire::prompt_param)
+  api_internal::InputFieldNames input;  // how its refusals name the request's input (FromJobError)
   Clock::time_point admitted_at;
   Clock::time_point submitted_at;
   Clock::time_point deadline;

@@ -66,7 +66,7 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket, const
                          const TaskAnswer& shape) {
   double queue_ms = 0;
   std::vector<HttpHeader> extra;
-  auto answer = AwaitAnswer(call, request.job, ticket, &extra, &queue_ms);
+  auto answer = AwaitAnswer(call, request.job, ticket, &extra, &queue_ms, request.input_field);
   if (auto* e = std::get_if<ApiError>(&answer)) {
     // System One answers a malformed request with 422 (an over-limit state stays a 400).
     if (request.endpoint == TaskEndpoint::kSystemOne && e->status == 400 &&
@@ -74,8 +74,6 @@ void ApiService::RunTask(Call& call, TaskRequest request, uint64_t ticket, const
       e->status = 422;
       e->code = "invalid_field";
     }
-    // The worker names System One's field; the decisions API calls it `input`.
-    if (request.endpoint == TaskEndpoint::kDecisions && e->param == "state") e->param = "input";
     return SendError(call, *e, queue_ms, extra);
   }
   auto m = worker::Decode<worker::TaskResultMessage>(std::get<JobAnswer>(answer).frame);

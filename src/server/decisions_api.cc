@@ -18,17 +18,6 @@ constexpr std::string_view kFields[] = {"model", "input", "questions", "prompt_c
                                         "safety_identifier"};
 constexpr size_t kMaxOptions = 10;  // System One scores one token per option
 
-std::optional<ApiError> UnknownKeys(const ojson& object, const std::string& at,
-                                    std::initializer_list<std::string_view> known) {
-  for (const auto& [key, value] : object.items()) {
-    if (value.is_null()) continue;
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      return InvalidField(at + "." + key, at + "." + key + " is not a field here");
-    }
-  }
-  return std::nullopt;
-}
-
 std::optional<ApiError> ImagesNotYet(const std::string& at) {
   return InvalidField(at, at + ": input_image is not supported yet (tessera's vision tower is "
                                "not served); send text or input_json");
@@ -45,7 +34,8 @@ std::optional<ApiError> PartText(const ojson& part, const std::string& at, bool 
   const std::string type = part["type"].get<std::string>();
   if (type == "input_image") return ImagesNotYet(at);
   if (type == "input_text" || type == "output_text") {
-    if (auto e = UnknownKeys(part, at, {"type", "text", "prompt_cache_breakpoint"})) return e;
+    if (auto e = RefuseUnknownFields(part, {"type", "text", "prompt_cache_breakpoint"}, at, "here"))
+      return e;
     if (!part.contains("text") || !part["text"].is_string()) {
       return InvalidField(at + ".text", at + ".text must be a string");
     }
@@ -53,7 +43,7 @@ std::optional<ApiError> PartText(const ojson& part, const std::string& at, bool 
     return std::nullopt;
   }
   if (type == "refusal") {
-    if (auto e = UnknownKeys(part, at, {"type", "refusal"})) return e;
+    if (auto e = RefuseUnknownFields(part, {"type", "refusal"}, at, "here")) return e;
     if (!part.contains("refusal") || !part["refusal"].is_string()) {
       return InvalidField(at + ".refusal", at + ".refusal must be a string");
     }
@@ -61,7 +51,7 @@ std::optional<ApiError> PartText(const ojson& part, const std::string& at, bool 
     return std::nullopt;
   }
   if (type == "input_json" && allow_json) {
-    if (auto e = UnknownKeys(part, at, {"type", "data"})) return e;
+    if (auto e = RefuseUnknownFields(part, {"type", "data"}, at, "here")) return e;
     if (!part.contains("data") || !(part["data"].is_object() || part["data"].is_array())) {
       return InvalidField(at + ".data", at + ".data must be a JSON object or an array of them");
     }
@@ -99,7 +89,8 @@ std::optional<ApiError> ReadItem(const ojson& item, const std::string& at,
   const std::string type =
       item.contains("type") && item["type"].is_string() ? item["type"].get<std::string>() : "";
   if (type.empty() || type == "message") {
-    if (auto e = UnknownKeys(item, at, {"type", "role", "content", "phase"})) return e;
+    if (auto e = RefuseUnknownFields(item, {"type", "role", "content", "phase"}, at, "here"))
+      return e;
     static const std::set<std::string> kRoles = {"user", "developer", "system", "assistant"};
     if (!item.contains("role") || !item["role"].is_string() ||
         !kRoles.contains(item["role"].get<std::string>())) {
@@ -128,8 +119,8 @@ std::optional<ApiError> ReadItem(const ojson& item, const std::string& at,
   const std::string call_id = item["call_id"].get<std::string>();
   if (call) {
     const char* body = type == "function_call" ? "arguments" : "input";
-    if (auto e =
-            UnknownKeys(item, at, {"type", "call_id", "name", body, "id", "namespace", "status"}))
+    if (auto e = RefuseUnknownFields(
+            item, {"type", "call_id", "name", body, "id", "namespace", "status"}, at, "here"))
       return e;
     if (!item.contains("name") || !item["name"].is_string())
       return InvalidField(at + ".name", at + ".name must be a string");
@@ -140,7 +131,8 @@ std::optional<ApiError> ReadItem(const ojson& item, const std::string& at,
     *out = {{"type", type}, {"call_id", call_id}, {"name", item["name"]}, {body, item[body]}};
     return std::nullopt;
   }
-  if (auto e = UnknownKeys(item, at, {"type", "call_id", "output", "id", "status"})) return e;
+  if (auto e = RefuseUnknownFields(item, {"type", "call_id", "output", "id", "status"}, at, "here"))
+    return e;
   if (!call_ids->contains(call_id)) {
     return InvalidField(at + ".call_id",
                         at + ".call_id '" + call_id + "' matches no earlier call in the input");
@@ -200,7 +192,7 @@ std::optional<ApiError> ReadChoices(const ojson& q, const std::string& at, worke
     const ojson& c = q["choices"][k];
     const std::string where = at + ".choices[" + std::to_string(k) + "]";
     if (!c.is_object()) return InvalidField(where, where + " must be {value, description?}");
-    if (auto e = UnknownKeys(c, where, {"value", "description"})) return e;
+    if (auto e = RefuseUnknownFields(c, {"value", "description"}, where, "here")) return e;
     if (!c.contains("value") || !(c["value"].is_string() || c["value"].is_boolean())) {
       return InvalidField(where + ".value", where + ".value must be a string or a boolean");
     }
@@ -231,7 +223,7 @@ std::optional<ApiError> ReadLevels(const ojson& q, const std::string& at, worker
     const ojson& l = q["levels"][k];
     const std::string where = at + ".levels[" + std::to_string(k) + "]";
     if (!l.is_object()) return InvalidField(where, where + " must be {label, description?}");
-    if (auto e = UnknownKeys(l, where, {"label", "description"})) return e;
+    if (auto e = RefuseUnknownFields(l, {"label", "description"}, where, "here")) return e;
     if (!l.contains("label") || !l["label"].is_string() || l["label"].get<std::string>().empty()) {
       return InvalidField(where + ".label", where + ".label must be a non-empty string");
     }
@@ -254,9 +246,10 @@ std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at, work
       q.contains("type") && q["type"].is_string() ? q["type"].get<std::string>() : "";
   const char* list = type == "choice" ? "choices" : "levels";
   if (type == "predicate") {
-    if (auto e = UnknownKeys(q, at, {"type", "name", "instructions"})) return e;
+    if (auto e = RefuseUnknownFields(q, {"type", "name", "instructions"}, at, "here")) return e;
   } else if (type == "choice" || type == "score") {
-    if (auto e = UnknownKeys(q, at, {"type", "name", "instructions", list})) return e;
+    if (auto e = RefuseUnknownFields(q, {"type", "name", "instructions", list}, at, "here"))
+      return e;
   } else {
     return InvalidField(at + ".type", at + ".type must be \"predicate\", \"choice\" or \"score\"");
   }

@@ -52,9 +52,6 @@ class GenerationWire {
   virtual std::string id_prefix() const = 0;
   // The stream's Content-Type.
   virtual std::string stream_content_type() const { return "text/event-stream"; }
-  // The field a prompt longer than the context is blamed on; empty: the chat's "messages"
-  // (the completion's "prompt").
-  virtual std::string prompt_param() const { return ""; }
 
   // The whole answer of a job run without streaming. `stats` is tessera's stats object
   // (x_tessera_stats) for wires that carry it.
@@ -68,8 +65,14 @@ class GenerationWire {
   virtual std::string StreamEnd(const ResponseMeta& meta, const JobOutcome& outcome,
                                 const nlohmann::json& stats) = 0;
   // A failure after the stream began; `body` is the error in this wire's dialect with the
-  // usage and stats so far.
-  virtual std::string StreamError(const nlohmann::json& body) { return SseData(body); }
+  // stats so far (and the usage, when errors_carry_usage), `outcome` what the worker reported.
+  virtual std::string StreamError(const nlohmann::json& body, const JobOutcome& outcome) {
+    (void)outcome;
+    return SseData(body);
+  }
+  // Whether an error once the worker had the job carries OpenAI's `usage` so far (chat and
+  // completions do; Anthropic's, Ollama's and the Responses API's error shapes have none).
+  virtual bool errors_carry_usage() const { return false; }
 };
 
 // What a request parser returns: the job and the wire that will answer it.
@@ -83,9 +86,6 @@ struct GenerationDefaults {
   std::string chat_model;        // the first chat (or decide) model, else the first
   std::string completion_model;  // the first that continues a prompt, else the first
 };
-
-using GenerationParser = std::function<std::variant<ParsedGeneration, ApiError>(
-    const nlohmann::ordered_json& body, const GenerationDefaults& defaults)>;
 
 // OpenAI's chat.completion / text_completion wires (openai_wire.cc).
 std::unique_ptr<GenerationWire> MakeOpenAIChatWire(bool include_usage);

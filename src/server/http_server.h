@@ -19,7 +19,7 @@
 
 #include "server/api_keys.h"
 #include "server/endpoints.h"
-#include "worker/worker.h"
+#include "worker/model_entry.h"
 
 namespace tessera::server {
 

@@ -32,12 +32,7 @@ constexpr std::string_view kEmbeddingsFieldList[] = {"model", "prompt", "keep_al
 std::optional<ApiError> RefuseUnknownOllamaFields(const ojson& body,
                                                   std::span<const std::string_view> known,
                                                   std::string_view endpoint) {
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null() || std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
-    return InvalidField(it.key(), it.key() + " is not a field of " + std::string(endpoint) +
-                                      " that tessera implements; remove it");
-  }
-  return std::nullopt;
+  return RefuseUnknownFields(body, known, {}, "by tessera's " + std::string(endpoint));
 }
 
 namespace {
@@ -291,14 +286,10 @@ std::optional<ApiError> ReadToolCalls(const ojson& calls, const std::string& whe
 std::optional<ApiError> ReadMessage(const ojson& m, size_t index, worker::ChatMessage* out) {
   const std::string where = "messages[" + std::to_string(index) + "]";
   if (!m.is_object()) return InvalidField(where, where + " must be an object");
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    static constexpr std::string_view kKnown[] = {
-        "role", "content", "tool_calls", "tool_name", "tool_call_id", "images", "thinking"};
-    if (!it->is_null() &&
-        std::find(std::begin(kKnown), std::end(kKnown), it.key()) == std::end(kKnown)) {
-      return InvalidField(where + "." + it.key(),
-                          it.key() + " is not supported in a message; remove it");
-    }
+  if (auto e = RefuseUnknownFields(
+          m, {"role", "content", "tool_calls", "tool_name", "tool_call_id", "images", "thinking"},
+          where, "in a message")) {
+    return e;
   }
   const ojson* role = Field(m, "role");
   std::string r = role != nullptr && role->is_string() ? role->get<std::string>() : "";
@@ -435,6 +426,7 @@ std::variant<ParsedGeneration, ApiError> ParseOllamaGenerate(const ojson& body,
     options = &completion.options;
   }
   if (auto e = ReadCommon(body, templated, &p.request, options)) return *e;
+  p.request.input_field = "prompt";  // a chat's messages, when templated
   if (auto e = ReadThink(body, templated, std::get_if<worker::ChatPayload>(&p.request.job.payload)))
     return *e;
   p.wire = MakeOllamaWire(/*chat=*/false);
@@ -490,6 +482,7 @@ std::variant<TaskRequest, ApiError> ParseOllamaEmbed(const ojson& body, bool leg
   if (auto* e = std::get_if<ApiError>(&parsed); e != nullptr && legacy && e->param == "input") {
     e->param = "prompt";
   }
+  if (auto* request = std::get_if<TaskRequest>(&parsed)) request->input_field = input_name;
   return parsed;
 }
 

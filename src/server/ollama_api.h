@@ -45,7 +45,8 @@ using ModelKindLookup = std::function<std::optional<ModelKind>(const std::string
 // "tiny" when no model is served under the whole name. Any other name is returned as given.
 std::string OllamaServedName(const std::string& name, const ModelKindLookup& kind_of);
 
-// A non-null member of `body` not in `known` is a 400 naming it and `endpoint` ("/api/chat").
+// A non-null member of `body` not in `known` is a 400 naming it and `endpoint` ("/api/chat"):
+// json_fields.h's RefuseUnknownFields in Ollama's words.
 std::optional<ApiError> RefuseUnknownOllamaFields(const nlohmann::ordered_json& body,
                                                   std::span<const std::string_view> known,
                                                   std::string_view endpoint);

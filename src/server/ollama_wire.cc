@@ -92,7 +92,9 @@ class OllamaWire final : public GenerationWire {
     return lines + Dump(last) + "\n";
   }
 
-  std::string StreamError(const json& body) override { return Dump(body) + "\n"; }
+  std::string StreamError(const json& body, const JobOutcome&) override {
+    return Dump(body) + "\n";
+  }
 
  private:
   // {model, created_at, message: {role, content, tool_calls?} | response, logprobs?, done}.

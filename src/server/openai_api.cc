@@ -497,13 +497,8 @@ json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
          {"logprobs", meta.logprobs ? LogprobsContentJson(c.logprobs) : json(nullptr)},
          {"finish_reason", ChoiceFinishReason(outcome, i)}});
   }
-  return {{"id", meta.id},
-          {"object", "chat.completion"},
-          {"created", meta.created},
-          {"model", meta.model},
-          {"choices", choices},
-          {"usage", UsageJson(outcome)},
-          {"x_tessera_stats", StatsJson(outcome, meta.queue_ms)}};
+  return {{"id", meta.id},       {"object", "chat.completion"}, {"created", meta.created},
+          {"model", meta.model}, {"choices", choices},          {"usage", UsageJson(outcome)}};
 }
 
 json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
@@ -515,13 +510,8 @@ json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome) {
                        {"logprobs", meta.logprobs ? LegacyLogprobsJson(c.logprobs) : json(nullptr)},
                        {"finish_reason", ChoiceFinishReason(outcome, i)}});
   }
-  return {{"id", meta.id},
-          {"object", "text_completion"},
-          {"created", meta.created},
-          {"model", meta.model},
-          {"choices", choices},
-          {"usage", UsageJson(outcome)},
-          {"x_tessera_stats", StatsJson(outcome, meta.queue_ms)}};
+  return {{"id", meta.id},       {"object", "text_completion"}, {"created", meta.created},
+          {"model", meta.model}, {"choices", choices},          {"usage", UsageJson(outcome)}};
 }
 
 json ChatChunk(const ResponseMeta& meta, const json& delta, const std::string& finish_reason,

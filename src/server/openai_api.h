@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format/ordered_json.h"
+#include "server/api_error.h"
 #include "worker/protocol.h"
 
 namespace tessera::server {
@@ -32,15 +33,6 @@ inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxStopStringBytes = 256;
 inline constexpr int kMaxTopLogprobs = 20;
 
-struct ApiError {
-  int status = 400;
-  std::string type = "invalid_request_error";
-  std::string message;
-  std::string param;  // empty: null
-  std::string code;   // empty: null
-};
-
-ApiError InvalidField(const std::string& param, const std::string& message);
 nlohmann::json ErrorBody(const ApiError& error);
 
 // Request bodies keep their member order (a response_format schema's properties are generated
@@ -51,6 +43,10 @@ struct GenerationRequest {
   worker::JobRequest job;  // its payload: a ChatPayload or a CompletionPayload
   bool stream = false;
   bool include_usage = false;
+  // The request field the job's input was read from, as the client's API spells it, when it is
+  // not the payload's own name (a chat's "messages", a completion's "prompt"): Responses'
+  // "input", Ollama's /api/generate "prompt". Errors about the input name it.
+  std::string input_field{};
   const worker::GenerationOptions& options() const;  // the payload's
 };
 
@@ -109,6 +105,7 @@ nlohmann::json UsageJson(const JobOutcome& outcome);
 nlohmann::json StatsJson(const JobOutcome& outcome, double queue_ms);
 nlohmann::json LogprobsContentJson(const std::vector<worker::TokenLogprobEntry>& entries);
 
+// The whole answers, without x_tessera_stats (the wire adds the full stats object).
 nlohmann::json ChatCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 nlohmann::json TextCompletionBody(const ResponseMeta& meta, const JobOutcome& outcome);
 

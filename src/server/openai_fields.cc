@@ -9,6 +9,7 @@
 #include "format/json_util.h"
 #include "grammar/grammar.h"
 #include "server/decision_format.h"
+#include "server/json_fields.h"
 
 namespace tessera::server {
 namespace {
@@ -33,16 +34,12 @@ constexpr std::array<std::string_view, 17> kGenerationFieldList = {"model",
                                                                    "response_format",
                                                                    "logit_bias",
                                                                    "cache_salt"};
-constexpr std::array<std::string_view, 7> kChatFieldList = {
-    "messages", "max_completion_tokens", "logprobs",           "top_logprobs",
-    "tools",    "tool_choice",           "parallel_tool_calls"};
-constexpr std::array<std::string_view, 3> kCompletionFieldList = {"prompt", "logprobs", "echo"};
-
-const ojson* Member(const ojson& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+constexpr auto kChatFieldList = JoinFieldLists(
+    kGenerationFieldList,
+    std::array<std::string_view, 7>{"messages", "max_completion_tokens", "logprobs", "top_logprobs",
+                                    "tools", "tool_choice", "parallel_tool_calls"});
+constexpr auto kCompletionFieldList = JoinFieldLists(
+    kGenerationFieldList, std::array<std::string_view, 3>{"prompt", "logprobs", "echo"});
 
 }  // namespace
 
@@ -57,23 +54,9 @@ bool ValidFunctionName(const std::string& name) {
 const std::span<const std::string_view> kChatFields(kChatFieldList);
 const std::span<const std::string_view> kCompletionFields(kCompletionFieldList);
 
-std::optional<ApiError> RefuseUnknownFields(const ojson& body,
-                                            std::span<const std::string_view> endpoint_fields) {
-  auto known = [&](const std::string& key) {
-    return std::find(kGenerationFieldList.begin(), kGenerationFieldList.end(), key) !=
-               kGenerationFieldList.end() ||
-           std::find(endpoint_fields.begin(), endpoint_fields.end(), key) != endpoint_fields.end();
-  };
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null() || known(it.key())) continue;
-    return InvalidField(it.key(), it.key() + " is not supported by this server; remove it");
-  }
-  return std::nullopt;
-}
-
 std::optional<ApiError> ReadResponseFormat(const ojson& body, bool chat,
                                            worker::ResponseFormat* out) {
-  const ojson* format = Member(body, "response_format");
+  const ojson* format = Field(body, "response_format");
   if (format == nullptr) return std::nullopt;
   if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
     return InvalidField("response_format",
@@ -95,8 +78,8 @@ std::optional<ApiError> ReadResponseFormat(const ojson& body, bool chat,
       return std::nullopt;
     }
   }
-  const ojson* spec = type == "json_schema" ? Member(*format, "json_schema") : nullptr;
-  const ojson* schema = spec != nullptr ? Member(*spec, "schema") : nullptr;
+  const ojson* spec = type == "json_schema" ? Field(*format, "json_schema") : nullptr;
+  const ojson* schema = spec != nullptr ? Field(*spec, "schema") : nullptr;
   if (schema == nullptr) {
     out->kind = worker::ResponseFormatKind::kJsonObject;  // OpenAI: no schema is any object
   } else {
@@ -107,9 +90,9 @@ std::optional<ApiError> ReadResponseFormat(const ojson& body, bool chat,
 }
 
 std::optional<ApiError> ReadTools(const ojson& body, worker::ChatPayload* chat) {
-  const ojson* tools = Member(body, "tools");
-  const ojson* choice = Member(body, "tool_choice");
-  if (const ojson* parallel = Member(body, "parallel_tool_calls")) {
+  const ojson* tools = Field(body, "tools");
+  const ojson* choice = Field(body, "tool_choice");
+  if (const ojson* parallel = Field(body, "parallel_tool_calls")) {
     if (!parallel->is_boolean()) {
       return InvalidField("parallel_tool_calls", "parallel_tool_calls must be true or false");
     }
@@ -136,10 +119,10 @@ std::optional<ApiError> ReadTools(const ojson& body, worker::ChatPayload* chat) 
       if (!t.is_object() || !t.contains("type") || t["type"] != "function") {
         return InvalidField(where + ".type", where + ".type must be \"function\"");
       }
-      const ojson* fn = Member(t, "function");
+      const ojson* fn = Field(t, "function");
       if (fn == nullptr || !fn->is_object())
         return InvalidField(where + ".function", where + ".function must be an object");
-      const ojson* name = Member(*fn, "name");
+      const ojson* name = Field(*fn, "name");
       if (name == nullptr || !name->is_string() || !ValidFunctionName(name->get<std::string>())) {
         return InvalidField(where + ".function.name",
                             where + ".function.name must be 1-64 letters, digits, _ or -");
@@ -148,31 +131,28 @@ std::optional<ApiError> ReadTools(const ojson& body, worker::ChatPayload* chat) 
         return InvalidField(where + ".function.name",
                             "two tools are named '" + name->get<std::string>() + "'");
       }
-      if (const ojson* d = Member(*fn, "description"); d != nullptr && !d->is_string()) {
+      if (const ojson* d = Field(*fn, "description"); d != nullptr && !d->is_string()) {
         return InvalidField(where + ".function.description",
                             where + ".function.description must be a string");
       }
-      for (auto it = fn->begin(); it != fn->end(); ++it) {
-        if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" &&
-            it.key() != "strict" && !it->is_null()) {
-          return InvalidField(where + ".function." + it.key(),
-                              it.key() + " is not supported in a function; remove it");
-        }
+      if (auto e = RefuseUnknownFields(*fn, {"name", "description", "parameters", "strict"},
+                                       where + ".function", "in a function")) {
+        return e;
       }
-      if (const ojson* params = Member(*fn, "parameters")) {
+      if (const ojson* params = Field(*fn, "parameters")) {
         if (!params->is_object()) {
           return InvalidField(where + ".function.parameters",
                               where + ".function.parameters must be a JSON schema object");
         }
       }
       bool strict = false;
-      if (const ojson* s = Member(*fn, "strict")) {
+      if (const ojson* s = Field(*fn, "strict")) {
         if (!s->is_boolean())
           return InvalidField(where + ".function.strict",
                               where + ".function.strict must be a boolean");
         strict = s->get<bool>();
       }
-      if (const ojson* params = Member(*fn, "parameters")) {
+      if (const ojson* params = Field(*fn, "parameters")) {
         schemas.push_back({where, name->get<std::string>(), params, strict});
       }
       // The definition travels as the client wrote it: the template renders it.
@@ -251,7 +231,7 @@ std::optional<ApiError> CheckMessageList(const ojson* messages) {
 
 std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string& where,
                                               worker::ChatMessage* out) {
-  if (const ojson* calls = Member(m, "tool_calls")) {
+  if (const ojson* calls = Field(m, "tool_calls")) {
     if (out->role != "assistant") {
       return InvalidField(where + ".tool_calls", "only assistant messages carry tool_calls");
     }
@@ -261,7 +241,7 @@ std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string&
     for (size_t i = 0; i < calls->size(); ++i) {
       const ojson& c = (*calls)[i];
       const std::string at = where + ".tool_calls[" + std::to_string(i) + "]";
-      const ojson* fn = c.is_object() ? Member(c, "function") : nullptr;
+      const ojson* fn = c.is_object() ? Field(c, "function") : nullptr;
       if (fn == nullptr || !fn->is_object() || !fn->contains("name") ||
           !(*fn)["name"].is_string() || !fn->contains("arguments") ||
           !(*fn)["arguments"].is_string()) {
@@ -279,25 +259,18 @@ std::optional<ApiError> ReadMessageToolFields(const ojson& m, const std::string&
     out->tool_calls = calls->dump();
   }
   if (out->role == "tool") {
-    const ojson* id = Member(m, "tool_call_id");
+    const ojson* id = Field(m, "tool_call_id");
     if (id == nullptr || !id->is_string()) {
       return InvalidField(where + ".tool_call_id", "a tool message needs its tool_call_id");
     }
     out->tool_call_id = id->get<std::string>();
   }
-  if (const ojson* name = Member(m, "name")) {
+  if (const ojson* name = Field(m, "name")) {
     if (!name->is_string()) return InvalidField(where + ".name", where + ".name must be a string");
     out->name = name->get<std::string>();
   }
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    static const std::set<std::string> kKnown = {"role", "content", "tool_calls", "tool_call_id",
-                                                 "name"};
-    if (!it->is_null() && kKnown.count(it.key()) == 0) {
-      return InvalidField(where + "." + it.key(),
-                          it.key() + " is not supported in a message; remove it");
-    }
-  }
-  return std::nullopt;
+  return RefuseUnknownFields(m, {"role", "content", "tool_calls", "tool_call_id", "name"}, where,
+                             "in a message");
 }
 
 }  // namespace tessera::server

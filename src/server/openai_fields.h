@@ -24,15 +24,10 @@
 
 namespace tessera::server {
 
-// The fields only /v1/chat/completions, or only /v1/completions, implement (beside the
-// generation fields both do).
+// The fields /v1/chat/completions, and /v1/completions, implement: the generation fields both
+// do and each one's own (anything else is refused: json_fields.h, RefuseUnknownFields).
 extern const std::span<const std::string_view> kChatFields;
 extern const std::span<const std::string_view> kCompletionFields;
-
-// A non-null member of `body` that neither endpoint_fields nor the generation fields both
-// endpoints share name is a 400 naming it.
-std::optional<ApiError> RefuseUnknownFields(const nlohmann::ordered_json& body,
-                                            std::span<const std::string_view> endpoint_fields);
 
 // response_format: {"type": "text"} (nothing to enforce), {"type": "json_object"} or
 // {"type": "json_schema", "json_schema": {"name", "schema", "strict"?, "description"?}}. For

@@ -61,6 +61,7 @@ class OpenAIWire final : public GenerationWire {
   OpenAIWire(bool chat, bool include_usage) : chat_(chat), include_usage_(include_usage) {}
 
   std::string id_prefix() const override { return chat_ ? "chatcmpl-" : "cmpl-"; }
+  bool errors_carry_usage() const override { return true; }
 
   json Body(const ResponseMeta& meta, const JobOutcome& outcome, json stats) override {
     json body = chat_ ? ChatCompletionBody(meta, outcome) : TextCompletionBody(meta, outcome);

@@ -58,26 +58,26 @@ constexpr std::array<Unsupported, 9> kUnsupportedFields = {{
     {"stream_options", "remove it"},
 }};
 
+constexpr std::array<std::string_view, 2> kInputTextPartFields = {"type", "text"};
+constexpr std::array<std::string_view, 4> kOutputTextPartFields = {"type", "text", "annotations",
+                                                                   "logprobs"};
+
 // OpenAI's limits on metadata: 16 pairs, keys up to 64 characters, values up to 512.
 constexpr size_t kMaxMetadataPairs = 16;
 constexpr size_t kMaxMetadataKey = 64;
 constexpr size_t kMaxMetadataValue = 512;
 
+// An unknown field is refused by name; one of OpenAI's this server does not implement, with
+// the reason.
 std::optional<ApiError> RefuseUnknownResponsesFields(const ojson& body) {
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null()) continue;
-    const std::string& key = it.key();
-    if (std::find(kResponsesFields.begin(), kResponsesFields.end(), key) != kResponsesFields.end())
-      continue;
-    for (const Unsupported& u : kUnsupportedFields) {
-      if (u.field == key) {
-        return InvalidField(key,
-                            key + " is not supported by this server: " + std::string(u.reason));
-      }
+  std::optional<ApiError> e = RefuseUnknownFields(body, kResponsesFields);
+  if (!e) return e;
+  for (const Unsupported& u : kUnsupportedFields) {
+    if (u.field == e->param) {
+      e->message = e->param + " is not supported by this server: " + std::string(u.reason);
     }
-    return InvalidField(key, key + " is not a Responses API field this server knows; remove it");
   }
-  return std::nullopt;
+  return e;
 }
 
 // Fields accepted only with the value that means what tessera does anyway.
@@ -135,26 +135,11 @@ std::optional<ApiError> ReadItemText(const ojson& content, const std::string& wh
     const ojson* text = Field(part, "text");
     if (text == nullptr || !text->is_string())
       return InvalidField(at + ".text", at + ".text must be a string");
-    for (auto it = part.begin(); it != part.end(); ++it) {
-      const bool known =
-          it.key() == "type" || it.key() == "text" ||
-          (t == "output_text" && (it.key() == "annotations" || it.key() == "logprobs"));
-      if (!known && !it->is_null()) {
-        return InvalidField(at + "." + it.key(),
-                            it.key() + " is not supported in an " + t + " part; remove it");
-      }
-    }
+    const std::span<const std::string_view> known =
+        t == "output_text" ? std::span<const std::string_view>(kOutputTextPartFields)
+                           : std::span<const std::string_view>(kInputTextPartFields);
+    if (auto e = RefuseUnknownFields(part, known, at, "in an " + t + " part")) return e;
     out->append(text->get<std::string>());
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> RefuseUnknownItemKeys(const ojson& item, const std::string& where,
-                                              std::initializer_list<std::string_view> known) {
-  for (auto it = item.begin(); it != item.end(); ++it) {
-    if (it->is_null() || std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
-    return InvalidField(where + "." + it.key(),
-                        where + "." + it.key() + " is not supported in this input item; remove it");
   }
   return std::nullopt;
 }
@@ -233,7 +218,8 @@ std::optional<ApiError> ReadInputItem(const ojson& item, const std::string& wher
     type = t->get<std::string>();
   }
   if (type == "message") {
-    if (auto e = RefuseUnknownItemKeys(item, where, {"type", "role", "content", "id", "status"}))
+    if (auto e = RefuseUnknownFields(item, {"type", "role", "content", "id", "status"}, where,
+                                     "in this input item"))
       return e;
     const ojson* role = StringField(item, "role");
     static constexpr std::array<std::string_view, 4> kRoles = {"user", "system", "developer",
@@ -252,8 +238,8 @@ std::optional<ApiError> ReadInputItem(const ojson& item, const std::string& wher
     return std::nullopt;
   }
   if (type == "function_call") {
-    if (auto e = RefuseUnknownItemKeys(item, where,
-                                       {"type", "call_id", "name", "arguments", "id", "status"}))
+    if (auto e = RefuseUnknownFields(item, {"type", "call_id", "name", "arguments", "id", "status"},
+                                     where, "in this input item"))
       return e;
     const ojson* call_id = StringField(item, "call_id");
     const ojson* name = StringField(item, "name");
@@ -276,7 +262,8 @@ std::optional<ApiError> ReadInputItem(const ojson& item, const std::string& wher
     return std::nullopt;
   }
   if (type == "function_call_output") {
-    if (auto e = RefuseUnknownItemKeys(item, where, {"type", "call_id", "output", "id", "status"}))
+    if (auto e = RefuseUnknownFields(item, {"type", "call_id", "output", "id", "status"}, where,
+                                     "in this input item"))
       return e;
     const ojson* call_id = StringField(item, "call_id");
     if (call_id == nullptr) return InvalidField(where + ".call_id", where + ".call_id is missing");
@@ -368,16 +355,13 @@ std::optional<ApiError> ReadResponsesTools(const ojson& body, worker::ChatPayloa
                                 "' is not supported: tessera runs no built-in tools; declare "
                                 "function tools and run them yourself");
       }
+      if (auto e = RefuseUnknownFields(t, {"type", "name", "description", "parameters", "strict"},
+                                       where, "in a function tool")) {
+        return e;
+      }
       ojson function = ojson::object();
       for (auto it = t.begin(); it != t.end(); ++it) {
-        if (it.key() == "type" || it->is_null()) continue;
-        if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" &&
-            it.key() != "strict") {
-          return InvalidField(
-              where + "." + it.key(),
-              where + "." + it.key() + " is not supported in a function tool; remove it");
-        }
-        function[it.key()] = *it;
+        if (it.key() != "type" && !it->is_null()) function[it.key()] = *it;
       }
       chat_tools.push_back({{"type", "function"}, {"function", function}});
       json shown = {
@@ -430,12 +414,7 @@ std::optional<ApiError> ReadTextFormat(const ojson& body, worker::ChatPayload* c
   const ojson* text = Field(body, "text");
   if (text == nullptr) return std::nullopt;
   if (!text->is_object()) return InvalidField("text", "text must be an object: {format: ...}");
-  for (auto it = text->begin(); it != text->end(); ++it) {
-    if (it.key() != "format" && !it->is_null()) {
-      return InvalidField("text." + it.key(),
-                          "text." + it.key() + " is not supported by this server; remove it");
-    }
-  }
+  if (auto e = RefuseUnknownFields(*text, {"format"}, "text")) return e;
   const ojson* format = Field(*text, "format");
   if (format == nullptr) return std::nullopt;
   const ojson* type = format->is_object() ? StringField(*format, "type") : nullptr;
@@ -446,15 +425,13 @@ std::optional<ApiError> ReadTextFormat(const ojson& body, worker::ChatPayload* c
   }
   ojson response_format = {{"type", *type}};
   if (*type == "json_schema") {
+    if (auto e = RefuseUnknownFields(*format, {"type", "name", "schema", "strict", "description"},
+                                     "text.format", "in text.format")) {
+      return e;
+    }
     ojson spec = ojson::object();
     for (auto it = format->begin(); it != format->end(); ++it) {
-      if (it.key() == "type" || it->is_null()) continue;
-      if (it.key() != "name" && it.key() != "schema" && it.key() != "strict" &&
-          it.key() != "description") {
-        return InvalidField("text.format." + it.key(),
-                            it.key() + " is not supported in text.format; remove it");
-      }
-      spec[it.key()] = *it;
+      if (it.key() != "type" && !it->is_null()) spec[it.key()] = *it;
     }
     if (!spec.contains("name") || !spec["name"].is_string())
       return InvalidField("text.format.name", "text.format.name must be a string");
@@ -466,12 +443,9 @@ std::optional<ApiError> ReadTextFormat(const ojson& body, worker::ChatPayload* c
       return InvalidField("text.format.description", "text.format.description must be a string");
     response_format["json_schema"] = std::move(spec);
   } else {
-    for (auto it = format->begin(); it != format->end(); ++it) {
-      if (it.key() != "type" && !it->is_null()) {
-        return InvalidField(
-            "text.format." + it.key(),
-            it.key() + " is not supported in text.format " + type->dump() + "; remove it");
-      }
+    if (auto e = RefuseUnknownFields(*format, {"type"}, "text.format",
+                                     "in text.format " + type->dump())) {
+      return e;
     }
   }
   const ojson chat_body = {{"response_format", response_format}};
@@ -600,6 +574,7 @@ std::variant<ParsedResponsesRequest, ApiError> ParseResponsesRequest(
   if (auto e = ReadTextFormat(body, &chat, &echo)) return *e;
   if (auto e = ReadResponsesTools(body, &chat, &echo)) return *e;
   out.request.job.payload = std::move(chat);
+  out.request.input_field = "input";
   return out;
 }
 

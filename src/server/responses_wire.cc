@@ -74,7 +74,6 @@ class ResponsesWire final : public GenerationWire {
       : context_(std::move(context)), store_(std::move(store)), tenant_(std::move(tenant)) {}
 
   std::string id_prefix() const override { return "resp_"; }
-  std::string prompt_param() const override { return "input"; }
 
   json Body(const ResponseMeta& meta, const JobOutcome& outcome, json stats) override {
     const ChoiceOutcome& choice = outcome.choices.front();
@@ -140,15 +139,12 @@ class ResponsesWire final : public GenerationWire {
   }
 
   // An error after the stream began: OpenAI's error event, then the response as failed.
-  std::string StreamError(const json& body) override {
+  std::string StreamError(const json& body, const JobOutcome& outcome) override {
     const json error = body.value("error", json::object());
     std::string frames = Event("error", {{"code", error.value("code", json(nullptr))},
                                          {"message", error.value("message", "")},
                                          {"param", error.value("param", json(nullptr))}});
-    json response =
-        Object(meta_, "failed", OutputJson("incomplete"),
-               body.value("usage", json(nullptr)).is_object() ? UsageFromChat(body["usage"])
-                                                              : json(nullptr));
+    json response = Object(meta_, "failed", OutputJson("incomplete"), UsageOf(outcome));
     response["error"] = {{"code", FailedCode(error)}, {"message", error.value("message", "")}};
     if (body.contains("x_tessera_stats")) response["x_tessera_stats"] = body["x_tessera_stats"];
     frames += Event("response.failed", {{"response", std::move(response)}});
@@ -179,17 +175,6 @@ class ResponsesWire final : public GenerationWire {
     r["background"] = false;
     r["reasoning"] = nullptr;
     return r;
-  }
-
-  // The chat usage of an error body, as this API counts it.
-  static json UsageFromChat(const json& u) {
-    const int64_t in = u.value("prompt_tokens", int64_t{0});
-    const int64_t out = u.value("completion_tokens", int64_t{0});
-    return {{"input_tokens", in},
-            {"input_tokens_details", {{"cached_tokens", 0}}},
-            {"output_tokens", out},
-            {"output_tokens_details", {{"reasoning_tokens", 0}}},
-            {"total_tokens", in + out}};
   }
 
   json OutputJson(const std::string& last_status) const {

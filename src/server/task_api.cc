@@ -272,11 +272,15 @@ std::optional<ApiError> ParseClassify(const ojson& body, TaskRequest* r) {
 }
 
 // System One's refusals are 422s naming the field's path.
-ApiError Unprocessable(const std::string& path, const std::string& message) {
-  ApiError e = InvalidField(path, path + " " + message);
+// System One's refusals of a field are 422 invalid_field.
+ApiError AsUnprocessable(ApiError e) {
   e.status = 422;
   e.code = "invalid_field";
   return e;
+}
+
+ApiError Unprocessable(const std::string& path, const std::string& message) {
+  return AsUnprocessable(InvalidField(path, path + " " + message));
 }
 
 // Options as strings, distinct and non-empty, 2..10 of them.
@@ -364,10 +368,8 @@ std::optional<ApiError> ReadNoulCriteria(const ojson& criteria, const std::strin
 std::optional<ApiError> ReadQuestion(const ojson& q, const std::string& at,
                                      worker::Question* question) {
   if (!q.is_object()) return Unprocessable(at, "must be an object {type, instructions, criteria}");
-  for (const auto& [key, value] : q.items()) {
-    if (key != "type" && key != "instructions" && key != "criteria" && !value.is_null()) {
-      return Unprocessable(at + "." + key, "is not a question field");
-    }
+  if (auto e = RefuseUnknownFields(q, {"type", "instructions", "criteria"}, at, "in a question")) {
+    return AsUnprocessable(*e);
   }
   if (auto e = ReadQuestionType(q, at, question)) return e;
   if (!q.contains("instructions") || !q["instructions"].is_string() ||
@@ -504,13 +506,8 @@ ojson SystemOneAnswers(const TaskRequest& request, const worker::TaskResultMessa
 }  // namespace
 
 std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, const ojson& body) {
-  for (const auto& [key, value] : body.items()) {
-    if (value.is_null()) continue;
-    const auto fields = FieldsOf(endpoint);
-    if (std::find(fields.begin(), fields.end(), key) == fields.end()) {
-      if (endpoint == TaskEndpoint::kSystemOne) return Unprocessable(key, "is not a field here");
-      return InvalidField(key, "unsupported field '" + key + "' for this endpoint");
-    }
+  if (auto e = RefuseUnknownFields(body, FieldsOf(endpoint), {}, "by this endpoint")) {
+    return endpoint == TaskEndpoint::kSystemOne ? AsUnprocessable(*e) : *e;
   }
   TaskRequest r;
   r.endpoint = endpoint;
@@ -540,6 +537,7 @@ std::variant<TaskRequest, ApiError> ParseTaskRequest(TaskEndpoint endpoint, cons
       break;
     case TaskEndpoint::kDecisions:
       e = ParseDecisions(body, &r);
+      r.input_field = "input";  // a System One payload's state
       break;
   }
   if (e) return *e;

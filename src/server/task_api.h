@@ -51,6 +51,10 @@ struct TaskRequest {
   // answers are then an object keyed by them); empty when it was a list (answers in a list).
   std::vector<std::string> question_names;
   std::vector<DecisionQuestionMeta> decision_questions;  // /v1/decisions: one per question
+  // The request field the job's input was read from, as the client's API spells it, when it is
+  // not the payload's own name (System One's "state", the other tasks' "input"): the decisions
+  // API's "input", Ollama's legacy /api/embeddings "prompt". Errors about the input name it.
+  std::string input_field{};
 };
 
 // The model field's name for messages ("model").

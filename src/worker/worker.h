@@ -23,21 +23,9 @@
 #include "catalog/gguf_model.h"
 #include "chat/tool_call_syntax.h"
 #include "format/model_kind.h"
+#include "worker/model_entry.h"
 
 namespace tessera::worker {
-
-struct ModelEntry {
-  std::string name;  // what requests call it
-  // The checkpoint folder, or a GGUF model as `tessera serve` resolved it: its file by
-  // absolute path, or its Ollama name (GgufModelOfEntry resolves it again, without rehashing).
-  std::string dir;
-  // What it serves: recognised from the checkpoint (DetectModelKind) or declared by the
-  // operator for causal LMs that are rerankers, guards or deciders (ResolveModelKinds).
-  ModelKind kind = ModelKind::kChat;
-  // --tool-call-syntax for this model (ModelLoadOptions::tool_call_syntax); unset: the
-  // catalog's declaration, else a logged guess from the chat template.
-  std::optional<ToolCallSyntax> tool_call_syntax{};
-};
 
 // The GGUF model an entry's `dir` names (a GGUF file, or an Ollama name in Ollama's store);
 // nullopt when it is a checkpoint folder.

@@ -30,11 +30,6 @@ std::string GgufName(const std::string& hf) {
   return name;
 }
 
-// convert_hf_to_gguf.py's LlamaModel.permute (support/hf_to_gguf.h).
-std::vector<float> Permute(const std::vector<float>& w, int64_t rows, int64_t heads) {
-  return test::PermuteLlamaRows(w, rows, heads);
-}
-
 SyntheticModelSpec Spec(ModelFamily family) {
   SyntheticModelSpec s;
   s.family = family;
@@ -61,20 +56,12 @@ void WriteGguf(const std::string& dir, const SyntheticModelSpec& s, bool q8_0,
                const std::string& path) {
   auto ckpt = CheckpointTensors::Open(dir);
   ASSERT_TRUE(ckpt) << ckpt.status().ToString();
-  const std::string arch(ModelFamilyName(s.family));
+  auto config_text = ReadFileToString(dir + "/config.json", 1u << 20);
+  ASSERT_TRUE(config_text) << config_text.status().ToString();
+  auto config = ParseModelConfig(*config_text);
+  ASSERT_TRUE(config) << config.status().ToString();
   test::GgufWriter w;
-  w.AddString("general.architecture", arch);
-  w.AddU32(arch + ".block_count", static_cast<uint32_t>(s.layers));
-  w.AddU32(arch + ".context_length", static_cast<uint32_t>(s.max_position));
-  w.AddU32(arch + ".embedding_length", static_cast<uint32_t>(s.hidden));
-  w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(s.intermediate));
-  w.AddU32(arch + ".attention.head_count", static_cast<uint32_t>(s.heads));
-  w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
-  w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(s.head_dim));
-  w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(s.head_dim));
-  w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim));
-  w.AddF32(arch + ".rope.freq_base", static_cast<float>(s.rope_theta));
-  w.AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.rms_norm_eps));
+  ASSERT_TRUE(test::AddGgufArchitecture(*config, &w).ok());
   w.AddU32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos_token_id));
   w.AddU32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos_token_id));
   std::vector<TensorToWrite> rewritten;
@@ -83,20 +70,19 @@ void WriteGguf(const std::string& dir, const SyntheticModelSpec& s, bool q8_0,
     std::vector<float> v(t.num_elements);
     ASSERT_TRUE(CopyTensorToF32(t, v).ok());
     std::vector<float> stored = v;  // what the safetensors side holds
-    const bool is_q = name.find("q_proj") != std::string::npos;
-    const bool is_k = name.find("k_proj") != std::string::npos;
+    const int64_t permuted_heads = test::GgufPermutedHeads(name, *config);
     std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
     std::string bytes;
     if (q8_0 && t.shape.size() == 2 && t.shape[1] % 32 == 0) {
       bytes = test::QuantizeQ8_0(v, &stored);  // row-wise blocks, before any permutation
       v = stored;
     }
-    if (s.family == ModelFamily::kLlama && (is_q || is_k)) {
-      v = Permute(v, t.shape[0], is_q ? s.heads : s.kv_heads);
+    if (permuted_heads > 0) {
+      v = test::PermuteLlamaRows(v, t.shape[0], permuted_heads);
       if (!bytes.empty()) {
         std::vector<float> unused;
         bytes =
-            test::QuantizeQ8_0(Permute(stored, t.shape[0], is_q ? s.heads : s.kv_heads), &unused);
+            test::QuantizeQ8_0(test::PermuteLlamaRows(stored, t.shape[0], permuted_heads), &unused);
       }
     }
     if (bytes.empty()) {
@@ -187,9 +173,10 @@ TEST_P(GgufCheckpointParity, LogitsMatchTheSafetensorsCheckpoint) {
     ++clear;
     agree += argmax(by_default.data() + p * vocab, vocab) == top;
   }
-  std::printf("[ measured ] cpu default (%s) from the GGUF: max |diff| %.3g, top-1 %zu/%zu "
-              "(positions with a clear lead)\n",
-              std::string(WeightFormatName(*resolved)).c_str(), auto_diff, agree, clear);
+  std::printf(
+      "[ measured ] cpu default (%s) from the GGUF: max |diff| %.3g, top-1 %zu/%zu "
+      "(positions with a clear lead)\n",
+      std::string(WeightFormatName(*resolved)).c_str(), auto_diff, agree, clear);
   EXPECT_LE(auto_diff, bound);
   EXPECT_EQ(agree, clear);
 }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "sse_events.h"
+
 namespace tessera::server {
 namespace {
 
@@ -382,29 +384,10 @@ TEST(AnthropicWire, StopReasons) {
   EXPECT_TRUE(body(JobOutcome{})["content"].empty());
 }
 
-struct Event {
-  std::string name;
-  json data;
-};
+using Event = test::ParsedSseEvent;
 
-// "event: NAME\ndata: JSON\n\n" frames, each checked to be whole and named as its data's type.
 std::vector<Event> Events(const std::string& frames) {
-  std::vector<Event> out;
-  size_t at = 0;
-  while (at < frames.size()) {
-    const size_t end = frames.find("\n\n", at);
-    EXPECT_NE(end, std::string::npos) << frames.substr(at);
-    if (end == std::string::npos) break;
-    const std::string frame = frames.substr(at, end - at);
-    at = end + 2;
-    const size_t nl = frame.find('\n');
-    EXPECT_EQ(frame.rfind("event: ", 0), 0u) << frame;
-    EXPECT_EQ(frame.compare(nl + 1, 6, "data: "), 0) << frame;
-    Event e{frame.substr(7, nl - 7), json::parse(frame.substr(nl + 7))};
-    EXPECT_EQ(e.data["type"], e.name) << frame;
-    out.push_back(std::move(e));
-  }
-  return out;
+  return test::ParseSseEvents(frames);
 }
 
 TEST(AnthropicWire, StreamEventsInOrderWithBlockIndices) {
@@ -476,7 +459,8 @@ TEST(AnthropicWire, ErrorsTakeAnthropicsShape) {
   const json body = ErrorBodyIn(ApiDialect::kAnthropic, e);
   EXPECT_EQ(body, json({{"type", "error"},
                         {"error", {{"type", "not_found_error"}, {"message", "no such model"}}}}));
-  const std::vector<Event> events = Events(MakeAnthropicWire()->StreamError(body));
+  const std::vector<Event> events = Events(MakeAnthropicWire()->StreamError(body, JobOutcome{}));
+  EXPECT_FALSE(MakeAnthropicWire()->errors_carry_usage());
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].name, "error");
   EXPECT_EQ(events[0].data["error"]["type"], "not_found_error");

@@ -422,7 +422,9 @@ TEST(OllamaWire, GenerateShapeAndErrorLine) {
   const json body = wire->Body(meta, Finished(3, 1, worker::FinishReason::kStop), json::object());
   EXPECT_EQ(body["response"], "");
   EXPECT_EQ(body["done_reason"], "stop");
-  const std::vector<json> error = Lines(wire->StreamError({{"error", "worker lost"}}));
+  const std::vector<json> error =
+      Lines(wire->StreamError({{"error", "worker lost"}}, JobOutcome{}));
+  EXPECT_FALSE(wire->errors_carry_usage());
   ASSERT_EQ(error.size(), 1u);
   EXPECT_EQ(error[0]["error"], "worker lost");
 }

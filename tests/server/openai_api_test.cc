@@ -5,6 +5,8 @@
 
 #include "server/api_service_internal.h"
 #include "server/decision_format.h"
+#include "server/generation_wire.h"
+#include "server/json_fields.h"
 
 namespace tessera::server {
 namespace {
@@ -118,6 +120,22 @@ TEST(OpenAiApi, BadFieldsNameTheField) {
     EXPECT_EQ(e.param, c.field) << e.message;
     EXPECT_NE(e.message.find(c.field), std::string::npos) << e.message;
   }
+}
+
+// One refusal of unknown fields for every API: the first non-null unknown member, named with
+// its path in the body; null members are absent.
+TEST(JsonFields, RefuseUnknownFieldsNamesTheMemberAndItsPath) {
+  const nlohmann::ordered_json part = {{"type", "text"}, {"cache", 1}, {"x", nullptr}};
+  EXPECT_FALSE(RefuseUnknownFields(part, {"type", "cache"}).has_value());
+  std::optional<ApiError> e = RefuseUnknownFields(part, {"type"}, "input[2]", "in this item");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "input[2].cache");
+  EXPECT_EQ(e->message, "input[2].cache is not supported in this item; remove it");
+  e = RefuseUnknownFields(part, {"type"});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "cache");
+  EXPECT_EQ(e->message, "cache is not supported by this server; remove it");
 }
 
 TEST(OpenAiApi, RefusesBothTokenLimits) {
@@ -383,20 +401,48 @@ TEST(OpenAiFields, ToolMessagesAndAssistantCalls) {
 
 // A worker refusal's param is the field it travels with, whatever its message says.
 TEST(OpenAiApi, JobErrorParamIsItsFieldNotItsMessage) {
+  const api_internal::InputFieldNames chat = api_internal::InputFieldOf(worker::ChatPayload{}, "");
   const ApiError refused = api_internal::FromJobError(
       worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "tools: bad: worse", 0,
                               "tools[0].function"},
-      true);
+      chat);
   EXPECT_EQ(refused.param, "tools[0].function");
   EXPECT_EQ(api_internal::FromJobError(
-                worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "n: no", 0}, true)
+                worker::JobErrorMessage{5, worker::JobErrorKind::kInvalidRequest, "n: no", 0}, chat)
                 .param,
             "");
   // The engine being busy (the NPU queue full or timed out) is 503 engine_busy.
   const ApiError busy = api_internal::FromJobError(
-      worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, false);
+      worker::JobErrorMessage{5, worker::JobErrorKind::kEngineBusy, "NPU queue: full", 0}, chat);
   EXPECT_EQ(busy.status, 503);
   EXPECT_EQ(busy.code, "engine_busy");
+}
+
+// OpenAI's chat and completion errors carry the usage so far (the other APIs' shapes do not).
+TEST(OpenAiApi, ChatAndCompletionErrorsCarryUsage) {
+  EXPECT_TRUE(MakeOpenAIChatWire(false)->errors_carry_usage());
+  EXPECT_TRUE(MakeOpenAITextWire(true)->errors_carry_usage());
+}
+
+// A refusal of the job's input names the request field the client sent it in: the payload's
+// own name unless the request was read from another (Responses' and the decisions API's input).
+TEST(OpenAiApi, JobErrorNamesTheInputAsTheClientsApiDoes) {
+  using api_internal::FromJobError;
+  using api_internal::InputFieldOf;
+  const worker::JobErrorMessage too_long{5, worker::JobErrorKind::kContextLength, "too long", 9};
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::ChatPayload{}, "")).param, "messages");
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::CompletionPayload{}, "")).param, "prompt");
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::ChatPayload{}, "input")).param, "input");
+  EXPECT_EQ(FromJobError(too_long, InputFieldOf(worker::EmbedPayload{}, "prompt")).param, "prompt");
+  // System One's state, as the decisions API calls it; other fields keep their names.
+  const worker::JobErrorMessage state{5, worker::JobErrorKind::kContextLength, "state: long", 9,
+                                      "state"};
+  EXPECT_EQ(FromJobError(state, InputFieldOf(worker::SystemOnePayload{}, "")).param, "state");
+  EXPECT_EQ(FromJobError(state, InputFieldOf(worker::SystemOnePayload{}, "input")).param, "input");
+  const worker::JobErrorMessage questions{5, worker::JobErrorKind::kInvalidRequest, "none", 0,
+                                          "questions"};
+  EXPECT_EQ(FromJobError(questions, InputFieldOf(worker::SystemOnePayload{}, "input")).param,
+            "questions");
 }
 
 // Which response_formats are decisions (scored by the worker) and which are generated.

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sse_events.h"
+
 namespace tessera::server {
 namespace {
 
@@ -259,24 +261,10 @@ TEST(ResponsesRequest, BadAndUnsupportedFieldsAreNamed) {
 
 // ---- the wire
 
-struct Frame {
-  std::string event;
-  json data;
-};
+using Frame = test::ParsedSseEvent;
 
 std::vector<Frame> Frames(const std::string& sse) {
-  std::vector<Frame> out;
-  size_t at = 0;
-  while (at < sse.size()) {
-    const size_t end = sse.find("\n\n", at);
-    const std::string block = sse.substr(at, end - at);
-    at = end + 2;
-    const size_t nl = block.find('\n');
-    EXPECT_EQ(block.substr(0, 7), "event: ");
-    EXPECT_EQ(block.substr(nl + 1, 6), "data: ");
-    out.push_back({block.substr(7, nl - 7), json::parse(block.substr(nl + 7))});
-  }
-  return out;
+  return test::ParseSseEvents(sse);
 }
 
 ResponseMeta Meta() {
@@ -323,8 +311,8 @@ TEST(ResponsesWire, StreamEventsInOrderWithSequenceNumbers) {
   const std::vector<Frame> frames = Frames(sse);
   std::vector<std::string> names;
   for (size_t i = 0; i < frames.size(); ++i) {
-    names.push_back(frames[i].event);
-    EXPECT_EQ(frames[i].data["type"], frames[i].event);
+    names.push_back(frames[i].name);
+    EXPECT_EQ(frames[i].data["type"], frames[i].name);
     EXPECT_EQ(frames[i].data["sequence_number"], i);
   }
   EXPECT_EQ(
@@ -372,9 +360,9 @@ TEST(ResponsesWire, ACutShortStreamEndsIncompleteAndAnEmptyOneHasAMessage) {
   sse += wire->StreamEnd(meta, Outcome(worker::FinishReason::kLength, 3, 0), json::object());
   const std::vector<Frame> frames = Frames(sse);
   ASSERT_EQ(frames.size(), 8u);
-  EXPECT_EQ(frames[2].event, "response.output_item.added");
+  EXPECT_EQ(frames[2].name, "response.output_item.added");
   EXPECT_EQ(frames[6].data["item"]["status"], "incomplete");
-  EXPECT_EQ(frames[7].event, "response.incomplete");
+  EXPECT_EQ(frames[7].name, "response.incomplete");
   EXPECT_EQ(frames[7].data["response"]["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(store->size(), 0u);  // store: false
 }
@@ -386,24 +374,31 @@ TEST(ResponsesWire, AFailureAfterTheStartIsAnErrorThenResponseFailed) {
   worker::DeltaMessage text;
   text.text = "x";
   sse += wire->StreamDelta(meta, text);
+  JobOutcome so_far;
+  so_far.started = worker::StartedMessage{};
+  so_far.started->prompt_tokens = 4;
+  so_far.completion_tokens_so_far = 1;
   sse += wire->StreamError({{"error",
                              {{"message", "the worker stopped"},
                               {"type", "server_error"},
                               {"param", nullptr},
-                              {"code", "worker_crashed"}}},
-                            {"usage", {{"prompt_tokens", 4}, {"completion_tokens", 1}}}});
+                              {"code", "worker_crashed"}}}},
+                           so_far);
   const std::vector<Frame> frames = Frames(sse);
   ASSERT_GE(frames.size(), 2u);
   const Frame& error = frames[frames.size() - 2];
   const Frame& failed = frames.back();
-  EXPECT_EQ(error.event, "error");
+  EXPECT_EQ(error.name, "error");
   EXPECT_EQ(error.data["code"], "worker_crashed");
   EXPECT_EQ(error.data["message"], "the worker stopped");
-  EXPECT_EQ(failed.event, "response.failed");
+  EXPECT_EQ(failed.name, "response.failed");
   EXPECT_EQ(failed.data["sequence_number"], frames.size() - 1);
   EXPECT_EQ(failed.data["response"]["status"], "failed");
   EXPECT_EQ(failed.data["response"]["error"]["code"], "server_error");
+  EXPECT_EQ(failed.data["response"]["usage"]["input_tokens"], 4);
   EXPECT_EQ(failed.data["response"]["usage"]["output_tokens"], 1);
+  EXPECT_FALSE(MakeResponsesWire(Context(true), std::make_shared<ResponseStore>(), "a")
+                   ->errors_carry_usage());
   EXPECT_EQ(failed.data["response"]["output"][0]["content"][0]["text"], "x");
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_service.h"
+#include "server/openai_api.h"
 
 namespace tessera::server::test {
 namespace {

@@ -96,6 +96,47 @@ inline std::vector<float> PermuteLlamaRows(const std::vector<float>& w, int64_t 
   return out;
 }
 
+// The architecture's metadata keys (general.architecture, ARCH.block_count, ...) of `c`, as the
+// converter writes the shared ones: gemma3 and minicpm write their own head sizes and rope
+// keys (AddConverterFamilyKeys), qwen35 its ssm.* keys and partial rotary (hf_to_gguf_qwen35.h);
+// `mtp_layers`: Qwen3.5's MTP blocks, counted in block_count.
+inline Status AddGgufArchitecture(const ModelConfig& c, GgufWriter* w, int64_t mtp_layers = 0) {
+  const bool qwen35 = c.family == ModelFamily::kQwen3_5;
+  const bool own_keys = c.family == ModelFamily::kGemma3 || c.family == ModelFamily::kMiniCpm;
+  const std::string arch = qwen35 ? "qwen35" : std::string(ModelFamilyName(c.family));
+  w->AddString("general.architecture", arch);
+  w->AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers + mtp_layers));
+  w->AddU32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
+  w->AddU32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+  w->AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  w->AddU32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
+  w->AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
+  if (!own_keys) {
+    w->AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w->AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+  }
+  if (qwen35) {
+    TS_RETURN_IF_ERROR(AddQwen35GgufKeys(c, mtp_layers, w));
+  } else if (!own_keys) {
+    w->AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  }
+  w->AddF32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  w->AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  return Status::Ok();
+}
+
+// The heads whose rows convert_hf_to_gguf.py interleaves in the tensor `hf_name`
+// (PermuteLlamaRows): llama's q and k projections (weights and biases) and minicpm's (weights
+// only: MiniCPMModel.modify_tensors), or 0 when it keeps the rows as they are.
+inline int64_t GgufPermutedHeads(const std::string& hf_name, const ModelConfig& c) {
+  const bool permuted = c.family == ModelFamily::kLlama ||
+                        (c.family == ModelFamily::kMiniCpm && hf_name.ends_with(".weight"));
+  if (!permuted) return 0;
+  if (hf_name.find("q_proj") != std::string::npos) return c.num_heads;
+  if (hf_name.find("k_proj") != std::string::npos) return c.num_kv_heads;
+  return 0;
+}
+
 // The tokenizer keys of a byte-level BPE tokenizer.json (+ tokenizer_config.json) in `dir`.
 inline Status AddGgufTokenizer(const std::string& dir, const ModelConfig& config,
                                const std::string& pre, bool chat_template, GgufWriter* w) {
@@ -252,28 +293,9 @@ inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& p
     return Unsupported("a multimodal checkpoint's text model");
   }
   const nlohmann::json raw = nlohmann::json::parse(*config_text);
-  const bool own_keys = c.family == ModelFamily::kGemma3 || c.family == ModelFamily::kMiniCpm;
-  const std::string arch = qwen35 ? "qwen35" : std::string(ModelFamilyName(c.family));
   const int64_t mtp_layers = qwen35 ? Qwen35MtpLayers(*config_text) : 0;
   GgufWriter w;
-  w.AddString("general.architecture", arch);
-  w.AddU32(arch + ".block_count", static_cast<uint32_t>(c.num_layers + mtp_layers));
-  w.AddU32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
-  w.AddU32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
-  w.AddU32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
-  w.AddU32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
-  w.AddU32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
-  if (qwen35) {
-    w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
-    w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-    TS_RETURN_IF_ERROR(AddQwen35GgufKeys(c, mtp_layers, &w));
-  } else if (!own_keys) {
-    w.AddU32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
-    w.AddU32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-    w.AddU32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
-  }
-  w.AddF32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.AddF32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  TS_RETURN_IF_ERROR(AddGgufArchitecture(c, &w, mtp_layers));
   TS_RETURN_IF_ERROR(AddConverterFamilyKeys(c, raw, &w));
   int64_t embed_rows = c.vocab_size;
   if (FileExists(dir + "/tokenizer.json")) {
@@ -296,13 +318,8 @@ inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& p
     std::vector<float> v(t.num_elements);
     TS_RETURN_IF_ERROR(CopyTensorToF32(t, v));
     std::vector<int64_t> shape = t.shape;
-    const bool is_q = name.find("q_proj") != std::string::npos;
-    const bool is_k = name.find("k_proj") != std::string::npos;
-    const bool weight = name.ends_with(".weight");
-    // LlamaModel.modify_tensors permutes q/k weights and biases; MiniCPMModel weights only.
-    if ((c.family == ModelFamily::kLlama || (c.family == ModelFamily::kMiniCpm && weight)) &&
-        (is_q || is_k)) {
-      v = PermuteLlamaRows(v, t.shape[0], is_q ? c.num_heads : c.num_kv_heads);
+    if (const int64_t heads = GgufPermutedHeads(name, c)) {
+      v = PermuteLlamaRows(v, t.shape[0], heads);
     }
     if (c.family == ModelFamily::kGemma3) {
       // Gemma3Model.modify_tensors: out-of-vocabulary embedding rows dropped, and 1 added to

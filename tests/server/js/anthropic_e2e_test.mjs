@@ -8,7 +8,7 @@
 //   node anthropic_e2e_test.mjs TESSERA TINY_MODEL QWEN3_TEMPLATE_MODEL
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { runTests, startServer, waitReady } from './harness.mjs';
+import { runTests, serveReady } from './harness.mjs';
 
 const [tessera, tiny, qwen3] = process.argv.slice(2);
 const apiKey = 'anthropic-test-key';
@@ -227,11 +227,9 @@ test('auth: x-api-key and Bearer accepted, a wrong key refused', async ({ client
   assert.ok(client.apiKey === apiKey);
 });
 
-const { child, port } = await startServer(
+const { child, base } = await serveReady(
   tessera, ['--placement', 'reference', '--rate-limit', '10000', '--max-loaded-models', '2',
             '--model', `tiny=${tiny}`, '--model', `qwen3=${qwen3}`],
   { TESSERA_API_KEY: apiKey });
-const base = `http://127.0.0.1:${port}`;
-await waitReady(base, 60);
 const client = new Anthropic({ apiKey, baseURL: base, maxRetries: 0, timeout: 60000 });
 await runTests(tests, { client, base }, child);

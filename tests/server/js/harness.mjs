@@ -23,6 +23,20 @@ export function startServer(tessera, args, env = {}) {
   });
 }
 
+// startServer, then waitReady on it: resolves with { child, port, log, base } (base:
+// "http://127.0.0.1:PORT"). A server that does not get ready is stopped.
+export async function serveReady(tessera, args, env = {}, readySeconds = 60) {
+  const s = await startServer(tessera, args, env);
+  const base = `http://127.0.0.1:${s.port}`;
+  try {
+    await waitReady(base, readySeconds);
+  } catch (e) {
+    s.child.kill('SIGTERM');
+    throw e;
+  }
+  return { ...s, base };
+}
+
 export async function waitReady(base, seconds) {
   const deadline = Date.now() + seconds * 1000;
   while (Date.now() < deadline) {

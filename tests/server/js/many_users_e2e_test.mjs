@@ -7,7 +7,7 @@
 //   node many_users_e2e_test.mjs TESSERA STORIES_MODEL QWEN_TEMPLATE_MODEL
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { runTests, startServer, waitReady } from './harness.mjs';
+import { runTests, serveReady } from './harness.mjs';
 
 const [tessera, stories, qwen] = process.argv.slice(2);
 
@@ -257,9 +257,7 @@ test('a shared system prompt is cached across requests', async (client) => {
   assert.ok(a.usage.prompt_tokens > 300);
 });
 
-const { child, port } = await startServer(
+const { child, base } = await serveReady(
   tessera, ['--no-auth', '--rate-limit', '100000', '--parallel', '8', '--max-loaded-models', '2',
-            '--model', `stories=${stories}`, '--model', `qwen=${qwen}`]);
-const base = `http://127.0.0.1:${port}`;
-await waitReady(base, 120);
+            '--model', `stories=${stories}`, '--model', `qwen=${qwen}`], {}, 120);
 await runTests(tests, new OpenAI({ apiKey: 'unused', baseURL: `${base}/v1`, maxRetries: 0, timeout: 120000 }), child);

@@ -6,18 +6,15 @@
 //   node metrics_e2e_test.mjs TESSERA E2E_WORK_DIR   (E2E_WORK_DIR holds tiny/)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { checker, startServer, waitReady } from './harness.mjs';
+import { checker, serveReady } from './harness.mjs';
 
 const [tessera, work] = process.argv.slice(2);
 const KEY = 'metrics-key';
 const { check, failed } = checker();
 
-async function serve(extra = []) {
-  const s = await startServer(tessera, ['--model', `tiny=${work}/tiny`, '--rate-limit', '0', ...extra],
-                              { TESSERA_API_KEY: KEY });
-  const base = `http://127.0.0.1:${s.port}`;
-  await waitReady(base, 60);
-  return { ...s, base };
+function serve(extra = []) {
+  return serveReady(tessera, ['--model', `tiny=${work}/tiny`, '--rate-limit', '0', ...extra],
+                    { TESSERA_API_KEY: KEY });
 }
 
 const auth = { Authorization: `Bearer ${KEY}` };

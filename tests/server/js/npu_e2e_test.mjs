@@ -12,17 +12,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
-import { checker, startServer, waitReady } from './harness.mjs';
+import { checker, serveReady } from './harness.mjs';
 
 const [tessera, work, withFaults] = process.argv.slice(2);
 const KEY = 'npu-key';
 const prompts = ['Once upon a time', 'The river', 'Numbers such as 1, 2, 3'];
 
 async function serve(args, env = {}, program = tessera) {
-  const s = await startServer(program, ['--rate-limit', '0', ...args], { TESSERA_API_KEY: KEY, ...env });
-  const base = `http://127.0.0.1:${s.port}`;
-  await waitReady(base, 60);
-  return { ...s, base, client: new OpenAI({ apiKey: KEY, baseURL: `${base}/v1` }) };
+  const s = await serveReady(program, ['--rate-limit', '0', ...args], { TESSERA_API_KEY: KEY, ...env });
+  return { ...s, client: new OpenAI({ apiKey: KEY, baseURL: `${s.base}/v1` }) };
 }
 
 // Greedy completions and one chat answer of each model on one server.

@@ -8,7 +8,7 @@
 //   node ollama_e2e_test.mjs TESSERA E2E_WORK_DIR STORIES_MODEL   (E2E_WORK_DIR: tiny/, embed/, qwen/)
 import assert from 'node:assert/strict';
 import { Ollama } from 'ollama';
-import { ollamaRefused, runTests, startServer, waitReady } from './harness.mjs';
+import { ollamaRefused, runTests, serveReady } from './harness.mjs';
 
 const [tessera, work, stories] = process.argv.slice(2);
 const apiKey = 'ollama-test-key';
@@ -228,10 +228,10 @@ test('errors in Ollama\'s shape: unknown model, chat on an embedding model, wron
   assert.equal(lines.at(-1).done, true);
 });
 
-const { child, port } = await startServer(
+const server = await serveReady(
   tessera, ['--rate-limit', '0', '--model', `tiny=${work}/tiny`, '--model', `emb=${work}/embed`,
             '--model', `qwen=${work}/qwen`, '--model', `stories=${stories}`, '--max-loaded-models', '4'],
   { TESSERA_API_KEY: apiKey });
-base = `http://127.0.0.1:${port}`;
-await waitReady(base, 60);
+const { child } = server;
+base = server.base;
 await runTests(tests, new Ollama({ host: base, headers: { Authorization: `Bearer ${apiKey}` } }), child);

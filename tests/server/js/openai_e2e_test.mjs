@@ -4,7 +4,7 @@
 //   node openai_e2e_test.mjs TESSERA TINY_MODEL STORIES_MODEL
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { runTests, startServer, waitReady } from './harness.mjs';
+import { runTests, serveReady } from './harness.mjs';
 
 const [tessera, tiny, stories] = process.argv.slice(2);
 const apiKey = 'js-test-key';
@@ -124,10 +124,8 @@ test('errors are APIErrors with OpenAI fields', async (client) => {
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
 });
 
-const { child, port } = await startServer(
+const { child, base } = await serveReady(
   tessera, ['--placement', 'reference', '--rate-limit', '1000', '--model', `tiny=${tiny}`,
             '--model', `stories=${stories}`, '--max-loaded-models', '2'],
   { TESSERA_API_KEY: apiKey });
-const base = `http://127.0.0.1:${port}`;
-await waitReady(base, 60);
 await runTests(tests, new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0, timeout: 60000 }), child);

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { runTests, startServer, waitReady } from './harness.mjs';
+import { runTests, serveReady } from './harness.mjs';
 
 const [tessera, qwen, work] = process.argv.slice(2);
 const keyA = 'responses-key-a-0123456789';
@@ -252,8 +252,6 @@ mkdirSync(work, { recursive: true });
 const keys = `${work}/responses-keys`;
 writeFileSync(keys, `teamb:${keyB}\n`);
 chmodSync(keys, 0o600);
-const { child, port } = await startServer(tessera, ['--api-keys', keys, '--model', `qwen=${qwen}`],
-                                          { TESSERA_API_KEY: keyA });
-const base = `http://127.0.0.1:${port}`;
-await waitReady(base, 120);
+const { child, base } = await serveReady(tessera, ['--api-keys', keys, '--model', `qwen=${qwen}`],
+                                         { TESSERA_API_KEY: keyA }, 120);
 await runTests(tests, new OpenAI({ apiKey: keyA, baseURL: `${base}/v1`, maxRetries: 0, timeout: 120000 }), child);

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 import OpenAIWithDecisions from 'openai-decisions';  // openai 7.60.0: client.decisions
-import { runTests, startServer, waitReady } from './harness.mjs';
+import { runTests, serveReady, startServer, waitReady } from './harness.mjs';
 
 const [tessera, work, docs] = process.argv.slice(2);
 const tests = [];
@@ -252,12 +252,10 @@ test('System One: choice, score and noul answers; identical with resume on; 422 
   const text = await post('/v1/systemone', { ...body, state: JSON.stringify(body.state) });
   assert.deepEqual(text.body.answers, r.body.answers);  // JSON is read as its text
   // The same questions on a server that reads each state once and keeps it.
-  const resumed = await startServer(tessera, ['--model', `chat=${work}/tiny`, '--rate-limit', '0', '--systemone-reuse', 'pinned'],
-                                    { TESSERA_API_KEY: 'task-key' });
+  const resumed = await serveReady(tessera, ['--model', `chat=${work}/tiny`, '--rate-limit', '0', '--systemone-reuse', 'pinned'],
+                                   { TESSERA_API_KEY: 'task-key' });
   try {
-    const other = `http://127.0.0.1:${resumed.port}`;
-    await waitReady(other, 60);
-    const again = await post('/v1/systemone', body, other);
+    const again = await post('/v1/systemone', body, resumed.base);
     assert.deepEqual(again.body.answers, r.body.answers);
     assert.ok(again.body.x_tessera_stats.cached_tokens >= 3 * 32);  // the state, read once
   } finally {
@@ -403,11 +401,10 @@ test('System One: the docs example by name answers by name, in order, as the lis
   const names = Object.keys(example.questions);
   assert.deepEqual(names, ['team', 'anger', 'refund']);
   // The example's model, served here by the tiny chat model declared as a decide model.
-  const decider = await startServer(tessera, ['--model', `${example.model}=${work}/tiny`,
+  const decider = await serveReady(tessera, ['--model', `${example.model}=${work}/tiny`,
     '--kind', `${example.model}=decide`, '--rate-limit', '0'], { TESSERA_API_KEY: 'task-key' });
   try {
-    const at = `http://127.0.0.1:${decider.port}`;
-    await waitReady(at, 60);
+    const at = decider.base;
     // Served as a decide model, its KV pool is a task model's, not every slot's whole context.
     assert.match(decider.log.text, /KV pool: .*a task model's: one whole context/);
     const r = await post('/v1/systemone', example, at);
@@ -474,11 +471,11 @@ test('chat still works beside the task models; a task model refuses chat', async
   await refused('/v1/chat/completions', { model: 'emb', messages: [{ role: 'user', content: 'hi' }] }, 'model');
 });
 
-const { child, port } = await startServer(tessera, [
+const server = await serveReady(tessera, [
   '--model', `chat=${work}/tiny`, '--model', `emb=${work}/embed`, '--model', `cls=${work}/cls`,
   '--model', `rr=${work}/tiny`, '--kind', 'rr=rerank', '--model', `guard=${work}/tiny`,
   '--kind', 'guard=guard', '--max-loaded-models', '5', '--rate-limit', '0'], { TESSERA_API_KEY: 'task-key' });
-base = `http://127.0.0.1:${port}`;
-await waitReady(base, 60);
+const { child } = server;
+base = server.base;
 const client = new OpenAI({ apiKey: 'task-key', baseURL: `${base}/v1` });
 await runTests(tests, client, child);
