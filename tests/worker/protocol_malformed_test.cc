@@ -222,7 +222,7 @@ TEST(WorkerProtocolMalformed, EveryMessageTypeHasACodecAndSamplesThatRoundTrip) 
   std::set<MessageType> codec_types, sample_types;
   for (const Codec& c : Codecs()) codec_types.insert(c.type);
   for (const Sample& s : Samples()) sample_types.insert(s.type);
-  EXPECT_EQ(types.size(), 10u);
+  EXPECT_EQ(types.size(), 11u);
   EXPECT_EQ(codec_types, types) << "a message type without a codec in this test";
   EXPECT_EQ(sample_types, types) << "a message type without a sample in this test";
   for (const Sample& s : Samples()) {
