@@ -8,6 +8,8 @@
 //
 //   TS_RETURN_IF_ERROR(test::WriteGgufOfCheckpoint(dir, "qwen2", "/tmp/m.gguf"));  // pre: the
 //   // tokenizer.ggml.pre name the caller knows the tokenizer to be
+//   TS_RETURN_IF_ERROR(test::WriteGgufOfCheckpoint(dir, "qwen2", "/tmp/m.f16.gguf", true,
+//                                                  GgmlType::kF16));  // as --outtype f16
 #pragma once
 
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "base/mapped_file.h"
 #include "format/model_config.h"
 #include "format/safetensors.h"
@@ -139,10 +142,38 @@ inline Status AddGgufTokenizer(const std::string& dir, const ModelConfig& config
   return Status::Ok();
 }
 
-// The whole checkpoint in `dir` as an F32 GGUF (see the top of this file).
-// Without `chat_template` the file has no tokenizer.chat_template (a base model's).
+// The type convert_hf_to_gguf.py --outtype gives a tensor: 1-D tensors (norms, biases) and
+// *_norm.weight stay F32 (most of ggml only handles F32 there), every other tensor takes
+// `outtype` (F32, F16 or BF16).
+inline GgmlType GgufFloatTypeOf(const std::string& gguf_name, size_t n_dims, GgmlType outtype) {
+  const std::string norm = "_norm.weight";
+  const bool is_norm = gguf_name.size() >= norm.size() &&
+                       gguf_name.compare(gguf_name.size() - norm.size(), norm.size(), norm) == 0;
+  return n_dims <= 1 || is_norm ? GgmlType::kF32 : outtype;
+}
+
+// fp32 values as `type`'s little-endian bytes, rounded to nearest even as the converter's
+// numpy astype(float16) and gguf-py's BF16 quantizer round (NaN stays quiet NaN).
+inline std::string GgufFloatBytes(const std::vector<float>& v, GgmlType type) {
+  if (type == GgmlType::kF32) return F32Bytes(v);
+  std::string out(2 * v.size(), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = type == GgmlType::kF16 ? FloatToF16(v[i]) : FloatToBf16(v[i]);
+    out[2 * i] = static_cast<char>(h & 0xff);
+    out[2 * i + 1] = static_cast<char>(h >> 8);
+  }
+  return out;
+}
+
+// The whole checkpoint in `dir` as a GGUF of `outtype` (F32, F16 or BF16; see
+// GgufFloatTypeOf). Without `chat_template` the file has no tokenizer.chat_template (a base
+// model's).
 inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& pre,
-                                    const std::string& path, bool chat_template = true) {
+                                    const std::string& path, bool chat_template = true,
+                                    GgmlType outtype = GgmlType::kF32) {
+  if (outtype != GgmlType::kF32 && outtype != GgmlType::kF16 && outtype != GgmlType::kBF16) {
+    return InvalidArgument("the GGUF test writer writes F32, F16 or BF16 files");
+  }
   auto config_text = ReadFileToString(dir + "/config.json", 16u << 20);
   if (!config_text) return config_text.status();
   auto config = ParseModelConfig(*config_text);
@@ -176,8 +207,9 @@ inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& p
     }
     const std::string gguf_name = GgufTensorNameOf(name);
     if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
-    w.AddTensor(gguf_name, GgmlType::kF32, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()),
-                F32Bytes(v));
+    const GgmlType type = GgufFloatTypeOf(gguf_name, t.shape.size(), outtype);
+    w.AddTensor(gguf_name, type, std::vector<uint64_t>(t.shape.rbegin(), t.shape.rend()),
+                GgufFloatBytes(v, type));
   }
   const std::string bytes = w.Build();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
