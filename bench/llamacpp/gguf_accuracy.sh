@@ -7,6 +7,8 @@
 #   bench/llamacpp/gguf_accuracy.sh LLAMA_SRC TESSERA_BUILD [--positions N] [--formats "auto int8"]
 #                                   [--exact] FILE.gguf...
 # LLAMA_SRC: a llama.cpp checkout built with cmake into LLAMA_SRC/build (libllama in build/bin).
+# First, every tensor's dequantized values are compared with ggml's own (gguf_dequant_compare.cc,
+# linked against TESSERA_BUILD's format library): "0 differ" for each type.
 set -euo pipefail
 LLAMA=$1 BUILD=$2
 shift 2
@@ -24,6 +26,9 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 "$HERE/llama_logits.c" -I"$LLAMA/include" -I"$LLAMA/ggml/include" -L"$LLAMA/build/bin" \
   -lllama -lggml -lggml-base -o "$WORK/llama_logits"
+c++ -std=c++20 -O2 "$HERE/gguf_dequant_compare.cc" -I"$HERE/../../src" -I"$LLAMA/ggml/include" \
+  "$BUILD/src/format/libtessera_format.a" "$BUILD/src/base/libtessera_base.a" \
+  -L"$LLAMA/build/bin" -lggml-base -o "$WORK/gguf_dequant_compare"
 export LD_LIBRARY_PATH=$LLAMA/build/bin
 for file in "$@"; do
   # Ids below 1000 exist in every vocabulary tessera reads; a fixed LCG keeps runs comparable.
@@ -31,6 +36,8 @@ for file in "$@"; do
   # shellcheck disable=SC2086
   "$WORK/llama_logits" "$file" "$WORK/llama.f32" $ids 2> "$WORK/llama.err" ||
     { cat "$WORK/llama.err" >&2; exit 1; }
+  echo "dequantization against ggml's:"
+  "$WORK/gguf_dequant_compare" "$file" || echo "(tessera's dequantization differs from ggml's)"
   echo "against llama.cpp's logits:"
   for format in $FORMATS; do
     # shellcheck disable=SC2086

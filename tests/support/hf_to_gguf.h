@@ -13,6 +13,8 @@
 //
 //   TS_RETURN_IF_ERROR(test::WriteGgufOfCheckpoint(dir, "qwen2", "/tmp/m.gguf"));  // pre: the
 //   // tokenizer.ggml.pre name the caller knows the tokenizer to be
+//   TS_RETURN_IF_ERROR(test::WriteGgufOfCheckpoint(dir, "qwen2", "/tmp/m.f16.gguf", true,
+//                                                  GgmlType::kF16));  // as --outtype f16
 #pragma once
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "base/mapped_file.h"
 #include "format/model_config.h"
 #include "format/safetensors.h"
@@ -200,6 +203,29 @@ inline Status AddGgufTokenizer(const std::string& dir, const ModelConfig& config
   return Status::Ok();
 }
 
+// The type convert_hf_to_gguf.py --outtype gives a tensor: 1-D tensors (norms, biases) and
+// *_norm.weight stay F32 (most of ggml only handles F32 there), every other tensor takes
+// `outtype` (F32, F16 or BF16).
+inline GgmlType GgufFloatTypeOf(const std::string& gguf_name, size_t n_dims, GgmlType outtype) {
+  const std::string norm = "_norm.weight";
+  const bool is_norm = gguf_name.size() >= norm.size() &&
+                       gguf_name.compare(gguf_name.size() - norm.size(), norm.size(), norm) == 0;
+  return n_dims <= 1 || is_norm ? GgmlType::kF32 : outtype;
+}
+
+// fp32 values as `type`'s little-endian bytes, rounded to nearest even as the converter's
+// numpy astype(float16) and gguf-py's BF16 quantizer round (NaN stays quiet NaN).
+inline std::string GgufFloatBytes(const std::vector<float>& v, GgmlType type) {
+  if (type == GgmlType::kF32) return F32Bytes(v);
+  std::string out(2 * v.size(), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = type == GgmlType::kF16 ? FloatToF16(v[i]) : FloatToBf16(v[i]);
+    out[2 * i] = static_cast<char>(h & 0xff);
+    out[2 * i + 1] = static_cast<char>(h >> 8);
+  }
+  return out;
+}
+
 // The keys only gemma3 and minicpm files have (Gemma3Model / MiniCPMModel
 // set_gguf_parameters); refuses what their GGUF metadata cannot express.
 inline Status AddConverterFamilyKeys(const ModelConfig& c, const nlohmann::json& text_config,
@@ -276,12 +302,16 @@ inline Status AddConverterTokenizer(const std::string& dir, const ModelConfig& c
   return AddGgufTokenizer(dir, c, pre, chat_template, w);
 }
 
-// The whole checkpoint in `dir` as an F32 GGUF (see the top of this file), built in a writer
-// the caller may still change.
+// The whole checkpoint in `dir` as a GGUF of `outtype` (F32, F16 or BF16; see
+// GgufFloatTypeOf and the top of this file), built in a writer the caller may still change.
 // Without `chat_template` the file has no tokenizer.chat_template (a base model's); without a
 // tokenizer.json it has no tokenizer keys (weights only).
 inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& pre,
-                                    bool chat_template, GgufWriter* out_writer) {
+                                    bool chat_template, GgufWriter* out_writer,
+                                    GgmlType outtype = GgmlType::kF32) {
+  if (outtype != GgmlType::kF32 && outtype != GgmlType::kF16 && outtype != GgmlType::kBF16) {
+    return InvalidArgument("the GGUF test writer writes F32, F16 or BF16 files");
+  }
   auto config_text = ReadFileToString(dir + "/config.json", 16u << 20);
   if (!config_text) return config_text.status();
   auto config = ParseModelConfig(*config_text);
@@ -347,8 +377,9 @@ inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& p
       std::string gguf_name = qwen35 ? Qwen35GgufTensorNameOf(ct.hf_name) : "";
       if (gguf_name.empty()) gguf_name = GgufTensorNameOf(ct.hf_name, c.family);
       if (gguf_name.empty()) return Unsupported("no GGUF name for " + name);
-      w.AddTensor(gguf_name, GgmlType::kF32,
-                  std::vector<uint64_t>(ct.shape.rbegin(), ct.shape.rend()), F32Bytes(ct.values));
+      const GgmlType type = GgufFloatTypeOf(gguf_name, ct.shape.size(), outtype);
+      w.AddTensor(gguf_name, type, std::vector<uint64_t>(ct.shape.rbegin(), ct.shape.rend()),
+                  GgufFloatBytes(ct.values, type));
     }
   }
   *out_writer = std::move(w);
@@ -357,9 +388,10 @@ inline Status BuildGgufOfCheckpoint(const std::string& dir, const std::string& p
 
 // As BuildGgufOfCheckpoint, written to `path`.
 inline Status WriteGgufOfCheckpoint(const std::string& dir, const std::string& pre,
-                                    const std::string& path, bool chat_template = true) {
+                                    const std::string& path, bool chat_template = true,
+                                    GgmlType outtype = GgmlType::kF32) {
   GgufWriter w;
-  TS_RETURN_IF_ERROR(BuildGgufOfCheckpoint(dir, pre, chat_template, &w));
+  TS_RETURN_IF_ERROR(BuildGgufOfCheckpoint(dir, pre, chat_template, &w, outtype));
   const std::string bytes = w.Build();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
