@@ -115,8 +115,15 @@ try {
     assert.equal(r.done, true);
     assert.equal(r.model, 'test-org/tiny');
     assert.ok(r.eval_count >= 1);
-    const metrics = await (await fetch(`${base}/metrics`)).text();
-    assert.match(metrics, /tessera_prompt_tokens_total\{model="test-org\/tiny"\} [1-9]/);
+    // The counters were once read before they showed the chat just answered (CI, once in
+    // three runs): poll for them, bounded (10 s).
+    const counted = /tessera_prompt_tokens_total\{model="test-org\/tiny"\} [1-9]/;
+    let metrics = '';
+    for (let i = 0; i < 200 && !counted.test(metrics); ++i) {
+      if (i > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      metrics = await (await fetch(`${base}/metrics`)).text();
+    }
+    assert.match(metrics, counted);
     const { data } = await (await fetch(`${base}/v1/models`)).json();
     assert.ok(data.some((m) => m.id === 'test-org/tiny' && m.x_tessera_kind === 'chat'));
   });
