@@ -1,7 +1,9 @@
 // tessera render-chat --model DIR: renders the model's chat template for each JSON Lines request
 // on stdin, {"messages": [...], "add_generation_prompt": bool, "kwargs": {...}}, and writes one
-// line per request: {"rendered": "..."} or {"error": "..."}.
+// line per request: {"rendered": "..."} or {"error": "..."}. --model FILE.gguf renders the
+// file's tokenizer.chat_template with its special tokens, as `serve` does.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -11,7 +13,9 @@
 #include "chat/jinja.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "format/gguf.h"
 #include "format/json_util.h"
+#include "runtime/gguf_loading.h"
 
 namespace tessera {
 
@@ -51,18 +55,34 @@ ordered_json RenderRequest(const jinja::Template& tmpl, const ChatTemplateConfig
   return {{"rendered", *rendered}};
 }
 
+// A model folder's template (chat_template.jinja or tokenizer_config.json), or a GGUF file's.
+Expected<ChatTemplateConfig> LoadTemplate(const std::string& model) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(model, ec)) return LoadChatTemplateConfig(model);
+  TS_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(model));
+  TS_ASSIGN_OR_RETURN(GgufTokenizerData data, ReadGgufTokenizerData(file));
+  TS_ASSIGN_OR_RETURN(std::optional<ChatTemplateConfig> config, GgufChatTemplate(data));
+  if (!config) {
+    return Unsupported(model +
+                       " has no chat template (tokenizer.chat_template); it serves "
+                       "completions only");
+  }
+  return std::move(*config);
+}
+
 }  // namespace
 
 int RunRenderChatCommand(int argc, char** argv) {
   CliArgs args("render-chat");
-  args.AddString("model", "model directory (chat_template.jinja or tokenizer_config.json)",
+  args.AddString("model",
+                 "model directory (chat_template.jinja or tokenizer_config.json) or GGUF file",
                  /*required=*/true);
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("render-chat", st);
   if (args.help_requested()) {
     std::printf("%s", args.Usage().c_str());
     return 0;
   }
-  auto config = LoadChatTemplateConfig(args.GetString("model"));
+  auto config = LoadTemplate(args.GetString("model"));
   if (!config) return ReportError("render-chat", config.status());
   auto tmpl = jinja::Template::Parse(config->source);
   if (!tmpl) return ReportError("render-chat", tmpl.status().WithContext("chat template"));

@@ -2,6 +2,8 @@
 //
 //   echo '"Hello world"' | tessera tokenize --model models/qwen      ->  [9707,1879]
 //   echo '[9707,1879]'   | tessera detokenize --model models/qwen    ->  "Hello world"
+//   echo '"Hello world"' | tessera tokenize --model qwen2.5-0.5b-q8_0.gguf  (the file's own
+//                          tokenizer, rebuilt from its tokenizer.ggml.* keys as `serve` does)
 //
 // Blank lines (only spaces/tabs/CR) are skipped and produce no output line. The first bad line
 // stops the run with a one-line error naming it on stderr and exit code 1.
@@ -11,9 +13,14 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+
 #include "cli_args.h"
 #include "commands.h"
+#include "format/gguf.h"
 #include "format/json_util.h"
+#include "runtime/gguf_loading.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -30,15 +37,24 @@ int LineError(const char* command, size_t line_number, const std::string& messag
   return 1;
 }
 
-Expected<Tokenizer> LoadFromModelDir(const std::string& dir) {
-  return Tokenizer::FromFile(dir + "/tokenizer.json");
+// A folder holding tokenizer.json, or a GGUF file (its tokenizer.ggml.* metadata).
+Expected<Tokenizer> LoadTokenizer(const std::string& model) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(model, ec)) {
+    return Tokenizer::FromFile(model + "/tokenizer.json");
+  }
+  TS_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(model));
+  TS_ASSIGN_OR_RETURN(GgufTokenizerData data, ReadGgufTokenizerData(file));
+  auto tokenizer = TokenizerFromGguf(data);
+  if (!tokenizer) return tokenizer.status().WithContext(model);
+  return tokenizer;
 }
 
 }  // namespace
 
 int RunTokenizeCommand(int argc, char** argv) {
   CliArgs args("tokenize");
-  args.AddString("model", "folder holding tokenizer.json", /*required=*/true);
+  args.AddString("model", "folder holding tokenizer.json, or a GGUF file", /*required=*/true);
   args.AddFlag("add-special", "apply the post-processor (e.g. prepend <bos>)");
   args.AddFlag("split-special", "encode special-token strings as ordinary text");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("tokenize", st);
@@ -48,7 +64,7 @@ int RunTokenizeCommand(int argc, char** argv) {
         "Reads one JSON string per line on stdin; writes one JSON array of ids per line.\n");
     return 0;
   }
-  auto tokenizer = LoadFromModelDir(args.GetString("model"));
+  auto tokenizer = LoadTokenizer(args.GetString("model"));
   if (!tokenizer) return ReportError("tokenize", tokenizer.status());
   EncodeOptions options;
   options.add_special_tokens = args.GetFlag("add-special");
@@ -85,7 +101,7 @@ int RunTokenizeCommand(int argc, char** argv) {
 
 int RunDetokenizeCommand(int argc, char** argv) {
   CliArgs args("detokenize");
-  args.AddString("model", "folder holding tokenizer.json", /*required=*/true);
+  args.AddString("model", "folder holding tokenizer.json, or a GGUF file", /*required=*/true);
   args.AddFlag("skip-special", "drop special tokens (e.g. <|im_end|>) from the text");
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return ReportError("detokenize", st);
   if (args.help_requested()) {
@@ -94,7 +110,7 @@ int RunDetokenizeCommand(int argc, char** argv) {
         "Reads one JSON array of ids per line on stdin; writes one JSON string per line.\n");
     return 0;
   }
-  auto tokenizer = LoadFromModelDir(args.GetString("model"));
+  auto tokenizer = LoadTokenizer(args.GetString("model"));
   if (!tokenizer) return ReportError("detokenize", tokenizer.status());
   bool skip_special = args.GetFlag("skip-special");
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
+#include "support/hf_to_gguf.h"
 #include "test_support.h"
 
 namespace tessera {
@@ -22,7 +23,9 @@ std::vector<ordered_json> OutputLines(const std::string& out) {
   return lines;
 }
 
-void CheckFolder(const std::string& folder, size_t max_vectors) {
+// `model`: the folder's reference vectors rendered from `model` (default: the folder itself).
+void CheckFolder(const std::string& folder, size_t max_vectors, std::string model = "") {
+  if (model.empty()) model = test::SharedDir() + "/tokenizers/" + folder;
   auto text =
       ReadFileToString(test::SharedDir() + "/tokenizers/reference/" + folder + ".chat.json");
   ASSERT_TRUE(text.has_value());
@@ -35,8 +38,7 @@ void CheckFolder(const std::string& folder, size_t max_vectors) {
                         {"kwargs", vectors[i]["kwargs"]}};
     input += req.dump() + "\n";
   }
-  auto r = test::RunTessera({"render-chat", "--model", test::SharedDir() + "/tokenizers/" + folder},
-                            input);
+  auto r = test::RunTessera({"render-chat", "--model", model}, input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<ordered_json> lines = OutputLines(r.out);
   ASSERT_EQ(lines.size(), n) << r.out;
@@ -54,6 +56,30 @@ TEST(RenderChatCli, MatchesReferenceVectors) {
   CheckFolder("Qwen3-4B", 12);
   CheckFolder("gemma-3-1b-it", 14);  // includes raise_exception cases
   CheckFolder("Qwen3.5-4B", 6);      // template from chat_template.jinja
+}
+
+// A GGUF file's tokenizer.chat_template, written with its special tokens as llama.cpp's
+// converter writes Qwen3's, renders like the folder's.
+TEST(RenderChatCli, GgufFileMatchesReferenceVectors) {
+  ModelConfig config;
+  config.vocab_size = 151936;
+  test::GgufWriter writer;
+  ASSERT_TRUE(test::AddGgufTokenizer(test::SharedDir() + "/tokenizers/Qwen3-4B", config, "qwen2",
+                                     /*chat_template=*/true, &writer)
+                  .ok());
+  test::TempDir tmp;
+  const std::string file = tmp.path() + "/qwen3.gguf";
+  test::WriteFile(file, writer.Build());
+  CheckFolder("Qwen3-4B", 42, file);
+  // Without tokenizer.chat_template the file is refused with a line that says so.
+  test::GgufWriter bare;
+  ASSERT_TRUE(test::AddGgufTokenizer(test::SharedDir() + "/tokenizers/Qwen3-4B", config, "qwen2",
+                                     /*chat_template=*/false, &bare)
+                  .ok());
+  test::WriteFile(tmp.path() + "/bare.gguf", bare.Build());
+  auto r = test::RunTessera({"render-chat", "--model", tmp.path() + "/bare.gguf"}, "");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no chat template"), std::string::npos) << r.err;
 }
 
 TEST(RenderChatCli, BadLinesGiveErrorObjectsAndContinue) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/hf_to_gguf.h"
 #include "test_support.h"
 
 namespace tessera {
@@ -32,6 +33,38 @@ TEST(TokenizeCli, EncodesJsonLinesLikeReference) {
   auto d = test::RunTessera({"detokenize", "--model", ModelDir()}, ids_input);
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_EQ(d.out, expected_text);
+}
+
+// --model FILE.gguf: the tokenizer rebuilt from the file's tokenizer.ggml.* keys (written here
+// as llama.cpp's converter writes Qwen3's) encodes and decodes like Hugging Face's.
+TEST(TokenizeCli, GgufFileTokenizesLikeReference) {
+  ModelConfig config;
+  config.vocab_size = 151936;  // Qwen3's embedding rows: ids past the tokenizer are [PADn]
+  test::GgufWriter writer;
+  ASSERT_TRUE(test::AddGgufTokenizer(ModelDir(), config, "qwen2", false, &writer).ok());
+  test::TempDir tmp;
+  const std::string file = tmp.path() + "/qwen3-tokenizer.gguf";
+  test::WriteFile(file, writer.Build());
+  json cases =
+      json::parse(test::ReadFile(test::SharedDir() + "/tokenizers/reference/Qwen3-4B.encode.json"));
+  std::string input, expected, ids_input, expected_text;
+  for (const json& c : cases) {
+    input += c["text"].dump() + "\n";
+    expected += c["ids"].dump() + "\n";
+    ids_input += c["ids"].dump() + "\n";
+    expected_text += json(c["decoded"]).dump() + "\n";
+  }
+  auto r = test::RunTessera({"tokenize", "--model", file}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, expected);
+  auto d = test::RunTessera({"detokenize", "--model", file}, ids_input);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, expected_text);
+  // A file that is not GGUF is refused with the reader's error, not read as a folder.
+  test::WriteFile(tmp.path() + "/not.gguf", "GGUF");
+  auto bad = test::RunTessera({"tokenize", "--model", tmp.path() + "/not.gguf"}, "\"a\"\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("not.gguf"), std::string::npos) << bad.err;
 }
 
 TEST(TokenizeCli, SpecialFlags) {
