@@ -14,6 +14,7 @@
 #include "backend/logits_test_util.h"
 #include "format/format_test_util.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_parity.h"
 #include "model/synthetic_checkpoint.h"
 #include "support/gguf_writer.h"
 #include "support/hf_to_gguf.h"
@@ -23,21 +24,8 @@ namespace tessera {
 namespace {
 
 // A small model of `family`: 4 heads of 16 (2 for k/v), hidden 64, 64 positions.
-SyntheticModelSpec SmallSpec(ModelFamily family) {
-  SyntheticModelSpec s;
-  s.family = family;
-  s.hidden = 64;
-  s.intermediate = 96;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.vocab = 128;
-  s.max_position = 64;
-  return s;
-}
-
 SyntheticModelSpec Gemma3Spec() {
-  SyntheticModelSpec s = SmallSpec(ModelFamily::kGemma3);
+  SyntheticModelSpec s = test::SmallGgufSpec(ModelFamily::kGemma3);
   s.nested_config = false;  // Gemma3ForCausalLM, as gemma-3-270m / 1b are published
   s.layers = 7;             // five sliding layers, a global one, a sliding one
   s.tied = true;
@@ -52,7 +40,7 @@ SyntheticModelSpec Gemma3Spec() {
 }
 
 SyntheticModelSpec MiniCpmSpec() {
-  SyntheticModelSpec s = SmallSpec(ModelFamily::kMiniCpm);
+  SyntheticModelSpec s = test::SmallGgufSpec(ModelFamily::kMiniCpm);
   s.layers = 3;
   s.tied = false;
   s.rope_theta = 1e4;
@@ -98,12 +86,10 @@ TEST_P(GgufArchParity, LogitsMatchTheHuggingFaceCheckpoint) {
   const Status written = test::WriteGgufOfCheckpoint(dir, "smollm", gguf);
   ASSERT_TRUE(written.ok()) << written.ToString();
 
-  auto from_gguf = OpenCheckpoint(gguf);
-  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
-  auto from_hf = OpenCheckpoint(dir);
-  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
-  const ModelConfig& got = (*from_gguf)->config;
-  const ModelConfig& want = (*from_hf)->config;
+  const test::HfAndGguf both = test::OpenHfAndGguf(dir, gguf);
+  ASSERT_TRUE(both.ok());
+  const ModelConfig& got = both.gguf->config;
+  const ModelConfig& want = both.hf->config;
   EXPECT_EQ(got.family, want.family);
   EXPECT_EQ(got.layer_types, want.layer_types);
   EXPECT_EQ(got.sliding_window, want.sliding_window);
@@ -128,9 +114,9 @@ TEST_P(GgufArchParity, LogitsMatchTheHuggingFaceCheckpoint) {
   }
 
   const std::vector<int32_t> tokens = test::RandomTokens(24, vocab, 5);
-  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
-  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
-  auto cpu_exec = test::Load(*from_gguf, "cpu", WeightFormat::kF32, 64, 8);
+  auto want_exec = test::Load(both.hf, "reference", WeightFormat::kAuto, 64, 8);
+  auto got_exec = test::Load(both.gguf, "reference", WeightFormat::kAuto, 64, 8);
+  auto cpu_exec = test::Load(both.gguf, "cpu", WeightFormat::kF32, 64, 8);
   ASSERT_TRUE(want_exec && got_exec && cpu_exec);
   const std::vector<float> all_want = test::AllLogits(*want_exec, tokens);
   // The logits of the ids both have (all of them unless the embedding was cut).

@@ -15,6 +15,7 @@
 #include "base/mapped_file.h"
 #include "format/format_test_util.h"
 #include "format/safetensors.h"
+#include "model/gguf_parity.h"
 #include "model/synthetic_checkpoint.h"
 #include "support/gguf_writer.h"
 #include "support/hf_to_gguf.h"
@@ -31,16 +32,7 @@ std::string GgufName(const std::string& hf) {
 }
 
 SyntheticModelSpec Spec(ModelFamily family) {
-  SyntheticModelSpec s;
-  s.family = family;
-  s.hidden = 64;
-  s.intermediate = 96;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.vocab = 128;
-  s.max_position = 64;
+  SyntheticModelSpec s = test::SmallGgufSpec(family);
   s.tied = family == ModelFamily::kQwen3;
   s.attention_bias = family == ModelFamily::kLlama;
   s.rope_theta = family == ModelFamily::kLlama ? 10000.0 : 1000000.0;
@@ -115,20 +107,18 @@ TEST_P(GgufCheckpointParity, LogitsMatchTheSafetensorsCheckpoint) {
   WriteGguf(dir, spec, c.q8_0, gguf);
   if (HasFatalFailure()) return;
 
-  auto from_gguf = OpenCheckpoint(gguf);
-  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
-  auto from_hf = OpenCheckpoint(dir);
-  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
-  EXPECT_EQ((*from_gguf)->config.tie_word_embeddings, spec.tied);
-  EXPECT_EQ((*from_gguf)->config.head_dim, spec.head_dim);
-  EXPECT_EQ((*from_gguf)->config.num_kv_heads, spec.kv_heads);
+  const test::HfAndGguf both = test::OpenHfAndGguf(dir, gguf);
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both.gguf->config.tie_word_embeddings, spec.tied);
+  EXPECT_EQ(both.gguf->config.head_dim, spec.head_dim);
+  EXPECT_EQ(both.gguf->config.num_kv_heads, spec.kv_heads);
   if (c.q8_0) {
-    EXPECT_EQ((*from_gguf)->tensors.layers[0].gate_proj->dtype, DType::kGgmlBlocks);
+    EXPECT_EQ(both.gguf->tensors.layers[0].gate_proj->dtype, DType::kGgmlBlocks);
   }
 
   const std::vector<int32_t> tokens = test::RandomTokens(24, spec.vocab, 5);
-  auto want_exec = test::Load(*from_hf, "reference", WeightFormat::kAuto, 64, 8);
-  auto got_exec = test::Load(*from_gguf, "reference", WeightFormat::kAuto, 64, 8);
+  auto want_exec = test::Load(both.hf, "reference", WeightFormat::kAuto, 64, 8);
+  auto got_exec = test::Load(both.gguf, "reference", WeightFormat::kAuto, 64, 8);
   ASSERT_TRUE(want_exec && got_exec);
   const std::vector<float> want = test::AllLogits(*want_exec, tokens);
   const std::vector<float> got = test::AllLogits(*got_exec, tokens);
@@ -139,7 +129,7 @@ TEST_P(GgufCheckpointParity, LogitsMatchTheSafetensorsCheckpoint) {
               std::string(ModelFamilyName(c.family)).c_str(), c.q8_0 ? "Q8_0" : "F32", scale, diff);
   EXPECT_LE(diff, 1e-4 * scale);
   // The cpu backend widens the same tensors row range by row range (F32 panels).
-  auto cpu_exec = test::Load(*from_gguf, "cpu", WeightFormat::kF32, 64, 8);
+  auto cpu_exec = test::Load(both.gguf, "cpu", WeightFormat::kF32, 64, 8);
   ASSERT_TRUE(cpu_exec);
   const double cpu_diff = test::MaxAbsDiff(test::AllLogits(*cpu_exec, tokens), want);
   std::printf("[ measured ] cpu F32 from the GGUF: max |diff| %.3g\n", cpu_diff);
@@ -148,10 +138,10 @@ TEST_P(GgufCheckpointParity, LogitsMatchTheSafetensorsCheckpoint) {
   // The cpu backend's default: exact F32 for an F32 file, the INT8 repack for block-quantized
   // weights. Its error (per-row INT8 weights and activations) is about 1e-2 of the largest
   // logit at real shapes (bench/results/gguf.md); bounded here at 3e-2 with top-1 agreement.
-  auto resolved = ResolveWeightFormat(**from_gguf, WeightFormat::kAuto);
+  auto resolved = ResolveWeightFormat(*both.gguf, WeightFormat::kAuto);
   ASSERT_TRUE(resolved);
   EXPECT_EQ(*resolved, c.q8_0 ? WeightFormat::kInt8 : WeightFormat::kF32);
-  auto auto_exec = test::Load(*from_gguf, "cpu", WeightFormat::kAuto, 64, 8);
+  auto auto_exec = test::Load(both.gguf, "cpu", WeightFormat::kAuto, 64, 8);
   ASSERT_TRUE(auto_exec);
   const std::vector<float> by_default = test::AllLogits(*auto_exec, tokens);
   const double bound = (c.q8_0 ? 3e-2 : 1e-4) * scale;

@@ -13,6 +13,7 @@
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "model/gguf_checkpoint.h"
+#include "model/gguf_parity.h"
 #include "model/synthetic_checkpoint.h"
 #include "support/hf_to_gguf.h"
 #include "test_support.h"
@@ -26,16 +27,8 @@ struct Case {
 };
 
 SyntheticModelSpec Spec(ModelFamily family) {
-  SyntheticModelSpec s;
-  s.family = family;
-  s.hidden = 64;
-  s.intermediate = 96;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
+  SyntheticModelSpec s = test::SmallGgufSpec(family);
   s.vocab = 4352;  // the synthetic tokenizer's ids (the writer puts the tokenizer in the file)
-  s.max_position = 64;
   s.tied = family == ModelFamily::kQwen3;
   s.attention_bias = family == ModelFamily::kLlama;
   s.rope_theta = family == ModelFamily::kLlama ? 10000.0 : 1000000.0;
@@ -139,33 +132,25 @@ TEST_P(GgufFloatTypes, LogitsMatchTheSafetensorsCheckpoint) {
     EXPECT_EQ(type_of("blk.0.attn_q_norm.weight"), GgmlType::kF32);
   }
 
-  auto from_gguf = OpenCheckpoint(path);
-  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
-  auto from_hf = OpenCheckpoint(dir);
-  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
-  ExpectSameWeights(**from_gguf, **from_hf);
+  const test::HfAndGguf both = test::OpenHfAndGguf(dir, path);
+  ASSERT_TRUE(both.ok());
+  ExpectSameWeights(*both.gguf, *both.hf);
 
   const std::vector<int32_t> tokens = test::RandomTokens(24, spec.vocab, 7);
   const std::string type_name = c.outtype == GgmlType::kF16 ? "F16" : "BF16";
   // The reference backend, and the cpu backend in its default format (BF16 panels for 16-bit
   // weights, the same for both checkpoints).
   for (const char* placement : {"reference", "cpu"}) {
-    auto want_exec = test::Load(*from_hf, placement, WeightFormat::kAuto, 64, 8);
-    auto got_exec = test::Load(*from_gguf, placement, WeightFormat::kAuto, 64, 8);
-    ASSERT_TRUE(want_exec && got_exec);
-    const std::vector<float> want = test::AllLogits(*want_exec, tokens);
-    const std::vector<float> got = test::AllLogits(*got_exec, tokens);
-    double scale = 0;
-    for (float v : want) scale = std::max(scale, std::fabs(static_cast<double>(v)));
-    const double diff = test::MaxAbsDiff(got, want);
+    const test::LogitsDiff d =
+        test::CompareCheckpointLogits(both.hf, both.gguf, placement, WeightFormat::kAuto, tokens);
     std::printf("[ measured ] %s %s %s: max |logit| %.3g, max |diff| %.3g\n",
-                std::string(ModelFamilyName(c.family)).c_str(), type_name.c_str(), placement, scale,
-                diff);
-    EXPECT_GT(scale, 0.0);
-    EXPECT_LE(diff, 1e-4 * scale) << placement;
+                std::string(ModelFamilyName(c.family)).c_str(), type_name.c_str(), placement,
+                d.scale, d.diff);
+    EXPECT_GT(d.scale, 0.0);
+    EXPECT_LE(d.diff, 1e-4 * d.scale) << placement;
   }
-  auto gguf_format = ResolveWeightFormat(**from_gguf, WeightFormat::kAuto);
-  auto hf_format = ResolveWeightFormat(**from_hf, WeightFormat::kAuto);
+  auto gguf_format = ResolveWeightFormat(*both.gguf, WeightFormat::kAuto);
+  auto hf_format = ResolveWeightFormat(*both.hf, WeightFormat::kAuto);
   ASSERT_TRUE(gguf_format && hf_format);
   EXPECT_EQ(*gguf_format, WeightFormat::kBF16);
   EXPECT_EQ(*gguf_format, *hf_format);

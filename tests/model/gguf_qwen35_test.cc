@@ -20,6 +20,7 @@
 #include "format/gguf_quants.h"
 #include "format/safetensors.h"
 #include "model/checkpoint.h"
+#include "model/gguf_parity.h"
 #include "model/synthetic_checkpoint.h"
 #include "model/tensor_convert.h"
 #include "support/gguf_writer.h"
@@ -38,23 +39,13 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
-// Every position's logits of `tokens` from both checkpoints on one backend: the largest |logit|
-// of `want`'s and the largest difference (infinite when one fails to load).
-struct LogitsDiff {
-  double scale = 0, diff = INFINITY;
-};
-LogitsDiff CompareLogits(std::shared_ptr<const Checkpoint> want,
-                         std::shared_ptr<const Checkpoint> got, const std::string& backend,
-                         const std::vector<int32_t>& tokens) {
+// Both checkpoints' logits on one backend: the cpu backend in F32 (its exact format), the
+// reference backend as it is.
+test::LogitsDiff CompareLogits(std::shared_ptr<const Checkpoint> want,
+                               std::shared_ptr<const Checkpoint> got, const std::string& backend,
+                               const std::vector<int32_t>& tokens) {
   const WeightFormat format = backend == "cpu" ? WeightFormat::kF32 : WeightFormat::kAuto;
-  auto want_exec = test::Load(std::move(want), backend, format, 64, 8);
-  auto got_exec = test::Load(std::move(got), backend, format, 64, 8);
-  LogitsDiff r;
-  if (!want_exec || !got_exec) return r;
-  const std::vector<float> logits = test::AllLogits(*want_exec, tokens);
-  for (float x : logits) r.scale = std::max(r.scale, std::fabs(static_cast<double>(x)));
-  r.diff = test::MaxAbsDiff(test::AllLogits(*got_exec, tokens), logits);
-  return r;
+  return test::CompareCheckpointLogits(std::move(want), std::move(got), backend, format, tokens);
 }
 
 SyntheticModelSpec Spec(const Case& c) {
@@ -93,12 +84,10 @@ TEST_P(GgufQwen35, LogitsMatchTheHuggingFaceCheckpoint) {
   const Status written = test::WriteGgufOfCheckpoint(dir, "qwen35", gguf);
   ASSERT_TRUE(written.ok()) << written.ToString();
 
-  auto from_gguf = OpenCheckpoint(gguf);
-  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
-  auto from_hf = OpenCheckpoint(dir);
-  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
-  const ModelConfig& got = (*from_gguf)->config;
-  const ModelConfig& want = (*from_hf)->config;
+  const test::HfAndGguf both = test::OpenHfAndGguf(dir, gguf);
+  ASSERT_TRUE(both.ok());
+  const ModelConfig& got = both.gguf->config;
+  const ModelConfig& want = both.hf->config;
   EXPECT_EQ(got.family, ModelFamily::kQwen3_5);
   EXPECT_EQ(got.num_layers, want.num_layers);
   EXPECT_EQ(got.layer_types, want.layer_types);
@@ -115,7 +104,7 @@ TEST_P(GgufQwen35, LogitsMatchTheHuggingFaceCheckpoint) {
 
   const std::vector<int32_t> tokens = test::RandomTokens(20, spec.vocab, 7);
   for (const char* backend : {"reference", "cpu"}) {
-    const LogitsDiff d = CompareLogits(*from_hf, *from_gguf, backend, tokens);
+    const test::LogitsDiff d = CompareLogits(both.hf, both.gguf, backend, tokens);
     std::printf("[ measured ] qwen35 %s %s: max |logit| %.3g, max |diff| %.3g\n", GetParam().name,
                 backend, d.scale, d.diff);
     EXPECT_LE(d.diff, 1e-4 * d.scale) << backend;
@@ -204,7 +193,7 @@ std::shared_ptr<const Checkpoint> ExpectBlocksLoadAsTheirValues(const SyntheticM
   }
   const std::vector<int32_t> tokens = test::RandomTokens(20, spec.vocab, 9);
   for (const char* backend : {"reference", "cpu"}) {
-    const LogitsDiff d = CompareLogits(*from_values, *from_blocks, backend, tokens);
+    const test::LogitsDiff d = CompareLogits(*from_values, *from_blocks, backend, tokens);
     std::printf("[ measured ] qwen35 blocks %s: max |logit| %.3g, max |diff| %.3g\n", backend,
                 d.scale, d.diff);
     EXPECT_LE(d.diff, 1e-5 * d.scale) << backend;
@@ -365,13 +354,11 @@ TEST(GgufQwen35File, MtpHeadIsWrittenAfterTheDecoderAndNotRun) {
   std::memcpy(&enorm1, file->FindTensor(b + "nextn.enorm.weight")->data.data() + 4, 4);
   EXPECT_FLOAT_EQ(enorm1, 1.01f);
 
-  auto from_gguf = OpenCheckpoint(gguf);
-  ASSERT_TRUE(from_gguf) << from_gguf.status().ToString();
-  auto from_hf = OpenCheckpoint(dir);
-  ASSERT_TRUE(from_hf) << from_hf.status().ToString();
-  EXPECT_EQ((*from_gguf)->config.num_layers, spec.layers);
+  const test::HfAndGguf both = test::OpenHfAndGguf(dir, gguf);
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both.gguf->config.num_layers, spec.layers);
   const std::vector<int32_t> tokens = test::RandomTokens(12, spec.vocab, 3);
-  const LogitsDiff d = CompareLogits(*from_hf, *from_gguf, "reference", tokens);
+  const test::LogitsDiff d = CompareLogits(both.hf, both.gguf, "reference", tokens);
   EXPECT_LE(d.diff, 1e-4 * d.scale);
 }
 
