@@ -123,7 +123,9 @@ u32(`${arch}.attention.head_count`, cfg.num_attention_heads);
 u32(`${arch}.attention.head_count_kv`, cfg.num_key_value_heads);
 u32(`${arch}.attention.key_length`, headDim);
 u32(`${arch}.attention.value_length`, headDim);
-f32(`${arch}.rope.freq_base`, cfg.rope_theta);
+// Qwen3.5 keeps its RoPE fields in rope_parameters (transformers 5), the others at the top.
+const rope = cfg.rope_parameters ?? {};
+f32(`${arch}.rope.freq_base`, cfg.rope_theta ?? rope.rope_theta);
 f32(`${arch}.attention.layer_norm_rms_epsilon`, cfg.rms_norm_eps);
 if (arch === "qwen35") {
   const la = cfg;
@@ -133,8 +135,8 @@ if (arch === "qwen35") {
   u32(`${arch}.ssm.group_count`, la.linear_num_key_heads);
   u32(`${arch}.ssm.time_step_rank`, la.linear_num_value_heads);
   u32(`${arch}.ssm.inner_size`, la.linear_value_head_dim * la.linear_num_value_heads);
-  u32(`${arch}.rope.dimension_count`, Math.round(headDim * (cfg.partial_rotary_factor ?? 0.25)));
-  kv.push([`${arch}.rope.dimension_sections`, 9, { type: 5, items: [11, 11, 10, 0] }]);
+  u32(`${arch}.rope.dimension_count`, Math.round(headDim * (cfg.partial_rotary_factor ?? rope.partial_rotary_factor ?? 0.25)));
+  kv.push([`${arch}.rope.dimension_sections`, 9, { type: 5, items: [...(rope.mrope_section ?? [11, 11, 10]), 0] }]);
 }
 s("tokenizer.ggml.model", "gpt2");
 s("tokenizer.ggml.pre", "qwen2");

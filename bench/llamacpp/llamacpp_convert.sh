@@ -10,6 +10,8 @@
 # python3-torch, python3-numpy, python3-yaml and python3-sentencepiece; `transformers` is the
 # stand-in in converter_shim/ (see its docstring: config.json and tokenizer.json read as they
 # are, encode/decode by `tessera tokenize`, checked by the converter's pre-tokenizer hash).
+# --no-lazy (the same output, computed before writing) lets the stand-in's float16 exp (see
+# converter_shim/sitecustomize.py) reach the converter's tensors.
 # The outtype should be the checkpoint's own dtype, so both files hold the same values; then
 # the two runs must agree within 1e-4 of the largest logit (issue #46). Quantized types come
 # from this file with llama-quantize; bench/llamacpp/gguf_accuracy.sh compares them.
@@ -25,7 +27,8 @@ for module in torch numpy yaml sentencepiece tqdm; do
   }
 done
 TESSERA_BIN=$BUILD/apps/tessera PYTHONPATH="$HERE/converter_shim:$LLAMA/gguf-py" \
-  "$PY" "$LLAMA/convert_hf_to_gguf.py" "$HF" --outtype "$OUTTYPE" --outfile "$OUT" 2> "$OUT.log" ||
+  "$PY" "$LLAMA/convert_hf_to_gguf.py" "$HF" --outtype "$OUTTYPE" --no-lazy --outfile "$OUT" \
+  2> "$OUT.log" ||
   { tail -20 "$OUT.log" >&2; exit 1; }
 grep -E "gguf: loading model|pre-tokenizer|Model successfully exported" "$OUT.log" || true
 WORK=$(mktemp -d)

@@ -100,23 +100,37 @@ nlohmann::ordered_json TextConfig(const SyntheticModelSpec& s) {
   cfg["vocab_size"] = s.vocab;
   cfg["max_position_embeddings"] = s.max_position;
   cfg["rms_norm_eps"] = s.rms_norm_eps;
-  cfg["rope_theta"] = s.rope_theta;
-  if (s.partial_rotary_factor != 1.0) cfg["partial_rotary_factor"] = s.partial_rotary_factor;
-  if (s.rope_llama3) {
-    cfg["rope_scaling"] = {
-        {"factor", s.rope_llama3->factor},
-        {"high_freq_factor", s.rope_llama3->high_freq_factor},
-        {"low_freq_factor", s.rope_llama3->low_freq_factor},
-        {"original_max_position_embeddings", s.rope_llama3->original_max_position_embeddings},
-        {"rope_type", "llama3"}};
-  } else if (s.rope_longrope) {
-    cfg["rope_scaling"] = {
-        {"rope_type", "longrope"},
-        {"short_factor", s.rope_longrope->short_factor},
-        {"long_factor", s.rope_longrope->long_factor},
-        {"original_max_position_embeddings", s.rope_longrope->original_max_position_embeddings}};
+  if (s.family == ModelFamily::kQwen3_5) {
+    // Qwen3.5's own layout (transformers' rope_parameters): its multimodal RoPE splits the
+    // rotary pairs in three interleaved sections (11/11/10 of 32 at head_dim 256), which text
+    // positions make plain RoPE; llama.cpp's converter copies the sections into the GGUF.
+    const int64_t pairs =
+        static_cast<int64_t>(static_cast<double>(s.head_dim) * s.partial_rotary_factor) / 2;
+    const int64_t third = (pairs + 2) / 3;
+    cfg["rope_parameters"] = {{"mrope_interleaved", true},
+                              {"mrope_section", {third, third, pairs - 2 * third}},
+                              {"rope_type", "default"},
+                              {"rope_theta", s.rope_theta},
+                              {"partial_rotary_factor", s.partial_rotary_factor}};
   } else {
-    cfg["rope_scaling"] = nullptr;
+    cfg["rope_theta"] = s.rope_theta;
+    if (s.partial_rotary_factor != 1.0) cfg["partial_rotary_factor"] = s.partial_rotary_factor;
+    if (s.rope_llama3) {
+      cfg["rope_scaling"] = {
+          {"factor", s.rope_llama3->factor},
+          {"high_freq_factor", s.rope_llama3->high_freq_factor},
+          {"low_freq_factor", s.rope_llama3->low_freq_factor},
+          {"original_max_position_embeddings", s.rope_llama3->original_max_position_embeddings},
+          {"rope_type", "llama3"}};
+    } else if (s.rope_longrope) {
+      cfg["rope_scaling"] = {
+          {"rope_type", "longrope"},
+          {"short_factor", s.rope_longrope->short_factor},
+          {"long_factor", s.rope_longrope->long_factor},
+          {"original_max_position_embeddings", s.rope_longrope->original_max_position_embeddings}};
+    } else {
+      cfg["rope_scaling"] = nullptr;
+    }
   }
   if (s.family == ModelFamily::kGemma3) {
     cfg["hidden_activation"] = "gelu_pytorch_tanh";

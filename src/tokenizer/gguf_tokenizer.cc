@@ -45,6 +45,10 @@ constexpr BytePreTokenizer kBytePreTokenizers[] = {
     {"llama3", "", kLlama3PreTokenizer, true, true},
     {"llama-v3", "", kLlama3PreTokenizer, true, true},
     {"smollm", "", kSmolLmPreTokenizer, false, false},
+    // StarCoder's and Refact's tokenizers split like SmolLM's (llama.cpp maps all three to one
+    // pre-tokenizer type); checked on llama.cpp's ggml-vocab-{starcoder,refact}.gguf vectors.
+    {"starcoder", "", kSmolLmPreTokenizer, false, false},
+    {"refact", "", kSmolLmPreTokenizer, false, false},
 };
 
 constexpr std::string_view kByteLevelDecoder = R"({"type": "ByteLevel"})";

@@ -329,6 +329,19 @@ TEST(GgufPreTokenizer, SmolLmSplitsDigitsOneByOne) {
   EXPECT_TRUE(smollm.IsSpecial(257));
 }
 
+// StarCoder's and Refact's files split like SmolLM's (one llama.cpp pre-tokenizer type; the
+// full check is llama.cpp's ggml-vocab-{starcoder,refact}.gguf vectors, bench/results/gguf.md).
+TEST(GgufPreTokenizer, StarCoderAndRefactSplitLikeSmolLm) {
+  Tokenizer smollm = Build(test::TinyByteLevel("smollm"));
+  for (const char* pre : {"starcoder", "refact"}) {
+    Tokenizer other = Build(test::TinyByteLevel(pre));
+    for (const char* text : {"12", "a 12<|endoftext|>", "x  y\n\n 3.5", "I've 42 \t!"}) {
+      EXPECT_EQ(*other.Encode(text), *smollm.Encode(text)) << pre << ": " << text;
+    }
+    EXPECT_EQ(*other.Encode("12"), (std::vector<int32_t>{'1', '2'})) << pre;
+  }
+}
+
 TEST(GgufPreTokenizer, Qwen35KeepsCombiningMarksWithTheirLetter) {
   // "x" + U+0301 (no precomposed form, so NFC keeps it): qwen2's split isolates the mark,
   // qwen35's keeps it in the word, so only qwen35 can reach the merged token.
