@@ -8,12 +8,11 @@
 // Blank lines (only spaces/tabs/CR) are skipped and produce no output line. The first bad line
 // stops the run with a one-line error naming it on stderr and exit code 1.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <filesystem>
 
 #include "cli_args.h"
 #include "commands.h"
