@@ -15,7 +15,7 @@ for file in "$@"; do
   l=$(for run in "-p 512 -n 0" "-p 0 -n 64 -d 512"; do
     # shellcheck disable=SC2086
     "$LLAMA/build/bin/llama-bench" -m "$file" -t 2 $run -r 1 -o csv 2> /dev/null |
-      tail -1 | awk -F, '{ printf "%.1f ", $(NF-1) }' FS='"?,"?'
+      tail -1 | awk -F'"?,"?' '{ printf "%.1f ", $(NF-1) }'
   done)
   t=$("$BUILD/apps/tessera" bench --model "$file" --threads 2 --prompt-tokens 512 --gen-tokens 64 \
     --repeat 1 "${isa[@]}" 2>&1 | awk '/^prefill@|^decode/ { printf "%s ", $2 }')
